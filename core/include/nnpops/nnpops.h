@@ -1,0 +1,204 @@
+/*
+ * nnpops.h - the public C interface of nnpops.
+ *
+ * nnpops evaluates machine-learned interatomic potentials (ANI-2x, ANI-1x, and a Lennard-Jones
+ * reference potential) on the CPU and on NVIDIA GPUs.  This is the only public header.
+ *
+ * Conventions
+ *  - Every fallible call returns an nnpops_status; NNPOPS_OK is 0.  On failure a human-readable
+ *    detail (file, YAML line, tensor name, atom index, element, ...) is available from
+ *    nnpops_last_error() in the calling thread until the next failing call in that thread.
+ *  - Objects are created through an out-parameter; *_destroy(p) returns nothing and accepts NULL.
+ *  - Host arrays are float64 in and out whatever the compute precision; arrays are C-contiguous.
+ *  - A model is immutable after loading and may be shared by threads.  A context (one simulation's
+ *    workspace) is used by one thread at a time.
+ *  - The library never prints, never exits and never aborts.
+ *
+ * Units: positions, cells and outputs are in the context's units (option length_unit /
+ * energy_unit; default angstrom and eV).  Virial (per system, row-major 3x3):
+ *     W = - sum_pairs r_ij (x) dE/dr_ij,   r_ij = x_j - x_i (+ image shift),
+ * in energy units, so that P = (N k T + tr(W)/3) / V (LAMMPS's sign) and the stress is -W / V
+ * (ASE's sign).  A per-atom virial gives each atom of a pair half of the pair's term.
+ *
+ * This header includes only <stddef.h> and <stdint.h>; everything between the "cdef" markers is
+ * plain C declarations that cffi can parse after preprocessing lines are removed.
+ */
+#ifndef NNPOPS_NNPOPS_H
+#define NNPOPS_NNPOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NNPOPS_VERSION_MAJOR 0
+#define NNPOPS_VERSION_MINOR 1
+#define NNPOPS_VERSION_PATCH 0
+#define NNPOPS_VERSION_NUMBER (NNPOPS_VERSION_MAJOR * 10000 + NNPOPS_VERSION_MINOR * 100 + NNPOPS_VERSION_PATCH)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* cdef-begin */
+
+/* Status codes; the values are part of the ABI and never change. */
+typedef enum nnpops_status {
+    NNPOPS_OK = 0,
+    NNPOPS_ERROR_INVALID_ARGUMENT = 1,   /* NULL pointer, negative count, bad option value, ... */
+    NNPOPS_ERROR_OUT_OF_MEMORY = 2,
+    NNPOPS_ERROR_IO = 3,                 /* a file cannot be opened or read */
+    NNPOPS_ERROR_MODEL_NOT_FOUND = 4,    /* a model name that is on no search path */
+    NNPOPS_ERROR_MODEL_FORMAT = 5,       /* malformed YAML, safetensors, shapes, dtypes, names */
+    NNPOPS_ERROR_CHECKSUM = 6,           /* weights file sha256 differs from the model file */
+    NNPOPS_ERROR_UNKNOWN_ELEMENT = 7,    /* an atomic number the model does not describe */
+    NNPOPS_ERROR_BAD_POSITION = 8,       /* NaN or infinite coordinate */
+    NNPOPS_ERROR_ATOMS_TOO_CLOSE = 9,    /* two atoms closer than option min_distance */
+    NNPOPS_ERROR_BAD_CELL = 10,          /* singular or non-finite cell along a periodic axis */
+    NNPOPS_ERROR_TOO_MANY_IMAGES = 11,   /* cell so small that the image count exceeds max_images */
+    NNPOPS_ERROR_NEIGHBOR_OVERFLOW = 12, /* more pairs than the capacity allowed */
+    NNPOPS_ERROR_DEVICE_NOT_BUILT = 13,  /* device "cuda" asked of a library built without CUDA */
+    NNPOPS_ERROR_NO_DEVICE = 14,         /* CUDA built in, but no usable GPU (or driver) present */
+    NNPOPS_ERROR_CUDA = 15,              /* a CUDA runtime or cuBLAS call failed */
+    NNPOPS_ERROR_UNSUPPORTED = 16,       /* a valid request this build or model cannot serve */
+    NNPOPS_ERROR_CAPTURE = 17,           /* CUDA graph capture failed (the context stays usable) */
+    NNPOPS_ERROR_INTERNAL = 18
+} nnpops_status;
+
+typedef enum nnpops_precision {
+    NNPOPS_FLOAT32 = 0,
+    NNPOPS_FLOAT64 = 1
+} nnpops_precision;
+
+/* Context options.  Each has a name (the pair_style keyword and Python keyword argument) and a
+ * numeric value; names and enumerated values are listed with nnpops_option_* below. */
+typedef enum nnpops_option {
+    NNPOPS_OPTION_LENGTH_UNIT = 0,        /* 0 angstrom (default), 1 nm, 2 bohr */
+    NNPOPS_OPTION_ENERGY_UNIT = 1,        /* 0 eV (default), 1 kcal/mol, 2 kJ/mol, 3 hartree */
+    NNPOPS_OPTION_MIN_DISTANCE = 2,       /* angstrom; closer atoms are an error (default 0.1) */
+    NNPOPS_OPTION_MAX_NEIGHBORS = 3,      /* cap on pairs per atom, 0 = unlimited (default 0) */
+    NNPOPS_OPTION_MAX_IMAGES = 4,         /* cap on periodic images per axis (default 64) */
+    NNPOPS_OPTION_ENSEMBLE_MEMBER = 5,    /* -1 = ensemble mean (default), k = member k only */
+    NNPOPS_OPTION_CUDA_GRAPHS = 6,        /* 0 off (default), 1 on */
+    NNPOPS_OPTION_GRAPH_WARMUP_STEPS = 7, /* eager steps before capture (default 2) */
+    NNPOPS_OPTION_DETERMINISTIC = 8,      /* 0 off (default), 1 on: bitwise reproducible */
+    NNPOPS_OPTION_COUNT_ = 9
+} nnpops_option;
+
+typedef struct nnpops_model nnpops_model;
+typedef struct nnpops_context nnpops_context;
+
+/* Inputs of one compute call: borrowed arrays, all host memory, float64.
+ * Atoms 0 .. n_local-1 are local; the rest are ghosts that receive forces but whose energy does
+ * not count (LAMMPS domain decomposition).  Atoms of a batch are grouped by system: batch[i] is the
+ * system of atom i (0 .. n_systems-1); NULL means every atom belongs to system 0. */
+typedef struct nnpops_inputs {
+    size_t struct_size;            /* sizeof(nnpops_inputs) */
+    int64_t n_atoms;
+    int64_t n_local;               /* < 0 means n_atoms */
+    int64_t n_systems;             /* >= 1; with batch == NULL it must be 1 */
+    const int32_t *atomic_numbers; /* [n_atoms] */
+    const double *positions;       /* [n_atoms][3] */
+    const int32_t *batch;          /* [n_atoms] or NULL */
+    const double *cells;           /* [n_systems][3][3], rows are lattice vectors a, b, c; or NULL */
+    const uint8_t *pbc;            /* [n_systems][3] periodic flags; NULL = not periodic */
+} nnpops_inputs;
+
+/* Outputs: caller-allocated host arrays; NULL = not wanted. */
+typedef struct nnpops_outputs {
+    size_t struct_size;            /* sizeof(nnpops_outputs) */
+    double *energies;              /* [n_systems] */
+    double *forces;                /* [n_atoms][3] */
+    double *virials;               /* [n_systems][9] row-major */
+    double *atomic_energies;       /* [n_atoms] (ghost atoms get 0) */
+    double *atomic_virials;        /* [n_atoms][9] */
+    double *member_energies;       /* [n_systems][ensemble_size]: each member's energy (ANI) */
+} nnpops_outputs;
+
+/* Counters that show which path a context took. */
+typedef struct nnpops_stats {
+    size_t struct_size;            /* sizeof(nnpops_stats) */
+    int64_t steps;                 /* compute calls that succeeded */
+    int64_t neighbor_rebuilds;     /* neighbor buffer growths */
+    int64_t graph_captures;
+    int64_t graph_replays;
+    int64_t eager_fallbacks;       /* steps run eagerly because a capture failed */
+    int64_t pair_capacity;         /* current neighbor pair capacity */
+    int64_t n_pairs;               /* pairs found by the last step */
+} nnpops_stats;
+
+/* ---- library ---- */
+const char *nnpops_status_name(nnpops_status status);
+const char *nnpops_last_error(void);
+int32_t nnpops_version_number(void);
+const char *nnpops_version_string(void);
+/* 1 if the library was built with CUDA, else 0. */
+int32_t nnpops_cuda_built(void);
+/* Number of usable CUDA devices (0 when not built or no driver/GPU). */
+int32_t nnpops_cuda_device_count(void);
+
+/* ---- models ----
+ * name_or_path: a path to a model YAML file, or a model name (such as "ani2x") searched as
+ * NAME.yaml in the directories of NNPOPS_MODEL_PATH (colon separated), then in
+ * ${XDG_CACHE_HOME:-~/.cache}/nnpops/models.  device: "cpu", "cuda" or "cuda:N" (NULL = "cpu"). */
+nnpops_status nnpops_model_load(const char *name_or_path, const char *device,
+                                nnpops_precision precision, nnpops_model **model);
+void nnpops_model_destroy(nnpops_model *model);
+const char *nnpops_model_name(const nnpops_model *model);
+const char *nnpops_model_type(const nnpops_model *model);   /* "ani" or "lj" */
+const char *nnpops_model_path(const nnpops_model *model);   /* resolved YAML path */
+const char *nnpops_model_device(const nnpops_model *model); /* "cpu" or "cuda:N" */
+nnpops_precision nnpops_model_precision(const nnpops_model *model);
+int32_t nnpops_model_num_species(const nnpops_model *model);
+/* Atomic number of species index i, or -1 when i is out of range. */
+int32_t nnpops_model_species(const nnpops_model *model, int32_t i);
+int32_t nnpops_model_ensemble_size(const nnpops_model *model); /* 1 for lj */
+/* Interaction cutoff in angstrom (ANI: the radial cutoff). */
+double nnpops_model_cutoff(const nnpops_model *model);
+
+/* ---- contexts ---- */
+nnpops_status nnpops_context_create(const nnpops_model *model, nnpops_context **context);
+void nnpops_context_destroy(nnpops_context *context);
+nnpops_status nnpops_context_set_option(nnpops_context *context, nnpops_option option, double value);
+nnpops_status nnpops_context_get_option(const nnpops_context *context, nnpops_option option,
+                                        double *value);
+/* By name, with a textual value: "cuda_graphs" "on", "length_unit" "nm", "min_distance" "0.05". */
+nnpops_status nnpops_context_set_option_by_name(nnpops_context *context, const char *name,
+                                                const char *value);
+nnpops_status nnpops_option_from_name(const char *name, nnpops_option *option);
+const char *nnpops_option_name(nnpops_option option);
+nnpops_status nnpops_context_stats(const nnpops_context *context, nnpops_stats *stats);
+
+/* Energy and whichever of forces, virials, per-atom terms the outputs ask for. */
+nnpops_status nnpops_compute(nnpops_context *context, const nnpops_inputs *inputs,
+                             nnpops_outputs *outputs);
+
+/* ---- neighbor pairs (standalone) ----
+ * All pairs of distinct atoms (and atom/image pairs) closer than cutoff, as a HALF list: each
+ * interacting pair appears once, as (i, j, s) with r_ij = x_j - x_i + s . cell (s an integer
+ * shift vector of the lattice; shift 0 pairs have i < j).  An atom interacts with its own periodic
+ * images when the cutoff exceeds the cell width; such pairs appear once, as (i, i, s).
+ * cell: 3x3 row-major (rows a, b, c) or NULL; pbc: 3 flags or NULL (not periodic).  Positions may
+ * lie outside the cell.  pairs [capacity][2], shifts [capacity][3] and distances [capacity] may be
+ * NULL only when capacity is 0.  Order of pairs is unspecified.  *n_pairs receives the number of
+ * pairs found; if it exceeds capacity, the first `capacity` are written and the call returns
+ * NNPOPS_ERROR_NEIGHBOR_OVERFLOW so the caller can grow its arrays to *n_pairs and call again.
+ * Lengths are in the caller's units (the same for positions, cell and cutoff). */
+nnpops_status nnpops_neighbor_pairs(int64_t n_atoms, const double *positions, const double *cell,
+                                    const uint8_t *pbc, double cutoff, int64_t capacity,
+                                    int64_t *n_pairs, int64_t *pairs, int32_t *shifts,
+                                    double *distances);
+
+/* cdef-end */
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPOPS_NNPOPS_H */
