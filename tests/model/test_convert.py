@@ -158,7 +158,8 @@ def test_yaml_with_pyyaml(ani1x_dir):
     assert doc["format"] == "nnpops-model" and doc["format_version"] == 1
     assert doc["species"] == ["H", "C", "N", "O"]
     assert list(doc["ani"]["networks"]) == ["H", "C", "N", "O"]
-    assert doc["ani"]["angular"]["sections"][0] == struct.unpack("<f", struct.pack("<f", 0.19634954))[0]
+    section0 = struct.unpack("<f", struct.pack("<f", 0.19634954))[0]
+    assert doc["ani"]["angular"]["sections"][0] == section0
     assert isinstance(doc["weights"]["sha256"], str) and len(doc["weights"]["sha256"]) == 64
     assert doc["ani"]["tensors"] == "m{member}.{element}.l{layer}.{kind}"
 
@@ -260,7 +261,8 @@ def test_second_run_is_up_to_date(source_dir, tmp_path, capsys):
     rc, out, err = run(argv, capsys)
     assert rc == 0 and "wrote" in out
     yaml_text = (tmp_path / "ani1x.yaml").read_text(encoding="ascii")
-    assert yaml_value(yaml_text, "sha256", 2) == '"%s"' % sha256_file(tmp_path / "ani1x.safetensors")
+    digest = sha256_file(tmp_path / "ani1x.safetensors")
+    assert yaml_value(yaml_text, "sha256", 2) == '"%s"' % digest
     # and so is a hand-edited YAML
     (tmp_path / "ani1x.yaml").write_text(yaml_text.replace("ensemble_size: 8", "ensemble_size: 2"))
     rc, out, err = run(argv, capsys)
@@ -320,7 +322,8 @@ def _nnf(el, layers, inputsize=7):
     text = "inputsize=%d;\natom_net %s $\n" % (inputsize, el)
     for i, (nodes, act, block) in enumerate(layers, 1):
         text += ("layer [\nnodes=%d;\nactivation=%d;\ntype=0;\nblocksize=%d;\ndropout=0;\n"
-                 "weights=FILE:ANN-%s.nnf-l%d.wparam[%d];\nbiases=FILE:ANN-%s.nnf-l%d.bparam[%d];\n]\n"
+                 "weights=FILE:ANN-%s.nnf-l%d.wparam[%d];\n"
+                 "biases=FILE:ANN-%s.nnf-l%d.bparam[%d];\n]\n"
                  % (nodes, act, block, el, i, nodes * block, el, i, nodes))
     text += "\n $ \n"
     raw = text.encode("ascii")
@@ -381,8 +384,9 @@ def test_tiny_model(tmp_path, capsys):
         for el in ("H", "N"):
             for li in range(3):
                 net = "%s/train%d/networks/ANN-%s.nnf-l%d." % (ANI1X_ARCHIVE, k, el, li + 1)
-                assert tensor_bytes(path, header, start, "m%d.%s.l%d.weight" % (k, el, li)) == files[net + "wparam"]
-                assert tensor_bytes(path, header, start, "m%d.%s.l%d.bias" % (k, el, li)) == files[net + "bparam"]
+                base = "m%d.%s.l%d." % (k, el, li)
+                assert tensor_bytes(path, header, start, base + "weight") == files[net + "wparam"]
+                assert tensor_bytes(path, header, start, base + "bias") == files[net + "bparam"]
     assert header["m1.N.l1.weight"]["shape"] == [3, 4]
 
 
@@ -483,5 +487,6 @@ def test_modelpath(tmp_path, monkeypatch):
     monkeypatch.delenv("NNPOPS_MODEL_PATH")
     monkeypatch.setenv("XDG_CACHE_HOME", "")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert modelpath.model_search_dirs() == [str(tmp_path / "home" / ".cache" / "nnpops" / "models")]
-    assert modelpath.default_output_dir() == str(tmp_path / "home" / ".cache" / "nnpops" / "models")
+    home_cache = str(tmp_path / "home" / ".cache" / "nnpops" / "models")
+    assert modelpath.model_search_dirs() == [home_cache]
+    assert modelpath.default_output_dir() == home_cache

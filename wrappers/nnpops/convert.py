@@ -87,7 +87,7 @@ def _parse_float(text, what):
 
 
 def read_info(path):
-    """Parse ``<archive>.info``: constants file, self-energy file, ensemble prefix, ensemble size."""
+    """Parse ``<archive>.info``: constants file, self-energy file, ensemble prefix, size."""
     try:
         with open(path, "r", encoding="utf-8") as f:
             lines = [line.strip() for line in f]
@@ -144,12 +144,16 @@ def read_archive(path, wanted):
     except FileNotFoundError:
         raise ConvertError("%s: no such file" % path) from None
     except (tarfile.TarError, lzma.LZMAError, EOFError, OSError, ValueError) as exc:
-        raise ConvertError("cannot read archive %s (corrupt or not a .tar.xz?): %s" % (path, exc)) from None
+        raise ConvertError("cannot read archive %s (corrupt or not a .tar.xz?): %s"
+                           % (path, exc)) from None
     return files
 
 
 def parse_params(text, where):
-    """Parse a NeuroChem ``.params`` file into {key: float | [float] | [str]} (descriptor keys only)."""
+    """Parse a NeuroChem ``.params`` file into {key: float | [float] | [str]}.
+
+    Only the descriptor keys and Atyp are kept; descriptor values are rounded to float32.
+    """
     raw = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -196,7 +200,7 @@ def parse_params(text, where):
 
 
 def parse_sae(text, where, species):
-    """Parse ``sae_linfit.dat`` lines ``El,index=value``; returns float64 values in species order."""
+    """Parse ``sae_linfit.dat`` lines ``El,index=value``; returns float64s in species order."""
     found = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -313,7 +317,8 @@ def parse_nnf(data, where):
         for key in ("weights", "biases"):
             m = re.fullmatch(r"FILE:([^\[\]/\\]+)\[(\d+)\]", block[key][0])
             if not m:
-                raise ConvertError("%s: %s=%r is not 'FILE:name[count]'" % (what, key, block[key][0]))
+                raise ConvertError("%s: %s=%r is not 'FILE:name[count]'"
+                                   % (what, key, block[key][0]))
             layer[key] = (m.group(1), int(m.group(2)))
         parsed.append(layer)
     return inputsize, parsed
@@ -373,7 +378,8 @@ def load_neurochem(source_dir, archive):
         for el in species:
             nnf_name = "%s%d/networks/ANN-%s.nnf" % (prefix, k, el)
             where = "%s:%s" % (tar_path, nnf_name)
-            inputsize, layers = parse_nnf(get(nnf_name, "network of %s, member %d" % (el, k)), where)
+            nnf_data = get(nnf_name, "network of %s, member %d" % (el, k))
+            inputsize, layers = parse_nnf(nnf_data, where)
             if inputsize is not None and inputsize != n_aev:
                 raise ConvertError("%s: inputsize=%d, but the AEV length from %s is %d"
                                    % (where, inputsize, const_file, n_aev))
@@ -394,7 +400,8 @@ def load_neurochem(source_dir, archive):
                 act = layer["activation"]
                 if act not in (ACTIVATION_CELU, ACTIVATION_LINEAR):
                     raise ConvertError("%s: unsupported activation code %d (supported: %d CELU, "
-                                       "%d linear)" % (what, act, ACTIVATION_CELU, ACTIVATION_LINEAR))
+                                       "%d linear)"
+                                       % (what, act, ACTIVATION_CELU, ACTIVATION_LINEAR))
                 if last:
                     if layer["nodes"] != 1:
                         raise ConvertError("%s: the output layer has %d nodes, expected 1"
@@ -481,7 +488,8 @@ def safetensors_chunks(tensors, metadata):
             count *= n
         if len(data) != 4 * count:
             raise ValueError("tensor %s: %d bytes for shape %s" % (name, len(data), shape))
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": "F32", "shape": list(shape),
+                        "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
     blob = json.dumps(header, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     blob += b" " * ((-(8 + len(blob))) % 8)
@@ -503,7 +511,7 @@ def yaml_str(value):
 
 
 def yaml_float(value):
-    """repr() of a finite float, in a form YAML 1.1 also types as a float ('1.0e-05', not '1e-05')."""
+    """repr() of a finite float, in a form YAML 1.1 also types as float ('1.0e-05', not '1e-05')."""
     value = float(value)
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError("non-finite float %r" % value)
@@ -528,7 +536,8 @@ def model_yaml(name, description, model, weights_file, sha256, ensemble_size):
     c = model.consts
     fl = lambda xs: _flow(yaml_float(x) for x in xs)  # noqa: E731
     lines = [
-        "# nnpops model file (format: docs/model-format.md), written by 'python3 -m nnpops convert'",
+        "# nnpops model file (format: docs/model-format.md), written by"
+        " 'python3 -m nnpops convert'",
         "format: nnpops-model",
         "format_version: %d" % FORMAT_VERSION,
         "name: %s" % yaml_str(name),
@@ -587,11 +596,13 @@ def is_up_to_date(yaml_path, weights_path, stamp_path, source_archive=None):
         return False
     try:
         st = os.stat(weights_path)
-        if st.st_size != stamp.get("weights_size") or st.st_mtime_ns != stamp.get("weights_mtime_ns"):
+        if (st.st_size != stamp.get("weights_size")
+                or st.st_mtime_ns != stamp.get("weights_mtime_ns")):
             return False
         if _file_sha256(yaml_path) != stamp.get("yaml_sha256"):
             return False
-        if source_archive is not None and os.stat(source_archive).st_size != stamp.get("source_size"):
+        if (source_archive is not None
+                and os.stat(source_archive).st_size != stamp.get("source_size")):
             return False
     except OSError:
         return False
@@ -627,7 +638,7 @@ def find_source(archive, source=None):
 
 
 def convert_model(model_name, output_dir, source=None, member=None, force=False):
-    """Convert one model; returns (status, yaml_path, detail) with status 'written' or 'up to date'."""
+    """Convert one model; returns (status, yaml_path, detail), status 'written' or 'up to date'."""
     if model_name not in MODELS:
         raise ConvertError("unknown model %r (known: %s)" % (model_name, ", ".join(MODELS)))
     archive, label = MODELS[model_name]
@@ -664,7 +675,8 @@ def convert_model(model_name, output_dir, source=None, member=None, force=False)
                 tensors[base + "weight"] = ([widths[li + 1], widths[li]], wbytes)
                 tensors[base + "bias"] = ([widths[li + 1]], bbytes)
     if member is None:
-        description = "%s, %d-member ensemble, converted from NeuroChem files %s" % (label, n, archive)
+        description = ("%s, %d-member ensemble, converted from NeuroChem files %s"
+                       % (label, n, archive))
     else:
         description = ("%s, ensemble member %d of %d (%s%d), converted from NeuroChem files %s"
                        % (label, member, n, posixpath.basename(model.prefix), member, archive))
@@ -692,7 +704,8 @@ def convert_model(model_name, output_dir, source=None, member=None, force=False)
             "source_archive": archive + ".tar.xz",
             "source_size": os.stat(tar_path).st_size,
         }
-        _write_atomic(stamp_path, [(json.dumps(stamp, indent=1, sort_keys=True) + "\n").encode("ascii")])
+        stamp_text = json.dumps(stamp, indent=1, sort_keys=True) + "\n"
+        _write_atomic(stamp_path, [stamp_text.encode("ascii")])
     except OSError as exc:
         raise ConvertError("cannot write %s: %s" % (output_dir, exc)) from None
     return "written", yaml_path, "%s, %d bytes, %d member%s" % (

@@ -19,7 +19,7 @@ _YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def cache_dir():
-    """``${XDG_CACHE_HOME:-~/.cache}/nnpops/models`` (an unset or empty XDG_CACHE_HOME means ~/.cache)."""
+    """``${XDG_CACHE_HOME:-~/.cache}/nnpops/models`` (unset or empty XDG_CACHE_HOME: ~/.cache)."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not base:
         base = os.path.join(os.path.expanduser("~"), ".cache")
@@ -32,7 +32,7 @@ def _env_model_dirs():
 
 
 def model_search_dirs():
-    """The directories searched for ``NAME.yaml``, in order: NNPOPS_MODEL_PATH entries, then the cache dir."""
+    """Directories searched for ``NAME.yaml``, in order: NNPOPS_MODEL_PATH entries, cache dir."""
     dirs = _env_model_dirs()
     dirs.append(cache_dir())
     return dirs
@@ -48,8 +48,8 @@ def default_output_dir():
 def find_model(name):
     """Resolve a model name or path to the path of its YAML file, or None when not found.
 
-    * ``name`` ending in ``.yaml`` or ``.yml`` (case-sensitive): that path if it is an existing file, else None
-      (it is not searched for in the model directories).
+    * ``name`` ending in ``.yaml`` or ``.yml`` (case-sensitive): that path if it is an existing
+      file, else None (it is not searched for in the model directories).
     * otherwise: the first ``<dir>/<name>.yaml`` that is an existing file, ``<dir>`` running over
       model_search_dirs().
     """
