@@ -46,20 +46,59 @@ fetch_source() {
     -o Dir::Etc::SourceParts="$aptdir"
     -o Dir::State::Lists="$aptdir/lists"
     -o Dir::Cache="$aptdir/cache"
+    # The cache dir may be private to this user: download without switching to '_apt'.
+    -o APT::Sandbox::User="$(id -un)"
   )
   rm -rf "$aptdir"
   mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial"
   printf '%s\n' "$sources" > "$aptdir/debian.sources"
   log "apt-get update (private deb-src configuration for $suite)"
-  apt-get "${apt_opts[@]}" update >&2 || return 1
+  apt-get "${apt_opts[@]}" update --error-on=any >&2 || return 1
 
   local tmp="$dest.tmp"
   rm -rf "$tmp"
   mkdir -p "$tmp"
+  # File names and checksums, for the fallback below.
+  (cd "$tmp" && apt-get "${apt_opts[@]}" source --print-uris lammps) > "$tmp/uris.txt" \
+    || { rm -rf "$tmp"; return 1; }
   log "apt-get source lammps ($suite)"
-  (cd "$tmp" && apt-get "${apt_opts[@]}" source lammps) >&2 || { rm -rf "$tmp"; return 1; }
+  if ! (cd "$tmp" && apt-get "${apt_opts[@]}" source lammps) >&2; then
+    # Some mirrors lack the .dsc file while serving the tarballs: unpack those by hand.
+    log "apt-get source failed; unpacking the downloaded tarballs without the .dsc"
+    unpack_without_dsc "$tmp" || { rm -rf "$tmp"; return 1; }
+  fi
+  rm -f "$tmp"/*.tar.* "$tmp"/*.dsc "$tmp/uris.txt"   # keep only the unpacked tree
   rm -rf "$dest"
   mv "$tmp" "$dest"
+  rm -rf "$aptdir"   # the package lists are not needed any more
+}
+
+# unpack_without_dsc DIR: DIR holds the orig and debian tarballs of a "3.0 (quilt)" source package
+# and uris.txt (from `apt-get source --print-uris`). Checks their SHA256 sums against the signed
+# index, unpacks the upstream tree as DIR/lammps-<version>/ and applies debian/patches.
+unpack_without_dsc() {
+  local dir=$1 url file size sum orig="" deb=""
+  while read -r url file size sum; do
+    [[ $file == *.dsc ]] && continue
+    [[ -f "$dir/$file" ]] || { log "missing $file"; return 1; }
+    echo "${sum#SHA256:}  $dir/$file" | sha256sum --quiet -c - || return 1
+    case $file in
+      *.orig.tar.*) orig=$file ;;
+      *.debian.tar.*) deb=$file ;;
+    esac
+  done < <(grep "^'" "$dir/uris.txt")
+  [[ -n $orig && -n $deb ]] || { log "orig or debian tarball not found"; return 1; }
+  local version=${orig#lammps_}
+  version=${version%.orig.tar.*}
+  local tree="$dir/lammps-$version"
+  mkdir -p "$tree"
+  tar -xf "$dir/$orig" -C "$tree" --strip-components=1
+  tar -xf "$dir/$deb" -C "$tree"
+  local p opt
+  while read -r p opt; do
+    [[ -z $p || $p == \#* ]] && continue
+    patch -d "$tree" -s -N ${opt:--p1} < "$tree/debian/patches/$p" || return 1
+  done < "$tree/debian/patches/series"
 }
 
 # The only source tree (lammps-*/ with a src/ directory) under DIR.
@@ -75,9 +114,12 @@ source_tree() {
 if [[ $MODE == trixie ]]; then
   TDIR="$CACHE_DIR/lammps-trixie"
   if ! tree=$(source_tree "$TDIR/source" 2>/dev/null) || [[ ! -f "$TDIR/source.ok" ]]; then
-    # A deb-src entry for trixie; a source-only fetch works from a bookworm machine.
+    # A deb-src entry for trixie on the system's Debian mirror; a source-only fetch works from
+    # a bookworm machine.
+    mirror=$(awk '/^URIs:/ && !/security/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources \
+             2>/dev/null || true)
     sources="Types: deb-src
-URIs: http://deb.debian.org/debian
+URIs: ${mirror:-http://deb.debian.org/debian}
 Suites: trixie
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"

@@ -59,6 +59,10 @@ nnpops_status nnpops__fail_prefix(nnpops_status status, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
+    /* the message is cut at the buffer size on purpose */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation"
     snprintf(last_error, sizeof last_error, "%s: %s", prefix, old);
+#pragma GCC diagnostic pop
     return status;
 }

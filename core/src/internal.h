@@ -112,6 +112,7 @@ typedef enum nnpops__device_kind { NNPOPS__CPU = 0, NNPOPS__CUDA = 1 } nnpops__d
 #define NNPOPS__MAX_SPECIES 32
 
 struct nnpops__potential_vt;
+struct nnpops__dstep; /* CUDA backend, see the end of this file */
 
 struct nnpops_model {
     char path[4096];    /* resolved YAML path */
@@ -131,6 +132,7 @@ struct nnpops_model {
     int32_t ensemble_size;
     const struct nnpops__potential_vt *vt;
     void *impl;             /* potential-specific data (parameters, weight arena) */
+    void *device_data;      /* CUDA backend: the potential's device copy (vt->upload), or NULL */
 };
 
 /* ---- one step as the potentials see it (all lengths angstrom, energies model unit) ---- */
@@ -170,6 +172,16 @@ typedef struct nnpops__potential_vt {
     /* One step on the CPU.  Must not keep pointers into `step` after returning. */
     nnpops_status (*compute_cpu)(const nnpops_model *model, nnpops__scratch *scratch,
                                  const nnpops__step *step);
+    /* ---- GPU hooks (CUDA backend; NULL for a potential without a GPU path; see the CUDA block
+     * at the end of this file).  Called with the model's device current. ---- */
+    /* Copies the parameters to the device once, at load, into model->device_data. */
+    nnpops_status (*upload)(nnpops_model *model);
+    /* Frees model->device_data (never fails; called before destroy). */
+    void (*release_device)(nnpops_model *model);
+    /* Device work space (bytes) that compute_cuda needs for this step's sizes. */
+    size_t (*cuda_work_bytes)(const nnpops_model *model, const struct nnpops__dstep *step);
+    /* One step on the device: enqueues kernels on step->stream; never allocates or syncs. */
+    nnpops_status (*compute_cuda)(const nnpops_model *model, const struct nnpops__dstep *step);
 } nnpops__potential_vt;
 
 extern const nnpops__potential_vt nnpops__ani_vt;
@@ -218,5 +230,126 @@ void nnpops__pair_reduce_cpu(int64_t n_atoms, int64_t n_systems, const int32_t *
 /* energies[s] = sum of atom_energy over the atoms of s (float64). */
 void nnpops__energy_reduce_cpu(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
                                const double *atom_energy, int64_t width, double *energies);
+
+/* ==== CUDA backend =============================================================================
+ * (kernels/cuda/<op>.cu, core/src/cuda_step.c, potentials/ani/ani_cuda.c; the CPU twins of the GPU-only
+ * ops are kernels/cpu/center_neighbors.c and kernels/cpu/fused.c.)
+ *
+ * Device status word: written by the neighbor search and the AEV kernels, read back with the results
+ * of a step (one D2H copy), and filled the same way by the CPU twins.  Flags: */
+#define NNPOPS__ST_OVERFLOW 1u        /* more entries than capacity (n_entries is the total) */
+#define NNPOPS__ST_TOO_CLOSE 2u       /* a pair closer than min_distance (close_*) */
+#define NNPOPS__ST_BAD_CELL 4u        /* singular or non-finite cell (bad_system, bad_axis) */
+#define NNPOPS__ST_TOO_MANY_IMAGES 8u /* images along bad_axis of bad_system exceed max_images */
+#define NNPOPS__ST_ANGULAR 16u        /* a center has more angular entries than the AEV kernels hold */
+#define NNPOPS__ST_GEOM_SET 256u      /* internal: bad_system/bad_axis/images/bad_kind are written */
+typedef struct nnpops__dev_status {
+    int64_t n_entries;   /* entries (pairs) found; all are counted, the first `capacity` written */
+    int64_t n_half;      /* center lists: how many distinct (half-list) pairs the entries are */
+    uint32_t flags;
+    int32_t bad_system;  /* a system with a bad cell / too many images (valid with ST_GEOM_SET) */
+    int32_t bad_axis;
+    int32_t images;      /* images needed along bad_axis */
+    int32_t close_i, close_j; /* a too-close pair (close_i == close_j: an atom and its own image) */
+    int32_t max_angular; /* AEV: largest angular entry count seen when ST_ANGULAR is set */
+    int32_t bad_kind;    /* NNPOPS__ST_BAD_CELL or _TOO_MANY_IMAGES: the error recorded in bad_* */
+    double close_d;
+} nnpops__dev_status;
+
+/* Center lists (the "directed" neighbor layout of the GPU step): for every center c < n_centers
+ * (local atom), its entries are e = start[c] .. start[c+1]-1 with pairs[e] = {c, j},
+ * vec[e] = x_j - x_c + s . H (angstrom, double), shifts[e] = s, dist[e] = |vec[e]|: every atom
+ * (or periodic image, own images included) within the cutoff, ghosts included.  A local-local
+ * pair appears twice (once per center), so the list is also a valid pair list for
+ * nnpops__pair_reduce_* whose pair p = entry e, and the CSR center lists of kernels.h are
+ * start[] with entry[e] = 2 e.  CPU twin below; the CUDA version is in kernels/cuda. */
+typedef struct nnpops__center_out {
+    int64_t capacity;   /* entries the arrays hold */
+    int64_t *start;     /* [n_centers + 1] (always complete, also on overflow) */
+    int32_t *pairs;     /* [capacity][2] */
+    int32_t *shifts;    /* [capacity][3] or NULL */
+    double *vec;        /* [capacity][3] or NULL */
+    double *dist;       /* [capacity] or NULL */
+    nnpops__dev_status *status; /* n_entries, n_half, flags (TOO_CLOSE: min_distance > 0) */
+} nnpops__center_out;
+/* CPU twin: uses the half-list search (kernels/cpu/neighbors.c, scratch slots 0..2 and 10..11),
+ * entries in pair order.  Errors of the half-list search are returned with their messages;
+ * overflow and too-close pairs are reported in *status only (NNPOPS_OK). */
+nnpops_status nnpops__center_neighbors_cpu(const nnpops__nbr_in *in, int64_t n_centers,
+                                           double min_distance, nnpops__scratch *scratch,
+                                           nnpops__center_out *out);
+
+/* The context's GPU state (core/src/cuda_step.c; a NULL pointer in CPU-only builds). */
+typedef struct nnpops__cuda_ctx nnpops__cuda_ctx;
+
+#ifdef NNPOPS_HAVE_CUDA
+/* One step on the device as a potential sees it: every pointer is a device pointer unless marked
+ * (host).  Lengths angstrom, energies model unit. */
+typedef struct nnpops__dstep {
+    int64_t n_atoms, n_local, n_systems;
+    const double *positions;      /* [n_atoms][3] */
+    const int32_t *species;       /* [n_atoms] */
+    const int32_t *batch;         /* [n_atoms] */
+    /* local atoms grouped by species into columns: species s owns columns col_start[s] ..
+     * col_start[s] + col_count[s] (col_start multiples of 32, host); centers[col] = atom or -1 */
+    int64_t n_cols;
+    int64_t col_start[NNPOPS__MAX_SPECIES + 1];
+    int64_t col_count[NNPOPS__MAX_SPECIES];
+    const int32_t *centers;       /* [n_cols] */
+    /* center lists of the local atoms (see nnpops__center_out) */
+    int64_t capacity;
+    const int64_t *start;         /* [n_local + 1] */
+    const int32_t *pairs;         /* [capacity][2] */
+    const double *vec;            /* [capacity][3] */
+    int32_t max_angular;          /* angular entries per center the AEV kernels hold */
+    nnpops__dev_status *status;
+    int32_t member;               /* -1 = ensemble mean */
+    int need_grad;
+    /* outputs (zeroed by the caller): atom_energy [n_atoms] (self energies included),
+     * member_atom_energy [n_atoms][ensemble] or NULL, pair_grad [capacity][3] = dE/dvec[e]
+     * (written, not accumulated, for every entry) when need_grad */
+    double *atom_energy, *member_atom_energy, *pair_grad;
+    void *work;                   /* vt->cuda_work_bytes(...) bytes, 256-byte aligned */
+    size_t work_bytes;
+    void *stream;                 /* cudaStream_t */
+    void *blas;                   /* cublasHandle_t bound to the device */
+} nnpops__dstep;
+
+/* core/src/cuda_step.c: the context's GPU state and the GPU step. */
+typedef struct nnpops__cuda_args {
+    /* prepared host arrays (context.c, angstrom) */
+    int64_t n_atoms, n_local, n_systems;
+    const double *positions;
+    const int32_t *species, *batch, *order;
+    const int64_t *sys_start;
+    const double *cells;
+    const uint8_t *pbc;
+    /* options */
+    double min_distance;
+    int64_t max_neighbors;
+    int32_t max_images;
+    int32_t member;
+    int32_t cuda_graphs;          /* 1: replay a captured graph of the step when shapes repeat */
+    int32_t graph_warmup_steps;   /* eager steps of one shape before it is captured */
+    /* model energy -> caller energy; model energy per angstrom -> caller force */
+    double e_factor, f_factor;
+    nnpops_outputs *out;
+    nnpops_stats *stats;          /* neighbor_rebuilds, pair_capacity, n_pairs, graph_* updated */
+} nnpops__cuda_args;
+nnpops_status nnpops__cuda_compute(nnpops__cuda_ctx **cctx, const nnpops_model *model,
+                                   const nnpops__cuda_args *args);
+void nnpops__cuda_ctx_destroy(nnpops__cuda_ctx *cctx);
+/* Model load / destroy glue: upload through vt->upload (UNSUPPORTED when the potential has no GPU
+ * path), release through vt->release_device. */
+nnpops_status nnpops__cuda_model_upload(nnpops_model *model);
+void nnpops__cuda_model_release(nnpops_model *model);
+
+/* potentials/ani/ani_cuda.c: the ANI GPU hooks (listed in nnpops__ani_vt). */
+nnpops_status nnpops__ani_upload(nnpops_model *model);
+void nnpops__ani_release_device(nnpops_model *model);
+size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step);
+nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
+#endif /* NNPOPS_HAVE_CUDA */
+/* ==== end of the CUDA backend block ============================================================ */
 
 #endif /* NNPOPS_INTERNAL_H */
