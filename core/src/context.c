@@ -29,6 +29,7 @@ struct nnpops_context {
     int64_t pair_capacity;
     nnpops__buf buf[BUF_COUNT];
     nnpops__scratch scratch;
+    nnpops__cuda_ctx *cuda; /* CUDA backend: stream, arena, staging (core/src/cuda_step.c) */
 };
 
 /* ---- options ---------------------------------------------------------------------------------- */
@@ -92,7 +93,7 @@ nnpops_status nnpops_context_set_option(nnpops_context *ctx, nnpops_option optio
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                             "option %s: value %g is out of range [%g, %g]%s", o->name, value, o->lo,
                             hi, o->integral ? " or not an integer" : "");
-    if (option == NNPOPS_OPTION_CUDA_GRAPHS && value != 0)
+    if (option == NNPOPS_OPTION_CUDA_GRAPHS && value != 0 && ctx->model->device != NNPOPS__CUDA)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "option cuda_graphs: CUDA graphs are not available for device %s",
                             ctx->model->device_name);
@@ -163,6 +164,9 @@ void nnpops_context_destroy(nnpops_context *ctx) {
     if (!ctx) return;
     for (int k = 0; k < BUF_COUNT; k++) nnpops__buf_free(&ctx->buf[k]);
     for (int k = 0; k < NNPOPS__SCRATCH_SLOTS; k++) nnpops__buf_free(&ctx->scratch.slot[k]);
+#ifdef NNPOPS_HAVE_CUDA
+    nnpops__cuda_ctx_destroy(ctx->cuda);
+#endif
     free(ctx);
 }
 
@@ -209,6 +213,11 @@ static nnpops_status validate(const nnpops_context *ctx, const nnpops_inputs *in
                             (long long)in->n_atoms);
     if (in->n_systems < 1 && !(in->n_systems == 0 && in->n_atoms == 0))
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_systems = %lld must be at least 1",
+                            (long long)in->n_systems);
+    /* batch indices are int32; a larger count would also overflow the buffer sizes below */
+    if (in->n_systems > INT32_MAX)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "n_systems = %lld is out of range (at most 2^31 - 1)",
                             (long long)in->n_systems);
     if (!in->batch && in->n_systems > 1)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
@@ -382,7 +391,7 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
     nnpops_status st = validate(ctx, in, out, &n_local);
     if (st != NNPOPS_OK) return st;
     const nnpops_model *m = ctx->model;
-    if (m->device != NNPOPS__CPU)
+    if (m->device != NNPOPS__CPU && !nnpops_cuda_built())
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "model '%s' is loaded on %s, and this library computes on the CPU only",
                             m->name, m->device_name);
@@ -399,6 +408,29 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
         return NNPOPS_OK;
     }
     if ((st = prepare(ctx, in, to_A)) != NNPOPS_OK) return st;
+#ifdef NNPOPS_HAVE_CUDA
+    if (m->device == NNPOPS__CUDA) {
+        /* the rest of the step on the GPU (core/src/cuda_step.c) */
+        const nnpops__cuda_args ga = {
+            .n_atoms = n, .n_local = n_local, .n_systems = ns,
+            .positions = ctx->buf[BUF_POS].ptr, .species = ctx->buf[BUF_SPECIES].ptr,
+            .batch = ctx->buf[BUF_BATCH].ptr, .order = ctx->buf[BUF_ORDER].ptr,
+            .sys_start = ctx->buf[BUF_SYS_START].ptr, .cells = ctx->buf[BUF_CELLS].ptr,
+            .pbc = ctx->buf[BUF_PBC].ptr,
+            .min_distance = ctx->option[NNPOPS_OPTION_MIN_DISTANCE],
+            .max_neighbors = (int64_t)ctx->option[NNPOPS_OPTION_MAX_NEIGHBORS],
+            .max_images = (int32_t)ctx->option[NNPOPS_OPTION_MAX_IMAGES],
+            .member = (int32_t)ctx->option[NNPOPS_OPTION_ENSEMBLE_MEMBER],
+            .cuda_graphs = (int32_t)ctx->option[NNPOPS_OPTION_CUDA_GRAPHS],
+            .graph_warmup_steps = (int32_t)ctx->option[NNPOPS_OPTION_GRAPH_WARMUP_STEPS],
+            .e_factor = e_factor, .f_factor = e_factor * to_A,
+            .out = out, .stats = &ctx->stats,
+        };
+        if ((st = nnpops__cuda_compute(&ctx->cuda, m, &ga)) != NNPOPS_OK) return st;
+        ctx->stats.steps++;
+        return NNPOPS_OK;
+    }
+#endif
     if ((st = find_pairs(ctx, in, n_local)) != NNPOPS_OK) return st;
     const int64_t n_pairs = ctx->stats.n_pairs;
     if ((st = check_distances(ctx, n_pairs, to_A)) != NNPOPS_OK) return st;

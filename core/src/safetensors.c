@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -144,6 +145,13 @@ static int compare_name(const void *pa, const void *pb) {
 /* Reads the whole file; a file shorter than 8 bytes is not a safetensors file. */
 static nnpops_status read_file(const char *path, unsigned char **bytes, size_t *size) {
     char ebuf[128];
+    /* Only a regular file: a directory opens, and its "size" from fseek/ftell is LONG_MAX on
+     * ext4 (an absurd allocation); a FIFO would block in fopen. */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        return nnpops__fail(NNPOPS_ERROR_IO, "%s: the weights file is not a regular file (%s)",
+                            path, S_ISDIR(sb.st_mode) ? "a directory" : "a device, FIFO or socket");
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         int err = errno;

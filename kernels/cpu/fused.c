@@ -1,0 +1,93 @@
+/*
+ * fused.c - CPU twins of the fused network ops of the GPU path (definitions in fused.h): bias + CELU
+ * in place, the CELU adjoint from the activation, and the ensemble output layer with the energy
+ * per atom and the seed of the backward pass.  The file includes itself twice: REAL = float
+ * (*_f32) and REAL = double (*_f64).
+ */
+#ifndef NNPOPS__FUSED_BODY
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fused.h"
+
+#define NNPOPS__FUSED_BODY 1
+
+#define REAL float
+#define FN(name) name##_f32
+#define M(fn) fn##f
+#include "fused.c"
+#undef REAL
+#undef FN
+#undef M
+
+#define REAL double
+#define FN(name) name##_f64
+#define M(fn) fn
+#include "fused.c"
+#undef REAL
+#undef FN
+#undef M
+
+#else /* NNPOPS__FUSED_BODY */
+
+void FN(nnpops__bias_celu_cpu)(int64_t n, int64_t width, double alpha, const REAL *b, REAL *Z,
+                               int64_t ldz) {
+    const REAL al = (REAL)alpha, inv = (REAL)(1.0 / alpha);
+    for (int64_t f = 0; f < width; f++) {
+        REAL *z = Z + f * ldz;
+        const REAL bf = b ? b[f] : (REAL)0;
+        for (int64_t r = 0; r < n; r++) {
+            const REAL x = z[r] + bf;
+            z[r] = x > 0 ? x : al * M(expm1)(x * inv);
+        }
+    }
+}
+
+void FN(nnpops__celu_backward_act_cpu)(int64_t n, int64_t width, double alpha, const REAL *dA,
+                                       int64_t ldda, REAL *A, int64_t lda) {
+    const REAL inv = (REAL)(1.0 / alpha);
+    for (int64_t f = 0; f < width; f++) {
+        const REAL *da = dA + f * ldda;
+        REAL *a = A + f * lda;
+        for (int64_t r = 0; r < n; r++) {
+            const REAL x = a[r];
+            a[r] = x > 0 ? da[r] : da[r] * (x * inv + (REAL)1);
+        }
+    }
+}
+
+void FN(nnpops__ani_output_cpu)(const nnpops__ani_output_args *g, const REAL *w, const REAL *b,
+                                REAL *A) {
+    const REAL inv = (REAL)(1.0 / g->alpha);
+    for (int64_t r = 0; r < g->n; r++) {
+        const int32_t c = g->centers[r];
+        if (c < 0) continue;
+        double esum = 0.0, chosen = 0.0;
+        for (int32_t m = 0; m < g->members; m++) {
+            const int32_t gm = g->member_offset + m;
+            REAL *a = A + (int64_t)m * g->width * g->lda + r;
+            const REAL *wm = w + (int64_t)m * g->width;
+            REAL y = b[m];
+            for (int32_t k = 0; k < g->width; k++) y += wm[k] * a[(int64_t)k * g->lda];
+            esum += (double)y;
+            if (gm == g->member) chosen = (double)y;
+            if (g->member_energy)
+                g->member_energy[(int64_t)c * g->ensemble + gm] = (double)y + g->self_energy;
+            if (g->need_grad) {
+                const REAL seed = g->member < 0 ? (REAL)(1.0 / (double)g->ensemble)
+                                                : (gm == g->member ? (REAL)1 : (REAL)0);
+                for (int32_t k = 0; k < g->width; k++) {
+                    const REAL x = a[(int64_t)k * g->lda];
+                    const REAL da = wm[k] * seed;
+                    a[(int64_t)k * g->lda] = x > 0 ? da : da * (x * inv + (REAL)1);
+                }
+            }
+        }
+        const double e = g->member < 0 ? esum / (double)g->ensemble : chosen;
+        g->atom_energy[c] = e + g->self_energy;
+    }
+}
+
+#endif /* NNPOPS__FUSED_BODY */

@@ -1,0 +1,132 @@
+/*
+ * kernels.h - the CPU kernels of the ANI potential (AEV and dense layers), with plain-array
+ * signatures so that the CUDA twins (kernels/cuda/<op>.cu) can take the same arguments.
+ *
+ * Every kernel exists in two precisions, suffix _f32 (float) and _f64 (double); REAL below
+ * stands for float or double respectively.  Inputs that come from the step (pair vectors) are
+ * always double; the _f32 kernels round them to float on load.  Accumulators that the caller
+ * owns across kernels (pair gradients, energies) are always double.
+ *
+ * Layouts
+ *  - Pairs: the step's half list, pairs[p] = (i, j) ([n_pairs][2]) with r_p = x_j - x_i + shift
+ *    in pair_vec[p] ([n_pairs][3], angstrom).
+ *  - Center lists (CSR): for center c (an atom index below n_centers), its neighbor entries
+ *    are entry[start[c] .. start[c+1]).  An entry encodes a pair and the direction in which the
+ *    center sees it: entry = 2 p + 0 when c is the pair's first atom (vector +r_p, neighbor j),
+ *    entry = 2 p + 1 when c is the second atom (vector -r_p, neighbor i).  A pair (i, i, shift),
+ *    an atom and its own periodic image, gives both entries to i.
+ *  - AEV / activations are FEATURE-MAJOR: a matrix of n atoms (columns) by F features (rows) is
+ *    stored as X[f * ld + r], r < n <= ld.  A block of atoms is a column range; the dense layers
+ *    then are plain row-major GEMMs whose inner loop runs over atoms.
+ *  - Dense weights are row-major [out][in] (PyTorch's Linear layout), biases [out].
+ *
+ * The AEV (torchani's, with torchani's constants) of a center i with species S in total:
+ *   radial block of neighbor species s (offset s * R, R = n_eta_r * n_shf_r), index e*n_shf_r + k:
+ *       sum_j 0.25 exp(-eta_r[e] (d_ij - shf_r[k])^2) fc(d_ij, rc_r)
+ *   angular block of the unordered neighbor species pair (s1 <= s2), block number
+ *   s1*S - s1*(s1-1)/2 + (s2 - s1) (offset S*R + block * A, A = n_eta_a*n_zeta*n_shf_a*n_shf_z),
+ *   index ((a*n_zeta + z)*n_shf_a + q)*n_shf_z + t:
+ *       sum_{j<k} 2 ((1 + cos(theta_ijk - shf_z[t])) / 2)^zeta[z]
+ *                  exp(-eta_a[a] ((d_ij + d_ik)/2 - shf_a[q])^2) fc(d_ij, rc_a) fc(d_ik, rc_a)
+ *   with theta = acos(0.95 cos_ijk), cos_ijk = r_ij.r_ik / max(d_ij d_ik, 1e-10), and
+ *   fc(d, rc) = 0.5 cos(pi d / rc) + 0.5 for d < rc, else 0.
+ */
+#ifndef NNPOPS_KERNELS_CPU_KERNELS_H
+#define NNPOPS_KERNELS_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Column padding of the dense kernels (see below). */
+#define NNPOPS__DENSE_PAD 8
+
+/* Largest number of values of each descriptor constant list. */
+#define NNPOPS__AEV_MAX_TERMS 32
+
+/* The descriptor constants (passed by value to GPU kernels; double holds the float32-rounded
+ * values of the model file exactly).  Lengths in angstrom. */
+typedef struct nnpops__aev_desc {
+    int32_t n_species;
+    int32_t n_eta_r, n_shf_r;                  /* radial */
+    int32_t n_eta_a, n_zeta, n_shf_a, n_shf_z; /* angular */
+    int32_t radial_len;                        /* n_eta_r * n_shf_r: one radial block */
+    int32_t angular_len;                       /* n_eta_a * n_zeta * n_shf_a * n_shf_z: one block */
+    int32_t aev_len;                           /* S * radial_len + S (S+1)/2 * angular_len */
+    double rc_r, rc_a;
+    double eta_r[NNPOPS__AEV_MAX_TERMS], shf_r[NNPOPS__AEV_MAX_TERMS];
+    double eta_a[NNPOPS__AEV_MAX_TERMS], zeta[NNPOPS__AEV_MAX_TERMS];
+    double shf_a[NNPOPS__AEV_MAX_TERMS], shf_z[NNPOPS__AEV_MAX_TERMS];
+} nnpops__aev_desc;
+
+/* ---- center lists (kernels/cpu/aev.c) ----
+ * Builds the CSR lists of the centers 0 .. n_centers-1 (atoms at or above n_centers, ghosts, get
+ * no list) from the half pair list.  start [n_centers + 1], entry [2 * n_pairs] (at most that many
+ * are written).  Entries of a center are in pair order (deterministic).  Returns the largest
+ * number of entries of one center. */
+int64_t nnpops__center_lists_cpu(int64_t n_centers, int64_t n_pairs, const int32_t *pairs,
+                                 int64_t *start, int64_t *entry);
+
+/* ---- AEV (kernels/cpu/aev.c) ----
+ * Work space of the AEV kernels in bytes (64-byte aligned, caller-owned, reused by every call)
+ * for centers with at most max_entries entries. */
+size_t nnpops__aev_work_bytes(const nnpops__aev_desc *desc, int64_t max_entries);
+
+/* Forward: for the n columns r < n, center atom centers[r]: writes its full AEV into column r
+ * of aev (feature-major, [aev_len][ld]; every value is overwritten).  species [n_atoms]. */
+void nnpops__aev_forward_cpu_f32(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
+                                 const int64_t *start, const int64_t *entry, const int32_t *pairs,
+                                 const double *pair_vec, const int32_t *species, float *aev,
+                                 int64_t ld, void *work);
+void nnpops__aev_forward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
+                                 const int64_t *start, const int64_t *entry, const int32_t *pairs,
+                                 const double *pair_vec, const int32_t *species, double *aev,
+                                 int64_t ld, void *work);
+
+/* Backward: given g = dE/dAEV of the n centers (feature-major [aev_len][ld], column r for center
+ * centers[r]), ADDS dE/dr_p into pair_grad[p] ([n_pairs][3], double) for every pair the centers
+ * see: + for entries 2p (vector +r_p), - for entries 2p+1 (vector -r_p). */
+void nnpops__aev_backward_cpu_f32(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
+                                  const int64_t *start, const int64_t *entry, const int32_t *pairs,
+                                  const double *pair_vec, const int32_t *species,
+                                  const float *grad_aev, int64_t ld, double *pair_grad,
+                                  void *work);
+void nnpops__aev_backward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
+                                  const int64_t *start, const int64_t *entry, const int32_t *pairs,
+                                  const double *pair_vec, const int32_t *species,
+                                  const double *grad_aev, int64_t ld, double *pair_grad,
+                                  void *work);
+
+/* ---- dense layers and CELU (kernels/cpu/mlp.c) ----
+ * All matrices feature-major over n atom columns (see above): X [in][ldx], Y [out][ldy].
+ * Padding: the dense kernels work on whole vectors of columns; they read the columns
+ * n <= r < round_up(n, NNPOPS__DENSE_PAD) of their inputs and write those of their outputs
+ * (values there are meaningless), so every ld must be >= round_up(n, NNPOPS__DENSE_PAD).  Keep
+ * the padding columns of the inputs finite (e.g. zero) to avoid slow denormal/NaN arithmetic.
+ *
+ * dense_forward:   Y[o][r] = b[o] + sum_k W[o][k] X[k][r]        (W [out][in], b [out] or NULL)
+ * dense_backward:  dX[k][r] = sum_o W[o][k] dY[o][r]             (overwrites dX)
+ * celu_forward:    A[f][r] = max(0, Z) + min(0, alpha (exp(Z / alpha) - 1))   (A may equal Z)
+ * celu_backward:   dZ[f][r] = dA[f][r] * (Z > 0 ? 1 : exp(Z / alpha))        (dZ may equal dA)
+ * A [width][lda], Z [width][ldz], ... all with n columns. */
+void nnpops__dense_forward_cpu_f32(int64_t n, int64_t in, int64_t out, const float *W,
+                                   const float *b, const float *X, int64_t ldx, float *Y,
+                                   int64_t ldy);
+void nnpops__dense_forward_cpu_f64(int64_t n, int64_t in, int64_t out, const double *W,
+                                   const double *b, const double *X, int64_t ldx, double *Y,
+                                   int64_t ldy);
+void nnpops__dense_backward_cpu_f32(int64_t n, int64_t in, int64_t out, const float *W,
+                                    const float *dY, int64_t ldy, float *dX, int64_t ldx);
+void nnpops__dense_backward_cpu_f64(int64_t n, int64_t in, int64_t out, const double *W,
+                                    const double *dY, int64_t ldy, double *dX, int64_t ldx);
+void nnpops__celu_forward_cpu_f32(int64_t n, int64_t width, double alpha, const float *Z,
+                                  int64_t ldz, float *A, int64_t lda);
+void nnpops__celu_forward_cpu_f64(int64_t n, int64_t width, double alpha, const double *Z,
+                                  int64_t ldz, double *A, int64_t lda);
+void nnpops__celu_backward_cpu_f32(int64_t n, int64_t width, double alpha, const float *Z,
+                                   int64_t ldz, const float *dA, int64_t ldda, float *dZ,
+                                   int64_t lddz);
+void nnpops__celu_backward_cpu_f64(int64_t n, int64_t width, double alpha, const double *Z,
+                                   int64_t ldz, const double *dA, int64_t ldda, double *dZ,
+                                   int64_t lddz);
+
+#endif /* NNPOPS_KERNELS_CPU_KERNELS_H */

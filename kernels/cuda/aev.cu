@@ -1,0 +1,591 @@
+/*
+ * aev.cu - ANI atomic environment vectors on the GPU and their adjoint: twins of kernels/cpu/aev.c
+ * (same definition, constants and index layout: see kernels/cpu/kernels.h), float and double.
+ *
+ * Forward: one thread block (128 threads) per column r, i.e. per center atom centers[r].
+ *   1. The block's threads stride over the center's entries (CSR: start[c] .. start[c+1], entry code
+ *      2p + direction, or entry == NULL for the center lists of the GPU step, entry e = pair e):
+ *      each computes vector, length and neighbor species, adds its radial terms into a shared row
+ *      of aev_len values (shared-memory atomics), and appends the entry to a shared list when it is
+ *      inside the angular cutoff (v, d, fc, species; at most max_angular of them).
+ *   2. The angular terms: a warp per unordered pair (j, k) of listed entries, a lane per angular
+ *      term (lane t < angular_len, looping when the block has more than 32 terms).  A term is the
+ *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
+ *      factor f1 (n_zeta * n_shf_z values): when both fit in one warp (ANI: 8 + 4), each distinct
+ *      factor is computed by one lane and every term fetches its two with shuffles; otherwise each
+ *      lane computes its own from constants tabulated in shared memory.  cos(theta - s) is formed
+ *      as cos(theta) cos(s) + sin(theta) sin(s) with cos(theta) = 0.95 cos_ijk and
+ *      sin(theta) = sqrt(1 - cos(theta)^2) (no acos).
+ *   3. The row is stored into column r of the feature-major output, aev[f * ld + r].
+ * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
+ *   radial terms give dE/dv per entry directly (one thread per entry); angular pairs are reduced
+ *   per warp (sums over the terms of g df1 f2, g f1 df2, g f1 f2, as on the CPU) and lane 0 adds
+ *   the two entry gradients into per-listed-entry accumulators (shared, double).  Entry gradients
+ *   go to pair_grad[p] ([n_pairs][3], double) with the entry's sign: atomicAdd in CSR mode (a pair
+ *   is seen by both of its centers), a plain store (radial) plus read-add-write (angular, after a
+ *   block barrier) in center-list mode, where every entry belongs to exactly one center.
+ * The terms are formed in REAL (float or double), summed in REAL in the shared row (forward; order
+ * set by the atomics, so the last bits vary from run to run) and in double per entry (backward).
+ * Shared memory per block: aev_len REALs, 5 angular_len REALs of tables, and max_angular listed
+ * entries (plus 3 doubles each in the backward).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "common.cuh"
+
+extern "C" {
+#include "kernels_cuda.h"
+}
+
+using namespace nnpops_cuda;
+
+namespace {
+
+const int AEV_THREADS = 128;
+const double PI = 3.14159265358979323846;
+
+template <typename R> struct ang_ent {
+    R v[3], d, fc, dfc;
+    int32_t sp, e; /* neighbor species; entry index (CSR position) */
+};
+
+template <typename R> struct aev_args {
+    nnpops__aev_desc d;
+    int64_t n;
+    const int32_t *centers;
+    const int64_t *start, *entry;
+    const int32_t *pairs;
+    const double *vec;
+    const int32_t *species;
+    R *aev;            /* forward: output; backward: dE/dAEV (read) */
+    int64_t ld;
+    int64_t capacity;
+    int32_t max_ang;
+    nnpops__dev_status *status;
+    double *pair_grad; /* backward */
+};
+
+__host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
+
+template <typename R> size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward) {
+    return align16(sizeof(R) * (size_t)d->aev_len) + align16(sizeof(R) * 5 * (size_t)d->angular_len) +
+           align16(sizeof(ang_ent<R>) * (size_t)max_ang) +
+           (backward ? sizeof(double) * 3 * (size_t)max_ang : 0);
+}
+
+template <typename R> __device__ __forceinline__ R rcos(R x);
+template <> __device__ __forceinline__ float rcos(float x) { return cosf(x); }
+template <> __device__ __forceinline__ double rcos(double x) { return cos(x); }
+template <typename R> __device__ __forceinline__ R rsin(R x);
+template <> __device__ __forceinline__ float rsin(float x) { return sinf(x); }
+template <> __device__ __forceinline__ double rsin(double x) { return sin(x); }
+template <typename R> __device__ __forceinline__ R rexp(R x);
+template <> __device__ __forceinline__ float rexp(float x) { return expf(x); }
+template <> __device__ __forceinline__ double rexp(double x) { return exp(x); }
+template <typename R> __device__ __forceinline__ R rsqrt_(R x);
+template <> __device__ __forceinline__ float rsqrt_(float x) { return sqrtf(x); }
+template <> __device__ __forceinline__ double rsqrt_(double x) { return sqrt(x); }
+template <typename R> __device__ __forceinline__ R rpow(R x, R y);
+template <> __device__ __forceinline__ float rpow(float x, float y) { return powf(x, y); }
+template <> __device__ __forceinline__ double rpow(double x, double y) { return pow(x, y); }
+
+/* Shared memory carve-up and the per-term tables. */
+template <typename R> struct aev_smem {
+    R *row, *tc, *ts, *tzeta, *teta, *tshfa;
+    ang_ent<R> *ang;
+    double *acc;
+    __device__ aev_smem(const nnpops__aev_desc &d, int max_ang, unsigned char *base) {
+        size_t o = 0;
+        row = (R *)(base + o);
+        o += align16(sizeof(R) * (size_t)d.aev_len);
+        const int A = d.angular_len;
+        tc = (R *)(base + o);
+        ts = tc + A;
+        tzeta = ts + A;
+        teta = tzeta + A;
+        tshfa = teta + A;
+        o += align16(sizeof(R) * 5 * (size_t)A);
+        ang = (ang_ent<R> *)(base + o);
+        o += align16(sizeof(ang_ent<R>) * (size_t)max_ang);
+        acc = (double *)(base + o);
+    }
+    __device__ void tables(const nnpops__aev_desc &d) {
+        const int nsz = d.n_shf_z, nsa = d.n_shf_a, nz = d.n_zeta;
+        for (int t = threadIdx.x; t < d.angular_len; t += blockDim.x) {
+            const int it = t % nsz;
+            const int iq = (t / nsz) % nsa;
+            const int iz = (t / (nsz * nsa)) % nz;
+            const int ia = t / (nsz * nsa * nz);
+            const R sz = (R)d.shf_z[it];
+            tc[t] = rcos(sz);
+            ts[t] = rsin(sz);
+            tzeta[t] = (R)d.zeta[iz];
+            teta[t] = (R)d.eta_a[ia];
+            tshfa[t] = (R)d.shf_a[iq];
+        }
+    }
+};
+
+/* Entry e of the center: pair index, direction, vector, neighbor species.  False when outside the
+ * readable range (after an overflow). */
+template <typename R>
+__device__ __forceinline__ bool load_entry(const aev_args<R> &a, int64_t e, int64_t &p, int &rev,
+                                           R v[3], R &dd, int32_t &sp) {
+    const int64_t code = a.entry ? a.entry[e] : 2 * e;
+    p = code >> 1;
+    rev = (int)(code & 1);
+    if (p >= a.capacity) return false;
+    const double sg = rev ? -1.0 : 1.0;
+    for (int x = 0; x < 3; x++) v[x] = (R)(sg * a.vec[3 * p + x]);
+    dd = rsqrt_(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    sp = a.species[a.pairs[2 * p + (rev ? 0 : 1)]];
+    return true;
+}
+
+__device__ __forceinline__ void decode_pair(int64_t p, int &a1, int &a2) {
+    int k = (int)((1.0 + sqrt(1.0 + 8.0 * (double)p)) * 0.5);
+    while ((int64_t)k * (k - 1) / 2 > p) k--;
+    while ((int64_t)(k + 1) * k / 2 <= p) k++;
+    a2 = k;
+    a1 = (int)(p - (int64_t)k * (k - 1) / 2);
+}
+
+__device__ __forceinline__ int angular_block(int s1, int s2, int S) {
+    if (s1 > s2) {
+        const int t = s1;
+        s1 = s2;
+        s2 = t;
+    }
+    return s1 * S - s1 * (s1 - 1) / 2 + (s2 - s1);
+}
+
+/* Distinct angular factors: of the A terms of a block, f2 = exp(-eta (d_mean - shf_a)^2) takes
+ * n2 = n_eta_a * n_shf_a values and f1 = ((1 + cos(theta - shf_z)) / 2)^zeta takes
+ * n1 = n_zeta * n_shf_z.  When n1 + n2 <= 32, lane l < n2 computes f2 number l and lane
+ * n2 <= l < n2 + n1 computes f1 number l - n2 (with their derivatives in the backward), and each
+ * term fetches its two factors with shuffles: n1 + n2 transcendentals per pair instead of 2 A. */
+template <typename R> struct ang_lane {
+    bool shared_factors; /* n1 + n2 <= 32 */
+    int n2;
+    int role;            /* 0: f2, 1: f1, 2: none */
+    R eta, shfa, zeta, cz, sz;
+    __device__ ang_lane(const nnpops__aev_desc &d, int lane) {
+        n2 = d.n_eta_a * d.n_shf_a;
+        const int n1 = d.n_zeta * d.n_shf_z;
+        shared_factors = n1 + n2 <= 32;
+        role = 2;
+        eta = shfa = zeta = cz = sz = (R)0;
+        if (lane < n2) {
+            role = 0;
+            eta = (R)d.eta_a[lane / d.n_shf_a];
+            shfa = (R)d.shf_a[lane % d.n_shf_a];
+        } else if (lane < n2 + n1) {
+            role = 1;
+            const int l = lane - n2;
+            zeta = (R)d.zeta[l / d.n_shf_z];
+            const R s = (R)d.shf_z[l % d.n_shf_z];
+            cz = rcos(s);
+            sz = rsin(s);
+        }
+    }
+};
+
+/* Source lanes of term t's two factors. */
+__device__ __forceinline__ void term_sources(const nnpops__aev_desc &d, int n2, int t, int &src2,
+                                             int &src1) {
+    const int nsz = d.n_shf_z, nsa = d.n_shf_a, nz = d.n_zeta;
+    const int it = t % nsz, iq = (t / nsz) % nsa, iz = (t / (nsz * nsa)) % nz,
+              ia = t / (nsz * nsa * nz);
+    src2 = ia * nsa + iq;
+    src1 = n2 + iz * nsz + it;
+}
+
+template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ int nang;
+    const nnpops__aev_desc &d = a.d;
+    aev_smem<R> sm(d, a.max_ang, smem_raw);
+    const int64_t col = blockIdx.x;
+    const int32_t c = a.centers[col];
+    if (c < 0) return;
+    const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
+    for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
+    sm.tables(d);
+    if (threadIdx.x == 0) nang = 0;
+    __syncthreads();
+    int64_t e0 = a.start[c], e1 = a.start[c + 1];
+    if (!a.entry && e1 > a.capacity) e1 = a.capacity;
+    const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
+    const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
+    for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+        int64_t p;
+        int rev;
+        R v[3], dd;
+        int32_t sp;
+        if (!load_entry(a, e, p, rev, v, dd, sp)) continue;
+        if (dd < rc_r) {
+            const R fc = (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5;
+            R *blk = sm.row + sp * Rl;
+            for (int ie = 0; ie < d.n_eta_r; ie++) {
+                const R eta = (R)d.eta_r[ie];
+                for (int is = 0; is < d.n_shf_r; is++) {
+                    const R x = dd - (R)d.shf_r[is];
+                    atomicAdd(blk + ie * d.n_shf_r + is, (R)0.25 * rexp(-eta * x * x) * fc);
+                }
+            }
+        }
+        if (dd < rc_a) {
+            const int slot = atomicAdd(&nang, 1);
+            if (slot < a.max_ang) {
+                ang_ent<R> &en = sm.ang[slot];
+                en.v[0] = v[0];
+                en.v[1] = v[1];
+                en.v[2] = v[2];
+                en.d = dd;
+                en.fc = (R)0.5 * rcos(dd * pi_rc_a) + (R)0.5;
+                en.sp = sp;
+            }
+        }
+    }
+    __syncthreads();
+    int na = nang;
+    if (na > a.max_ang) {
+        if (threadIdx.x == 0) {
+            atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_ANGULAR);
+            atomicMax(&a.status->max_angular, na);
+        }
+        na = a.max_ang;
+    }
+    const int64_t P = (int64_t)na * (na - 1) / 2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const ang_lane<R> al(d, lane);
+    for (int64_t pp = warp; pp < P; pp += nw) {
+        int a1, a2;
+        decode_pair(pp, a1, a2);
+        const ang_ent<R> &ej = sm.ang[a1], &ek = sm.ang[a2];
+        const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
+        R den = ej.d * ek.d;
+        if (den < (R)1e-10) den = (R)1e-10;
+        const R cs = (R)0.95 * (dot / den);
+        const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
+        const R dm = (ej.d + ek.d) * (R)0.5;
+        const R pre = (R)2 * ej.fc * ek.fc;
+        R *blk = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
+        if (al.shared_factors) {
+            R v = 0;
+            if (al.role == 0) {
+                const R x = dm - al.shfa;
+                v = rexp(-al.eta * x * x);
+            } else if (al.role == 1) {
+                v = rpow(((R)1 + (cs * al.cz + sn * al.sz)) * (R)0.5, al.zeta);
+            }
+            for (int t0 = 0; t0 < A; t0 += 32) {
+                const int t = t0 + lane;
+                int src2 = 0, src1 = 0;
+                if (t < A) term_sources(d, al.n2, t, src2, src1);
+                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2);
+                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1);
+                if (t < A) atomicAdd(blk + t, f1 * (f2 * pre));
+            }
+        } else {
+            for (int t = lane; t < A; t += 32) {
+                const R base = ((R)1 + (cs * sm.tc[t] + sn * sm.ts[t])) * (R)0.5;
+                const R f1 = rpow(base, sm.tzeta[t]);
+                const R x = dm - sm.tshfa[t];
+                const R f2 = rexp(-sm.teta[t] * x * x);
+                atomicAdd(blk + t, f1 * (f2 * pre));
+            }
+        }
+    }
+    __syncthreads();
+    for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
+}
+
+template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ int nang;
+    const nnpops__aev_desc &d = a.d;
+    aev_smem<R> sm(d, a.max_ang, smem_raw);
+    const int64_t col = blockIdx.x;
+    const int32_t c = a.centers[col];
+    if (c < 0) return;
+    const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
+    for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = a.aev[(int64_t)f * a.ld + col];
+    sm.tables(d);
+    if (threadIdx.x == 0) nang = 0;
+    __syncthreads();
+    int64_t e0 = a.start[c], e1 = a.start[c + 1];
+    const bool own = a.entry == nullptr; /* center-list mode: entries belong to this center */
+    if (own && e1 > a.capacity) e1 = a.capacity;
+    const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
+    const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
+    for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+        int64_t p;
+        int rev;
+        R v[3], dd;
+        int32_t sp;
+        if (!load_entry(a, e, p, rev, v, dd, sp)) continue;
+        double g[3] = {0, 0, 0};
+        if (dd < rc_r) {
+            const R arg = dd * pi_rc_r;
+            const R fc = (R)0.5 * rcos(arg) + (R)0.5;
+            const R dfc = (R)-0.5 * pi_rc_r * rsin(arg);
+            const R *gr = sm.row + sp * Rl;
+            R dedd = 0;
+            for (int ie = 0; ie < d.n_eta_r; ie++) {
+                const R eta = (R)d.eta_r[ie];
+                for (int is = 0; is < d.n_shf_r; is++) {
+                    const R x = dd - (R)d.shf_r[is];
+                    const R ex = (R)0.25 * rexp(-eta * x * x);
+                    dedd += gr[ie * d.n_shf_r + is] * ex * (dfc - (R)2 * eta * x * fc);
+                }
+            }
+            const R s = dedd / dd;
+            for (int x = 0; x < 3; x++) g[x] = (double)(s * v[x]);
+        }
+        if (own) {
+            for (int x = 0; x < 3; x++) a.pair_grad[3 * p + x] = g[x];
+        } else {
+            const double sg = rev ? -1.0 : 1.0;
+            for (int x = 0; x < 3; x++) atomic_add_f64(a.pair_grad + 3 * p + x, sg * g[x]);
+        }
+        if (dd < rc_a) {
+            const int slot = atomicAdd(&nang, 1);
+            if (slot < a.max_ang) {
+                ang_ent<R> &en = sm.ang[slot];
+                en.v[0] = v[0];
+                en.v[1] = v[1];
+                en.v[2] = v[2];
+                en.d = dd;
+                const R arg = dd * pi_rc_a;
+                en.fc = (R)0.5 * rcos(arg) + (R)0.5;
+                en.dfc = (R)-0.5 * pi_rc_a * rsin(arg);
+                en.sp = sp;
+                en.e = (int32_t)(e - e0);
+                sm.acc[3 * slot] = sm.acc[3 * slot + 1] = sm.acc[3 * slot + 2] = 0.0;
+            }
+        }
+    }
+    __syncthreads();
+    int na = nang;
+    if (na > a.max_ang) {
+        if (threadIdx.x == 0) {
+            atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_ANGULAR);
+            atomicMax(&a.status->max_angular, na);
+        }
+        na = a.max_ang;
+    }
+    const int64_t P = (int64_t)na * (na - 1) / 2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const ang_lane<R> al(d, lane);
+    for (int64_t pp = warp; pp < P; pp += nw) {
+        int a1, a2;
+        decode_pair(pp, a1, a2);
+        const ang_ent<R> &ej = sm.ang[a1], &ek = sm.ang[a2];
+        const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
+        R den = ej.d * ek.d;
+        if (den < (R)1e-10) den = (R)1e-10;
+        const R cc = dot / den;
+        const R cs = (R)0.95 * cc;
+        const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
+        const R dtheta = (R)-0.95 / rsqrt_((R)1 - (R)0.9025 * cc * cc);
+        const R dm = (ej.d + ek.d) * (R)0.5;
+        const R *gb = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
+        R sc = 0, smv = 0, sv = 0;
+        if (al.shared_factors) {
+            R v = 0, dv = 0;
+            if (al.role == 0) {
+                const R x = dm - al.shfa;
+                v = rexp(-al.eta * x * x);
+                dv = (R)-2 * al.eta * x * v;
+            } else if (al.role == 1) {
+                const R base = ((R)1 + (cs * al.cz + sn * al.sz)) * (R)0.5;
+                const R sdiff = sn * al.cz - cs * al.sz; /* sin(theta - shift) */
+                const R dbase = (R)-0.5 * sdiff * dtheta;
+                const R pm1 = rpow(base, al.zeta - (R)1);
+                v = pm1 * base;
+                dv = al.zeta * pm1 * dbase;
+            }
+            for (int t0 = 0; t0 < A; t0 += 32) {
+                const int t = t0 + lane;
+                int src2 = 0, src1 = 0;
+                if (t < A) term_sources(d, al.n2, t, src2, src1);
+                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2);
+                const R df2 = __shfl_sync(NNPOPS__FULL_MASK, dv, src2);
+                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1);
+                const R df1 = __shfl_sync(NNPOPS__FULL_MASK, dv, src1);
+                if (t < A) {
+                    const R g = gb[t];
+                    sc += g * df1 * f2;
+                    smv += g * f1 * df2;
+                    sv += g * f1 * f2;
+                }
+            }
+        } else {
+            for (int t = lane; t < A; t += 32) {
+                const R base = ((R)1 + (cs * sm.tc[t] + sn * sm.ts[t])) * (R)0.5;
+                const R sdiff = sn * sm.tc[t] - cs * sm.ts[t]; /* sin(theta - shift) */
+                const R dbase = (R)-0.5 * sdiff * dtheta;
+                const R z = sm.tzeta[t];
+                const R pm1 = rpow(base, z - (R)1);
+                const R f1 = pm1 * base, df1 = z * pm1 * dbase;
+                const R x = dm - sm.tshfa[t];
+                const R f2 = rexp(-sm.teta[t] * x * x);
+                const R df2 = (R)-2 * sm.teta[t] * x * f2;
+                const R g = gb[t];
+                sc += g * df1 * f2;
+                smv += g * f1 * df2;
+                sv += g * f1 * f2;
+            }
+        }
+        sc = warp_sum(sc);
+        smv = warp_sum(smv);
+        sv = warp_sum(sv);
+        if (lane == 0) {
+            const R fcjk = ej.fc * ek.fc;
+            const R dedc = (R)2 * fcjk * sc;
+            const R dm_term = fcjk * smv;
+            const R dedj = dm_term + (R)2 * sv * ej.dfc * ek.fc;
+            const R dedk = dm_term + (R)2 * sv * ej.fc * ek.dfc;
+            const R inv_jk = (R)1 / (ej.d * ek.d);
+            const R cj = dedc * cc / (ej.d * ej.d), ck = dedc * cc / (ek.d * ek.d);
+            const R rj = dedj / ej.d, rk = dedk / ek.d;
+            for (int x = 0; x < 3; x++) {
+                const R gj = dedc * ek.v[x] * inv_jk - cj * ej.v[x] + rj * ej.v[x];
+                const R gk = dedc * ej.v[x] * inv_jk - ck * ek.v[x] + rk * ek.v[x];
+                atomicAdd(sm.acc + 3 * a1 + x, (double)gj);
+                atomicAdd(sm.acc + 3 * a2 + x, (double)gk);
+            }
+        }
+    }
+    __syncthreads();
+    for (int slot = threadIdx.x; slot < na; slot += blockDim.x) {
+        const int64_t e = e0 + sm.ang[slot].e;
+        if (own) {
+            for (int x = 0; x < 3; x++) a.pair_grad[3 * e + x] += sm.acc[3 * slot + x];
+        } else {
+            const int64_t code = a.entry[e];
+            const double sg = (code & 1) ? -1.0 : 1.0;
+            for (int x = 0; x < 3; x++)
+                atomic_add_f64(a.pair_grad + 3 * (code >> 1) + x, sg * sm.acc[3 * slot + x]);
+        }
+    }
+}
+
+int smem_optin_limit() {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 48 * 1024;
+    }
+    return v;
+}
+
+template <typename R>
+nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
+                     const int32_t *centers, const int64_t *start, const int64_t *entry,
+                     const int32_t *pairs, const double *vec, const int32_t *species, R *aev,
+                     int64_t ld, double *pair_grad, int64_t capacity, int32_t max_angular,
+                     nnpops__dev_status *status, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    if (desc->angular_len > 1024)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "AEV on the GPU: %d angular terms per block (at most 1024)",
+                            (int)desc->angular_len);
+    if (n > 0x7fffffff)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "AEV on the GPU: %lld centers is too many",
+                            (long long)n);
+    if (max_angular < 2) max_angular = 2;
+    const size_t sm = smem_bytes<R>(desc, max_angular, backward);
+    const int limit = smem_optin_limit();
+    if (sm > (size_t)limit)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "AEV on the GPU: %d angular neighbors need %zu bytes of shared memory "
+                            "(the device has %d per block)",
+                            (int)max_angular, sm, limit);
+    aev_args<R> a;
+    memset(&a, 0, sizeof a);
+    a.d = *desc;
+    a.n = n;
+    a.centers = centers;
+    a.start = start;
+    a.entry = entry;
+    a.pairs = pairs;
+    a.vec = vec;
+    a.species = species;
+    a.aev = aev;
+    a.ld = ld;
+    a.capacity = capacity;
+    a.max_ang = max_angular;
+    a.status = status;
+    a.pair_grad = pair_grad;
+    cudaStream_t st = as_stream(stream);
+    if (backward) {
+        if (sm > 48 * 1024)
+            NNPOPS__CUDA_CALL(cudaFuncSetAttribute(aev_backward_kernel<R>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)sm));
+        aev_backward_kernel<R><<<(unsigned)n, AEV_THREADS, sm, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("AEV backward");
+    } else {
+        if (sm > 48 * 1024)
+            NNPOPS__CUDA_CALL(cudaFuncSetAttribute(aev_forward_kernel<R>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)sm));
+        aev_forward_kernel<R><<<(unsigned)n, AEV_THREADS, sm, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("AEV forward");
+    }
+    return NNPOPS_OK;
+}
+
+} /* namespace */
+
+extern "C" int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *desc,
+                                                      int precision) {
+    const size_t es = precision == NNPOPS_FLOAT64 ? 8 : 4;
+    const size_t fixed = align16(es * (size_t)desc->aev_len) + align16(es * 5 * (size_t)desc->angular_len);
+    const size_t per = (precision == NNPOPS_FLOAT64 ? sizeof(ang_ent<double>) : sizeof(ang_ent<float>)) +
+                       3 * sizeof(double);
+    const int limit = smem_optin_limit();
+    if ((size_t)limit <= fixed + 64) return 0;
+    size_t m = ((size_t)limit - fixed - 64) / per;
+    return m > 100000 ? 100000 : (int32_t)m;
+}
+
+extern "C" nnpops_status nnpops__aev_forward_cuda_f32(
+    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
+    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
+    float *aev, int64_t ld, int64_t capacity, int32_t max_angular, nnpops__dev_status *status,
+    void *stream) {
+    return launch<float>(false, desc, n, centers, start, entry, pairs, pair_vec, species, aev, ld,
+                         nullptr, capacity, max_angular, status, stream);
+}
+
+extern "C" nnpops_status nnpops__aev_forward_cuda_f64(
+    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
+    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
+    double *aev, int64_t ld, int64_t capacity, int32_t max_angular, nnpops__dev_status *status,
+    void *stream) {
+    return launch<double>(false, desc, n, centers, start, entry, pairs, pair_vec, species, aev, ld,
+                          nullptr, capacity, max_angular, status, stream);
+}
+
+extern "C" nnpops_status nnpops__aev_backward_cuda_f32(
+    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
+    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
+    const float *grad_aev, int64_t ld, double *pair_grad, int64_t capacity, int32_t max_angular,
+    nnpops__dev_status *status, void *stream) {
+    return launch<float>(true, desc, n, centers, start, entry, pairs, pair_vec, species,
+                         (float *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream);
+}
+
+extern "C" nnpops_status nnpops__aev_backward_cuda_f64(
+    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
+    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
+    const double *grad_aev, int64_t ld, double *pair_grad, int64_t capacity, int32_t max_angular,
+    nnpops__dev_status *status, void *stream) {
+    return launch<double>(true, desc, n, centers, start, entry, pairs, pair_vec, species,
+                          (double *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream);
+}

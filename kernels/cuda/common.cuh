@@ -1,0 +1,85 @@
+/*
+ * common.cuh - helpers shared by the CUDA kernel files (C++; never included from C).
+ *
+ *  - NNPOPS__LAUNCH_CHECK(where): turns a failed launch (cudaGetLastError) into NNPOPS_ERROR_CUDA
+ *    with the call site and cudaGetErrorString; launchers never synchronize, so an error raised
+ *    while a kernel runs surfaces at the caller's stream synchronization.
+ *  - warp helpers: full-mask sums, and run-segmented sums (lanes holding the same key in
+ *    consecutive lanes form a run; the first lane of each run gets the run's total), used to cut
+ *    atomics when consecutive items hit the same atom or system.
+ *  - atomic_add_f64 (native double atomicAdd, sm_60 and newer).
+ */
+#ifndef NNPOPS_KERNELS_CUDA_COMMON_CUH
+#define NNPOPS_KERNELS_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "core/src/internal.h"
+}
+
+#define NNPOPS__FULL_MASK 0xffffffffu
+
+#define NNPOPS__LAUNCH_CHECK(where)                                                               \
+    do {                                                                                          \
+        cudaError_t e_ = cudaGetLastError();                                                      \
+        if (e_ != cudaSuccess)                                                                    \
+            return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, (where),  \
+                                cudaGetErrorString(e_));                                          \
+    } while (0)
+
+#define NNPOPS__CUDA_CALL(call)                                                                   \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess)                                                                    \
+            return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,    \
+                                cudaGetErrorString(e_));                                          \
+    } while (0)
+
+namespace nnpops_cuda {
+
+static inline cudaStream_t as_stream(void *s) { return (cudaStream_t)s; }
+
+static inline unsigned grid_for(int64_t items, int per_block) {
+    int64_t g = (items + per_block - 1) / per_block;
+    if (g < 1) g = 1;
+    if (g > 0x7fffffff) g = 0x7fffffff;
+    return (unsigned)g;
+}
+
+static inline size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(NNPOPS__FULL_MASK, v, o);
+    return v;
+}
+
+/* Run-segmented suffix sum: lanes with equal `key` in consecutive lanes form a run; afterwards the
+ * first lane of each run holds the run total in v.  All 32 lanes must call it.  Returns whether this
+ * lane is the first of its run. */
+struct warp_runs {
+    int lane, run_end;
+    bool head;
+    __device__ __forceinline__ warp_runs(int64_t key) {
+        lane = threadIdx.x & 31;
+        const int64_t prev = __shfl_up_sync(NNPOPS__FULL_MASK, key, 1);
+        head = lane == 0 || prev != key;
+        const unsigned heads = __ballot_sync(NNPOPS__FULL_MASK, head);
+        const unsigned later = lane == 31 ? 0u : (heads & (0xffffffffu << (lane + 1)));
+        run_end = later ? __ffs(later) - 2 : 31;
+    }
+    template <typename T> __device__ __forceinline__ T sum(T v) const {
+        for (int o = 1; o < 32; o <<= 1) {
+            const T u = __shfl_down_sync(NNPOPS__FULL_MASK, v, o);
+            if (lane + o <= run_end) v += u;
+        }
+        return v;
+    }
+};
+
+__device__ __forceinline__ void atomic_add_f64(double *p, double v) { atomicAdd(p, v); }
+
+} /* namespace nnpops_cuda */
+
+#endif /* NNPOPS_KERNELS_CUDA_COMMON_CUH */

@@ -1,0 +1,193 @@
+/*
+ * kernels_cuda.h - launchers of the CUDA kernels (C interface; the kernels live in the .cu files here).
+ *
+ * Every launcher is the twin of a CPU op (kernels/cpu/kernels.h, core/src/internal.h,
+ * kernels/cpu/fused.h): the same arguments, all arrays DEVICE pointers, plus
+ *   - `stream` (a cudaStream_t as void *; NULL = the legacy default stream),
+ *   - where the op needs scratch: `work` / `work_bytes` (device memory from the caller's workspace;
+ *     the size comes from the matching *_work_bytes function),
+ *   - where the op multiplies matrices: `blas` (a cublasHandle_t as void *; its stream is set to
+ *     `stream` by the launcher).
+ * Launchers only enqueue work: they never allocate, never synchronize and never read device memory
+ * on the host, so they can be captured into a CUDA graph.  They return NNPOPS_OK, or
+ * NNPOPS_ERROR_CUDA (message: call site and cudaGetErrorString) when a launch fails, or
+ * NNPOPS_ERROR_INVALID_ARGUMENT / NNPOPS_ERROR_UNSUPPORTED for sizes they cannot serve.
+ * Results that depend on data (pair counts, overflow, too-close pairs) are written to a device
+ * nnpops__dev_status and read by the caller with the step's results.
+ *
+ * Differences from the CPU twins (documented per launcher): sums use atomics, so results agree with
+ * the CPU to rounding, not bitwise, and entries of the neighbor search come in an unspecified order
+ * within a center.
+ */
+#ifndef NNPOPS_KERNELS_CUDA_H
+#define NNPOPS_KERNELS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/src/internal.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/fused.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- neighbor search (neighbors.cu) ---------------------------------------------------------- *
+ * Algorithms: brute force over all atoms of the center's system and all image shifts within the
+ * cutoff (warps split each center's candidates into `slices`), or a cell list (bins in fractional
+ * coordinates, any triclinic cell, stencils several bins wide when the cutoff exceeds the cell
+ * width).  nnpops__nbr_cuda_plan picks one from host copies of the geometry (cells/pbc may be NULL). */
+enum { NNPOPS__NBR_AUTO = 0, NNPOPS__NBR_BRUTE = 1, NNPOPS__NBR_CELL = 2 };
+typedef struct nnpops__nbr_plan {
+    int32_t algorithm;  /* NNPOPS__NBR_BRUTE or NNPOPS__NBR_CELL */
+    int32_t slices;     /* brute force: warps per center (1..32) */
+} nnpops__nbr_plan;
+void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start_host,
+                           const double *cells_host, const uint8_t *pbc_host, double cutoff,
+                           int32_t force_algorithm, nnpops__nbr_plan *plan);
+size_t nnpops__nbr_cuda_work_bytes(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
+                                   const nnpops__nbr_plan *plan);
+
+/* Twin of nnpops__center_neighbors_cpu: the center lists of atoms 0 .. n_centers-1 (the entries of a
+ * center in unspecified order).  `in` holds device pointers (positions, sys_start, order, cells,
+ * pbc); out->status (device) must be zeroed by the caller before the launch. */
+nnpops_status nnpops__center_neighbors_cuda(const nnpops__nbr_in *in, int64_t n_centers,
+                                            double min_distance, const nnpops__nbr_plan *plan,
+                                            nnpops__center_out *out, void *work,
+                                            size_t work_bytes, void *stream);
+/* Twin of nnpops__neighbors_cpu (the half list): same rule and orientation; out->n_pairs is not
+ * written (the count is status->n_entries, device); overflow sets NNPOPS__ST_OVERFLOW. */
+nnpops_status nnpops__neighbors_cuda(const nnpops__nbr_in *in, const nnpops__nbr_plan *plan,
+                                     nnpops__nbr_out *out, nnpops__dev_status *status, void *work,
+                                     size_t work_bytes, void *stream);
+
+/* ---- center lists from a half list (neighbors.cu) -------------------------------------------- *
+ * Twin of nnpops__center_lists_cpu: start [n_centers + 1], entry [2 n_pairs]; entries of a center
+ * in unspecified order.  n_pairs_dev (device, or NULL = n_pairs) bounds the pairs read.  The
+ * largest count is written to *max_count_dev (device, or NULL) instead of being returned. */
+size_t nnpops__center_lists_cuda_work_bytes(int64_t n_centers);
+nnpops_status nnpops__center_lists_cuda(int64_t n_centers, int64_t n_pairs, const int32_t *pairs,
+                                        const int64_t *n_pairs_dev, int64_t *start, int64_t *entry,
+                                        int64_t *max_count_dev, void *work, size_t work_bytes,
+                                        void *stream);
+
+/* ---- AEV (aev.cu) ------------------------------------------------------------------------------ *
+ * Twins of nnpops__aev_forward_cpu_* / nnpops__aev_backward_cpu_*.  Extra behaviour:
+ *  - entry may be NULL: entry e is 2 e (the center lists of nnpops__center_out); then the backward
+ *    WRITES pair_grad[e] (each entry belongs to one center) instead of adding to it;
+ *  - centers[r] < 0 marks a padding column (skipped);
+ *  - at most max_angular entries within the angular cutoff per center are held in shared memory;
+ *    a center with more sets NNPOPS__ST_ANGULAR and status->max_angular (the caller retries with
+ *    more, see nnpops__aev_cuda_max_angular_limit);
+ *  - `capacity` bounds the entries read (a truncated list after an overflow is never read out of
+ *    bounds; its results are discarded by the caller).
+ * The descriptor must have angular_len <= 1024 (NNPOPS_ERROR_UNSUPPORTED otherwise). */
+int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *desc, int precision);
+nnpops_status nnpops__aev_forward_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
+                                           const int32_t *centers, const int64_t *start,
+                                           const int64_t *entry, const int32_t *pairs,
+                                           const double *pair_vec, const int32_t *species,
+                                           float *aev, int64_t ld, int64_t capacity,
+                                           int32_t max_angular, nnpops__dev_status *status,
+                                           void *stream);
+nnpops_status nnpops__aev_forward_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
+                                           const int32_t *centers, const int64_t *start,
+                                           const int64_t *entry, const int32_t *pairs,
+                                           const double *pair_vec, const int32_t *species,
+                                           double *aev, int64_t ld, int64_t capacity,
+                                           int32_t max_angular, nnpops__dev_status *status,
+                                           void *stream);
+nnpops_status nnpops__aev_backward_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
+                                            const int32_t *centers, const int64_t *start,
+                                            const int64_t *entry, const int32_t *pairs,
+                                            const double *pair_vec, const int32_t *species,
+                                            const float *grad_aev, int64_t ld, double *pair_grad,
+                                            int64_t capacity, int32_t max_angular,
+                                            nnpops__dev_status *status, void *stream);
+nnpops_status nnpops__aev_backward_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
+                                            const int32_t *centers, const int64_t *start,
+                                            const int64_t *entry, const int32_t *pairs,
+                                            const double *pair_vec, const int32_t *species,
+                                            const double *grad_aev, int64_t ld, double *pair_grad,
+                                            int64_t capacity, int32_t max_angular,
+                                            nnpops__dev_status *status, void *stream);
+
+/* ---- dense layers, CELU and the fused network ops (mlp.cu) ----------------------------------- *
+ * Twins of kernels.h (dense_forward/backward through cuBLAS in plain FP32 / FP64 compute,
+ * CUBLAS_COMPUTE_32F / _64F, never TF32) and of kernels/cpu/fused.h. */
+nnpops_status nnpops__dense_forward_cuda_f32(int64_t n, int64_t in, int64_t out, const float *W,
+                                             const float *b, const float *X, int64_t ldx, float *Y,
+                                             int64_t ldy, void *blas, void *stream);
+nnpops_status nnpops__dense_forward_cuda_f64(int64_t n, int64_t in, int64_t out, const double *W,
+                                             const double *b, const double *X, int64_t ldx,
+                                             double *Y, int64_t ldy, void *blas, void *stream);
+nnpops_status nnpops__dense_backward_cuda_f32(int64_t n, int64_t in, int64_t out, const float *W,
+                                              const float *dY, int64_t ldy, float *dX, int64_t ldx,
+                                              void *blas, void *stream);
+nnpops_status nnpops__dense_backward_cuda_f64(int64_t n, int64_t in, int64_t out, const double *W,
+                                              const double *dY, int64_t ldy, double *dX,
+                                              int64_t ldx, void *blas, void *stream);
+nnpops_status nnpops__celu_forward_cuda_f32(int64_t n, int64_t width, double alpha, const float *Z,
+                                            int64_t ldz, float *A, int64_t lda, void *stream);
+nnpops_status nnpops__celu_forward_cuda_f64(int64_t n, int64_t width, double alpha,
+                                            const double *Z, int64_t ldz, double *A, int64_t lda,
+                                            void *stream);
+nnpops_status nnpops__celu_backward_cuda_f32(int64_t n, int64_t width, double alpha,
+                                             const float *Z, int64_t ldz, const float *dA,
+                                             int64_t ldda, float *dZ, int64_t lddz, void *stream);
+nnpops_status nnpops__celu_backward_cuda_f64(int64_t n, int64_t width, double alpha,
+                                             const double *Z, int64_t ldz, const double *dA,
+                                             int64_t ldda, double *dZ, int64_t lddz, void *stream);
+/* fused.h twins */
+nnpops_status nnpops__bias_celu_cuda_f32(int64_t n, int64_t width, double alpha, const float *b,
+                                         float *Z, int64_t ldz, void *stream);
+nnpops_status nnpops__bias_celu_cuda_f64(int64_t n, int64_t width, double alpha, const double *b,
+                                         double *Z, int64_t ldz, void *stream);
+nnpops_status nnpops__celu_backward_act_cuda_f32(int64_t n, int64_t width, double alpha,
+                                                 const float *dA, int64_t ldda, float *A,
+                                                 int64_t lda, void *stream);
+nnpops_status nnpops__celu_backward_act_cuda_f64(int64_t n, int64_t width, double alpha,
+                                                 const double *dA, int64_t ldda, double *A,
+                                                 int64_t lda, void *stream);
+nnpops_status nnpops__ani_output_cuda_f32(const nnpops__ani_output_args *args, const float *w,
+                                          const float *b, float *A, void *stream);
+nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, const double *w,
+                                          const double *b, double *A, void *stream);
+
+/* C = op(A) op(B) (+ beta C) over `batch` strided problems, column-major (cuBLAS conventions),
+ * precision NNPOPS_FLOAT32 (CUBLAS_COMPUTE_32F) or NNPOPS_FLOAT64 (CUBLAS_COMPUTE_64F).  This is
+ * the only GEMM entry of the GPU path (the fused ensemble layers of potentials/ani/ani_cuda.c). */
+nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precision, int trans_a, int trans_b,
+                                int64_t m, int64_t n, int64_t k, const void *A, int64_t lda,
+                                int64_t stride_a, const void *B, int64_t ldb, int64_t stride_b,
+                                double beta, void *C, int64_t ldc, int64_t stride_c,
+                                int64_t batch);
+
+/* ---- reductions (reduce.cu) ------------------------------------------------------------------ *
+ * Twins of nnpops__pair_reduce_cpu / nnpops__energy_reduce_cpu (outputs overwritten).  The *_acc
+ * variants ADD into outputs the caller zeroed (the GPU step zeroes all its outputs with one memset).
+ * n_pairs_dev (device, or NULL = n_pairs) bounds the pairs read; n_pairs is then the grid size. */
+nnpops_status nnpops__pair_reduce_cuda(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
+                                       int64_t n_pairs, const int32_t *pairs,
+                                       const double *pair_vec, const double *pair_grad,
+                                       double *forces, double *virials, double *atomic_virials,
+                                       const int64_t *n_pairs_dev, void *stream);
+nnpops_status nnpops__pair_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
+                                           const int32_t *batch, int64_t n_pairs,
+                                           const int32_t *pairs, const double *pair_vec,
+                                           const double *pair_grad, double *forces,
+                                           double *virials, double *atomic_virials,
+                                           const int64_t *n_pairs_dev, void *stream);
+nnpops_status nnpops__energy_reduce_cuda(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
+                                         const double *atom_energy, int64_t width,
+                                         double *energies, void *stream);
+nnpops_status nnpops__energy_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
+                                             const int32_t *batch, const double *atom_energy,
+                                             int64_t width, double *energies, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNPOPS_KERNELS_CUDA_H */

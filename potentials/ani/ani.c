@@ -1,0 +1,701 @@
+/*
+ * ani.c - the ANI potential (ANI-2x, ANI-1x, ...): loading a `type: ani` model and computing
+ * one step on the CPU, torchani's model exactly (docs/model-format.md, section 3).
+ *
+ * Load: the `ani` mapping is validated key by key (errors name the YAML file and line), every
+ * tensor m{member}.{element}.l{layer}.{weight,bias} is fetched with its exact shape and copied into
+ * one weight arena in the compute precision (layout in ani.h: per species and layer the members'
+ * weights are contiguous, [member][out][in]).  Lengths of a model not in angstrom are converted
+ * once here (cutoffs and shifts times L, etas divided by L^2), so the AEV is unchanged.
+ *
+ * Compute (one step, inputs in angstrom, half pair list within the radial cutoff):
+ *  1. per-center neighbor lists (CSR, kernels/cpu/aev.c) of the local atoms from the half list;
+ *  2. local atoms grouped by species (counting sort, atom order kept inside a species);
+ *  3. per species, blocks of up to ANI_BLOCK atoms: AEV block (feature-major [aev_len][block]),
+ *     the first layer of all members as one GEMM, then per member the hidden layers with CELU
+ *     and the linear output; per-atom member outputs are summed in double;
+ *  4. backward (when gradients are wanted), per member: the output layer's seed (1/M for the
+ *     ensemble mean, 1 for a single member), transposed layers and CELU', giving dE/dZ_0 of
+ *     every member; then dE/dAEV = sum_m W_0,m^T dZ_0,m as one GEMM and the AEV adjoint adds
+ *     dE/dr into the pair gradients (double).
+ * atom_energy[i] = (mean or chosen member of the outputs, double) + self energy (double);
+ * member_atom_energy[i*M + m] = member m's output + self energy, so that each member's
+ * system energy is comparable with the ensemble energy (their mean is the ensemble energy).
+ * float32 models run the AEV, the layers and the backward in float; energies, the ensemble mean,
+ * self energies and pair gradients are accumulated in double.  Both precisions come from one body
+ * (the file includes itself with REAL = float, then double).  Scratch: slots 4..9 of the context
+ * (grown, never shrunk; no allocation once the sizes are stable).
+ */
+#ifndef NNPOPS__ANI_BODY
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "potentials/ani/ani.h"
+
+/* Atoms per block (columns of the feature-major matrices; whole vectors for the dense kernels). */
+#define ANI_BLOCK 64
+_Static_assert(ANI_BLOCK % NNPOPS__DENSE_PAD == 0, "ANI_BLOCK must be a multiple of the padding");
+
+/* Scratch slots used by this potential. */
+enum {
+    SLOT_START = 4, /* CSR starts, int64 [n_local + 1] */
+    SLOT_ENTRY = 5, /* CSR entries, int64 [2 n_pairs] */
+    SLOT_ORDER = 6, /* local atoms sorted by species, int32 [n_local] */
+    SLOT_WORK = 7,  /* AEV kernel work space */
+    SLOT_AEV = 8,   /* AEV block, then dE/dAEV block: REAL [aev_len][ANI_BLOCK] */
+    SLOT_MLP = 9    /* layer buffers of one block (see mlp_layout) */
+};
+
+/* ---- load ------------------------------------------------------------------------------------ */
+
+static nnpops_status cfg_error(const nnpops__cfg *cfg, nnpops__node node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static nnpops_status cfg_error(const nnpops__cfg *cfg, nnpops__node node, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s:%d: %s", nnpops__cfg_file(cfg),
+                        nnpops__cfg_line(cfg, node), msg);
+}
+
+/* A mapping whose keys are all in `allowed` (NULL-terminated). */
+static nnpops_status check_map(const nnpops__cfg *cfg, nnpops__node map, const char *what,
+                               const char *const *allowed) {
+    if (!nnpops__cfg_is_map(cfg, map)) return cfg_error(cfg, map, "%s must be a mapping", what);
+    const int64_t n = nnpops__cfg_len(cfg, map);
+    for (int64_t i = 0; i < n; i++) {
+        nnpops__node key = nnpops__cfg_key(cfg, map, i);
+        const char *k;
+        nnpops_status st = nnpops__cfg_str(cfg, key, what, &k);
+        if (st != NNPOPS_OK) return st;
+        int ok = 0;
+        for (int a = 0; allowed[a]; a++) ok |= strcmp(k, allowed[a]) == 0;
+        if (!ok) {
+            char list[256] = "";
+            for (int a = 0; allowed[a]; a++) {
+                size_t o = strlen(list);
+                snprintf(list + o, sizeof list - o, "%s%s", a ? ", " : "", allowed[a]);
+            }
+            return cfg_error(cfg, key, "unknown key '%.64s' in %s (expected %s)", k, what, list);
+        }
+    }
+    return NNPOPS_OK;
+}
+
+/* A required positive finite number. */
+static nnpops_status get_positive(const nnpops__cfg *cfg, nnpops__node map, const char *key,
+                                  const char *what, double *out) {
+    nnpops__node n;
+    nnpops_status st = nnpops__cfg_get(cfg, map, key, 1, &n);
+    if (st == NNPOPS_OK) st = nnpops__cfg_double(cfg, n, what, out);
+    if (st != NNPOPS_OK) return st;
+    if (!(*out > 0.0) || !isfinite(*out)) return cfg_error(cfg, n, "%s must be > 0", what);
+    return NNPOPS_OK;
+}
+
+/* A required non-empty list of at most NNPOPS__AEV_MAX_TERMS numbers. */
+static nnpops_status get_list(const nnpops__cfg *cfg, nnpops__node map, const char *key,
+                              const char *what, double *out, int32_t *count) {
+    nnpops__node n;
+    int64_t len = 0;
+    nnpops_status st = nnpops__cfg_get(cfg, map, key, 1, &n);
+    if (st == NNPOPS_OK) st = nnpops__cfg_doubles(cfg, n, what, out, NNPOPS__AEV_MAX_TERMS, 0, &len);
+    if (st != NNPOPS_OK) return st;
+    if (len < 1) return cfg_error(cfg, n, "%s must hold at least one number", what);
+    *count = (int32_t)len;
+    return NNPOPS_OK;
+}
+
+static nnpops_status parse_descriptor(nnpops_model *model, const nnpops__cfg *cfg,
+                                      nnpops__node ani, nnpops__aev_desc *d) {
+    static const char *const radial_keys[] = {"cutoff", "eta", "shifts", NULL};
+    static const char *const angular_keys[] = {"cutoff", "eta", "zeta", "shifts", "sections",
+                                               NULL};
+    nnpops__node radial, angular;
+    nnpops_status st;
+    memset(d, 0, sizeof *d);
+    d->n_species = model->n_species;
+
+    if ((st = nnpops__cfg_get(cfg, ani, "radial", 1, &radial)) != NNPOPS_OK) return st;
+    if ((st = check_map(cfg, radial, "ani.radial", radial_keys)) != NNPOPS_OK) return st;
+    if ((st = get_positive(cfg, radial, "cutoff", "ani.radial.cutoff", &d->rc_r)) != NNPOPS_OK ||
+        (st = get_list(cfg, radial, "eta", "ani.radial.eta", d->eta_r, &d->n_eta_r)) != NNPOPS_OK ||
+        (st = get_list(cfg, radial, "shifts", "ani.radial.shifts", d->shf_r, &d->n_shf_r)) !=
+            NNPOPS_OK) {
+        return st;
+    }
+
+    if ((st = nnpops__cfg_get(cfg, ani, "angular", 1, &angular)) != NNPOPS_OK) return st;
+    if ((st = check_map(cfg, angular, "ani.angular", angular_keys)) != NNPOPS_OK) return st;
+    if ((st = get_positive(cfg, angular, "cutoff", "ani.angular.cutoff", &d->rc_a)) != NNPOPS_OK ||
+        (st = get_list(cfg, angular, "eta", "ani.angular.eta", d->eta_a, &d->n_eta_a)) !=
+            NNPOPS_OK ||
+        (st = get_list(cfg, angular, "zeta", "ani.angular.zeta", d->zeta, &d->n_zeta)) !=
+            NNPOPS_OK ||
+        (st = get_list(cfg, angular, "shifts", "ani.angular.shifts", d->shf_a, &d->n_shf_a)) !=
+            NNPOPS_OK ||
+        (st = get_list(cfg, angular, "sections", "ani.angular.sections", d->shf_z,
+                       &d->n_shf_z)) != NNPOPS_OK) {
+        return st;
+    }
+    if (d->rc_a > d->rc_r) {
+        nnpops__node n;
+        nnpops__cfg_get(cfg, angular, "cutoff", 1, &n);
+        return cfg_error(cfg, n,
+                         "ani.angular.cutoff (%.17g) must not exceed ani.radial.cutoff (%.17g)",
+                         d->rc_a, d->rc_r);
+    }
+    for (int z = 0; z < d->n_zeta; z++) {
+        if (!(d->zeta[z] > 0.0)) {
+            nnpops__node n;
+            nnpops__cfg_get(cfg, angular, "zeta", 1, &n);
+            return cfg_error(cfg, n, "ani.angular.zeta[%d] must be > 0", z);
+        }
+    }
+
+    const int64_t S = model->n_species;
+    const int64_t R = (int64_t)d->n_eta_r * d->n_shf_r;
+    const int64_t A = (int64_t)d->n_eta_a * d->n_zeta * d->n_shf_a * d->n_shf_z;
+    const int64_t L = S * R + S * (S + 1) / 2 * A;
+    if (L > (1 << 20)) {
+        return cfg_error(cfg, ani, "the AEV would have %lld values (at most %d supported)",
+                         (long long)L, 1 << 20);
+    }
+    d->radial_len = (int32_t)R;
+    d->angular_len = (int32_t)A;
+    d->aev_len = (int32_t)L;
+
+    /* lengths to angstrom */
+    const double ell = model->length_to_A;
+    if (ell != 1.0) {
+        d->rc_r *= ell;
+        d->rc_a *= ell;
+        for (int i = 0; i < d->n_shf_r; i++) d->shf_r[i] *= ell;
+        for (int i = 0; i < d->n_shf_a; i++) d->shf_a[i] *= ell;
+        for (int i = 0; i < d->n_eta_r; i++) d->eta_r[i] /= ell * ell;
+        for (int i = 0; i < d->n_eta_a; i++) d->eta_a[i] /= ell * ell;
+    }
+    return NNPOPS_OK;
+}
+
+static nnpops_status parse_networks(nnpops_model *model, const nnpops__cfg *cfg,
+                                    nnpops__node ani, nnpops__ani *a) {
+    nnpops__node nets;
+    nnpops_status st;
+    if ((st = nnpops__cfg_get(cfg, ani, "networks", 1, &nets)) != NNPOPS_OK) return st;
+    if (!nnpops__cfg_is_map(cfg, nets)) {
+        return cfg_error(cfg, nets, "ani.networks must be a mapping {element: [widths]}");
+    }
+    int seen[NNPOPS__MAX_SPECIES] = {0};
+    const int64_t n = nnpops__cfg_len(cfg, nets);
+    for (int64_t i = 0; i < n; i++) {
+        nnpops__node key = nnpops__cfg_key(cfg, nets, i), val = nnpops__cfg_value(cfg, nets, i);
+        const char *sym;
+        if ((st = nnpops__cfg_str(cfg, key, "ani.networks key", &sym)) != NNPOPS_OK) return st;
+        const int z = nnpops__element_from_symbol(sym);
+        const int s = (z > 0 && z < 119) ? model->z_to_species[z] : -1;
+        if (s < 0) {
+            return cfg_error(cfg, key, "ani.networks: element '%.32s' is not in species", sym);
+        }
+        if (seen[s]) return cfg_error(cfg, key, "ani.networks: element '%s' appears twice", sym);
+        seen[s] = 1;
+        const int64_t len = nnpops__cfg_len(cfg, val);
+        if (!nnpops__cfg_is_seq(cfg, val) || len < 2 || len > NNPOPS__ANI_MAX_LAYERS + 1) {
+            return cfg_error(cfg, val,
+                             "ani.networks.%s must be a list of 2 to %d layer widths", sym,
+                             NNPOPS__ANI_MAX_LAYERS + 1);
+        }
+        for (int64_t l = 0; l < len; l++) {
+            nnpops__node item = nnpops__cfg_item(cfg, val, l);
+            char what[64];
+            int64_t w;
+            snprintf(what, sizeof what, "ani.networks.%s[%lld]", sym, (long long)l);
+            if ((st = nnpops__cfg_int(cfg, item, what, &w)) != NNPOPS_OK) return st;
+            if (l == 0 && w != a->aev.aev_len) {
+                return cfg_error(cfg, item, "%s is %lld, but the AEV has %d values", what,
+                                 (long long)w, (int)a->aev.aev_len);
+            }
+            if (l == len - 1 && w != 1) {
+                return cfg_error(cfg, item, "%s (the output layer) must be 1, not %lld", what,
+                                 (long long)w);
+            }
+            if (w < 1 || w > NNPOPS__ANI_MAX_WIDTH) {
+                return cfg_error(cfg, item, "%s must be between 1 and %d, not %lld", what,
+                                 NNPOPS__ANI_MAX_WIDTH, (long long)w);
+            }
+            a->width[s][l] = (int32_t)w;
+        }
+        a->n_layers[s] = (int32_t)(len - 1);
+    }
+    for (int s = 0; s < model->n_species; s++) {
+        if (!seen[s]) {
+            return cfg_error(cfg, nets, "ani.networks has no network for species %s",
+                             nnpops__element_symbols[model->species_z[s]]);
+        }
+    }
+    return NNPOPS_OK;
+}
+
+static nnpops_status ani_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops__node root,
+                              const nnpops__weights *weights) {
+    static const char *const ani_keys[] = {"radial",     "angular",  "self_energies",
+                                           "ensemble_size", "activation", "networks",
+                                           "tensors",    NULL};
+    static const char *const act_keys[] = {"type", "alpha", NULL};
+    static const char *const pattern = "m{member}.{element}.l{layer}.{kind}";
+    const char *file = nnpops__cfg_file(cfg);
+    nnpops__node ani, n;
+    nnpops_status st;
+
+    if ((st = nnpops__cfg_get(cfg, root, "ani", 1, &ani)) != NNPOPS_OK) return st;
+    if ((st = check_map(cfg, ani, "ani", ani_keys)) != NNPOPS_OK) return st;
+    if ((st = nnpops__cfg_get(cfg, root, "lj", 0, &n)) != NNPOPS_OK) return st;
+    if (n) return cfg_error(cfg, n, "an ani model must not have an 'lj' mapping");
+    if (!weights) {
+        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
+                            "%s: ANI model needs a weights file (a 'weights: {file, sha256}' "
+                            "mapping)",
+                            file);
+    }
+
+    nnpops__ani *a = calloc(1, sizeof *a);
+    if (!a) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for an ANI model");
+    model->impl = a; /* destroyable from here on */
+    a->n_species = model->n_species;
+    a->precision = model->precision;
+    a->elem_size = model->precision == NNPOPS_FLOAT32 ? sizeof(float) : sizeof(double);
+
+    if ((st = parse_descriptor(model, cfg, ani, &a->aev)) != NNPOPS_OK) return st;
+
+    /* self energies */
+    if ((st = nnpops__cfg_get(cfg, ani, "self_energies", 1, &n)) != NNPOPS_OK ||
+        (st = nnpops__cfg_doubles(cfg, n, "ani.self_energies", a->self_energy, model->n_species,
+                                  1, NULL)) != NNPOPS_OK) {
+        return st;
+    }
+    /* torchani holds the self energies in a float32 buffer (widened, not re-read, when the model
+     * is moved to float64), so its energies use the float32-rounded values; so do we, to stay
+     * torchani-exact in both precisions (the rounding is idempotent on values that are already
+     * float32).  The sums stay in float64. */
+    for (int s = 0; s < model->n_species; s++) a->self_energy[s] = (double)(float)a->self_energy[s];
+
+    /* ensemble size */
+    int64_t ens;
+    if ((st = nnpops__cfg_get(cfg, ani, "ensemble_size", 1, &n)) != NNPOPS_OK ||
+        (st = nnpops__cfg_int(cfg, n, "ani.ensemble_size", &ens)) != NNPOPS_OK) {
+        return st;
+    }
+    if (ens < 1 || ens > NNPOPS__ANI_MAX_ENSEMBLE) {
+        return cfg_error(cfg, n, "ani.ensemble_size must be between 1 and %d, not %lld",
+                         NNPOPS__ANI_MAX_ENSEMBLE, (long long)ens);
+    }
+    a->ensemble = (int32_t)ens;
+
+    /* activation */
+    nnpops__node act, type_node;
+    const char *type;
+    if ((st = nnpops__cfg_get(cfg, ani, "activation", 1, &act)) != NNPOPS_OK) return st;
+    if ((st = check_map(cfg, act, "ani.activation", act_keys)) != NNPOPS_OK) return st;
+    if ((st = nnpops__cfg_get(cfg, act, "type", 1, &type_node)) != NNPOPS_OK ||
+        (st = nnpops__cfg_str(cfg, type_node, "ani.activation.type", &type)) != NNPOPS_OK) {
+        return st;
+    }
+    if (strcmp(type, "celu") != 0) {
+        return cfg_error(cfg, type_node,
+                         "ani.activation.type '%.64s' is not supported (only celu)", type);
+    }
+    if ((st = get_positive(cfg, act, "alpha", "ani.activation.alpha", &a->alpha)) != NNPOPS_OK) {
+        return st;
+    }
+
+    /* networks, tensor names */
+    if ((st = parse_networks(model, cfg, ani, a)) != NNPOPS_OK) return st;
+    const char *tensors;
+    if ((st = nnpops__cfg_get(cfg, ani, "tensors", 1, &n)) != NNPOPS_OK ||
+        (st = nnpops__cfg_str(cfg, n, "ani.tensors", &tensors)) != NNPOPS_OK) {
+        return st;
+    }
+    if (strcmp(tensors, pattern) != 0) {
+        return cfg_error(cfg, n, "ani.tensors must be \"%s\" (format version 1), not \"%.100s\"",
+                         pattern, tensors);
+    }
+
+    /* arena layout */
+    size_t cur = 0, n_tensors = 0;
+    for (int s = 0; s < a->n_species; s++) {
+        int64_t hidden_sum = 0;
+        for (int l = 0; l < a->n_layers[s]; l++) {
+            const size_t in = (size_t)a->width[s][l], out = (size_t)a->width[s][l + 1];
+            a->w_off[s][l] = cur;
+            cur += (a->ensemble * out * in + 15) & ~(size_t)15;
+            a->b_off[s][l] = cur;
+            cur += (a->ensemble * out + 15) & ~(size_t)15;
+            n_tensors += 2 * (size_t)a->ensemble;
+            if (l + 1 < a->n_layers[s]) {
+                if ((int32_t)out > a->max_width) a->max_width = (int32_t)out;
+                if (l == 0 && (int32_t)out > a->max_width1) a->max_width1 = (int32_t)out;
+                if (l >= 1) hidden_sum += (int64_t)out;
+            }
+        }
+        if (hidden_sum > a->max_hidden_sum) a->max_hidden_sum = (int32_t)hidden_sum;
+    }
+    if (a->max_width < 1) a->max_width = 1;
+    if (a->max_width1 < 1) a->max_width1 = 1;
+    const int64_t have = nnpops__weights_count(weights);
+    if (have != (int64_t)n_tensors) {
+        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
+                            "%s: the weights file holds %lld tensors, but the model describes "
+                            "%zu (%d members, %d species)",
+                            file, (long long)have, n_tensors, (int)a->ensemble,
+                            (int)a->n_species);
+    }
+    /* Every tensor's presence and shape first: the arena's size comes from the YAML, and a YAML
+     * that does not match its weights (widths far larger than the tensors) must be refused from
+     * the weights file, whose size bounds the real need, before a huge allocation is tried. */
+    for (int32_t m = 0; m < a->ensemble; m++) {
+        for (int s = 0; s < a->n_species; s++) {
+            for (int l = 0; l < a->n_layers[s]; l++) {
+                for (int kind = 0; kind < 2; kind++) {
+                    char name[128];
+                    snprintf(name, sizeof name, "m%d.%s.l%d.%s", (int)m,
+                             nnpops__element_symbols[model->species_z[s]], l,
+                             kind ? "bias" : "weight");
+                    const int64_t shape[2] = {a->width[s][l + 1], a->width[s][l]};
+                    const void *data;
+                    st = nnpops__weights_get_f32(weights, name, kind ? 1 : 2, shape, &data);
+                    if (st != NNPOPS_OK) return st;
+                }
+            }
+        }
+    }
+    a->arena_elems = cur;
+    const size_t bytes = ((cur ? cur : 1) * a->elem_size + 63) & ~(size_t)63;
+    a->arena = aligned_alloc(64, bytes);
+    if (!a->arena) {
+        return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY,
+                            "out of memory allocating %zu bytes of ANI weights", bytes);
+    }
+    memset(a->arena, 0, bytes);
+
+    /* tensors */
+    for (int32_t m = 0; m < a->ensemble; m++) {
+        for (int s = 0; s < a->n_species; s++) {
+            const char *el = nnpops__element_symbols[model->species_z[s]];
+            for (int l = 0; l < a->n_layers[s]; l++) {
+                const int64_t in = a->width[s][l], out = a->width[s][l + 1];
+                for (int kind = 0; kind < 2; kind++) {
+                    char name[128];
+                    snprintf(name, sizeof name, "m%d.%s.l%d.%s", (int)m, el, l,
+                             kind ? "bias" : "weight");
+                    const int64_t shape[2] = {out, in};
+                    const void *data;
+                    st = nnpops__weights_get_f32(weights, name, kind ? 1 : 2, shape, &data);
+                    if (st != NNPOPS_OK) return st;
+                    const size_t count = (size_t)(kind ? out : out * in);
+                    const size_t off = kind ? a->b_off[s][l] + (size_t)m * (size_t)out
+                                            : a->w_off[s][l] + (size_t)m * (size_t)(out * in);
+                    const unsigned char *src = data;
+                    for (size_t k = 0; k < count; k++) {
+                        float v;
+                        memcpy(&v, src + 4 * k, 4);
+                        if (!isfinite(v)) {
+                            return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
+                                                "%s: tensor %s: value %zu is not finite", file,
+                                                name, k);
+                        }
+                        if (a->precision == NNPOPS_FLOAT32)
+                            ((float *)a->arena)[off + k] = v;
+                        else
+                            ((double *)a->arena)[off + k] = (double)v;
+                    }
+                }
+            }
+        }
+    }
+
+    model->cutoff = a->aev.rc_r > a->aev.rc_a ? a->aev.rc_r : a->aev.rc_a;
+    model->ensemble_size = a->ensemble;
+    return NNPOPS_OK;
+}
+
+static void ani_destroy(nnpops_model *model) {
+    nnpops__ani *a = model->impl;
+    if (a) {
+        free(a->arena);
+        free(a);
+    }
+    model->impl = NULL;
+}
+
+/* ---- compute --------------------------------------------------------------------------------- */
+
+/* Offsets (in values) of the layer buffers of one block inside SLOT_MLP:
+ *   z0    [M * max_width1][B]   first-layer pre-activations of all members, then dE/dZ_0
+ *   zh    [max_hidden_sum][B]   pre-activations of the hidden layers 2.. of the current member
+ *   act   [2][max_width][B]     activations (ping-pong)
+ *   grad  [2][max_width][B]     dE/dA, dE/dZ (ping-pong)
+ *   y     [B]                   outputs / output seed */
+typedef struct mlp_layout {
+    size_t z0, zh, act, grad, y, total;
+} mlp_layout;
+
+static mlp_layout mlp_layout_of(const nnpops__ani *a) {
+    const size_t B = ANI_BLOCK;
+    mlp_layout o;
+    size_t cur = 0;
+    o.z0 = cur;
+    cur += (size_t)a->ensemble * (size_t)a->max_width1 * B;
+    o.zh = cur;
+    cur += (size_t)a->max_hidden_sum * B;
+    o.act = cur;
+    cur += 2 * (size_t)a->max_width * B;
+    o.grad = cur;
+    cur += 2 * (size_t)a->max_width * B;
+    o.y = cur;
+    cur += B;
+    o.total = cur;
+    return o;
+}
+
+#define NNPOPS__ANI_BODY 1
+
+#define REAL float
+#define FN(name) name##_f32
+#include "ani.c"
+#undef REAL
+#undef FN
+
+#define REAL double
+#define FN(name) name##_f64
+#include "ani.c"
+#undef REAL
+#undef FN
+
+static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch *scratch,
+                                     const nnpops__step *step) {
+    const nnpops__ani *a = model->impl;
+    if (step->member < -1 || step->member >= a->ensemble) {
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "ensemble_member %d is out of range (-1 or 0..%d for model %s)",
+                            (int)step->member, (int)a->ensemble - 1, model->name);
+    }
+    const int64_t n_local = step->n_local < step->n_atoms ? step->n_local : step->n_atoms;
+    if (n_local <= 0) return NNPOPS_OK;
+
+    /* neighbor lists of the local atoms and their order by species */
+    nnpops_status st;
+    if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_START],
+                                  sizeof(int64_t) * (size_t)(n_local + 1),
+                                  "ANI neighbor list starts")) != NNPOPS_OK ||
+        (st = nnpops__buf_reserve(&scratch->slot[SLOT_ENTRY],
+                                  sizeof(int64_t) * (size_t)(2 * step->n_pairs + 1),
+                                  "ANI neighbor list entries")) != NNPOPS_OK ||
+        (st = nnpops__buf_reserve(&scratch->slot[SLOT_ORDER], sizeof(int32_t) * (size_t)n_local,
+                                  "ANI atom order")) != NNPOPS_OK) {
+        return st;
+    }
+    int64_t *start = scratch->slot[SLOT_START].ptr;
+    int64_t *entry = scratch->slot[SLOT_ENTRY].ptr;
+    int32_t *order = scratch->slot[SLOT_ORDER].ptr;
+    const int64_t max_entries =
+        nnpops__center_lists_cpu(n_local, step->n_pairs, step->pairs, start, entry);
+
+    int64_t species_start[NNPOPS__MAX_SPECIES + 1] = {0};
+    for (int64_t i = 0; i < n_local; i++) species_start[step->species[i] + 1]++;
+    for (int s = 0; s < a->n_species; s++) species_start[s + 1] += species_start[s];
+    {
+        int64_t cursor[NNPOPS__MAX_SPECIES];
+        for (int s = 0; s < a->n_species; s++) cursor[s] = species_start[s];
+        for (int64_t i = 0; i < n_local; i++) order[cursor[step->species[i]]++] = (int32_t)i;
+    }
+
+    const mlp_layout lay = mlp_layout_of(a);
+    if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_WORK],
+                                  nnpops__aev_work_bytes(&a->aev, max_entries),
+                                  "ANI AEV work space")) != NNPOPS_OK ||
+        (st = nnpops__buf_reserve(&scratch->slot[SLOT_AEV],
+                                  a->elem_size * (size_t)a->aev.aev_len * ANI_BLOCK,
+                                  "ANI AEV block")) != NNPOPS_OK ||
+        (st = nnpops__buf_reserve(&scratch->slot[SLOT_MLP], a->elem_size * lay.total,
+                                  "ANI layer buffers")) != NNPOPS_OK) {
+        return st;
+    }
+    if (a->precision == NNPOPS_FLOAT32)
+        ani_compute_blocks_f32(a, scratch, step, start, entry, order, species_start, &lay);
+    else
+        ani_compute_blocks_f64(a, scratch, step, start, entry, order, species_start, &lay);
+    return NNPOPS_OK;
+}
+
+const nnpops__potential_vt nnpops__ani_vt = {
+    .type = "ani",
+    .load = ani_load,
+    .destroy = ani_destroy,
+    .compute_cpu = ani_compute_cpu,
+#ifdef NNPOPS_HAVE_CUDA
+    /* GPU hooks: potentials/ani/ani_cuda.c */
+    .upload = nnpops__ani_upload,
+    .release_device = nnpops__ani_release_device,
+    .cuda_work_bytes = nnpops__ani_cuda_work_bytes,
+    .compute_cuda = nnpops__ani_compute_cuda,
+#endif
+};
+
+#else /* NNPOPS__ANI_BODY: the precision-generic body */
+
+/* Kernel names of this precision. */
+#define AEV_FORWARD FN(nnpops__aev_forward_cpu)
+#define AEV_BACKWARD FN(nnpops__aev_backward_cpu)
+#define DENSE_FORWARD FN(nnpops__dense_forward_cpu)
+#define DENSE_BACKWARD FN(nnpops__dense_backward_cpu)
+#define CELU_FORWARD FN(nnpops__celu_forward_cpu)
+#define CELU_BACKWARD FN(nnpops__celu_backward_cpu)
+
+/* One block of n <= ANI_BLOCK atoms of species s (centers[0..n)). */
+static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
+                          const nnpops__step *step, const int64_t *start, const int64_t *entry,
+                          int s, const int32_t *centers, int64_t n, const mlp_layout *lay) {
+    const int64_t B = ANI_BLOCK, L = a->aev.aev_len, M = a->ensemble;
+    const int nl = a->n_layers[s];
+    const int32_t *w = a->width[s];
+    const REAL *arena = a->arena;
+    REAL *aev = scratch->slot[SLOT_AEV].ptr;
+    REAL *buf = scratch->slot[SLOT_MLP].ptr;
+    REAL *z0 = buf + lay->z0, *zh = buf + lay->zh, *y = buf + lay->y;
+    REAL *act[2] = {buf + lay->act, buf + lay->act + (size_t)a->max_width * B};
+    REAL *grad[2] = {buf + lay->grad, buf + lay->grad + (size_t)a->max_width * B};
+    void *work = scratch->slot[SLOT_WORK].ptr;
+    const int32_t member = step->member;
+    const int need_members = step->member_atom_energy != NULL;
+    const int need_grad = step->need_grad;
+    const double self = a->self_energy[s];
+
+    AEV_FORWARD(&a->aev, n, centers, start, entry, step->pairs, step->pair_vec, step->species, aev,
+                B, work);
+    /* the dense kernels run over whole vectors of columns: keep the padding columns zero, and
+     * run the element-wise kernels over them too, so that they hold finite values */
+    const int64_t np = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD;
+    if (np > n) {
+        for (int64_t f = 0; f < L; f++)
+            for (int64_t r = n; r < np; r++) aev[f * B + r] = 0;
+    }
+
+    /* first layer: all members in one GEMM, or the chosen member alone */
+    const int64_t w1 = w[1];
+    const REAL *W0 = arena + a->w_off[s][0], *b0 = arena + a->b_off[s][0];
+    const int all = member < 0 || need_members;
+    if (all) {
+        DENSE_FORWARD(n, L, M * w1, W0, b0, aev, B, z0, B);
+    } else {
+        DENSE_FORWARD(n, L, w1, W0 + (size_t)member * w1 * L, b0 + member * w1, aev, B,
+                      z0 + (size_t)member * w1 * B, B);
+    }
+
+    double esum[ANI_BLOCK];
+    for (int64_t r = 0; r < n; r++) esum[r] = 0.0;
+    const REAL seed = member < 0 ? (REAL)(1.0 / (double)M) : (REAL)1;
+
+    for (int32_t m = 0; m < M; m++) {
+        const int counts = member < 0 || m == member;
+        if (!counts && !need_members) continue;
+        REAL *z0m = z0 + (size_t)m * w1 * B;
+
+        /* forward: z of layer l (l >= 1) is stored at zh (hidden) or y (output) */
+        const REAL *x = z0m; /* pre-activation of the layer being activated */
+        size_t zoff = 0;
+        int ping = 0;
+        for (int l = 1; l < nl; l++) {
+            const int64_t in = w[l], out = w[l + 1];
+            CELU_FORWARD(np, in, a->alpha, x, B, act[ping], B);
+            const REAL *Wl = arena + a->w_off[s][l] + (size_t)m * out * in;
+            const REAL *bl = arena + a->b_off[s][l] + (size_t)m * out;
+            REAL *z = (l + 1 < nl) ? zh + zoff * B : y;
+            DENSE_FORWARD(n, in, out, Wl, bl, act[ping], B, z, B);
+            if (l + 1 < nl) zoff += (size_t)out;
+            x = z;
+            ping ^= 1;
+        }
+        /* nl == 1: a linear network, the output is z0m */
+        const REAL *out_row = nl == 1 ? z0m : y;
+        for (int64_t r = 0; r < n; r++) {
+            const double e = (double)out_row[r];
+            if (counts) esum[r] += e;
+            if (need_members) step->member_atom_energy[(size_t)centers[r] * M + m] = e + self;
+        }
+        if (!need_grad || !counts) continue;
+
+        /* backward: dE/dZ of the output = seed; down to dE/dZ_0, written over z0m */
+        if (nl == 1) {
+            for (int64_t r = 0; r < np; r++) z0m[r] = r < n ? seed : 0;
+            continue;
+        }
+        for (int64_t r = 0; r < np; r++) y[r] = r < n ? seed : 0;
+        const REAL *dz = y;
+        int gp = 0;
+        for (int l = nl - 1; l >= 1; l--) {
+            const int64_t in = w[l], out = w[l + 1];
+            const REAL *Wl = arena + a->w_off[s][l] + (size_t)m * out * in;
+            DENSE_BACKWARD(n, in, out, Wl, dz, B, grad[gp], B); /* dE/dA_{l-1} */
+            /* pre-activation of layer l-1: z0m for l == 1, else the hidden slot */
+            const REAL *zprev;
+            REAL *dzprev;
+            if (l == 1) {
+                zprev = z0m;
+                dzprev = z0m;
+            } else {
+                size_t o = 0;
+                for (int k = 1; k < l - 1; k++) o += (size_t)w[k + 1];
+                zprev = zh + o * B;
+                dzprev = grad[gp];
+            }
+            CELU_BACKWARD(np, in, a->alpha, zprev, B, grad[gp], B, dzprev, B);
+            dz = dzprev;
+            gp ^= 1;
+        }
+    }
+
+    for (int64_t r = 0; r < n; r++) {
+        const double mean = member < 0 ? esum[r] / (double)M : esum[r];
+        step->atom_energy[centers[r]] = mean + self;
+    }
+    if (!need_grad) return;
+
+    /* dE/dAEV = sum over the counted members of W_0,m^T dZ_0,m, into the AEV block */
+    if (member < 0) {
+        DENSE_BACKWARD(n, L, M * w1, W0, z0, B, aev, B);
+    } else {
+        DENSE_BACKWARD(n, L, w1, W0 + (size_t)member * w1 * L, z0 + (size_t)member * w1 * B, B,
+                       aev, B);
+    }
+    AEV_BACKWARD(&a->aev, n, centers, start, entry, step->pairs, step->pair_vec, step->species,
+                 aev, B, step->pair_grad, work);
+}
+
+static void FN(ani_compute_blocks)(const nnpops__ani *a, nnpops__scratch *scratch,
+                                   const nnpops__step *step, const int64_t *start,
+                                   const int64_t *entry, const int32_t *order,
+                                   const int64_t *species_start, const mlp_layout *lay) {
+    for (int s = 0; s < a->n_species; s++) {
+        for (int64_t b = species_start[s]; b < species_start[s + 1]; b += ANI_BLOCK) {
+            const int64_t n = species_start[s + 1] - b < ANI_BLOCK ? species_start[s + 1] - b
+                                                                    : ANI_BLOCK;
+            FN(ani_block)(a, scratch, step, start, entry, s, order + b, n, lay);
+        }
+    }
+}
+
+#undef AEV_FORWARD
+#undef AEV_BACKWARD
+#undef DENSE_FORWARD
+#undef DENSE_BACKWARD
+#undef CELU_FORWARD
+#undef CELU_BACKWARD
+
+#endif /* NNPOPS__ANI_BODY */

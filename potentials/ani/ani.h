@@ -1,0 +1,46 @@
+/*
+ * ani.h - the parsed ANI model (model->impl of a `type: ani` model), shared by the CPU path
+ * (ani.c) and the CUDA path.
+ *
+ * Weight arena: ONE allocation of `arena_elems` values of the model's compute precision (float
+ * for NNPOPS_FLOAT32, the float32 file values widened to double for NNPOPS_FLOAT64), 64-byte
+ * aligned; every block below starts at a multiple of 16 values (64 bytes in float32).  For species
+ * s and layer l (0 .. n_layers[s]-1, widths n_l = width[s][l] -> n_{l+1} = width[s][l+1]):
+ *     weights at arena + w_off[s][l]: [ensemble][n_{l+1}][n_l]   (each member's W_l row-major)
+ *     biases  at arena + b_off[s][l]: [ensemble][n_{l+1}]
+ * so the first layers of all members form one [ensemble * n_1][n_0] matrix (a fused GEMM over the
+ * ensemble), and member m's block of layer l starts m * n_{l+1} * n_l values in.
+ */
+#ifndef NNPOPS_POTENTIALS_ANI_H
+#define NNPOPS_POTENTIALS_ANI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/src/internal.h"
+#include "kernels/cpu/kernels.h"
+
+#define NNPOPS__ANI_MAX_LAYERS 16    /* dense layers per network, output layer included */
+#define NNPOPS__ANI_MAX_WIDTH 65536  /* largest layer width accepted */
+#define NNPOPS__ANI_MAX_ENSEMBLE 1024
+
+typedef struct nnpops__ani {
+    nnpops__aev_desc aev;          /* descriptor constants, in angstrom */
+    int32_t n_species;
+    int32_t ensemble;              /* members M */
+    double alpha;                  /* CELU alpha */
+    double self_energy[NNPOPS__MAX_SPECIES];             /* model energy unit */
+    int32_t n_layers[NNPOPS__MAX_SPECIES];               /* dense layers, output included */
+    int32_t width[NNPOPS__MAX_SPECIES][NNPOPS__ANI_MAX_LAYERS + 1]; /* width[s][0] = aev_len */
+    size_t w_off[NNPOPS__MAX_SPECIES][NNPOPS__ANI_MAX_LAYERS];      /* in values */
+    size_t b_off[NNPOPS__MAX_SPECIES][NNPOPS__ANI_MAX_LAYERS];
+    int32_t max_width;             /* largest hidden width over all species (layers 1..) */
+    int32_t max_width1;            /* largest first hidden width n_1 */
+    int32_t max_hidden_sum;        /* largest sum of the widths n_2 .. n_{L-1} of one network */
+    nnpops_precision precision;
+    size_t elem_size;              /* sizeof(float) or sizeof(double) */
+    size_t arena_elems;
+    void *arena;                   /* host arena */
+} nnpops__ani;
+
+#endif /* NNPOPS_POTENTIALS_ANI_H */

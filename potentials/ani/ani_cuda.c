@@ -1,0 +1,279 @@
+/*
+ * ani_cuda.c - the ANI potential on the GPU: the vtable's GPU hooks (upload, release_device,
+ * cuda_work_bytes, compute_cuda), host code that enqueues the kernels of kernels/cuda/.
+ *
+ * Weights: at load, the host arena of ani.h (the model's precision, layout [species][layer]
+ * [member][out][in]) is copied once into one device allocation with the same offsets
+ * (model->device_data).  Nothing is copied per step.
+ *
+ * One step (all on step->stream, no host synchronization, no allocation):
+ *  1. AEV of all local atoms in one launch, written feature-major into the work space,
+ *     aev [aev_len][n_cols]: column r is atom centers[r]; the columns of species s are
+ *     col_start[s] .. col_start[s] + col_count[s] (col_start a multiple of 32; padding columns have
+ *     center -1 and are skipped).
+ *  2. Per species and per chunk of at most ANI_CUDA_CHUNK columns, the element network of all
+ *     ensemble members at once (Me members: all M for the ensemble mean or when member energies are
+ *     wanted, else the chosen member alone), activations feature-major [rows][ldc]:
+ *       first layer:   ONE GEMM  Z0 (cols x Me*h1) = AEV (cols x L) . W0^T, W0 = [Me*h1][L] (the
+ *                      members' first layers are contiguous in the arena), then bias + CELU in place;
+ *       hidden layers: ONE strided-batched GEMM per layer, a member per batch entry (member m reads
+ *                      rows m*w_l.. of the previous activations and writes rows m*w_{l+1}..), then
+ *                      bias + CELU in place;
+ *       output layer:  one kernel (ani_output): every member's output, the ensemble mean plus the
+ *                      self energy per atom (double), member energies, and the backward seed
+ *                      written over the last activations;
+ *       backward:      per hidden layer one strided-batched GEMM dA_{l-1} = dZ_l . W_l into a
+ *                      scratch block, and CELU' from the stored activations in place; finally ONE
+ *                      GEMM dAEV (cols x L) = dZ0 (cols x Me*h1) . W0 written over the chunk's AEV
+ *                      columns (the sum over members is the GEMM's inner dimension).
+ *  3. AEV adjoint of all columns in one launch: dE/dr of every center-list entry into pair_grad.
+ * Work space: aev (aev_len x n_cols) + per chunk the activations of all hidden layers of all members
+ * (M * sum of hidden widths rows) + one scratch block (M * widest hidden layer rows), ldc =
+ * min(chunk, largest species count) rounded up to 32.  No per-atom weight copies and no O(N^2)
+ * buffer: memory is linear in the atom count (AEV) plus a constant (the chunk).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani.h"
+
+#define ANI_CUDA_CHUNK 32768
+
+typedef struct ani_dev {
+    void *arena;
+    size_t bytes;
+} ani_dev;
+
+#define CUDA_TRY(call)                                                                            \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess)                                                                    \
+            return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,    \
+                                cudaGetErrorString(e_));                                          \
+    } while (0)
+
+nnpops_status nnpops__ani_upload(nnpops_model *model) {
+    const nnpops__ani *a = model->impl;
+    ani_dev *d = calloc(1, sizeof *d);
+    if (!d) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (ANI device data)");
+    d->bytes = (a->arena_elems ? a->arena_elems : 1) * a->elem_size;
+    cudaError_t e = cudaMalloc(&d->arena, d->bytes);
+    if (e != cudaSuccess) {
+        const size_t bytes = d->bytes;
+        free(d);
+        (void)cudaGetLastError();
+        return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                           : NNPOPS_ERROR_CUDA,
+                            "%s:%d: cudaMalloc of %zu bytes of ANI weights on %s: %s", __FILE__,
+                            __LINE__, bytes, model->device_name, cudaGetErrorString(e));
+    }
+    e = cudaMemcpy(d->arena, a->arena, d->bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        cudaFree(d->arena);
+        free(d);
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: copying the ANI weights to %s: %s",
+                            __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
+    }
+    model->device_data = d;
+    return NNPOPS_OK;
+}
+
+void nnpops__ani_release_device(nnpops_model *model) {
+    ani_dev *d = model->device_data;
+    if (!d) return;
+    cudaFree(d->arena);
+    free(d);
+    model->device_data = NULL;
+}
+
+/* Work space layout (bytes) of one step. */
+typedef struct ani_layout {
+    size_t aev, act, tmp, total;
+    int64_t ldc;          /* columns of the chunk buffers */
+    int64_t act_rows;     /* rows of the activation block */
+} ani_layout;
+
+static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
+    ani_layout L;
+    memset(&L, 0, sizeof L);
+    const size_t es = a->elem_size;
+    int64_t maxc = 1, rows = 1;
+    for (int s = 0; s < a->n_species; s++) {
+        if (st->col_count[s] > maxc) maxc = st->col_count[s];
+        int64_t r = 0;
+        for (int l = 1; l < a->n_layers[s]; l++) r += a->width[s][l];
+        if (r > rows) rows = r;
+    }
+    if (maxc > ANI_CUDA_CHUNK) maxc = ANI_CUDA_CHUNK;
+    L.ldc = (maxc + 31) / 32 * 32;
+    L.act_rows = (int64_t)a->ensemble * rows;
+    size_t cur = 0;
+    L.aev = cur;
+    cur += al256(es * (size_t)a->aev.aev_len * (size_t)(st->n_cols > 0 ? st->n_cols : 1));
+    L.act = cur;
+    cur += al256(es * (size_t)L.act_rows * (size_t)L.ldc);
+    L.tmp = cur;
+    cur += al256(es * (size_t)a->ensemble * (size_t)a->max_width * (size_t)L.ldc);
+    L.total = cur;
+    return L;
+}
+
+size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step) {
+    return layout_of(model->impl, step).total;
+}
+
+#define TRY(x)                                                                                    \
+    do {                                                                                          \
+        nnpops_status s_ = (x);                                                                   \
+        if (s_ != NNPOPS_OK) return s_;                                                           \
+    } while (0)
+
+nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *st) {
+    const nnpops__ani *a = model->impl;
+    const ani_dev *dev = model->device_data;
+    if (!dev) return nnpops__fail(NNPOPS_ERROR_INTERNAL, "ANI weights are not on the device");
+    if (st->member < -1 || st->member >= a->ensemble)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "ensemble_member %d is out of range (-1 or 0..%d for model %s)",
+                            (int)st->member, (int)a->ensemble - 1, model->name);
+    if (st->n_local <= 0 || st->n_cols <= 0) return NNPOPS_OK;
+    const ani_layout L = layout_of(a, st);
+    if (st->work_bytes < L.total)
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "ANI GPU work space: %zu bytes, %zu needed",
+                            st->work_bytes, L.total);
+    const int f64 = a->precision == NNPOPS_FLOAT64;
+    const size_t es = a->elem_size;
+    char *work = st->work;
+    char *aev = work + L.aev, *act = work + L.act, *tmp = work + L.tmp;
+    const char *W = dev->arena;
+    const int64_t Lf = a->aev.aev_len, ld = st->n_cols, ldc = L.ldc;
+    void *stream = st->stream, *blas = st->blas;
+
+    if (f64)
+        TRY(nnpops__aev_forward_cuda_f64(&a->aev, st->n_cols, st->centers, st->start, NULL,
+                                         st->pairs, st->vec, st->species, (double *)aev, ld,
+                                         st->capacity, st->max_angular, st->status, stream));
+    else
+        TRY(nnpops__aev_forward_cuda_f32(&a->aev, st->n_cols, st->centers, st->start, NULL,
+                                         st->pairs, st->vec, st->species, (float *)aev, ld,
+                                         st->capacity, st->max_angular, st->status, stream));
+
+    const int all = st->member < 0 || st->member_atom_energy != NULL;
+    const int64_t Me = all ? a->ensemble : 1;
+    const int64_t moff = all ? 0 : st->member;
+    for (int s = 0; s < a->n_species; s++) {
+        const int64_t ns = st->col_count[s];
+        if (ns <= 0) continue;
+        const int nl = a->n_layers[s];
+        const int32_t *w = a->width[s];
+        if (nl < 2)
+            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                                "model %s: the GPU path needs at least one hidden layer (species %s "
+                                "has none)",
+                                model->name, nnpops__element_symbols[model->species_z[s]]);
+        /* activations of hidden layer l (output width w[l+1]) start at row act_off[l] */
+        int64_t act_off[NNPOPS__ANI_MAX_LAYERS];
+        {
+            int64_t r = 0;
+            for (int l = 0; l + 1 < nl; l++) {
+                act_off[l] = r;
+                r += Me * w[l + 1];
+            }
+        }
+#define ACT(l) (act + es * (size_t)act_off[l] * (size_t)ldc)
+#define WPTR(l, m) (W + es * (a->w_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1] * (size_t)w[l]))
+#define BPTR(l, m) (W + es * (a->b_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1]))
+        for (int64_t c0 = 0; c0 < ns; c0 += ANI_CUDA_CHUNK) {
+            const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
+            char *X = aev + es * (size_t)(st->col_start[s] + c0);
+            /* first layer of all Me members: one GEMM, then bias + CELU */
+            TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 0, cols, Me * w[1], Lf, X, ld, 0,
+                                  WPTR(0, moff), Lf, 0, 0.0, ACT(0), ldc, 0, 1));
+            if (f64)
+                TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[1], a->alpha,
+                                               (const double *)BPTR(0, moff), (double *)ACT(0), ldc,
+                                               stream));
+            else
+                TRY(nnpops__bias_celu_cuda_f32(cols, Me * w[1], a->alpha,
+                                               (const float *)BPTR(0, moff), (float *)ACT(0), ldc,
+                                               stream));
+            /* hidden layers: strided-batched over members */
+            for (int l = 1; l + 1 < nl; l++) {
+                TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 0, cols, w[l + 1], w[l],
+                                      ACT(l - 1), ldc, (int64_t)w[l] * ldc, WPTR(l, moff), w[l],
+                                      (int64_t)w[l + 1] * w[l], 0.0, ACT(l), ldc,
+                                      (int64_t)w[l + 1] * ldc, Me));
+                if (f64)
+                    TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[l + 1], a->alpha,
+                                                   (const double *)BPTR(l, moff), (double *)ACT(l),
+                                                   ldc, stream));
+                else
+                    TRY(nnpops__bias_celu_cuda_f32(cols, Me * w[l + 1], a->alpha,
+                                                   (const float *)BPTR(l, moff), (float *)ACT(l),
+                                                   ldc, stream));
+            }
+            /* output layer, energies, backward seed */
+            const int lo = nl - 1;
+            nnpops__ani_output_args oa = {
+                .n = cols,
+                .members = (int32_t)Me,
+                .width = w[lo],
+                .alpha = a->alpha,
+                .lda = ldc,
+                .need_grad = st->need_grad,
+                .member_offset = (int32_t)moff,
+                .ensemble = a->ensemble,
+                .member = st->member,
+                .self_energy = a->self_energy[s],
+                .centers = st->centers + st->col_start[s] + c0,
+                .atom_energy = st->atom_energy,
+                .member_energy = st->member_atom_energy,
+            };
+            if (f64)
+                TRY(nnpops__ani_output_cuda_f64(&oa, (const double *)WPTR(lo, moff),
+                                                (const double *)BPTR(lo, moff),
+                                                (double *)ACT(lo - 1), stream));
+            else
+                TRY(nnpops__ani_output_cuda_f32(&oa, (const float *)WPTR(lo, moff),
+                                                (const float *)BPTR(lo, moff), (float *)ACT(lo - 1),
+                                                stream));
+            if (!st->need_grad) continue;
+            /* backward through the hidden layers */
+            for (int l = nl - 2; l >= 1; l--) {
+                TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 1, cols, w[l], w[l + 1], ACT(l),
+                                      ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff), w[l],
+                                      (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
+                                      Me));
+                if (f64)
+                    TRY(nnpops__celu_backward_act_cuda_f64(cols, Me * w[l], a->alpha,
+                                                           (const double *)tmp, ldc,
+                                                           (double *)ACT(l - 1), ldc, stream));
+                else
+                    TRY(nnpops__celu_backward_act_cuda_f32(cols, Me * w[l], a->alpha,
+                                                           (const float *)tmp, ldc,
+                                                           (float *)ACT(l - 1), ldc, stream));
+            }
+            /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
+            TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 1, cols, Lf, Me * w[1], ACT(0), ldc,
+                                  0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
+        }
+#undef ACT
+#undef WPTR
+#undef BPTR
+    }
+    if (!st->need_grad) return NNPOPS_OK;
+    if (f64)
+        return nnpops__aev_backward_cuda_f64(&a->aev, st->n_cols, st->centers, st->start, NULL,
+                                             st->pairs, st->vec, st->species, (const double *)aev,
+                                             ld, st->pair_grad, st->capacity, st->max_angular,
+                                             st->status, stream);
+    return nnpops__aev_backward_cuda_f32(&a->aev, st->n_cols, st->centers, st->start, NULL,
+                                         st->pairs, st->vec, st->species, (const float *)aev, ld,
+                                         st->pair_grad, st->capacity, st->max_angular, st->status,
+                                         stream);
+}

@@ -1,0 +1,219 @@
+/*
+ * bench_cpu.c - ANI-2x energy + forces on the CPU: milliseconds per step in float32 and float64
+ * for a 13-atom molecule and periodic water boxes of about 264, 1,000, 10,000 and 100,000 atoms.
+ *
+ *   bench_cpu [MAX_ATOMS [MODEL]]      (defaults: 100000, ani2x; the model is found by name on
+ *                                       NNPOPS_MODEL_PATH, as for the tests)
+ *
+ * Water boxes (the setup of ../shared/notes/benchmarks.md): rigid molecules, O-H 0.9572 A,
+ * H-O-H 104.52 degrees, on a cubic lattice of spacing 3.104 A with random orientations and 0.05 A
+ * jitter.  For N atoms, N/3 molecules fill the sites of an nx x nx x nz lattice in order (nx =
+ * ceil(cbrt(N/3)), nz = ceil(N/3 / nx^2)), and the periodic box is nx x nx x nz spacings, so the
+ * density is the lattice's except in a partly filled last layer.  Each size runs one warm-up step,
+ * then steps until at least 2 s (or 3 steps) have passed (one step when a step takes over 20 s);
+ * the table shows the mean wall time, and the process CPU time per step (which shows the cost on
+ * a machine shared with other work).  GFLOP/s (from the wall time) counts the dense layers only
+ * (forward and input-gradient backward, all 8 members).
+ */
+#define _POSIX_C_SOURCE 199309L
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nnpops/nnpops.h"
+
+#define PI 3.14159265358979323846
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of this process (shows the cost on a machine shared with other work). */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double rnd(unsigned long long *s) {
+    unsigned long long x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+/* 13-atom molecule (C3 O2 N H7, an amino-acid-like fragment). */
+static const int32_t mol_z[13] = {6, 6, 6, 8, 8, 7, 1, 1, 1, 1, 1, 1, 1};
+static const double mol_x[39] = {
+    -0.9187872849, 0.3657846761,  0.8213715260,  0.5635491406,  0.6376499387,  1.0982553358,
+    1.4065334592,  -0.5569175052, 0.7387549497,  2.0658878797,  -1.1469912259, 1.6333048329,
+    1.4738823832,  -1.0242283490, -0.5706075356, 1.0349370214,  1.8174365362,  0.3756952940,
+    -1.1000583247, 0.1893079416,  -0.2697006919, -1.2599111931, -0.5343824926, 1.3941657915,
+    -1.5355621700, 1.2418011181,  1.1472026334,  0.6753462809,  0.8331391408,  2.2044101797,
+    0.9467547494,  -0.5674485792, -1.3424999515, 0.7820378502,  1.7314088507,  -0.6635260407,
+    0.5159699807,  2.6781839177,  0.7506118036};
+
+typedef struct system_t {
+    int64_t n;
+    int32_t *z;
+    double *x;
+    double cell[9];
+    uint8_t pbc[3];
+    int periodic;
+} system_t;
+
+/* A random rotation matrix (uniform quaternion). */
+static void random_rotation(unsigned long long *s, double R[9]) {
+    const double u1 = rnd(s), u2 = rnd(s), u3 = rnd(s);
+    const double a = sqrt(1 - u1) * sin(2 * PI * u2), b = sqrt(1 - u1) * cos(2 * PI * u2);
+    const double c = sqrt(u1) * sin(2 * PI * u3), d = sqrt(u1) * cos(2 * PI * u3);
+    R[0] = 1 - 2 * (c * c + d * d); R[1] = 2 * (b * c - a * d);     R[2] = 2 * (b * d + a * c);
+    R[3] = 2 * (b * c + a * d);     R[4] = 1 - 2 * (b * b + d * d); R[5] = 2 * (c * d - a * b);
+    R[6] = 2 * (b * d - a * c);     R[7] = 2 * (c * d + a * b);     R[8] = 1 - 2 * (b * b + c * c);
+}
+
+static void water_box(int64_t target_atoms, system_t *sys) {
+    const double spacing = 3.104, roh = 0.9572, angle = 104.52 * PI / 180.0;
+    const int64_t nmol = target_atoms / 3 > 0 ? target_atoms / 3 : 1;
+    int64_t nx = (int64_t)ceil(cbrt((double)nmol) - 1e-9);
+    if (nx < 1) nx = 1;
+    const int64_t nz = (nmol + nx * nx - 1) / (nx * nx);
+    sys->n = 3 * nmol;
+    sys->z = malloc(sizeof(int32_t) * (size_t)sys->n);
+    sys->x = malloc(sizeof(double) * 3 * (size_t)sys->n);
+    if (!sys->z || !sys->x) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    memset(sys->cell, 0, sizeof sys->cell);
+    sys->cell[0] = sys->cell[4] = spacing * (double)nx;
+    sys->cell[8] = spacing * (double)nz;
+    sys->pbc[0] = sys->pbc[1] = sys->pbc[2] = 1;
+    sys->periodic = 1;
+    /* molecule frame: O at the origin, H in the xy plane */
+    const double local[3][3] = {{0, 0, 0},
+                                {roh * sin(angle / 2), roh * cos(angle / 2), 0},
+                                {-roh * sin(angle / 2), roh * cos(angle / 2), 0}};
+    unsigned long long seed = 20240601ULL;
+    for (int64_t m = 0; m < nmol; m++) {
+        const int64_t ix = m % nx, iy = (m / nx) % nx, iz = m / (nx * nx);
+        double R[9];
+        random_rotation(&seed, R);
+        const double o[3] = {(ix + 0.5) * spacing, (iy + 0.5) * spacing, (iz + 0.5) * spacing};
+        for (int a = 0; a < 3; a++) {
+            const int64_t i = 3 * m + a;
+            sys->z[i] = a == 0 ? 8 : 1;
+            for (int k = 0; k < 3; k++) {
+                const double r = R[3 * k] * local[a][0] + R[3 * k + 1] * local[a][1] +
+                                 R[3 * k + 2] * local[a][2];
+                sys->x[3 * i + k] = o[k] + r + 0.05 * (2 * rnd(&seed) - 1);
+            }
+        }
+    }
+}
+
+/* Dense-layer flops of one step for ANI-2x (8 members): forward + input backward. */
+static double ani2x_flops(const system_t *s) {
+    const double h = 1008.0 * 256 + 256 * 192 + 192 * 160 + 160;  /* H */
+    const double c = 1008.0 * 224 + 224 * 192 + 192 * 160 + 160;  /* C */
+    const double no = 1008.0 * 192 + 192 * 160 + 160 * 128 + 128; /* N, O */
+    double total = 0;
+    for (int64_t i = 0; i < s->n; i++)
+        total += s->z[i] == 1 ? h : s->z[i] == 6 ? c : no;
+    return 8 * 4 * total;
+}
+
+static double run(nnpops_context *ctx, const system_t *s, int *steps_out, double *cpu_out) {
+    double e, *f = malloc(sizeof(double) * 3 * (size_t)s->n);
+    if (!f) exit(1);
+    nnpops_inputs in = {sizeof in, s->n, -1, 1, s->z, s->x, NULL,
+                        s->periodic ? s->cell : NULL, s->periodic ? s->pbc : NULL};
+    nnpops_outputs out = {sizeof out, &e, f, NULL, NULL, NULL, NULL};
+    nnpops_status st = nnpops_compute(ctx, &in, &out); /* warm-up: buffers grow here */
+    if (st != NNPOPS_OK) {
+        fprintf(stderr, "nnpops_compute: %s: %s\n", nnpops_status_name(st), nnpops_last_error());
+        exit(1);
+    }
+    int steps = 0;
+    const double c0 = cpu_now();
+    const double t0 = now();
+    double t = t0;
+    while (steps < 3 || t - t0 < 2.0) {
+        st = nnpops_compute(ctx, &in, &out);
+        if (st != NNPOPS_OK) {
+            fprintf(stderr, "nnpops_compute: %s\n", nnpops_last_error());
+            exit(1);
+        }
+        steps++;
+        t = now();
+        if (t - t0 > 20.0) break; /* large systems: a few steps are enough */
+    }
+    free(f);
+    *cpu_out = (cpu_now() - c0) / steps;
+    *steps_out = steps;
+    return (t - t0) / steps;
+}
+
+int main(int argc, char **argv) {
+    const int64_t max_atoms = argc > 1 ? atoll(argv[1]) : 100000;
+    const char *model_name = argc > 2 ? argv[2] : "ani2x";
+    const int64_t sizes[] = {13, 264, 1000, 10000, 100000};
+    nnpops_model *models[2] = {NULL, NULL};
+    nnpops_context *ctx[2] = {NULL, NULL};
+    for (int p = 0; p < 2; p++) {
+        nnpops_status st = nnpops_model_load(model_name, "cpu", p ? NNPOPS_FLOAT64 : NNPOPS_FLOAT32,
+                                             &models[p]);
+        if (st == NNPOPS_OK) st = nnpops_context_create(models[p], &ctx[p]);
+        if (st != NNPOPS_OK) {
+            fprintf(stderr, "cannot load %s: %s: %s\n", model_name, nnpops_status_name(st),
+                    nnpops_last_error());
+            return 1;
+        }
+    }
+    printf("%s energy + forces on the CPU (one thread), nnpops %s\n", model_name,
+           nnpops_version_string());
+    printf("| system | atoms | float32 ms/step | float64 ms/step | float32 GFLOP/s | float64 GFLOP/s "
+           "| float32 CPU ms | float64 CPU ms |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    fflush(stdout);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        if (sizes[k] > max_atoms) break;
+        system_t s;
+        if (sizes[k] == 13) {
+            s.n = 13;
+            s.z = malloc(sizeof mol_z);
+            s.x = malloc(sizeof mol_x);
+            if (!s.z || !s.x) return 1;
+            memcpy(s.z, mol_z, sizeof mol_z);
+            memcpy(s.x, mol_x, sizeof mol_x);
+            s.periodic = 0;
+        } else {
+            water_box(sizes[k], &s);
+        }
+        double ms[2], cpu[2];
+        for (int p = 0; p < 2; p++) {
+            int steps;
+            ms[p] = 1e3 * run(ctx[p], &s, &steps, &cpu[p]);
+        }
+        const double gf = strcmp(model_name, "ani2x") == 0 ? ani2x_flops(&s) * 1e-9 : 0.0;
+        printf("| %s | %lld | %.3f | %.3f | %.1f | %.1f | %.3f | %.3f |\n",
+               s.periodic ? "water, periodic" : "molecule", (long long)s.n, ms[0], ms[1],
+               gf / (ms[0] * 1e-3), gf / (ms[1] * 1e-3), 1e3 * cpu[0], 1e3 * cpu[1]);
+        fflush(stdout);
+        free(s.z);
+        free(s.x);
+    }
+    for (int p = 0; p < 2; p++) {
+        nnpops_context_destroy(ctx[p]);
+        nnpops_model_destroy(models[p]);
+    }
+    return 0;
+}

@@ -1,0 +1,373 @@
+/*
+ * bench_gpu.c - GPU benchmark of nnpops (results: tests/bench/RESULTS.md).
+ *
+ * Part 1, ANI-2x (8 members) energy + forces, float32, device "cuda": per system the median wall
+ * time of >= 20 nnpops_compute calls after 3 warm-up calls, host positions in and forces out (the
+ * whole public call: validation, unit conversion, one H2D copy, the GPU step, one D2H copy, one
+ * stream synchronization).  Device memory: cudaMemGetInfo after the steps minus before the model
+ * was loaded (weights, the context's arena, the cuBLAS work space; the arena never shrinks, so
+ * this is the peak).  Floor: the network FLOPs (GEMMs of the forward pass plus the input-gradient
+ * GEMMs of the backward pass, 2 FLOPs per multiply-add) over FP32_RATE, or the bytes that must
+ * move (weights of the species present, the AEV written once and read once in float32, positions
+ * and forces) over HBM_RATE, whichever is larger.
+ * Part 2, neighbor list alone: random uniform positions in a periodic cube at density 0.8, cutoff
+ * cbrt(3 * 64 / (4 pi 0.8)) (64 neighbors per atom), full lists (the center lists hold both
+ * directions: entries = full-list pairs), positions already on the device; mean of 50 launches of
+ * the whole search (every kernel, scan and memset it enqueues), timed with CUDA events.
+ *
+ * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
+ *                  [--steps K] [--md FILE]
+ * (needs NNPOPS_MODEL_PATH with ani2x and NNPOPS_SHARED_DIR with reference/ and structures/)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/src/internal.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani.h"
+#include "refjson.h"
+#include "structures.h"
+
+#define FP32_RATE 67.0e12 /* H200 SXM, FP32 (non-tensor) peak, FLOP/s */
+#define HBM_RATE 4.8e12   /* H200 HBM3e, bytes/s */
+
+static int g_no_graphs = 0;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t used_device_bytes(void) {
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    return tot - fr;
+}
+
+typedef struct bsys {
+    const char *name;
+    int64_t n;
+    int32_t *z;
+    double *x;
+    int periodic;
+    double cell[9];
+    const char *peer;   /* torchani cuAEV + cell_list (benchmarks.md) */
+    double target_ms;   /* 0 = none */
+} bsys;
+
+/* Network FLOPs (forward + input gradients) and the minimal bytes of one step. */
+static void step_cost(const nnpops_model *m, const bsys *s, double *flops, double *bytes) {
+    const nnpops__ani *a = m->impl;
+    int64_t count[NNPOPS__MAX_SPECIES] = {0};
+    for (int64_t i = 0; i < s->n; i++) count[m->z_to_species[s->z[i]]]++;
+    double f = 0, w = 0;
+    for (int sp = 0; sp < a->n_species; sp++) {
+        if (!count[sp]) continue;
+        double fwd = 0, bwd = 0, params = 0;
+        for (int l = 0; l < a->n_layers[sp]; l++) {
+            const double mac = (double)a->width[sp][l] * a->width[sp][l + 1];
+            fwd += 2 * mac;
+            if (l + 1 < a->n_layers[sp]) bwd += 2 * mac;
+            params += mac + a->width[sp][l + 1];
+        }
+        f += (double)count[sp] * a->ensemble * (fwd + bwd);
+        w += 4.0 * a->ensemble * params;
+    }
+    *flops = f;
+    *bytes = w + 2.0 * 4.0 * a->aev.aev_len * (double)s->n + 48.0 * (double)s->n;
+}
+
+/* Median and best wall time of `steps` calls after 3 warm-up calls; -1 on an error. */
+static double time_steps(nnpops_context *ctx, const nnpops_inputs *in, nnpops_outputs *out,
+                         int steps, double *best) {
+    for (int k = 0; k < 3; k++) {
+        const nnpops_status st = nnpops_compute(ctx, in, out);
+        if (st != NNPOPS_OK) {
+            printf("  step: %s: %s\n", nnpops_status_name(st), nnpops_last_error());
+            return -1;
+        }
+    }
+    double *t = malloc(sizeof(double) * steps);
+    for (int k = 0; k < steps; k++) {
+        const double t0 = now();
+        nnpops_compute(ctx, in, out);
+        t[k] = now() - t0;
+    }
+    qsort(t, steps, sizeof(double), cmp_double);
+    const double med = 1e3 * t[steps / 2];
+    *best = 1e3 * t[0];
+    free(t);
+    return med;
+}
+
+static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *md) {
+    size_t before = used_device_bytes();
+    nnpops_context *ctx;
+    if (nnpops_context_create(m, &ctx) != NNPOPS_OK) {
+        printf("context: %s\n", nnpops_last_error());
+        return;
+    }
+    double e = 0;
+    double *f = malloc(sizeof(double) * 3 * s->n);
+    const uint8_t pbc[3] = {1, 1, 1};
+    nnpops_inputs in = {sizeof in, s->n, -1, 1, s->z, s->x, NULL, s->periodic ? s->cell : NULL,
+                        s->periodic ? pbc : NULL};
+    nnpops_outputs out = {sizeof out, &e, f, NULL, NULL, NULL, NULL};
+    double best = 0, best_g = 0;
+    const double med = time_steps(ctx, &in, &out, steps, &best);
+    const size_t used = used_device_bytes();
+    nnpops_stats st = {sizeof st};
+    nnpops_context_stats(ctx, &st);
+    nnpops_context_destroy(ctx);
+    /* the same with the step captured into a CUDA graph (option cuda_graphs on) */
+    double med_g = -1;
+    nnpops_stats sg = {sizeof sg};
+    if (!g_no_graphs && nnpops_context_create(m, &ctx) == NNPOPS_OK) {
+        if (nnpops_context_set_option(ctx, NNPOPS_OPTION_CUDA_GRAPHS, 1) == NNPOPS_OK)
+            med_g = time_steps(ctx, &in, &out, steps, &best_g);
+        nnpops_context_stats(ctx, &sg);
+        nnpops_context_destroy(ctx);
+    }
+    if (med < 0) {
+        free(f);
+        return;
+    }
+    double flops, bytes;
+    step_cost(m, s, &flops, &bytes);
+    const double floor_ms = 1e3 * fmax(flops / FP32_RATE, bytes / HBM_RATE);
+    const double shown = med_g > 0 && med_g < med ? med_g : med;
+    char target[40] = "-";
+    if (s->target_ms > 0)
+        snprintf(target, sizeof target, "%s %.2f", shown <= s->target_ms ? "met, <=" : "MISSED, >",
+                 s->target_ms);
+    char graphs[64] = "-";
+    if (med_g > 0)
+        snprintf(graphs, sizeof graphs, "%.3f (%lld replays)", med_g, (long long)sg.graph_replays);
+    char line[640];
+    snprintf(line, sizeof line,
+             "| %s | %lld | %.3f | %s | %.3f | %s | %s | %.1f | %.2f | %.3f | %.1f | %lld |",
+             s->name, (long long)s->n, med, graphs, best, target, s->peer,
+             (double)(used - before) / 1e6, flops / 1e9, floor_ms, shown / floor_ms,
+             (long long)st.n_pairs);
+    printf("%s\n", line);
+    if (md) fprintf(md, "%s\n", line);
+    fflush(stdout);
+    free(f);
+    (void)e;
+}
+
+/* ---- neighbor list alone ------------------------------------------------------------------- */
+
+static void bench_neighbors(int64_t n, FILE *md) {
+    const double rho = 0.8, cutoff = cbrt(3.0 * 64 / (4 * 3.14159265358979323846 * rho));
+    const double L = cbrt((double)n / rho);
+    double *x = malloc(sizeof(double) * 3 * n);
+    uint64_t seed = 12345 + (uint64_t)n;
+    for (int64_t k = 0; k < 3 * n; k++) x[k] = L * st_rand(&seed);
+    int32_t *order = malloc(sizeof(int32_t) * n);
+    for (int64_t i = 0; i < n; i++) order[i] = (int32_t)i;
+    int64_t ss[2] = {0, n};
+    double cell[9] = {L, 0, 0, 0, L, 0, 0, 0, L};
+    uint8_t pbc[3] = {1, 1, 1};
+    nnpops__nbr_plan plan;
+    nnpops__nbr_cuda_plan(1, ss, cell, pbc, cutoff, NNPOPS__NBR_AUTO, &plan);
+    const int64_t cap = 80 * n;
+    void *dx, *dorder, *dss, *dcell, *dpbc, *dstart, *dpairs, *dvec, *dst, *work;
+    const size_t wb = nnpops__nbr_cuda_work_bytes(n, 1, n, &plan);
+    cudaMalloc(&dx, sizeof(double) * 3 * n);
+    cudaMalloc(&dorder, sizeof(int32_t) * n);
+    cudaMalloc(&dss, sizeof ss);
+    cudaMalloc(&dcell, sizeof cell);
+    cudaMalloc(&dpbc, 3);
+    cudaMalloc(&dstart, sizeof(int64_t) * (n + 1));
+    cudaMalloc(&dpairs, sizeof(int32_t) * 2 * cap);
+    cudaMalloc(&dvec, sizeof(double) * 3 * cap);
+    cudaMalloc(&dst, sizeof(nnpops__dev_status));
+    cudaMalloc(&work, wb);
+    cudaMemcpy(dx, x, sizeof(double) * 3 * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(dorder, order, sizeof(int32_t) * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(dss, ss, sizeof ss, cudaMemcpyHostToDevice);
+    cudaMemcpy(dcell, cell, sizeof cell, cudaMemcpyHostToDevice);
+    cudaMemcpy(dpbc, pbc, 3, cudaMemcpyHostToDevice);
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    nnpops__nbr_in in = {n, dx, 1, dss, dorder, dcell, dpbc, cutoff, n, 64};
+    nnpops__center_out out = {cap, dstart, dpairs, NULL, dvec, NULL, dst};
+    for (int k = 0; k < 5; k++) {
+        cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), stream);
+        if (nnpops__center_neighbors_cuda(&in, n, 0.0, &plan, &out, work, wb, stream) != NNPOPS_OK) {
+            printf("neighbors: %s\n", nnpops_last_error());
+            return;
+        }
+    }
+    cudaStreamSynchronize(stream);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const int reps = 50;
+    cudaEventRecord(e0, stream);
+    for (int k = 0; k < reps; k++) {
+        cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), stream);
+        nnpops__center_neighbors_cuda(&in, n, 0.0, &plan, &out, work, wb, stream);
+    }
+    cudaEventRecord(e1, stream);
+    cudaEventSynchronize(e1);
+    float ms = 0, ms_graph = -1;
+    cudaEventElapsedTime(&ms, e0, e1);
+    /* the same, captured once into a CUDA graph and replayed (as the peer's numbers are) */
+    {
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+            cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), stream);
+            nnpops__center_neighbors_cuda(&in, n, 0.0, &plan, &out, work, wb, stream);
+            if (cudaStreamEndCapture(stream, &graph) == cudaSuccess &&
+                cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+                for (int k = 0; k < 3; k++) cudaGraphLaunch(exec, stream);
+                cudaEventRecord(e0, stream);
+                for (int k = 0; k < reps; k++) cudaGraphLaunch(exec, stream);
+                cudaEventRecord(e1, stream);
+                cudaEventSynchronize(e1);
+                cudaEventElapsedTime(&ms_graph, e0, e1);
+                ms_graph /= reps;
+            }
+        }
+        if (exec) cudaGraphExecDestroy(exec);
+        if (graph) cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+    }
+    nnpops__dev_status st;
+    cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost);
+    const cudaError_t err = cudaGetLastError();
+    char line[256];
+    snprintf(line, sizeof line, "| %lld | %s | %.4f | %.4f | %lld | %.1f | %s |", (long long)n,
+             plan.algorithm == NNPOPS__NBR_BRUTE ? "brute" : "cell", ms / reps, ms_graph,
+             (long long)st.n_entries, (double)st.n_entries / (double)n,
+             err != cudaSuccess ? cudaGetErrorString(err) : (st.flags ? "FLAGS" : "ok"));
+    printf("%s\n", line);
+    if (md) fprintf(md, "%s\n", line);
+    fflush(stdout);
+    cudaFree(dx);
+    cudaFree(dorder);
+    cudaFree(dss);
+    cudaFree(dcell);
+    cudaFree(dpbc);
+    cudaFree(dstart);
+    cudaFree(dpairs);
+    cudaFree(dvec);
+    cudaFree(dst);
+    cudaFree(work);
+    cudaStreamDestroy(stream);
+    free(x);
+    free(order);
+}
+
+int main(int argc, char **argv) {
+    int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0;
+    const char *md_path = NULL, *only = NULL;
+    for (int k = 1; k < argc; k++) {
+        if (!strcmp(argv[k], "--quick")) quick = 1;
+        else if (!strcmp(argv[k], "--skip-million")) skip_million = 1;
+        else if (!strcmp(argv[k], "--no-neighbors")) no_nbr = 1;
+        else if (!strcmp(argv[k], "--no-graphs")) g_no_graphs = 1;
+        else if (!strcmp(argv[k], "--md") && k + 1 < argc) md_path = argv[++k];
+        else if (!strcmp(argv[k], "--only") && k + 1 < argc) only = argv[++k];
+        else if (!strcmp(argv[k], "--steps") && k + 1 < argc) steps_opt = atoi(argv[++k]);
+    }
+    if (nnpops_cuda_device_count() == 0) {
+        printf("no CUDA device\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    cudaFree(0);
+    FILE *md = md_path ? fopen(md_path, "w") : NULL;
+    printf("GPU: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
+           prop.totalGlobalMem / 1073741824.0);
+    if (md) fprintf(md, "GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
+
+    const size_t base = used_device_bytes();
+    nnpops_model *m;
+    if (nnpops_model_load("ani2x", "cuda", NNPOPS_FLOAT32, &m) != NNPOPS_OK) {
+        printf("model: %s\n", nnpops_last_error());
+        return 1;
+    }
+    printf("model ani2x float32 on %s: %.1f MB of device memory after loading\n",
+           nnpops_model_device(m), (used_device_bytes() - base) / 1e6);
+
+    bsys list[16];
+    int ns = 0;
+    const char *dir = getenv("NNPOPS_SHARED_DIR");
+    static refset set;
+    if (ref_load("ani2x", &set)) {
+        const refsys *r = &set.sys[0];
+        list[ns++] = (bsys){"alanine 13_f0", r->n, r->z, r->x, 0, {0}, "23.6 ms", 0.30};
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/structures/1hz5.pdb", dir ? dir : "../shared");
+    {
+        bsys b = {"protein 1hz5", 0, NULL, NULL, 0, {0}, "30.4 ms", 0.5};
+        b.n = read_pdb(path, &b.z, &b.x);
+        if (b.n > 0) list[ns++] = b;
+    }
+    const int sides[] = {6, 8, 10, 14, 18, 24, 69};
+    const char *peers[] = {"24.7 ms", "22.2 ms", "19.0 ms", "23.5 ms", "24.8 ms", "33.9 ms", "-"};
+    const double targets[] = {0, 0, 1.0, 0, 0, 10.0, 250.0};
+    for (int k = 0; k < 7; k++) {
+        if (quick && sides[k] > 24) continue;
+        if (skip_million && sides[k] == 69) continue;
+        bsys b = {NULL, 0, NULL, NULL, 1, {0}, peers[k], targets[k]};
+        char *name = malloc(32);
+        b.n = water_box(sides[k], 1000 + sides[k], &b.z, &b.x, b.cell);
+        snprintf(name, 32, "water %d^3", sides[k]);
+        b.name = name;
+        list[ns++] = b;
+    }
+    snprintf(path, sizeof path, "%s/structures/1C17.pdb", dir ? dir : "../shared");
+    {
+        bsys b = {"protein 1C17 (no cell)", 0, NULL, NULL, 0, {0}, "38.2 ms", 0};
+        b.n = read_pdb(path, &b.z, &b.x);
+        if (b.n > 0) list[ns++] = b;
+    }
+
+    const char *hdr =
+        "| system | atoms | median ms/step (eager) | median ms/step (cuda_graphs on) | best ms "
+        "(eager) | target (vs the faster) | torchani cuAEV+cell_list (peer, device-resident) | "
+        "device MB | network GFLOP | floor ms | faster / floor | pairs |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|";
+    printf("\n%s\n", hdr);
+    if (md) fprintf(md, "%s\n", hdr);
+    for (int k = 0; k < ns; k++) {
+        if (only && !strstr(list[k].name, only)) continue;
+        const int steps = steps_opt > 0 ? steps_opt : (list[k].n > 500000 ? 20 : (quick ? 20 : 50));
+        bench_system(m, &list[k], steps, md);
+    }
+    if (no_nbr || only) {
+        nnpops_model_destroy(m);
+        if (md) fclose(md);
+        return 0;
+    }
+
+    const char *hdr2 = "\n| N | algorithm | ms eager (mean of 50) | ms graph replay (mean of 50) | "
+                       "entries (full list) | per atom | status |\n"
+                       "|---|---|---|---|---|---|---|";
+    printf("%s\n", hdr2);
+    if (md) fprintf(md, "%s\n", hdr2);
+    for (int64_t n = 256; n <= 131072; n *= 2) bench_neighbors(n, md);
+    if (!quick) bench_neighbors(1000000, md);
+    nnpops_model_destroy(m);
+    if (md) fclose(md);
+    return 0;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# device_run.sh - one run on a GPU machine: build with CUDA, run the GPU tests (ctest -L gpu) and
+# the GPU benchmark, and write the logs under $OUT (default ./device-out).  Run from the repository
+# root.  Inputs that are not in the repository come from _carry_gpu/ (git-ignored):
+#   _carry_gpu/neurochem/   ani-2x_8x / ani-1x_8x archives + .info  (converted here into _carry_gpu/models)
+#   _carry_gpu/shared/      reference/*.json and structures/*.pdb   (NNPOPS_SHARED_DIR)
+#   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
+# Usage: bash tests/bench/device_run.sh [tests|bench|profile|all|tests+bench] [extra bench arguments]
+set -u
+what=${1:-all}
+shift || true
+root=$(pwd)
+out=${OUT:-$root/device-out}
+mkdir -p "$out"
+log=$out/device.log
+exec > >(tee -a "$log") 2>&1
+
+echo "== nnpops device run ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+echo "HEAD: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+echo "uncommitted changes (git status --short):"
+git status --short 2>/dev/null | sed 's/^/  /'
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+nvcc --version | tail -2
+
+# libyaml through pkg-config (the machine image may lack it)
+if ! pkg-config --exists yaml-0.1 2>/dev/null; then
+  pfx=$root/_carry_gpu/prefix
+  mkdir -p "$pfx" "$root/_carry_gpu/bin"
+  for d in "$root"/_carry_gpu/debs/*.deb; do dpkg -x "$d" "$pfx"; done
+  lib=$pfx/usr/lib/x86_64-linux-gnu
+  export LD_LIBRARY_PATH=$lib:${LD_LIBRARY_PATH:-}
+  if command -v pkg-config >/dev/null 2>&1; then
+    sed -i "s|^prefix=.*|prefix=$pfx/usr|" "$lib/pkgconfig/yaml-0.1.pc"
+    export PKG_CONFIG_PATH=$lib/pkgconfig
+  else
+    # no pkg-config at all: a stand-in that answers for yaml-0.1 only
+    cat > "$root/_carry_gpu/bin/pkg-config" <<EOF
+#!/bin/sh
+for a in "\$@"; do case "\$a" in --version) echo 0.29.2; exit 0;; esac; done
+case "\$*" in
+  *--exists*) exit 0;;
+  *--modversion*) echo 0.2.5;;
+  *--variable=prefix*) echo $pfx/usr;;
+  *--variable=includedir*) echo $pfx/usr/include;;
+  *--variable=libdir*) echo $lib;;
+  *--variable*) echo;;
+  *--libs-only-L*) echo -L$lib;;
+  *--libs-only-l*) echo -lyaml;;
+  *--libs-only-other*) echo;;
+  *--libs*) echo -L$lib -lyaml;;
+  *--cflags-only-I*) echo -I$pfx/usr/include;;
+  *--cflags-only-other*) echo;;
+  *--cflags*) echo -I$pfx/usr/include;;
+esac
+EOF
+    chmod +x "$root/_carry_gpu/bin/pkg-config"
+    export PATH=$root/_carry_gpu/bin:$PATH
+  fi
+  echo "libyaml from _carry_gpu/debs (pkg-config: $(command -v pkg-config))"
+fi
+
+# models: converted from the carried NeuroChem archives, in the background while building
+models=$root/_carry_gpu/models
+if [ ! -f "$models/ani2x.yaml" ] || [ ! -f "$models/ani1x.yaml" ]; then
+  (PYTHONPATH=$root/wrappers python3 -m nnpops convert --source "$root/_carry_gpu/neurochem" \
+     --output "$models" ani2x ani1x > "$out/convert.log" 2>&1; echo "convert rc=$?" >> "$out/convert.log") &
+  conv_pid=$!
+else
+  conv_pid=
+fi
+
+build=$root/build-gpu
+t0=$(date +%s)
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DNNPOPS_TEST_MODEL_DIR="$models" \
+  -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" --target nnpops test_gpu_ops test_gpu_model bench_gpu \
+  > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+echo "== built in $(( $(date +%s) - t0 )) s"
+[ -n "$conv_pid" ] && wait "$conv_pid"
+cat "$out/convert.log" 2>/dev/null | tail -3
+
+export NNPOPS_MODEL_PATH=$models NNPOPS_SHARED_DIR=$root/_carry_gpu/shared
+case "$what" in *tests*|all) run_tests=1;; *) run_tests=0;; esac
+case "$what" in *bench*|all) run_bench=1;; *) run_bench=0;; esac
+case "$what" in *profile*|all) run_profile=1;; *) run_profile=0;; esac
+if [ $run_tests = 1 ]; then
+  echo "== ctest -L gpu"
+  (cd "$build" && ctest -L gpu -FA models --output-on-failure --timeout 150 -j 3 \
+     > "$out/ctest.log" 2>&1; echo "ctest rc=$?" >> "$out/ctest.log")
+  grep -E "Test +#|tests passed|tests failed|ctest rc|\*\*\*" "$out/ctest.log"
+fi
+if [ $run_bench = 1 ]; then
+  echo "== bench_gpu $*"
+  timeout 300 "$build/tests/bench_gpu" --md "$out/bench.md" "$@" > "$out/bench.log" 2>&1
+  echo "bench rc=$?"
+  cat "$out/bench.log"
+fi
+if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
+  echo "== ncu: GPU time per kernel of 4 steps (3 warm-up + 1) per system, eager"
+  for sys in alanine 1hz5 "water 10^3"; do
+    echo "---- $sys" >> "$out/profile.log"
+    timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      --launch-count 600 "$build/tests/bench_gpu" --only "$sys" --steps 1 --no-graphs \
+      >> "$out/profile.log" 2>&1
+    echo "ncu rc=$? ($sys)"
+  done
+fi

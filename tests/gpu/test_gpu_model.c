@@ -1,0 +1,570 @@
+/*
+ * test_gpu_model.c - the ANI models on the GPU through the public API (label gpu; exit 77 when
+ * nnpops_cuda_device_count() == 0).  One CTest entry per case:
+ *
+ *   reference MODEL PREC  every system of $NNPOPS_SHARED_DIR/reference/MODEL-torchani.json
+ *                         (torchani, float64) on device "cuda": float64 |dE|/N <= 1e-7 eV,
+ *                         |dF| <= 1e-6 eV/A (+ 1e-7 |F|), |dstress| <= 1e-8 eV/A^3, |dE_atom| <=
+ *                         1e-7 eV (+ 5e-9 A |F_atom|); float32 |dE|/N <= 1e-5 eV, |dF| <= 1e-3 eV/A
+ *                         (stress 1e-5, atomic 1e-4).  The small force-proportional terms are the
+ *                         CPU model tests' (tests/model/test_ani.c): the reference carries noise of
+ *                         ~1e-8 relative that shows only on the high-force conformer 304_f0.
+ *   cpu_match MODEL PREC  GPU against the CPU path of the same precision on every reference system:
+ *                         energy, forces, virial, atomic energies, atomic virials, member energies
+ *   fd                    float64 central differences of the GPU energy against the GPU forces
+ *                         (a molecule, a small periodic box) and strain derivatives against the virial
+ *                         (dE/d eps_ab = -W_ba)
+ *   batch                 all reference systems in one call equal the systems one by one
+ *   ghosts                n_local < n_atoms against the CPU path
+ *   member                ensemble_member k and member energies against the CPU path
+ *   water_box             a 3000-atom periodic water box after a 13-atom molecule in the same
+ *                         context: the neighbor capacity must grow (rebuild counted) and the result
+ *                         equal the CPU path
+ *   errors                too-close atoms, a singular cell, too many images; the context keeps
+ *                         working afterwards; zero atoms and zero local atoms
+ *   thread                the same context driven from another thread
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "nnpops/nnpops.h"
+#include "refjson.h"
+#include "structures.h"
+
+typedef struct result {
+    double energy, virial[9];
+    double *forces, *atomic, *atomic_virials, *member;
+} result;
+
+static result *new_result(int64_t n, int ens) {
+    result *r = calloc(1, sizeof *r);
+    r->forces = calloc(3 * n + 3, sizeof(double));
+    r->atomic = calloc(n + 1, sizeof(double));
+    r->atomic_virials = calloc(9 * n + 9, sizeof(double));
+    r->member = calloc(ens + 1, sizeof(double));
+    return r;
+}
+
+static void free_result(result *r) {
+    free(r->forces);
+    free(r->atomic);
+    free(r->atomic_virials);
+    free(r->member);
+    free(r);
+}
+
+static nnpops_status run(nnpops_context *ctx, int64_t n, int64_t n_local, const int32_t *z,
+                         const double *x, const double *cell, const uint8_t *pbc, result *r,
+                         int all) {
+    nnpops_inputs in = {sizeof in, n, n_local, 1, z, x, NULL, cell, pbc};
+    nnpops_outputs out = {sizeof out, &r->energy, r->forces, r->virial,
+                          all ? r->atomic : NULL, all ? r->atomic_virials : NULL,
+                          all ? r->member : NULL};
+    return nnpops_compute(ctx, &in, &out);
+}
+
+static void load(const char *name, const char *device, nnpops_precision p, nnpops_model **m,
+                 nnpops_context **c) {
+    CHECK_OK(nnpops_model_load(name, device, p, m));
+    CHECK_OK(nnpops_context_create(*m, c));
+}
+
+static double volume(const double *c) {
+    return fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
+                c[2] * (c[3] * c[7] - c[4] * c[6]));
+}
+
+static int missing(const refset *set) { return test_missing_data(set->path); }
+
+/* ---- reference ----------------------------------------------------------------------------- */
+
+static int case_reference(const char *model, const char *prec) {
+    static refset set;
+    if (!ref_load(model, &set)) return missing(&set);
+    const int f32 = !strcmp(prec, "f32");
+    const double tol_e = f32 ? 1e-5 : 1e-7, tol_f = f32 ? 1e-3 : 1e-6;
+    const double rtol_f = f32 ? 0.0 : 1e-7, ltol_a = f32 ? 0.0 : 5e-9;
+    const double tol_s = f32 ? 1e-5 : 1e-8, tol_a = f32 ? 1e-4 : 1e-7;
+    nnpops_model *m;
+    nnpops_context *ctx;
+    load(model, "cuda", f32 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64, &m, &ctx);
+    printf("%s %s on %s against torchani float64 (%s)\n", model, prec, nnpops_model_device(m),
+           set.path);
+    printf("%-18s %5s %12s %12s %12s %12s\n", "system", "atoms", "|dE|/N eV", "max|dF|", "max|dS|",
+           "max|dEat|");
+    int failures = 0;
+    double we = 0, wf = 0, ws = 0, wa = 0;
+    for (int k = 0; k < set.n; k++) {
+        const refsys *s = &set.sys[k];
+        result *r = new_result(s->n, 8);
+        CHECK_OK(run(ctx, s->n, -1, s->z, s->x, s->periodic ? s->cell : NULL,
+                     s->periodic ? s->pbc : NULL, r, 1));
+        const double de = fabs(r->energy - s->energy) / s->n;
+        double df = 0, da = 0, ds = 0, rf = 0, ra = 0;
+        for (int i = 0; i < s->n; i++) {
+            const double *fr = s->forces + 3 * i;
+            const double fn = sqrt(fr[0] * fr[0] + fr[1] * fr[1] + fr[2] * fr[2]);
+            for (int a = 0; a < 3; a++) {
+                const double d = fabs(r->forces[3 * i + a] - fr[a]);
+                df = fmax(df, d);
+                rf = fmax(rf, d / (tol_f + rtol_f * fabs(fr[a])));
+            }
+            const double d = fabs(r->atomic[i] - s->atomic[i]);
+            da = fmax(da, d);
+            ra = fmax(ra, d / (tol_a + ltol_a * fn));
+        }
+        if (s->has_stress) {
+            const double v = volume(s->cell);
+            for (int i = 0; i < 9; i++) ds = fmax(ds, fabs(-r->virial[i] / v - s->stress[i]));
+        }
+        const int ok = de <= tol_e && rf <= 1 && ds <= tol_s && ra <= 1;
+        printf("%-18s %5d %12.3e %12.3e %12.3e %12.3e %s\n", s->name, s->n, de, df, ds, da,
+               ok ? "ok" : "FAIL");
+        failures += !ok;
+        we = fmax(we, de);
+        wf = fmax(wf, df);
+        ws = fmax(ws, ds);
+        wa = fmax(wa, da);
+        free_result(r);
+    }
+    printf("worst |dE|/N %.3e eV, |dF| %.3e eV/A, |dstress| %.3e eV/A^3, |dE_atom| %.3e eV\n", we,
+           wf, ws, wa);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    return failures ? 1 : 0;
+}
+
+/* ---- GPU against CPU --------------------------------------------------------------------- */
+
+static double rel_worst(const double *a, const double *b, int64_t n, double atol, double rtol) {
+    double w = 0;
+    for (int64_t k = 0; k < n; k++) w = fmax(w, fabs(a[k] - b[k]) / (atol + rtol * fabs(b[k])));
+    return w;
+}
+
+static int case_cpu_match(const char *model, const char *prec) {
+    static refset set;
+    if (!ref_load(model, &set)) return missing(&set);
+    const int f32 = !strcmp(prec, "f32");
+    const nnpops_precision p = f32 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64;
+    nnpops_model *mg, *mc;
+    nnpops_context *cg, *cc;
+    load(model, "cuda", p, &mg, &cg);
+    load(model, "cpu", p, &mc, &cc);
+    const int ens = nnpops_model_ensemble_size(mg);
+    /* tolerances (absolute + relative): float64 agrees to rounding; float32 to float rounding of
+     * the AEV and the GEMMs (different summation orders) */
+    const double te = f32 ? 1e-5 : 1e-11, tf = f32 ? 5e-4 : 1e-9, tv = f32 ? 5e-4 : 1e-9;
+    int failures = 0;
+    printf("%s %s: GPU against CPU (ratio to tolerance; <= 1 passes)\n", model, prec);
+    printf("%-18s %8s %8s %8s %8s %8s %8s\n", "system", "energy", "forces", "virial", "atomic",
+           "at.vir", "members");
+    for (int k = 0; k < set.n; k++) {
+        const refsys *s = &set.sys[k];
+        result *g = new_result(s->n, ens), *c = new_result(s->n, ens);
+        const double *cell = s->periodic ? s->cell : NULL;
+        const uint8_t *pbc = s->periodic ? s->pbc : NULL;
+        CHECK_OK(run(cg, s->n, -1, s->z, s->x, cell, pbc, g, 1));
+        CHECK_OK(run(cc, s->n, -1, s->z, s->x, cell, pbc, c, 1));
+        const double n = s->n;
+        const double re = fabs(g->energy - c->energy) / (te * n);
+        const double rf = rel_worst(g->forces, c->forces, 3 * s->n, tf, tf);
+        const double rv = rel_worst(g->virial, c->virial, 9, tv * n, tv);
+        const double ra = rel_worst(g->atomic, c->atomic, s->n, te * 10, te);
+        const double rav = rel_worst(g->atomic_virials, c->atomic_virials, 9 * s->n, tv, tv);
+        const double rm = rel_worst(g->member, c->member, ens, te * n, te);
+        const int ok = re <= 1 && rf <= 1 && rv <= 1 && ra <= 1 && rav <= 1 && rm <= 1;
+        printf("%-18s %8.2g %8.2g %8.2g %8.2g %8.2g %8.2g %s\n", s->name, re, rf, rv, ra, rav, rm,
+               ok ? "ok" : "FAIL");
+        failures += !ok;
+        free_result(g);
+        free_result(c);
+    }
+    nnpops_context_destroy(cg);
+    nnpops_model_destroy(mg);
+    nnpops_context_destroy(cc);
+    nnpops_model_destroy(mc);
+    return failures ? 1 : 0;
+}
+
+/* ---- finite differences -------------------------------------------------------------------- */
+
+static double energy_of(nnpops_context *ctx, int64_t n, const int32_t *z, const double *x,
+                        const double *cell, const uint8_t *pbc) {
+    double e;
+    nnpops_inputs in = {sizeof in, n, -1, 1, z, x, NULL, cell, pbc};
+    nnpops_outputs out = {sizeof out, &e, NULL, NULL, NULL, NULL, NULL};
+    CHECK_OK(nnpops_compute(ctx, &in, &out));
+    return e;
+}
+
+static int case_fd(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *m;
+    nnpops_context *ctx;
+    load("ani2x", "cuda", NNPOPS_FLOAT64, &m, &ctx);
+    int failures = 0;
+    const char *names[2] = {"50_f0", "water8_pbc"};
+    for (int q = 0; q < 2; q++) {
+        const refsys *s = NULL;
+        for (int k = 0; k < set.n; k++)
+            if (!strcmp(set.sys[k].name, names[q])) s = &set.sys[k];
+        CHECK(s != NULL);
+        const double *cell = s->periodic ? s->cell : NULL;
+        const uint8_t *pbc = s->periodic ? s->pbc : NULL;
+        result *r = new_result(s->n, 8);
+        CHECK_OK(run(ctx, s->n, -1, s->z, s->x, cell, pbc, r, 0));
+        double *x = malloc(sizeof(double) * 3 * s->n);
+        const double h = 1e-4;
+        double worst = 0;
+        for (int i = 0; i < s->n; i += (s->n > 12 ? 5 : 1)) {
+            for (int a = 0; a < 3; a++) {
+                memcpy(x, s->x, sizeof(double) * 3 * s->n);
+                x[3 * i + a] += h;
+                const double ep = energy_of(ctx, s->n, s->z, x, cell, pbc);
+                x[3 * i + a] -= 2 * h;
+                const double em = energy_of(ctx, s->n, s->z, x, cell, pbc);
+                worst = fmax(worst, fabs(-(ep - em) / (2 * h) - r->forces[3 * i + a]));
+            }
+        }
+        printf("%s: forces against central differences (h = %g A): worst %.3e eV/A\n", s->name, h,
+               worst);
+        failures += !(worst < 2e-5);
+        if (s->periodic) {
+            /* E(eps): positions and cell deformed by (I + eps); dE/deps_ab = -W_ab */
+            double worst_w = 0;
+            double c2[9];
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++) {
+                    double e[2];
+                    for (int sg = 0; sg < 2; sg++) {
+                        const double eps = sg ? -h : h;
+                        for (int i = 0; i < s->n; i++) {
+                            memcpy(x + 3 * i, s->x + 3 * i, sizeof(double) * 3);
+                            x[3 * i + a] += eps * s->x[3 * i + b];
+                        }
+                        memcpy(c2, s->cell, sizeof c2);
+                        for (int v = 0; v < 3; v++) c2[3 * v + a] += eps * s->cell[3 * v + b];
+                        e[sg] = energy_of(ctx, s->n, s->z, x, c2, pbc);
+                    }
+                    const double de = (e[0] - e[1]) / (2 * h);
+                    worst_w = fmax(worst_w, fabs(de + r->virial[3 * b + a]));
+                }
+            printf("%s: virial against strain differences: worst %.3e eV\n", s->name, worst_w);
+            failures += !(worst_w < 1e-4);
+        }
+        free(x);
+        free_result(r);
+    }
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    return failures ? 1 : 0;
+}
+
+/* ---- batch ----------------------------------------------------------------------------------- */
+
+static int case_batch(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *m;
+    nnpops_context *ctx;
+    load("ani2x", "cuda", NNPOPS_FLOAT64, &m, &ctx);
+    int64_t n = 0;
+    for (int k = 0; k < set.n; k++) n += set.sys[k].n;
+    const int ns = set.n;
+    int32_t *z = malloc(sizeof(int32_t) * n), *batch = malloc(sizeof(int32_t) * n);
+    double *x = malloc(sizeof(double) * 3 * n), *cells = calloc(9 * ns, sizeof(double));
+    uint8_t *pbc = calloc(3 * ns, 1);
+    /* interleave the systems' atoms (batch indices need not be sorted) */
+    int64_t *where = malloc(sizeof(int64_t) * n);
+    {
+        int64_t k = 0, *left = calloc(ns, sizeof(int64_t));
+        for (int s = 0; s < ns; s++) left[s] = set.sys[s].n;
+        int s = 0;
+        while (k < n) {
+            if (left[s] > 0) {
+                const refsys *r = &set.sys[s];
+                const int i = r->n - (int)left[s]--;
+                z[k] = r->z[i];
+                batch[k] = s;
+                memcpy(x + 3 * k, r->x + 3 * i, sizeof(double) * 3);
+                where[k] = i;
+                k++;
+            }
+            s = (s + 1) % ns;
+        }
+        free(left);
+    }
+    for (int s = 0; s < ns; s++)
+        if (set.sys[s].periodic) {
+            memcpy(cells + 9 * s, set.sys[s].cell, sizeof(double) * 9);
+            memcpy(pbc + 3 * s, set.sys[s].pbc, 3);
+        }
+    double *e = malloc(sizeof(double) * ns), *f = malloc(sizeof(double) * 3 * n),
+           *v = malloc(sizeof(double) * 9 * ns);
+    nnpops_inputs in = {sizeof in, n, -1, ns, z, x, batch, cells, pbc};
+    nnpops_outputs out = {sizeof out, e, f, v, NULL, NULL, NULL};
+    CHECK_OK(nnpops_compute(ctx, &in, &out));
+    double worst = 0;
+    for (int s = 0; s < ns; s++) {
+        const refsys *r = &set.sys[s];
+        result *one = new_result(r->n, 8);
+        CHECK_OK(run(ctx, r->n, -1, r->z, r->x, r->periodic ? r->cell : NULL,
+                     r->periodic ? r->pbc : NULL, one, 0));
+        worst = fmax(worst, fabs(e[s] - one->energy) / (1e-10 * r->n));
+        for (int k = 0; k < 9; k++) worst = fmax(worst, fabs(v[9 * s + k] - one->virial[k]) / 1e-8);
+        for (int64_t k = 0; k < n; k++)
+            if (batch[k] == s)
+                for (int a = 0; a < 3; a++)
+                    worst = fmax(worst, fabs(f[3 * k + a] - one->forces[3 * where[k] + a]) / 1e-9);
+        free_result(one);
+    }
+    printf("batch of %d systems (%lld atoms, interleaved) against one by one: worst ratio %.3g\n",
+           ns, (long long)n, worst);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    return worst <= 1 ? 0 : 1;
+}
+
+/* ---- ghosts, members --------------------------------------------------------------------- */
+
+static int compare_gpu_cpu(const char *label, nnpops_context *cg, nnpops_context *cc, int64_t n,
+                           int64_t n_local, const int32_t *z, const double *x, const double *cell,
+                           const uint8_t *pbc, int ens, double tol) {
+    result *g = new_result(n, ens), *c = new_result(n, ens);
+    CHECK_OK(run(cg, n, n_local, z, x, cell, pbc, g, 1));
+    CHECK_OK(run(cc, n, n_local, z, x, cell, pbc, c, 1));
+    double w = fabs(g->energy - c->energy) / (tol * n);
+    w = fmax(w, rel_worst(g->forces, c->forces, 3 * n, tol, tol));
+    w = fmax(w, rel_worst(g->virial, c->virial, 9, tol * n, tol));
+    w = fmax(w, rel_worst(g->atomic, c->atomic, n, tol, tol));
+    w = fmax(w, rel_worst(g->atomic_virials, c->atomic_virials, 9 * n, tol, tol));
+    w = fmax(w, rel_worst(g->member, c->member, ens, tol * n, tol));
+    printf("%-40s worst ratio to tolerance %.3g\n", label, w);
+    free_result(g);
+    free_result(c);
+    return w <= 1 ? 0 : 1;
+}
+
+static int case_ghosts(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *mg, *mc;
+    nnpops_context *cg, *cc;
+    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
+    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    int f = 0;
+    for (int k = 0; k < set.n; k++) {
+        const refsys *s = &set.sys[k];
+        if (s->n < 40) continue;
+        char label[96];
+        snprintf(label, sizeof label, "%s, last %d atoms ghosts", s->name, s->n / 4);
+        f += compare_gpu_cpu(label, cg, cc, s->n, s->n - s->n / 4, s->z, s->x,
+                             s->periodic ? s->cell : NULL, s->periodic ? s->pbc : NULL, 8, 1e-9);
+    }
+    /* zero local atoms */
+    f += compare_gpu_cpu("13_f0, no local atoms", cg, cc, set.sys[0].n, 0, set.sys[0].z,
+                         set.sys[0].x, NULL, NULL, 8, 1e-9);
+    nnpops_context_destroy(cg);
+    nnpops_model_destroy(mg);
+    nnpops_context_destroy(cc);
+    nnpops_model_destroy(mc);
+    return f ? 1 : 0;
+}
+
+static int case_member(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *mg, *mc;
+    nnpops_context *cg, *cc;
+    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
+    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    CHECK_OK(nnpops_context_set_option(cg, NNPOPS_OPTION_ENSEMBLE_MEMBER, 3));
+    CHECK_OK(nnpops_context_set_option(cc, NNPOPS_OPTION_ENSEMBLE_MEMBER, 3));
+    int f = 0;
+    for (int k = 0; k < set.n; k++) {
+        const refsys *s = &set.sys[k];
+        char label[96];
+        snprintf(label, sizeof label, "%s, member 3", s->name);
+        f += compare_gpu_cpu(label, cg, cc, s->n, -1, s->z, s->x, s->periodic ? s->cell : NULL,
+                             s->periodic ? s->pbc : NULL, 8, 1e-9);
+        /* without member energies the GPU computes member 3 alone */
+        result *g = new_result(s->n, 8), *c = new_result(s->n, 8);
+        CHECK_OK(run(cg, s->n, -1, s->z, s->x, s->periodic ? s->cell : NULL,
+                     s->periodic ? s->pbc : NULL, g, 0));
+        CHECK_OK(run(cc, s->n, -1, s->z, s->x, s->periodic ? s->cell : NULL,
+                     s->periodic ? s->pbc : NULL, c, 0));
+        const double w = fmax(fabs(g->energy - c->energy) / (1e-9 * s->n),
+                              rel_worst(g->forces, c->forces, 3 * s->n, 1e-9, 1e-9));
+        if (!(w <= 1)) {
+            printf("%s member 3 alone: ratio %.3g FAIL\n", s->name, w);
+            f++;
+        }
+        free_result(g);
+        free_result(c);
+    }
+    nnpops_context_destroy(cg);
+    nnpops_model_destroy(mg);
+    nnpops_context_destroy(cc);
+    nnpops_model_destroy(mc);
+    return f ? 1 : 0;
+}
+
+/* ---- water box: capacity growth --------------------------------------------------------------- */
+
+static int case_water_box(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *mg, *mc;
+    nnpops_context *cg, *cc;
+    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
+    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    result *r = new_result(set.sys[0].n, 8);
+    CHECK_OK(run(cg, set.sys[0].n, -1, set.sys[0].z, set.sys[0].x, NULL, NULL, r, 0));
+    free_result(r);
+    nnpops_stats st0 = {sizeof st0}, st1 = {sizeof st1};
+    CHECK_OK(nnpops_context_stats(cg, &st0));
+    int32_t *z;
+    double *x, cell[9];
+    const int64_t n = water_box(10, 42, &z, &x, cell);
+    const uint8_t pbc[3] = {1, 1, 1};
+    int f = compare_gpu_cpu("water box, 3000 atoms", cg, cc, n, -1, z, x, cell, pbc, 8, 1e-9);
+    CHECK_OK(nnpops_context_stats(cg, &st1));
+    printf("neighbor rebuilds %lld -> %lld, capacity %lld, pairs %lld\n",
+           (long long)st0.neighbor_rebuilds, (long long)st1.neighbor_rebuilds,
+           (long long)st1.pair_capacity, (long long)st1.n_pairs);
+    CHECK(st1.neighbor_rebuilds > st0.neighbor_rebuilds);
+    nnpops_stats sc = {sizeof sc};
+    CHECK_OK(nnpops_context_stats(cc, &sc));
+    printf("CPU pairs %lld\n", (long long)sc.n_pairs);
+    CHECK(sc.n_pairs == st1.n_pairs);
+    /* and the same step again (no growth) gives the same numbers */
+    f += compare_gpu_cpu("water box, again", cg, cc, n, -1, z, x, cell, pbc, 8, 1e-9);
+    nnpops_stats st2 = {sizeof st2};
+    CHECK_OK(nnpops_context_stats(cg, &st2));
+    CHECK(st2.neighbor_rebuilds == st1.neighbor_rebuilds);
+    free(z);
+    free(x);
+    nnpops_context_destroy(cg);
+    nnpops_model_destroy(mg);
+    nnpops_context_destroy(cc);
+    nnpops_model_destroy(mc);
+    return f ? 1 : 0;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static int case_errors(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *m;
+    nnpops_context *ctx;
+    load("ani2x", "cuda", NNPOPS_FLOAT32, &m, &ctx);
+    const refsys *s = &set.sys[0];
+    result *r = new_result(s->n + 10, 8);
+    double *x = malloc(sizeof(double) * 3 * s->n);
+    memcpy(x, s->x, sizeof(double) * 3 * s->n);
+    x[3] = x[0] + 0.05;
+    x[4] = x[1];
+    x[5] = x[2];
+    CHECK_STATUS(run(ctx, s->n, -1, s->z, x, NULL, NULL, r, 0), NNPOPS_ERROR_ATOMS_TOO_CLOSE);
+    printf("too close: %s\n", nnpops_last_error());
+    CHECK_ERROR_HAS("apart");
+    const double sing[9] = {10, 0, 0, 10, 0, 0, 0, 0, 10};
+    const uint8_t pbc[3] = {1, 1, 1};
+    CHECK_STATUS(run(ctx, s->n, -1, s->z, s->x, sing, pbc, r, 0), NNPOPS_ERROR_BAD_CELL);
+    printf("singular cell: %s\n", nnpops_last_error());
+    const double thin[9] = {30, 0, 0, 0, 1, 0, 0, 0, 30};
+    CHECK_OK(nnpops_context_set_option(ctx, NNPOPS_OPTION_MAX_IMAGES, 2));
+    CHECK_STATUS(run(ctx, s->n, -1, s->z, s->x, thin, pbc, r, 0), NNPOPS_ERROR_TOO_MANY_IMAGES);
+    printf("too many images: %s\n", nnpops_last_error());
+    CHECK_OK(nnpops_context_set_option(ctx, NNPOPS_OPTION_MAX_IMAGES, 64));
+    /* still usable, and equal to a fresh context */
+    CHECK_OK(run(ctx, s->n, -1, s->z, s->x, NULL, NULL, r, 0));
+    const double e1 = r->energy;
+    nnpops_context *fresh;
+    CHECK_OK(nnpops_context_create(m, &fresh));
+    CHECK_OK(run(fresh, s->n, -1, s->z, s->x, NULL, NULL, r, 0));
+    CHECK_NEAR(e1, r->energy, 1e-5, 0);
+    /* zero atoms */
+    double e = 1;
+    nnpops_inputs in = {sizeof in, 0, -1, 1, s->z, s->x, NULL, NULL, NULL};
+    nnpops_outputs out = {sizeof out, &e, NULL, NULL, NULL, NULL, NULL};
+    CHECK_OK(nnpops_compute(ctx, &in, &out));
+    CHECK(e == 0);
+    nnpops_context_destroy(fresh);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    free(x);
+    free_result(r);
+    return 0;
+}
+
+/* ---- another thread ------------------------------------------------------------------------ */
+
+typedef struct thread_job {
+    nnpops_context *ctx;
+    const refsys *s;
+    double energy;
+    nnpops_status st;
+} thread_job;
+
+static void *thread_main(void *p) {
+    thread_job *j = p;
+    result *r = new_result(j->s->n, 8);
+    j->st = run(j->ctx, j->s->n, -1, j->s->z, j->s->x, NULL, NULL, r, 0);
+    j->energy = r->energy;
+    free_result(r);
+    return NULL;
+}
+
+static int case_thread(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *m;
+    nnpops_context *ctx;
+    load("ani2x", "cuda", NNPOPS_FLOAT64, &m, &ctx);
+    const refsys *s = &set.sys[1];
+    result *r = new_result(s->n, 8);
+    CHECK_OK(run(ctx, s->n, -1, s->z, s->x, NULL, NULL, r, 0));
+    thread_job j = {ctx, s, 0, NNPOPS_ERROR_INTERNAL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_main, &j) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_OK(j.st);
+    printf("energy on the main thread %.12f, on another thread %.12f\n", r->energy, j.energy);
+    CHECK_NEAR(j.energy, r->energy, 1e-9, 0);
+    free_result(r);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s CASE [MODEL PREC]\n", argv[0]);
+        return 2;
+    }
+    if (nnpops_cuda_device_count() == 0) {
+        fprintf(stderr, "no CUDA device: skipped\n");
+        return SKIP_RETURN;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "reference") && argc >= 4) return case_reference(argv[2], argv[3]);
+    if (!strcmp(c, "cpu_match") && argc >= 4) return case_cpu_match(argv[2], argv[3]);
+    if (!strcmp(c, "fd")) return case_fd();
+    if (!strcmp(c, "batch")) return case_batch();
+    if (!strcmp(c, "ghosts")) return case_ghosts();
+    if (!strcmp(c, "member")) return case_member();
+    if (!strcmp(c, "water_box")) return case_water_box();
+    if (!strcmp(c, "errors")) return case_errors();
+    if (!strcmp(c, "thread")) return case_thread();
+    fprintf(stderr, "unknown case %s\n", c);
+    return 2;
+}

@@ -1,0 +1,48 @@
+# GPU tests (label "gpu"), one CTest entry per case; each exits 77 (skipped) when
+# nnpops_cuda_device_count() == 0.  Included by tests/CMakeLists.txt.
+#   gpu.ops.*    every CUDA op against its CPU twin (test_gpu_ops.c, internal functions)
+#   gpu.model.*  the ANI models on device "cuda" through the public API (test_gpu_model.c)
+# The benchmark bench_gpu (tests/bench/bench_gpu.c) is built here too (not a test).
+if(NOT NNPOPS_ENABLE_CUDA)
+  return()
+endif()
+
+# Programs that call internal functions link the static archive of the library's objects
+# (nnpops_internal); they use the CUDA runtime and cuBLAS themselves too.
+function(nnpops_gpu_internal_program target)
+  target_link_libraries(${target} PRIVATE nnpops_internal CUDA::cudart CUDA::cublas)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
+    ${CMAKE_CURRENT_FUNCTION_LIST_DIR})
+  target_compile_definitions(${target} PRIVATE NNPOPS_HAVE_CUDA=1)
+endfunction()
+
+add_executable(test_gpu_ops ${CMAKE_CURRENT_LIST_DIR}/test_gpu_ops.c)
+nnpops_gpu_internal_program(test_gpu_ops)
+foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_errors center_lists aev
+             dense celu fused reduce)
+  add_test(NAME gpu.ops.${case} COMMAND test_gpu_ops ${case})
+  set_tests_properties(gpu.ops.${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
+endforeach()
+
+add_executable(test_gpu_model ${CMAKE_CURRENT_LIST_DIR}/test_gpu_model.c)
+target_include_directories(test_gpu_model PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
+target_link_libraries(test_gpu_model PRIVATE nnpops::nnpops m Threads::Threads)
+function(nnpops_gpu_model_test name)
+  add_test(NAME gpu.model.${name} COMMAND test_gpu_model ${ARGN})
+  set_tests_properties(gpu.model.${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
+endfunction()
+foreach(model ani2x ani1x)
+  foreach(prec f64 f32)
+    nnpops_gpu_model_test(reference_${model}_${prec} reference ${model} ${prec})
+    nnpops_gpu_model_test(cpu_match_${model}_${prec} cpu_match ${model} ${prec})
+  endforeach()
+endforeach()
+foreach(case fd batch ghosts member water_box errors thread)
+  nnpops_gpu_model_test(${case} ${case})
+endforeach()
+
+# Benchmark: build/tests/bench_gpu (see tests/bench/RESULTS.md)
+add_executable(bench_gpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_gpu.c)
+nnpops_gpu_internal_program(bench_gpu)

@@ -1,0 +1,21 @@
+# Kernel tests (label "kernel"): one CTest entry per case.  Included by tests/CMakeLists.txt.
+
+# ---- neighbor search -----------------------------------------------------------------------------
+# Public nnpops_neighbor_pairs against a brute-force search over all periodic images.
+foreach(case nonperiodic orthorhombic triclinic left_handed mixed_pbc slab half_width many_images
+             far_outside tiny overflow bad_cell too_many_images invalid_argument random_mix)
+  nnpops_c_test(neighbors.${case} kernel ${CMAKE_CURRENT_LIST_DIR}/test_neighbors.c ${case})
+endforeach()
+# The internal kernel (batches of systems, ghost atoms, overflow without a message, scratch size).
+foreach(case batch skip_from overflow errors sparse empty)
+  nnpops_internal_test(neighbors_internal.${case} kernel
+    ${CMAKE_CURRENT_LIST_DIR}/test_neighbors_internal.c ${case})
+endforeach()
+# The public function against ASE's neighbor_list (needs ase, numpy, pytest).
+nnpops_py_test(neighbors_ase kernel tests/kernel/test_neighbors_ase.py)
+
+# Benchmark (an executable, not a test): build/tests/bench_neighbors_cpu [max_atoms]
+if(NOT TARGET bench_neighbors_cpu)
+  add_executable(bench_neighbors_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_neighbors_cpu.c)
+  target_link_libraries(bench_neighbors_cpu PRIVATE nnpops_internal)
+endif()
