@@ -1,0 +1,124 @@
+"""The command line: ``python3 -m nnpops eval`` against the ASE calculator, ``info``, errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from ase.io import read, write
+
+from nnpops import structures
+from nnpops.ase import NNPOpsCalculator
+
+
+def _nnpops(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "nnpops"] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+@pytest.fixture()
+def two_frames(tmp_path):
+    mol = structures.alanine()
+    box = structures.water_box(2, seed=4)
+    path = tmp_path / "frames.extxyz"
+    write(str(path), [mol, box], format="extxyz")
+    return path
+
+
+def test_eval_matches_calculator(two_frames, tmp_path):
+    out = tmp_path / "out.json"
+    r = _nnpops("eval", "--model", "ani2x", "--json", out, two_frames)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.startswith("frame ")]
+    assert len(lines) == 2
+    assert lines[0].startswith("frame 0: energy ") and "eV, max |F| " in lines[0]
+    assert lines[0].endswith(" eV/A")
+    doc = json.loads(out.read_text())
+    assert len(doc["frames"]) == 2
+    frames = read(str(two_frames), index=":")
+    assert not frames[0].pbc.any() and frames[1].pbc.all()
+    calc = NNPOpsCalculator("ani2x")
+    for k, (atoms, f) in enumerate(zip(frames, doc["frames"])):
+        assert set(f) == {"energy_eV", "forces_eV_per_A", "stress_eV_per_A3",
+                          "atomic_energies_eV"}
+        atoms.calc = calc
+        e = atoms.get_potential_energy()
+        assert f["energy_eV"] == pytest.approx(e, rel=1e-10)
+        assert np.allclose(f["forces_eV_per_A"], atoms.get_forces(), rtol=0, atol=1e-9)
+        assert np.allclose(f["atomic_energies_eV"], atoms.get_potential_energies(), atol=1e-9)
+        fmax = float(np.sqrt((atoms.get_forces() ** 2).sum(axis=1)).max())
+        assert "max |F| %.6f eV/A" % fmax in lines[k]
+        if k == 0:
+            assert f["stress_eV_per_A3"] is None
+        else:
+            s = np.array(f["stress_eV_per_A3"])
+            assert s.shape == (3, 3)
+            assert np.allclose(s, atoms.get_stress(voigt=False), rtol=0, atol=1e-12)
+
+
+def test_eval_batch_size_one_and_stdout_json(two_frames):
+    r = _nnpops("eval", "--model", "ani1x", "--batch-size", "1", "--json", "-", two_frames)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # only JSON on stdout; frame lines went to stderr
+    assert "frame 1: energy" in r.stderr
+    r2 = _nnpops("eval", "--model", "ani1x", "--json", "-", two_frames)
+    doc2 = json.loads(r2.stdout)
+    for a, b in zip(doc["frames"], doc2["frames"]):
+        assert a["energy_eV"] == pytest.approx(b["energy_eV"], rel=1e-12)
+
+
+def test_eval_plain_xyz_float32(tmp_path):
+    path = tmp_path / "water.xyz"
+    write(str(path), structures.water(), format="xyz")
+    r = _nnpops("eval", "--model", "ani1x", "--precision", "float32", path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("frame ") == 1
+
+
+def test_info():
+    r = _nnpops("info", "ani2x")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "name: ani2x" in text
+    assert "type: ani" in text
+    elements = [l for l in text.splitlines() if l.startswith("elements:")][0].split()[1:]
+    assert sorted(elements) == sorted(["H", "C", "N", "O", "S", "F", "Cl"])
+    assert "cutoff: 5.1 A" in text
+    assert "ensemble size: 8" in text
+    path = [l for l in text.splitlines() if l.startswith("path:")][0].split(None, 1)[1]
+    assert os.path.basename(path) == "ani2x.yaml" and os.path.isfile(path)
+
+
+def test_info_library():
+    r = _nnpops("info")
+    assert r.returncode == 0, r.stderr
+    assert "version: " in r.stdout and "library: " in r.stdout
+
+
+def test_errors(tmp_path, two_frames):
+    r = _nnpops("eval", "--model", "ani1x", tmp_path / "missing.xyz")
+    assert r.returncode == 1 and "error" in r.stderr and "missing.xyz" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _nnpops("eval", "--model", "no-such-model-xyz", two_frames)
+    assert r.returncode == 1 and "no-such-model-xyz" in r.stderr
+    r = _nnpops("info", "no-such-model-xyz")
+    assert r.returncode == 1 and "no-such-model-xyz" in r.stderr
+    # an element the model does not know (U)
+    bad = tmp_path / "u.xyz"
+    bad.write_text("2\n\nU 0 0 0\nH 0 0 2\n")
+    r = _nnpops("eval", "--model", "ani1x", bad)
+    assert r.returncode == 1 and r.stderr.strip()
+    # usage errors
+    assert _nnpops("eval").returncode == 2
+    assert _nnpops("frobnicate").returncode == 2
+    assert _nnpops().returncode == 2
+    assert _nnpops("eval", "--batch-size", "x", two_frames).returncode == 2
+
+
+def test_help_and_convert_delegation():
+    r = _nnpops("--help")
+    assert r.returncode == 0 and "eval" in r.stdout and "convert" in r.stdout
+    r = _nnpops("convert", "--help")
+    assert r.returncode == 0 and "--output" in r.stdout

@@ -1,0 +1,85 @@
+"""The torchani reference set (../shared/reference/*-torchani.json) through the ASE calculator.
+
+Tolerances (float64): |dE|/N <= 1e-7 eV, max |dF| <= 1e-6 eV/A, stress <= 1e-8 eV/A^3,
+atomic energies <= 1e-7 eV.  A missing reference file fails when CI == "true", else skips.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from ase import Atoms
+
+from nnpops.ase import NNPOpsCalculator
+
+TOL_E_PER_ATOM = 1e-7
+TOL_F = 1e-6
+TOL_STRESS = 1e-8
+TOL_ATOMIC = 1e-7
+
+
+def _reference(name):
+    shared = os.environ.get("NNPOPS_SHARED_DIR") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
+    path = os.path.join(shared, "reference", name)
+    if not os.path.isfile(path):
+        msg = "reference file %s not found" % path
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _atoms(sys_):
+    cell = sys_.get("cell_A")
+    pbc = sys_.get("pbc", False)
+    if isinstance(pbc, list):
+        pbc = [bool(p) for p in pbc]
+    else:
+        pbc = bool(pbc)
+    return Atoms(symbols=sys_["symbols"], positions=sys_["positions_A"],
+                 cell=cell if cell is not None else None, pbc=pbc if cell is not None else False)
+
+
+@pytest.mark.parametrize("model,filename", [("ani2x", "ani2x-torchani.json"),
+                                            ("ani1x", "ani1x-torchani.json")])
+def test_reference_set(model, filename):
+    ref = _reference(filename)
+    calc = NNPOpsCalculator(model, precision="float64")
+    failures = []
+    offsets = {}  # element -> atomic-energy differences (diagnostic for a failure)
+    worst = {"energy_per_atom": 0.0, "forces": 0.0, "stress": 0.0, "atomic_energies": 0.0}
+    n_stress = 0
+    for name, s in ref["systems"].items():
+        atoms = _atoms(s)
+        atoms.calc = calc
+        n = len(atoms)
+        de = abs(atoms.get_potential_energy() - s["energy_eV"]) / n
+        df = float(np.abs(atoms.get_forces() - np.array(s["forces_eV_per_A"])).max())
+        checks = [("energy_per_atom", de, TOL_E_PER_ATOM), ("forces", df, TOL_F)]
+        if s.get("atomic_energies_eV") is not None:
+            diff = atoms.get_potential_energies() - np.array(s["atomic_energies_eV"])
+            for sym, d in zip(s["symbols"], diff):
+                offsets.setdefault(sym, []).append(d)
+            da = float(np.abs(diff).max())
+            checks.append(("atomic_energies", da, TOL_ATOMIC))
+        if s.get("stress_eV_per_A3") is not None:
+            ds = float(np.abs(atoms.get_stress(voigt=False)
+                              - np.array(s["stress_eV_per_A3"])).max())
+            checks.append(("stress", ds, TOL_STRESS))
+            n_stress += 1
+        for what, err, tol in checks:
+            worst[what] = max(worst[what], err)
+            if not err <= tol:
+                failures.append("%s: %s error %.3e > %.1e" % (name, what, err, tol))
+    print("\n%s: compared %d systems (%d with stress) against %s; worst: %s"
+          % (model, len(ref["systems"]), n_stress, filename,
+             ", ".join("%s %.2e" % kv for kv in worst.items())))
+    assert len(ref["systems"]) > 0
+    if failures:
+        # A constant offset per element points at the self energies rather than the networks.
+        failures.append("mean (spread) of the atomic-energy differences per element, eV: " + ", ".join(
+            "%s %+.3e (%.1e)" % (el, np.mean(v), np.std(v)) for el, v in sorted(offsets.items())))
+    assert not failures, "\n".join(failures)
