@@ -280,12 +280,6 @@ static nnpops_status ani_load(nnpops_model *model, const nnpops__cfg *cfg, nnpop
                                   1, NULL)) != NNPOPS_OK) {
         return st;
     }
-    /* torchani holds the self energies in a float32 buffer (widened, not re-read, when the model
-     * is moved to float64), so its energies use the float32-rounded values; so do we, to stay
-     * torchani-exact in both precisions (the rounding is idempotent on values that are already
-     * float32).  The sums stay in float64. */
-    for (int s = 0; s < model->n_species; s++) a->self_energy[s] = (double)(float)a->self_energy[s];
-
     /* ensemble size */
     int64_t ens;
     if ((st = nnpops__cfg_get(cfg, ani, "ensemble_size", 1, &n)) != NNPOPS_OK ||

@@ -165,6 +165,18 @@ static jval *jget(const jval *obj, const char *key) {
     return NULL;
 }
 
+static void jfree(jval *v) {
+    if (!v) return;
+    for (int i = 0; i < v->n; i++) {
+        jfree(v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->str);
+    free(v);
+}
+
 /* Copies a (nested) array of numbers into out (row-major); returns the count. */
 static int jnumbers(const jval *v, double *out, int cap) {
     if (!v) return 0;
@@ -269,8 +281,14 @@ static int load_refset(const char *model, refset *set) {
         if (st->has_stress) CHECK(jnumbers(stress, st->stress, 9) == 9);
         set->sys[set->n++] = st;
     }
+    jfree(root);
     free(text);
     return 1;
+}
+
+static void free_refset(refset *set) {
+    for (int k = 0; k < set->n; k++) free(set->sys[k]);
+    set->n = 0;
 }
 
 static const structure *find_system(const refset *set, const char *name) {
@@ -395,6 +413,7 @@ static int case_reference(const char *model, const char *prec_name) {
     nnpops_model_destroy(m);
     nnpops_context_destroy(ctx64);
     nnpops_model_destroy(m64);
+    free_refset(&set);
     return failures ? 1 : 0;
 }
 
@@ -441,6 +460,7 @@ static int case_fd_forces(void) {
     nnpops_model_destroy(m);
     CHECK(w1 < 1e-5);
     CHECK(w2 < 1e-5);
+    free_refset(&set);
     return 0;
 }
 
@@ -494,6 +514,7 @@ static int case_fd_stress(void) {
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     CHECK(worst < 1e-5);
+    free_refset(&set);
     return 0;
 }
 
@@ -575,6 +596,7 @@ static int case_invariance(void) {
     free(perm);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
+    free_refset(&set);
     return 0;
 }
 
@@ -632,6 +654,7 @@ static int case_batch(void) {
     free(f);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
+    free_refset(&set);
     return 0;
 }
 
@@ -664,6 +687,7 @@ static int case_triclinic(void) {
     free(r1);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
+    free_refset(&set);
     return 0;
 }
 
@@ -730,6 +754,7 @@ static int case_ghosts(void) {
     free(x);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
+    free_refset(&set);
     return 0;
 }
 
@@ -785,6 +810,7 @@ static int case_member(void) {
     free(r);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
+    free_refset(&set);
     return 0;
 }
 

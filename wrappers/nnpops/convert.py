@@ -40,7 +40,7 @@ DEFAULT_MODELS = ("ani2x", "ani1x")
 FORMAT_VERSION = 1
 # Bumped whenever the converter's output for the same input changes; part of the .stamp, so a
 # newer converter rewrites models that an older one wrote.
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2
 
 CELU_ALPHA = 0.1
 ACTIVATION_CELU = 9
@@ -369,6 +369,9 @@ def load_neurochem(source_dir, archive):
     species = consts["Atyp"]
     sae = parse_sae(text_of(sae_file, "self energies, from " + info_path),
                     "%s:%s" % (tar_path, sae_file), species)
+    # torchani holds the self energies in a float32 buffer (widened, not re-read, in float64), so
+    # the model's self energies are the float32-rounded values (docs/model-format.md, 3.2)
+    sae = [_f32(v, "self energy of " + el) for v, el in zip(sae, species)]
     n_aev = aev_length(consts)
 
     widths = {}
