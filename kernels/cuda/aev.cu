@@ -3,11 +3,12 @@
  * (same definition, constants and index layout: see kernels/cpu/kernels.h), float and double.
  *
  * Forward: one thread block (128 threads) per column r, i.e. per center atom centers[r].
- *   1. The block's threads stride over the center's entries (CSR: start[c] .. start[c+1], entry code
- *      2p + direction, or entry == NULL for the center lists of the GPU step, entry e = pair e):
- *      each computes vector, length and neighbor species, adds its radial terms into a shared row
- *      of aev_len values (shared-memory atomics), and appends the entry to a shared list when it is
- *      inside the angular cutoff (v, d, fc, species; at most max_angular of them).
+ *   1. The center's entries (CSR: start[c] .. start[c+1], entry code 2p + direction, or
+ *      entry == NULL for the center lists of the GPU step, entry e = pair e): a half-warp per
+ *      entry adds its radial terms (a lane per term, so the shared-memory atomics of one
+ *      instruction hit distinct addresses) into a shared row of aev_len values; then a thread per
+ *      entry appends the entries inside the angular cutoff to a shared list (v, d, fc, species; at
+ *      most max_angular of them).
  *   2. The angular terms: a warp per unordered pair (j, k) of listed entries, a lane per angular
  *      term (lane t < angular_len, looping when the block has more than 32 terms).  A term is the
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
@@ -143,12 +144,16 @@ __device__ __forceinline__ bool load_entry(const aev_args<R> &a, int64_t e, int6
     return true;
 }
 
-__device__ __forceinline__ void decode_pair(int64_t p, int &a1, int &a2) {
-    int k = (int)((1.0 + sqrt(1.0 + 8.0 * (double)p)) * 0.5);
-    while ((int64_t)k * (k - 1) / 2 > p) k--;
-    while ((int64_t)(k + 1) * k / 2 <= p) k++;
-    a2 = k;
-    a1 = (int)(p - (int64_t)k * (k - 1) / 2);
+/* Walks the unordered pairs (a1 < a2) of na entries in row-major order, `step` pairs at a time
+ * (start with a1 = a2 = 0 and step = first pair + 1); false once past the last pair. */
+__device__ __forceinline__ bool pair_advance(int na, int &a1, int &a2, int step) {
+    int rem = (a2 - a1 - 1) + step;
+    while (a1 < na - 1 && rem >= na - 1 - a1) {
+        rem -= na - 1 - a1;
+        a1++;
+    }
+    a2 = a1 + 1 + rem;
+    return a1 < na - 1;
 }
 
 __device__ __forceinline__ int angular_block(int s1, int s2, int S) {
@@ -160,6 +165,16 @@ __device__ __forceinline__ int angular_block(int s1, int s2, int S) {
     return s1 * S - s1 * (s1 - 1) / 2 + (s2 - s1);
 }
 
+/* Source lanes of term t's two factors. */
+__device__ __forceinline__ void term_sources(const nnpops__aev_desc &d, int n2, int t, int &src2,
+                                             int &src1) {
+    const int nsz = d.n_shf_z, nsa = d.n_shf_a, nz = d.n_zeta;
+    const int it = t % nsz, iq = (t / nsz) % nsa, iz = (t / (nsz * nsa)) % nz,
+              ia = t / (nsz * nsa * nz);
+    src2 = ia * nsa + iq;
+    src1 = n2 + iz * nsz + it;
+}
+
 /* Distinct angular factors: of the A terms of a block, f2 = exp(-eta (d_mean - shf_a)^2) takes
  * n2 = n_eta_a * n_shf_a values and f1 = ((1 + cos(theta - shf_z)) / 2)^zeta takes
  * n1 = n_zeta * n_shf_z.  When n1 + n2 <= 32, lane l < n2 computes f2 number l and lane
@@ -169,6 +184,7 @@ template <typename R> struct ang_lane {
     bool shared_factors; /* n1 + n2 <= 32 */
     int n2;
     int role;            /* 0: f2, 1: f1, 2: none */
+    int src2, src1;      /* sources of term t = lane (angular_len <= 32) */
     R eta, shfa, zeta, cz, sz;
     __device__ ang_lane(const nnpops__aev_desc &d, int lane) {
         n2 = d.n_eta_a * d.n_shf_a;
@@ -176,6 +192,8 @@ template <typename R> struct ang_lane {
         shared_factors = n1 + n2 <= 32;
         role = 2;
         eta = shfa = zeta = cz = sz = (R)0;
+        src2 = src1 = 0;
+        if (lane < d.angular_len) term_sources(d, n2, lane, src2, src1);
         if (lane < n2) {
             role = 0;
             eta = (R)d.eta_a[lane / d.n_shf_a];
@@ -190,16 +208,6 @@ template <typename R> struct ang_lane {
         }
     }
 };
-
-/* Source lanes of term t's two factors. */
-__device__ __forceinline__ void term_sources(const nnpops__aev_desc &d, int n2, int t, int &src2,
-                                             int &src1) {
-    const int nsz = d.n_shf_z, nsa = d.n_shf_a, nz = d.n_zeta;
-    const int it = t % nsz, iq = (t / nsz) % nsa, iz = (t / (nsz * nsa)) % nz,
-              ia = t / (nsz * nsa * nz);
-    src2 = ia * nsa + iq;
-    src1 = n2 + iz * nsz + it;
-}
 
 template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -218,23 +226,34 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     if (!a.entry && e1 > a.capacity) e1 = a.capacity;
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
+    /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts) */
+    {
+        const int lane = threadIdx.x & 31, half = lane >> 4, t = lane & 15;
+        const int gw = (threadIdx.x >> 5) * 2 + half, ng = (blockDim.x >> 5) * 2;
+        for (int64_t eb = e0; eb < e1; eb += ng) {
+            const int64_t e = eb + gw;
+            if (e >= e1) break;
+            int64_t p;
+            int rev;
+            R v[3], dd;
+            int32_t sp;
+            if (!load_entry(a, e, p, rev, v, dd, sp) || !(dd < rc_r)) continue;
+            const R fc = (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5;
+            R *blk = sm.row + sp * Rl;
+            for (int q = t; q < Rl; q += 16) {
+                const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
+                const R x = dd - (R)d.shf_r[is];
+                atomicAdd(blk + q, (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc);
+            }
+        }
+    }
+    /* the entries inside the angular cutoff, listed */
     for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
         int64_t p;
         int rev;
         R v[3], dd;
         int32_t sp;
         if (!load_entry(a, e, p, rev, v, dd, sp)) continue;
-        if (dd < rc_r) {
-            const R fc = (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5;
-            R *blk = sm.row + sp * Rl;
-            for (int ie = 0; ie < d.n_eta_r; ie++) {
-                const R eta = (R)d.eta_r[ie];
-                for (int is = 0; is < d.n_shf_r; is++) {
-                    const R x = dd - (R)d.shf_r[is];
-                    atomicAdd(blk + ie * d.n_shf_r + is, (R)0.25 * rexp(-eta * x * x) * fc);
-                }
-            }
-        }
         if (dd < rc_a) {
             const int slot = atomicAdd(&nang, 1);
             if (slot < a.max_ang) {
@@ -257,12 +276,10 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         }
         na = a.max_ang;
     }
-    const int64_t P = (int64_t)na * (na - 1) / 2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
-    for (int64_t pp = warp; pp < P; pp += nw) {
-        int a1, a2;
-        decode_pair(pp, a1, a2);
+    int a1 = 0, a2 = 0;
+    for (bool more = pair_advance(na, a1, a2, warp + 1); more; more = pair_advance(na, a1, a2, nw)) {
         const ang_ent<R> &ej = sm.ang[a1], &ek = sm.ang[a2];
         const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
         R den = ej.d * ek.d;
@@ -282,8 +299,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
             }
             for (int t0 = 0; t0 < A; t0 += 32) {
                 const int t = t0 + lane;
-                int src2 = 0, src1 = 0;
-                if (t < A) term_sources(d, al.n2, t, src2, src1);
+                int src2 = al.src2, src1 = al.src1;
+                if (t0 > 0 && t < A) term_sources(d, al.n2, t, src2, src1);
                 const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2);
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1);
                 if (t < A) atomicAdd(blk + t, f1 * (f2 * pre));
@@ -376,12 +393,10 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         }
         na = a.max_ang;
     }
-    const int64_t P = (int64_t)na * (na - 1) / 2;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
-    for (int64_t pp = warp; pp < P; pp += nw) {
-        int a1, a2;
-        decode_pair(pp, a1, a2);
+    int a1 = 0, a2 = 0;
+    for (bool more = pair_advance(na, a1, a2, warp + 1); more; more = pair_advance(na, a1, a2, nw)) {
         const ang_ent<R> &ej = sm.ang[a1], &ek = sm.ang[a2];
         const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
         R den = ej.d * ek.d;
@@ -409,8 +424,8 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             }
             for (int t0 = 0; t0 < A; t0 += 32) {
                 const int t = t0 + lane;
-                int src2 = 0, src1 = 0;
-                if (t < A) term_sources(d, al.n2, t, src2, src1);
+                int src2 = al.src2, src1 = al.src1;
+                if (t0 > 0 && t < A) term_sources(d, al.n2, t, src2, src1);
                 const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2);
                 const R df2 = __shfl_sync(NNPOPS__FULL_MASK, dv, src2);
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1);

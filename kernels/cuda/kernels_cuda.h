@@ -139,7 +139,8 @@ nnpops_status nnpops__celu_backward_cuda_f32(int64_t n, int64_t width, double al
 nnpops_status nnpops__celu_backward_cuda_f64(int64_t n, int64_t width, double alpha,
                                              const double *Z, int64_t ldz, const double *dA,
                                              int64_t ldda, double *dZ, int64_t lddz, void *stream);
-/* fused.h twins */
+/* fused.h twins.  nnpops__ani_output_cuda_* ADDS each member's share to args->atom_energy with
+ * atomics (the buffer must be zero on entry; the CPU twin writes it). */
 nnpops_status nnpops__bias_celu_cuda_f32(int64_t n, int64_t width, double alpha, const float *b,
                                          float *Z, int64_t ldz, void *stream);
 nnpops_status nnpops__bias_celu_cuda_f64(int64_t n, int64_t width, double alpha, const double *b,

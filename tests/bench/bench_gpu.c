@@ -201,6 +201,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
     cudaMemcpy(dss, ss, sizeof ss, cudaMemcpyHostToDevice);
     cudaMemcpy(dcell, cell, sizeof cell, cudaMemcpyHostToDevice);
     cudaMemcpy(dpbc, pbc, 3, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize(); /* the copies ran on the legacy stream; the search runs on another */
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     nnpops__nbr_in in = {n, dx, 1, dss, dorder, dcell, dpbc, cutoff, n, 64};

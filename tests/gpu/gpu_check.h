@@ -28,16 +28,21 @@ static inline void gpu_init_or_skip(void) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
 }
 
+/* cudaMemset and cudaMemcpy from pageable memory run on the legacy default stream and may still
+ * be in flight when they return; the kernels under test run on a non-blocking stream, which does
+ * not wait for them: synchronize the device after every upload. */
 static inline void *dalloc(size_t bytes) {
     void *p = NULL;
     CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
     CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    CUDA_CHECK(cudaDeviceSynchronize());
     return p;
 }
 
 static inline void *dup_to_device(const void *h, size_t bytes) {
     void *d = dalloc(bytes);
     if (bytes) CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
     return d;
 }
 

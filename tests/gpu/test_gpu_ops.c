@@ -594,7 +594,7 @@ static int aev_one(const nnpops__aev_desc *desc, int f64, int n, const double *x
         void *daev = dalloc(L * ld * es), *dgin = dup_to_device(gin, L * ld * es);
         double *dgrad = dalloc(sizeof(double) * 3 * np);
         /* a small angular capacity first: the kernels must flag it */
-        CUDA_CHECK(cudaMemset(dst, 0, sizeof(nnpops__dev_status)));
+        CUDA_CHECK(cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), g_stream));
         const int32_t small = 4;
         if (f64)
             CHECK_OK(nnpops__aev_forward_cuda_f64(desc, n, dcenters, dstart, dentry, dpairs, dvec,
@@ -607,7 +607,7 @@ static int aev_one(const nnpops__aev_desc *desc, int f64, int n, const double *x
         CHECK(st.flags & NNPOPS__ST_ANGULAR);
         const int32_t need = st.max_angular;
         CHECK(need > small);
-        CUDA_CHECK(cudaMemset(dst, 0, sizeof(nnpops__dev_status)));
+        CUDA_CHECK(cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), g_stream));
         if (f64) {
             CHECK_OK(nnpops__aev_forward_cuda_f64(desc, n, dcenters, dstart, dentry, dpairs, dvec,
                                                   dspecies, daev, ld, np, need, dst, g_stream));
@@ -971,7 +971,7 @@ static int case_reduce(void) {
     double *df = dalloc(sizeof(double) * 3 * n), *dvir = dalloc(sizeof(double) * 9 * ns),
            *dav = dalloc(sizeof(double) * 9 * n);
     /* garbage in the outputs: the overwriting launcher must clear it */
-    CUDA_CHECK(cudaMemset(df, 0x7f, sizeof(double) * 3 * n));
+    CUDA_CHECK(cudaMemsetAsync(df, 0x7f, sizeof(double) * 3 * n, g_stream));
     int64_t *dnp = dup_to_device(&np, sizeof np);
     CHECK_OK(nnpops__pair_reduce_cuda(n, ns, db, np + 777, dp, dv, dg, df, dvir, dav, dnp, g_stream));
     double *f_g = malloc(sizeof(double) * 3 * n), *v_g = malloc(sizeof(double) * 9 * ns),
