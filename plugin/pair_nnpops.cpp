@@ -1,0 +1,465 @@
+/* pair_nnpops.cpp - LAMMPS pair style "nnpops" over the C API of libnnpops (see pair_nnpops.h).
+ *
+ * One step:
+ *   pack     the local atoms, then the ghost atoms, whose type maps to an element (the local ones
+ *            come first because LAMMPS orders local before ghost); keep packed -> LAMMPS indices
+ *   compute  nnpops_compute with cells = pbc = NULL (the ghosts are the periodic images),
+ *            n_local = packed local atoms: energy of local atoms, forces on all packed atoms
+ *   scatter  forces added into atom->f (ghost forces are folded back by LAMMPS, newton_pair on);
+ *            energy into eng_vdwl; the library's 3x3 virial into virial[6] (no f.r virial);
+ *            per-atom energies / virials into eatom / vatom, ghosts included (LAMMPS
+ *            reverse-communicates them when newton is on)
+ *
+ * Units: metal (eV, angstrom) and real (kcal/mol, angstrom); the library converts once.
+ */
+#include "pair_nnpops.h"
+
+#include "atom.h"
+#include "comm.h"
+#include "error.h"
+#include "force.h"
+#include "memory.h"
+#include "neigh_list.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+#include "update.h"
+#include "utils.h"
+
+#include "nnpops/nnpops.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+using namespace LAMMPS_NS;
+
+namespace {
+
+// Element symbols by atomic number (index 0 unused).
+const char *const kSymbols[] = {
+    "",   "H",  "He", "Li", "Be", "B",  "C",  "N",  "O",  "F",  "Ne", "Na", "Mg", "Al", "Si",
+    "P",  "S",  "Cl", "Ar", "K",  "Ca", "Sc", "Ti", "V",  "Cr", "Mn", "Fe", "Co", "Ni", "Cu",
+    "Zn", "Ga", "Ge", "As", "Se", "Br", "Kr", "Rb", "Sr", "Y",  "Zr", "Nb", "Mo", "Tc", "Ru",
+    "Rh", "Pd", "Ag", "Cd", "In", "Sn", "Sb", "Te", "I",  "Xe", "Cs", "Ba", "La", "Ce", "Pr",
+    "Nd", "Pm", "Sm", "Eu", "Gd", "Tb", "Dy", "Ho", "Er", "Tm", "Yb", "Lu", "Hf", "Ta", "W",
+    "Re", "Os", "Ir", "Pt", "Au", "Hg", "Tl", "Pb", "Bi", "Po", "At", "Rn", "Fr", "Ra", "Ac",
+    "Th", "Pa", "U",  "Np", "Pu", "Am", "Cm", "Bk", "Cf", "Es", "Fm", "Md", "No", "Lr", "Rf",
+    "Db", "Sg", "Bh", "Hs", "Mt", "Ds", "Rg", "Cn", "Nh", "Fl", "Mc", "Lv", "Ts", "Og"};
+constexpr int kNumSymbols = static_cast<int>(sizeof(kSymbols) / sizeof(kSymbols[0]));
+
+// Atomic number of a symbol ("O", "Cl"), 0 for "NULL", -1 when unknown.
+int atomic_number(const char *symbol)
+{
+  if (std::strcmp(symbol, "NULL") == 0) return 0;
+  for (int z = 1; z < kNumSymbols; ++z)
+    if (std::strcmp(symbol, kSymbols[z]) == 0) return z;
+  return -1;
+}
+
+std::string library_message(nnpops_status status)
+{
+  const char *detail = nnpops_last_error();
+  std::string msg = nnpops_status_name(status);
+  if (detail && *detail) msg += std::string(": ") + detail;
+  return msg;
+}
+
+}    // namespace
+
+/* ---------------------------------------------------------------------- */
+
+PairNNPOPS::PairNNPOPS(LAMMPS *lmp) :
+    Pair(lmp), device_("cpu"), precision_(NNPOPS_FLOAT64), model_(nullptr), context_(nullptr),
+    cutoff_(0.0)
+{
+  single_enable = 0;
+  restartinfo = 0;
+  one_coeff = 1;
+  manybody_flag = 1;
+  no_virial_fdotr_compute = 1;    // the library returns the virial itself
+  reinitflag = 0;
+#if NNPOPS_LAMMPS_VERSION >= 20200630
+  centroidstressflag = CENTROID_NOTAVAIL;
+#endif
+}
+
+PairNNPOPS::~PairNNPOPS()
+{
+  if (copymode) return;
+  release_model();
+  if (allocated) {
+    memory->destroy(setflag);
+    memory->destroy(cutsq);
+  }
+}
+
+void PairNNPOPS::release_model()
+{
+  nnpops_context_destroy(context_);
+  context_ = nullptr;
+  nnpops_model_destroy(model_);
+  model_ = nullptr;
+}
+
+void PairNNPOPS::allocate()
+{
+  allocated = 1;
+  const int n = atom->ntypes;
+  memory->create(setflag, n + 1, n + 1, "pair:setflag");
+  memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
+  for (int i = 0; i <= n; ++i)
+    for (int j = 0; j <= n; ++j) {
+      setflag[i][j] = 0;
+      cutsq[i][j] = 0.0;
+    }
+}
+
+/* ----------------------------------------------------------------------
+   pair_style nnpops [device D] [precision P] [NAME VALUE ...]
+------------------------------------------------------------------------- */
+
+void PairNNPOPS::settings(int narg, char **arg)
+{
+  // The plugin speaks the C API of the header it was compiled with; the patch level may differ.
+  if (nnpops_version_number() / 100 != NNPOPS_VERSION_NUMBER / 100)
+    error->all(FLERR, "Pair style nnpops: the plugin was built for libnnpops " +
+                          std::to_string(NNPOPS_VERSION_MAJOR) + "." +
+                          std::to_string(NNPOPS_VERSION_MINOR) + ".x but loaded libnnpops " +
+                          std::string(nnpops_version_string()));
+
+  std::string device = "cpu";
+  int precision = NNPOPS_FLOAT64;
+  std::vector<std::pair<std::string, std::string>> options;
+
+  if (narg % 2 != 0)
+    error->all(FLERR,
+               std::string("Illegal pair_style nnpops command: keywords come in pairs "
+                           "(device cpu|cuda|cuda:N, precision float32|float64, "
+                           "or a context option NAME VALUE)"));
+  for (int i = 0; i < narg; i += 2) {
+    const std::string key = arg[i], value = arg[i + 1];
+    if (key == "device") {
+      if (value != "cpu" && value != "cuda" && value.rfind("cuda:", 0) != 0)
+        error->all(FLERR, "Pair style nnpops: device must be cpu, cuda or cuda:N, not '" + value +
+                              "'");
+      device = value;
+    } else if (key == "precision") {
+      if (value == "float32")
+        precision = NNPOPS_FLOAT32;
+      else if (value == "float64")
+        precision = NNPOPS_FLOAT64;
+      else
+        error->all(FLERR,
+                   "Pair style nnpops: precision must be float32 or float64, not '" + value + "'");
+    } else {
+      nnpops_option option;
+      if (nnpops_option_from_name(key.c_str(), &option) != NNPOPS_OK) {
+        std::string known = "device, precision";
+        for (int o = 0; o < NNPOPS_OPTION_COUNT_; ++o) {
+          const char *name = nnpops_option_name(static_cast<nnpops_option>(o));
+          if (name && *name) known += std::string(", ") + name;
+        }
+        error->all(FLERR, "Pair style nnpops: unknown keyword '" + key + "' (known: " + known + ")");
+      }
+      if (option == NNPOPS_OPTION_LENGTH_UNIT || option == NNPOPS_OPTION_ENERGY_UNIT)
+        error->all(FLERR, "Pair style nnpops: '" + key +
+                              "' is set from the LAMMPS units command (metal or real)");
+      options.emplace_back(key, value);
+    }
+  }
+
+  // New settings take effect with the next pair_coeff: drop the model and its coefficients.
+  device_ = device;
+  precision_ = precision;
+  options_ = options;
+  release_model();
+  if (allocated) {
+    const int n = atom->ntypes;
+    for (int i = 0; i <= n; ++i)
+      for (int j = 0; j <= n; ++j) setflag[i][j] = 0;
+  }
+}
+
+/* ----------------------------------------------------------------------
+   "cuda" (no index): this rank's GPU is its node-local rank modulo the GPU count
+------------------------------------------------------------------------- */
+
+std::string PairNNPOPS::resolve_device()
+{
+  if (device_ != "cuda") return device_;
+  int local_rank = comm->me;
+#if defined(MPI_VERSION) && MPI_VERSION >= 3
+  MPI_Comm node;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_free(&node);
+#endif
+  const int count = nnpops_cuda_device_count();
+  if (count <= 0) return "cuda";    // the library says why (not built, no driver, no GPU)
+  return "cuda:" + std::to_string(local_rank % count);
+}
+
+/* ----------------------------------------------------------------------
+   pair_coeff * * MODEL El1 El2 ... (NULL for types left to other pair styles)
+------------------------------------------------------------------------- */
+
+void PairNNPOPS::coeff(int narg, char **arg)
+{
+  if (!allocated) allocate();
+  const int ntypes = atom->ntypes;
+  if (narg != 3 + ntypes)
+    error->all(FLERR, "Incorrect args for pair coefficients: pair_coeff * * MODEL followed by " +
+                          std::to_string(ntypes) +
+                          " element symbols (one per atom type, NULL for types not handled by "
+                          "nnpops), got " +
+                          std::to_string(narg - 3));
+  if (std::strcmp(arg[0], "*") != 0 || std::strcmp(arg[1], "*") != 0)
+    error->all(FLERR, std::string("Incorrect args for pair coefficients: nnpops needs pair_coeff * *"));
+
+  std::vector<int> type_z(ntypes + 1, 0);
+  for (int t = 1; t <= ntypes; ++t) {
+    const int z = atomic_number(arg[2 + t]);
+    if (z < 0)
+      error->all(FLERR, "Pair coeff nnpops: '" + std::string(arg[2 + t]) + "' (atom type " +
+                            std::to_string(t) + ") is not an element symbol or NULL");
+    type_z[t] = z;
+  }
+
+  const char *unit_style = update->unit_style;
+  int energy_unit;    // NNPOPS_OPTION_ENERGY_UNIT value
+  if (std::strcmp(unit_style, "metal") == 0)
+    energy_unit = 0;    // eV
+  else if (std::strcmp(unit_style, "real") == 0)
+    energy_unit = 1;    // kcal/mol
+  else
+    error->all(FLERR, "Pair style nnpops supports units metal and real only, not '" +
+                          std::string(unit_style) + "'");
+
+  release_model();
+  model_arg_ = arg[2];
+  const std::string device = resolve_device();
+  nnpops_status st = nnpops_model_load(model_arg_.c_str(), device.c_str(),
+                                       static_cast<nnpops_precision>(precision_), &model_);
+  if (st != NNPOPS_OK)
+    error->all(FLERR, "Pair coeff nnpops: cannot load model '" + model_arg_ + "' on " + device +
+                          ": " + library_message(st));
+  st = nnpops_context_create(model_, &context_);
+  if (st != NNPOPS_OK)
+    error->all(FLERR, "Pair coeff nnpops: cannot create a context: " + library_message(st));
+  st = nnpops_context_set_option(context_, NNPOPS_OPTION_LENGTH_UNIT, 0.0);    // angstrom
+  if (st == NNPOPS_OK)
+    st = nnpops_context_set_option(context_, NNPOPS_OPTION_ENERGY_UNIT, energy_unit);
+  if (st != NNPOPS_OK)
+    error->all(FLERR, "Pair coeff nnpops: cannot set units " + std::string(unit_style) + ": " +
+                          library_message(st));
+  for (const auto &kv : options_) {
+    st = nnpops_context_set_option_by_name(context_, kv.first.c_str(), kv.second.c_str());
+    if (st != NNPOPS_OK)
+      error->all(FLERR, "Pair style nnpops: option " + kv.first + " " + kv.second + ": " +
+                            library_message(st));
+  }
+  unit_style_ = unit_style;
+  cutoff_ = nnpops_model_cutoff(model_);
+
+  // Each element once through the library (one isolated atom): an element the model does not
+  // describe is refused here, with the library's own message, instead of at the first step.
+  std::vector<int> checked;
+  for (int t = 1; t <= ntypes; ++t) {
+    const int32_t z = type_z[t];
+    if (z == 0) continue;
+    bool seen = false;
+    for (int c : checked) seen = seen || c == z;
+    if (seen) continue;
+    checked.push_back(z);
+    const double position[3] = {0.0, 0.0, 0.0};
+    double energy = 0.0;
+    nnpops_inputs in;
+    std::memset(&in, 0, sizeof(in));
+    in.struct_size = sizeof(in);
+    in.n_atoms = 1;
+    in.n_local = 1;
+    in.n_systems = 1;
+    in.atomic_numbers = &z;
+    in.positions = position;
+    nnpops_outputs out;
+    std::memset(&out, 0, sizeof(out));
+    out.struct_size = sizeof(out);
+    out.energies = &energy;
+    st = nnpops_compute(context_, &in, &out);
+    if (st != NNPOPS_OK)
+      error->all(FLERR, "Pair coeff nnpops: element " + std::string(arg[2 + t]) + " (atom type " +
+                            std::to_string(t) + ") with model '" + model_arg_ +
+                            "': " + library_message(st));
+  }
+
+  type_z_ = type_z;
+  int count = 0;
+  for (int i = 1; i <= ntypes; ++i)
+    for (int j = i; j <= ntypes; ++j) {
+      setflag[i][j] = (type_z_[i] > 0 && type_z_[j] > 0) ? 1 : 0;
+      count += setflag[i][j];
+    }
+  if (count == 0)
+    error->all(FLERR, std::string("Pair coeff nnpops: every atom type is NULL"));
+
+  if (comm->me == 0) {
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "nnpops: model %s (%s, %s), %d species, cutoff %.4g A, device %s, %s, "
+                  "units %s, library %s\n",
+                  nnpops_model_name(model_), nnpops_model_type(model_), nnpops_model_path(model_),
+                  (int) nnpops_model_num_species(model_), cutoff_, nnpops_model_device(model_),
+                  nnpops_model_precision(model_) == NNPOPS_FLOAT32 ? "float32" : "float64",
+                  unit_style, nnpops_version_string());
+    utils::logmesg(lmp, std::string(line));
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairNNPOPS::init_style()
+{
+  if (force->newton_pair == 0)
+    error->all(FLERR, std::string("Pair style nnpops requires newton pair on"));
+  if (!model_ || !context_)
+    error->all(FLERR, std::string("Pair style nnpops: pair_coeff * * MODEL ... is needed after "
+                                  "pair_style"));
+  if (unit_style_ != update->unit_style)
+    error->all(FLERR, "Pair style nnpops: units changed from " + unit_style_ + " to " +
+                          std::string(update->unit_style) + " after pair_coeff");
+
+  // The library finds neighbours itself; LAMMPS expects a list, so ask for a full one.
+#if NNPOPS_LAMMPS_VERSION >= 20220324
+  neighbor->add_request(this, NeighConst::REQ_FULL);
+#else
+  const int irequest = neighbor->request(this, instance_me);
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+#endif
+}
+
+double PairNNPOPS::init_one(int i, int j)
+{
+  if (setflag[i][j] == 0) error->all(FLERR, std::string("All pair coeffs are not set"));
+  return cutoff_;
+}
+
+// Ghost atoms must cover the model cutoff around every local atom.
+void PairNNPOPS::setup()
+{
+  const double comm_cutoff = std::max(comm->cutghostuser, neighbor->cutneighmax);
+  if (comm_cutoff < cutoff_)
+    error->all(FLERR, "Pair style nnpops: communication cutoff " + std::to_string(comm_cutoff) +
+                          " is shorter than the model cutoff " + std::to_string(cutoff_));
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairNNPOPS::compute(int eflag, int vflag)
+{
+  ev_init(eflag, vflag);
+
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  const int *const type = atom->type;
+  double **const x = atom->x;
+  double **const f = atom->f;
+
+  // Pack the atoms nnpops handles: local ones first (LAMMPS stores local before ghost).
+  index_.clear();
+  numbers_.clear();
+  positions_.clear();
+  int64_t n_local = 0;
+  for (int i = 0; i < nall; ++i) {
+    const int z = type_z_[type[i]];
+    if (z <= 0) continue;
+    if (i < nlocal) ++n_local;
+    index_.push_back(i);
+    numbers_.push_back(z);
+    positions_.push_back(x[i][0]);
+    positions_.push_back(x[i][1]);
+    positions_.push_back(x[i][2]);
+  }
+  // No local atom here: no energy, and nothing acts on the ghosts either.
+  if (n_local == 0) return;
+
+  const int64_t n = static_cast<int64_t>(index_.size());
+  if (forces_.size() < static_cast<size_t>(3 * n)) forces_.resize(3 * n);
+  if (eflag_atom && atom_energy_.size() < static_cast<size_t>(n)) atom_energy_.resize(n);
+  if (vflag_atom && atom_virial_.size() < static_cast<size_t>(9 * n)) atom_virial_.resize(9 * n);
+
+  double energy = 0.0;
+  double w[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+
+  nnpops_inputs in;
+  std::memset(&in, 0, sizeof(in));
+  in.struct_size = sizeof(in);
+  in.n_atoms = n;
+  in.n_local = n_local;
+  in.n_systems = 1;
+  in.atomic_numbers = numbers_.data();
+  in.positions = positions_.data();
+  in.batch = nullptr;
+  in.cells = nullptr;    // no periodicity: the ghosts are the images
+  in.pbc = nullptr;
+
+  nnpops_outputs out;
+  std::memset(&out, 0, sizeof(out));
+  out.struct_size = sizeof(out);
+  out.energies = &energy;
+  out.forces = forces_.data();
+  out.virials = vflag_global ? w : nullptr;
+  out.atomic_energies = eflag_atom ? atom_energy_.data() : nullptr;
+  out.atomic_virials = vflag_atom ? atom_virial_.data() : nullptr;
+
+  const nnpops_status st = nnpops_compute(context_, &in, &out);
+  if (st != NNPOPS_OK)
+    error->one(FLERR, "Pair nnpops: compute failed on rank " + std::to_string(comm->me) + " (" +
+                          std::to_string(n_local) + " local, " + std::to_string(n - n_local) +
+                          " ghost atoms): " + library_message(st));
+
+  for (int64_t p = 0; p < n; ++p) {
+    double *fi = f[index_[p]];
+    fi[0] += forces_[3 * p + 0];
+    fi[1] += forces_[3 * p + 1];
+    fi[2] += forces_[3 * p + 2];
+  }
+  if (eflag_global) eng_vdwl += energy;
+  if (vflag_global) {
+    // row-major 3x3 -> LAMMPS Voigt order xx yy zz xy xz yz
+    virial[0] += w[0];
+    virial[1] += w[4];
+    virial[2] += w[8];
+    virial[3] += w[1];
+    virial[4] += w[2];
+    virial[5] += w[5];
+  }
+  if (eflag_atom)
+    for (int64_t p = 0; p < n; ++p) eatom[index_[p]] += atom_energy_[p];
+  if (vflag_atom)
+    for (int64_t p = 0; p < n; ++p) {
+      const double *v = &atom_virial_[9 * p];
+      double *va = vatom[index_[p]];
+      va[0] += v[0];
+      va[1] += v[4];
+      va[2] += v[8];
+      va[3] += v[1];
+      va[4] += v[2];
+      va[5] += v[5];
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+
+double PairNNPOPS::memory_usage()
+{
+  double bytes = Pair::memory_usage();
+  bytes += index_.capacity() * sizeof(int) + numbers_.capacity() * sizeof(int32_t);
+  bytes += (positions_.capacity() + forces_.capacity() + atom_energy_.capacity() +
+            atom_virial_.capacity()) *
+      sizeof(double);
+  return bytes;
+}

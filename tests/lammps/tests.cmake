@@ -1,0 +1,41 @@
+# LAMMPS plugin tests (label `lammps`; the long NVE run also `slow`).  pytest drives the lmp
+# binary (LAMMPS_LMP, or .ci/build-lammps.sh's env.sh) with build/plugin/nnpopsplugin.so and
+# compares with the library through tests/lammps/nnpops_ctypes.py.  Missing lmp or plugin: skipped
+# (exit 77), a failure under CI=true.
+set(_lmp_dir tests/lammps)
+
+function(nnpops_lammps_test name file)
+  nnpops_py_test(${name} lammps ${_lmp_dir}/${file} ${ARGN})
+  set_tests_properties(lammps.${name} PROPERTIES TIMEOUT 900)
+endfunction()
+
+nnpops_lammps_test(reference test_reference.py)
+nnpops_lammps_test(mpi test_mpi.py)
+nnpops_lammps_test(numdiff test_numdiff.py)
+nnpops_lammps_test(pressure test_pressure.py)
+nnpops_lammps_test(lj test_lj.py)
+nnpops_lammps_test(nve test_nve.py::test_nve_short)
+nnpops_lammps_test(units test_units.py)
+nnpops_lammps_test(peratom test_peratom.py)
+nnpops_lammps_test(errors test_errors.py)
+nnpops_lammps_test(examples test_examples.py)
+# up to 4 ranks each
+set_tests_properties(lammps.mpi PROPERTIES PROCESSORS 4)
+set_tests_properties(lammps.lj lammps.peratom lammps.errors lammps.reference PROPERTIES PROCESSORS 2)
+
+nnpops_lammps_test(nve_long test_nve.py::test_nve_long)
+set_tests_properties(lammps.nve_long PROPERTIES LABELS "lammps;slow" TIMEOUT 3000)
+
+# Compile check against a current LAMMPS (trixie's source tree).
+set(_cxx c++)
+if(CMAKE_CXX_COMPILER)
+  set(_cxx "${CMAKE_CXX_COMPILER}")
+endif()
+set(MPI_CXX_SKIP_MPICXX TRUE)
+find_package(MPI QUIET COMPONENTS C)
+set(_mpi_inc "${MPI_C_INCLUDE_DIRS}")
+add_test(NAME lammps.compile_current
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/${_lmp_dir}/compile_current.py
+          ${PROJECT_SOURCE_DIR} ${_cxx} ${_mpi_inc})
+set_tests_properties(lammps.compile_current PROPERTIES LABELS lammps SKIP_RETURN_CODE 77
+  ENVIRONMENT "${NNPOPS_TEST_ENV}")
