@@ -30,6 +30,7 @@ struct nnpops_context {
     nnpops__buf buf[BUF_COUNT];
     nnpops__scratch scratch;
     nnpops__cuda_ctx *cuda; /* CUDA backend: stream, arena, staging (core/src/cuda_step.c) */
+    char warning[512];      /* nnpops_context_last_warning ("" = none) */
 };
 
 /* ---- options ---------------------------------------------------------------------------------- */
@@ -180,6 +181,10 @@ nnpops_status nnpops_context_stats(const nnpops_context *ctx, nnpops_stats *stat
     *stats = ctx->stats;
     stats->struct_size = size;
     return NNPOPS_OK;
+}
+
+const char *nnpops_context_last_warning(const nnpops_context *ctx) {
+    return ctx ? ctx->warning : "";
 }
 
 /* ---- the step --------------------------------------------------------------------------------- */
@@ -423,6 +428,8 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
             .member = (int32_t)ctx->option[NNPOPS_OPTION_ENSEMBLE_MEMBER],
             .cuda_graphs = (int32_t)ctx->option[NNPOPS_OPTION_CUDA_GRAPHS],
             .graph_warmup_steps = (int32_t)ctx->option[NNPOPS_OPTION_GRAPH_WARMUP_STEPS],
+            .deterministic = (int32_t)ctx->option[NNPOPS_OPTION_DETERMINISTIC],
+            .warning = ctx->warning, .warning_size = sizeof ctx->warning,
             .e_factor = e_factor, .f_factor = e_factor * to_A,
             .out = out, .stats = &ctx->stats,
         };

@@ -22,11 +22,30 @@
  *          outputs are copied to the caller's arrays with the unit factors applied.
  * Arena layout (each part 256-byte aligned): [inputs | outputs | member atom energies | center
  * lists: start, pairs, vectors, pair gradients | neighbor-search work | cuBLAS work space |
- * potential work].  The arena and the pinned buffers grow by at least 1.5x and never shrink, so a
- * run of same-sized steps allocates nothing after the first.  Every entry point makes the model's
- * device current and restores the caller's device on return (OpenMM calls from its own thread).
+ * potential work | deterministic-reduction work].  The arena and the pinned buffers grow by at least
+ * 1.5x and never shrink, so a run of same-sized steps allocates nothing after the first.  Every entry
+ * point makes the model's device current and restores the caller's device on return (OpenMM calls
+ * from its own thread).
+ *
+ * CUDA graphs (option cuda_graphs, launch_step): device steps 1-6 are exactly what a graph holds.
+ * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work space
+ * (cublasSetWorkspace on the arena, bound before the step, so cuBLAS never allocates while
+ * capturing), reads the host inputs or the device status is OUTSIDE the enqueued region; inside it
+ * there are only async copies from/to the pinned buffers, memsets, kernel launches, cub calls on
+ * preallocated work space and cuBLAS GEMMs on the context's stream.  A graph is keyed by every
+ * host-side value baked into it (sizes, column counts per species, neighbor plan, capacity,
+ * max_angular, options, arena and staging addresses); a step with another key drops the graph and
+ * runs eagerly until graph_warmup_steps steps of the new key have run, then captures again.  A
+ * neighbor overflow seen after a replay grows the capacity, which changes the key: the step is
+ * recomputed eagerly with the grown buffers and the new shape re-captured after its warm-up.  A
+ * failed capture runs the step eagerly (it succeeds), counts stats.eager_fallbacks, writes CUDA's
+ * reason to the context's warning (nnpops_context_last_warning) and keeps that key eager.
+ * Option deterministic: the cell list orders the atoms of each bin, the AEV kernels sum in fixed
+ * point, the output layer sums the members in order, and forces, virials and energies are gathered
+ * (nnpops__center_reduce_det_cuda) instead of scattered with atomics: bitwise reproducible.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,13 +67,14 @@ typedef struct step_layout {
     size_t out0, status, energies, member_e, virials, forces, atom_vir, atom_e, d2h_end, member_ae,
         zero_end;
     size_t start, pairs, vec, grad, nbr_work, nbr_work_bytes, blas_work, pot_work, pot_work_bytes,
-        total;
+        det_work, det_work_bytes, total;
 } step_layout;
 
 typedef struct step_sizes {
     int64_t n, n_local, ns, ens, n_cols, capacity;
     int want_energies, want_member, want_virials, want_forces, want_atom_e, want_atom_vir;
     int need_grad;
+    int det;                   /* option deterministic */
     nnpops__nbr_plan plan;
 } step_sizes;
 
@@ -276,6 +296,8 @@ static void layout_of(const step_sizes *z, size_t pot_work, step_layout *L) {
     TAKE(blas_work, CUBLAS_WORK_BYTES);
     L->pot_work_bytes = pot_work;
     TAKE(pot_work, pot_work);
+    L->det_work_bytes = z->det ? nnpops__center_reduce_det_work_bytes(z->n, z->capacity) : 0;
+    TAKE(det_work, L->det_work_bytes);
     L->total = cur;
 #undef TAKE
 }
@@ -371,6 +393,7 @@ static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, st
     ds->max_angular = c->max_angular;
     ds->status = dstatus;
     ds->need_grad = z->need_grad;
+    ds->deterministic = z->det;
     ds->atom_energy = (double *)(d + L->atom_e);
     ds->member_atom_energy = z->want_member ? (double *)(d + L->member_ae) : NULL;
     ds->pair_grad = z->need_grad ? (double *)(d + L->grad) : NULL;
@@ -382,16 +405,27 @@ static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, st
 
     /* 5: force scatter, virials, energies */
     const int32_t *dbatch = ds->batch;
-    if (z->need_grad)
+    if (z->det) {
+        TRY(nnpops__center_reduce_det_cuda(
+            z->n, z->n_local, z->ns, (const int64_t *)(d + L->sys_start),
+            (const int32_t *)(d + L->order), cout.start, z->capacity, cout.pairs, cout.vec,
+            z->need_grad ? ds->pair_grad : NULL, ds->atom_energy, ds->member_atom_energy, z->ens,
+            z->want_forces ? (double *)(d + L->forces) : NULL,
+            z->want_virials ? (double *)(d + L->virials) : NULL,
+            z->want_atom_vir ? (double *)(d + L->atom_vir) : NULL,
+            z->want_energies ? (double *)(d + L->energies) : NULL,
+            z->want_member ? (double *)(d + L->member_e) : NULL, d + L->det_work,
+            L->det_work_bytes, c->stream));
+    } else if (z->need_grad)
         TRY(nnpops__pair_reduce_cuda_acc(
             z->n, z->ns, dbatch, z->capacity, cout.pairs, cout.vec, ds->pair_grad,
             z->want_forces ? (double *)(d + L->forces) : NULL,
             z->want_virials ? (double *)(d + L->virials) : NULL,
             z->want_atom_vir ? (double *)(d + L->atom_vir) : NULL, &dstatus->n_entries, c->stream));
-    if (z->want_energies)
+    if (z->want_energies && !z->det)
         TRY(nnpops__energy_reduce_cuda_acc(z->n, z->ns, dbatch, ds->atom_energy, 1,
                                            (double *)(d + L->energies), c->stream));
-    if (z->want_member)
+    if (z->want_member && !z->det)
         TRY(nnpops__energy_reduce_cuda_acc(z->n, z->ns, dbatch, ds->member_atom_energy, z->ens,
                                            (double *)(d + L->member_e), c->stream));
 
@@ -415,6 +449,17 @@ static void graph_key_of(const nnpops__cuda_ctx *c, const step_plan *P, graph_ke
     k->pin_in = c->pin_in;
     k->pin_out = c->pin_out;
     k->total = P->L.total;
+}
+
+/* Records why a capture failed (the step itself then runs eagerly and succeeds). */
+static void capture_warning(const nnpops__cuda_args *g, const char *what, cudaError_t e,
+                            nnpops_status st) {
+    if (!g->warning || g->warning_size == 0) return;
+    const char *why = st != NNPOPS_OK ? nnpops_last_error() : cudaGetErrorString(e);
+    snprintf(g->warning, g->warning_size,
+             "CUDA graph capture failed (%s: %s); this shape runs eagerly (eager_fallbacks counts "
+             "its steps) until the shape changes",
+             what, why && *why ? why : "unknown reason");
 }
 
 static void graph_drop(nnpops__cuda_ctx *c) {
@@ -450,6 +495,7 @@ static nnpops_status launch_step(nnpops__cuda_ctx *c, const nnpops_model *m, ste
     cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
+        capture_warning(g, "cudaStreamBeginCapture", e, NNPOPS_OK);
         c->capture_failed = 1;
         g->stats->eager_fallbacks++;
         return enqueue_step(c, m, P);
@@ -457,11 +503,16 @@ static nnpops_status launch_step(nnpops__cuda_ctx *c, const nnpops_model *m, ste
     nnpops_status st = enqueue_step(c, m, P);
     cudaGraph_t graph = NULL;
     e = cudaStreamEndCapture(c->stream, &graph);
+    const char *what = st != NNPOPS_OK ? "enqueueing the step" : "cudaStreamEndCapture";
     cudaGraphExec_t exec = NULL;
-    if (st == NNPOPS_OK && e == cudaSuccess && graph)
+    if (st == NNPOPS_OK && e == cudaSuccess && graph) {
         e = cudaGraphInstantiate(&exec, graph, 0);
+        what = "cudaGraphInstantiate";
+    }
     if (graph) cudaGraphDestroy(graph);
     if (st != NNPOPS_OK || e != cudaSuccess || !exec) {
+        capture_warning(g, what, e == cudaSuccess && st == NNPOPS_OK ? cudaErrorUnknown : e, st);
+        nnpops__clear_error();
         (void)cudaGetLastError();
         if (exec) cudaGraphExecDestroy(exec);
         c->capture_failed = 1;
@@ -495,6 +546,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
     z->want_atom_e = out->atomic_energies != NULL;
     z->want_atom_vir = out->atomic_virials != NULL;
     z->need_grad = z->want_forces || z->want_virials || z->want_atom_vir;
+    z->det = g->deterministic != 0;
 
     /* local atoms grouped by species into padded GEMM columns */
     int64_t count[NNPOPS__MAX_SPECIES] = {0};
@@ -515,10 +567,15 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
 
     nnpops__nbr_cuda_plan(z->ns, g->sys_start, g->cells, g->pbc, m->cutoff, NNPOPS__NBR_AUTO,
                           &z->plan);
+    z->plan.deterministic = z->det;
     {
+        /* grow (with 1/8 headroom) only when the capacity is below what the largest entries per
+         * center seen so far needs: steps of one system whose counts fluctuate keep one capacity,
+         * hence one graph key */
         const double per = c->entries_per_center > 0 ? c->entries_per_center : 48.0;
+        const int64_t need = (int64_t)(per * (double)z->n_local);
         const int64_t guess = (int64_t)(per * 1.125 * (double)z->n_local) + 64;
-        if (c->capacity < guess) c->capacity = guess;
+        if (c->capacity < need) c->capacity = guess;
         const int64_t nn = z->n > 0 ? z->n : 1;
         if (g->max_neighbors > 0 && c->capacity > 2 * g->max_neighbors * nn + 64)
             c->capacity = 2 * g->max_neighbors * nn + 64;

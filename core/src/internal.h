@@ -305,6 +305,8 @@ typedef struct nnpops__dstep {
     nnpops__dev_status *status;
     int32_t member;               /* -1 = ensemble mean */
     int need_grad;
+    int deterministic;            /* 1: bitwise reproducible kernels (no order-dependent float
+                                   * atomics; option deterministic) */
     /* outputs (zeroed by the caller): atom_energy [n_atoms] (self energies included),
      * member_atom_energy [n_atoms][ensemble] or NULL, pair_grad [capacity][3] = dE/dvec[e]
      * (written, not accumulated, for every entry) when need_grad */
@@ -331,6 +333,11 @@ typedef struct nnpops__cuda_args {
     int32_t member;
     int32_t cuda_graphs;          /* 1: replay a captured graph of the step when shapes repeat */
     int32_t graph_warmup_steps;   /* eager steps of one shape before it is captured */
+    int32_t deterministic;        /* 1: bitwise reproducible results (gathers, fixed-order sums) */
+    /* a failed graph capture (the step then runs eagerly and succeeds) writes its reason here
+     * (NUL-terminated, warning_size bytes); untouched otherwise */
+    char *warning;
+    size_t warning_size;
     /* model energy -> caller energy; model energy per angstrom -> caller force */
     double e_factor, f_factor;
     nnpops_outputs *out;

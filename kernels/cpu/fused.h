@@ -41,6 +41,8 @@ typedef struct nnpops__ani_output_args {
     const int32_t *centers;  /* [n] atom of each column */
     double *atom_energy;     /* [n_atoms] */
     double *member_energy;   /* [n_atoms][ensemble] or NULL */
+    int32_t deterministic;   /* GPU only: 1 = members summed in order by one thread per column,
+                              * atom_energy written (no atomics); the CPU twin always is */
 } nnpops__ani_output_args;
 
 void nnpops__bias_celu_cpu_f32(int64_t n, int64_t width, double alpha, const float *b, float *Z,

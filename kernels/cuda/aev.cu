@@ -29,6 +29,12 @@
  * set by the atomics, so the last bits vary from run to run) and in double per entry (backward).
  * Shared memory per block: aev_len REALs, 5 angular_len REALs of tables, and max_angular listed
  * entries (plus 3 doubles each in the backward).
+ * Deterministic twins (*_det_*, option deterministic): the shared sums (the forward row, the
+ * backward's per-entry angular gradients) are 64-bit fixed-point integers (2^-40 units, see fx_of),
+ * whose atomic additions are exact, so their order no longer matters; every term is computed the
+ * same way whichever warp or slot handles it (the pair terms are symmetric in j and k bit for bit),
+ * so for a fixed entry order the results are bitwise reproducible.  Forward adds aev_len 8-byte
+ * integers of shared memory.
  */
 #include <math.h>
 #include <string.h>
@@ -65,14 +71,28 @@ template <typename R> struct aev_args {
     int32_t max_ang;
     nnpops__dev_status *status;
     double *pair_grad; /* backward */
+    int det;           /* deterministic: fixed-point shared sums (see the file header) */
 };
 
 __host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
 
-template <typename R> size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward) {
+template <typename R>
+size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward, bool det) {
     return align16(sizeof(R) * (size_t)d->aev_len) + align16(sizeof(R) * 5 * (size_t)d->angular_len) +
            align16(sizeof(ang_ent<R>) * (size_t)max_ang) +
-           (backward ? sizeof(double) * 3 * (size_t)max_ang : 0);
+           (backward ? align16(sizeof(double) * 3 * (size_t)max_ang) : 0) +
+           (det && !backward ? align16(sizeof(unsigned long long) * (size_t)d->aev_len) : 0);
+}
+
+/* Fixed-point sums of deterministic mode: values scaled by 2^40 and rounded to 64-bit integers,
+ * whose (wrapping) integer additions are exact and so independent of their order.  Resolution
+ * 2^-40 (9.1e-13), range +-2^23 (8.4e6): AEV terms are at most 2 each, entry gradients (model
+ * energy per angstrom) far below the range for any geometry the min_distance check lets through. */
+__device__ __forceinline__ unsigned long long fx_of(double v) {
+    return (unsigned long long)__double2ll_rn(v * 1099511627776.0);
+}
+__device__ __forceinline__ double fx_val(unsigned long long q) {
+    return (double)(long long)q * (1.0 / 1099511627776.0);
 }
 
 template <typename R> __device__ __forceinline__ R rcos(R x);
@@ -95,7 +115,8 @@ template <> __device__ __forceinline__ double rpow(double x, double y) { return 
 template <typename R> struct aev_smem {
     R *row, *tc, *ts, *tzeta, *teta, *tshfa;
     ang_ent<R> *ang;
-    double *acc;
+    double *acc;              /* backward: per listed entry; fixed point (same bytes) when det */
+    unsigned long long *rowq; /* forward, det: the row in fixed point */
     __device__ aev_smem(const nnpops__aev_desc &d, int max_ang, unsigned char *base) {
         size_t o = 0;
         row = (R *)(base + o);
@@ -110,6 +131,7 @@ template <typename R> struct aev_smem {
         ang = (ang_ent<R> *)(base + o);
         o += align16(sizeof(ang_ent<R>) * (size_t)max_ang);
         acc = (double *)(base + o);
+        rowq = (unsigned long long *)(base + o); /* the forward has no acc */
     }
     __device__ void tables(const nnpops__aev_desc &d) {
         const int nsz = d.n_shf_z, nsa = d.n_shf_a, nz = d.n_zeta;
@@ -219,6 +241,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     if (c < 0) return;
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
+    if (a.det)
+        for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
     sm.tables(d);
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
@@ -243,7 +267,9 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
             for (int q = t; q < Rl; q += 16) {
                 const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
                 const R x = dd - (R)d.shf_r[is];
-                atomicAdd(blk + q, (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc);
+                const R term = (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc;
+                if (a.det) atomicAdd(sm.rowq + sp * Rl + q, fx_of((double)term));
+                else atomicAdd(blk + q, term);
             }
         }
     }
@@ -288,7 +314,9 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
         const R dm = (ej.d + ek.d) * (R)0.5;
         const R pre = (R)2 * ej.fc * ek.fc;
-        R *blk = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
+        const int boff = S * Rl + angular_block(ej.sp, ek.sp, S) * A;
+        R *blk = sm.row + boff;
+        unsigned long long *blkq = sm.rowq + boff;
         if (al.shared_factors) {
             R v = 0;
             if (al.role == 0) {
@@ -303,7 +331,10 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 if (t0 > 0 && t < A) term_sources(d, al.n2, t, src2, src1);
                 const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2);
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1);
-                if (t < A) atomicAdd(blk + t, f1 * (f2 * pre));
+                if (t < A) {
+                    if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
+                    else atomicAdd(blk + t, f1 * (f2 * pre));
+                }
             }
         } else {
             for (int t = lane; t < A; t += 32) {
@@ -311,12 +342,17 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const R f1 = rpow(base, sm.tzeta[t]);
                 const R x = dm - sm.tshfa[t];
                 const R f2 = rexp(-sm.teta[t] * x * x);
-                atomicAdd(blk + t, f1 * (f2 * pre));
+                if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
+                else atomicAdd(blk + t, f1 * (f2 * pre));
             }
         }
     }
     __syncthreads();
-    for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
+    if (a.det)
+        for (int f = threadIdx.x; f < L; f += blockDim.x)
+            a.aev[(int64_t)f * a.ld + col] = (R)fx_val(sm.rowq[f]);
+    else
+        for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
 }
 
 template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
@@ -461,20 +497,32 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             const R fcjk = ej.fc * ek.fc;
             const R dedc = (R)2 * fcjk * sc;
             const R dm_term = fcjk * smv;
-            const R dedj = dm_term + (R)2 * sv * ej.dfc * ek.fc;
-            const R dedk = dm_term + (R)2 * sv * ej.fc * ek.dfc;
+            /* products written so that swapping j and k gives bitwise the same terms */
+            const R dedj = dm_term + (R)2 * sv * (ej.dfc * ek.fc);
+            const R dedk = dm_term + (R)2 * sv * (ek.dfc * ej.fc);
             const R inv_jk = (R)1 / (ej.d * ek.d);
             const R cj = dedc * cc / (ej.d * ej.d), ck = dedc * cc / (ek.d * ek.d);
             const R rj = dedj / ej.d, rk = dedk / ek.d;
             for (int x = 0; x < 3; x++) {
                 const R gj = dedc * ek.v[x] * inv_jk - cj * ej.v[x] + rj * ej.v[x];
                 const R gk = dedc * ej.v[x] * inv_jk - ck * ek.v[x] + rk * ek.v[x];
-                atomicAdd(sm.acc + 3 * a1 + x, (double)gj);
-                atomicAdd(sm.acc + 3 * a2 + x, (double)gk);
+                if (a.det) {
+                    unsigned long long *q = (unsigned long long *)sm.acc;
+                    atomicAdd(q + 3 * a1 + x, fx_of((double)gj));
+                    atomicAdd(q + 3 * a2 + x, fx_of((double)gk));
+                } else {
+                    atomicAdd(sm.acc + 3 * a1 + x, (double)gj);
+                    atomicAdd(sm.acc + 3 * a2 + x, (double)gk);
+                }
             }
         }
     }
     __syncthreads();
+    if (a.det) {
+        const unsigned long long *q = (const unsigned long long *)sm.acc;
+        for (int k = threadIdx.x; k < 3 * na; k += blockDim.x) sm.acc[k] = fx_val(q[k]);
+        __syncthreads();
+    }
     for (int slot = threadIdx.x; slot < na; slot += blockDim.x) {
         const int64_t e = e0 + sm.ang[slot].e;
         if (own) {
@@ -503,7 +551,7 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
                      const int32_t *centers, const int64_t *start, const int64_t *entry,
                      const int32_t *pairs, const double *vec, const int32_t *species, R *aev,
                      int64_t ld, double *pair_grad, int64_t capacity, int32_t max_angular,
-                     nnpops__dev_status *status, void *stream) {
+                     nnpops__dev_status *status, void *stream, bool det) {
     if (n <= 0) return NNPOPS_OK;
     if (desc->angular_len > 1024)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
@@ -513,7 +561,7 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "AEV on the GPU: %lld centers is too many",
                             (long long)n);
     if (max_angular < 2) max_angular = 2;
-    const size_t sm = smem_bytes<R>(desc, max_angular, backward);
+    const size_t sm = smem_bytes<R>(desc, max_angular, backward, det);
     const int limit = smem_optin_limit();
     if (sm > (size_t)limit)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
@@ -536,6 +584,7 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.max_ang = max_angular;
     a.status = status;
     a.pair_grad = pair_grad;
+    a.det = det ? 1 : 0;
     cudaStream_t st = as_stream(stream);
     if (backward) {
         if (sm > 48 * 1024)
@@ -560,7 +609,9 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
 extern "C" int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *desc,
                                                       int precision) {
     const size_t es = precision == NNPOPS_FLOAT64 ? 8 : 4;
-    const size_t fixed = align16(es * (size_t)desc->aev_len) + align16(es * 5 * (size_t)desc->angular_len);
+    /* (the fixed-point row of deterministic mode counted too) */
+    const size_t fixed = align16(es * (size_t)desc->aev_len) + align16(es * 5 * (size_t)desc->angular_len) +
+                         align16(8 * (size_t)desc->aev_len);
     const size_t per = (precision == NNPOPS_FLOAT64 ? sizeof(ang_ent<double>) : sizeof(ang_ent<float>)) +
                        3 * sizeof(double);
     const int limit = smem_optin_limit();
@@ -575,7 +626,7 @@ extern "C" nnpops_status nnpops__aev_forward_cuda_f32(
     float *aev, int64_t ld, int64_t capacity, int32_t max_angular, nnpops__dev_status *status,
     void *stream) {
     return launch<float>(false, desc, n, centers, start, entry, pairs, pair_vec, species, aev, ld,
-                         nullptr, capacity, max_angular, status, stream);
+                         nullptr, capacity, max_angular, status, stream, false);
 }
 
 extern "C" nnpops_status nnpops__aev_forward_cuda_f64(
@@ -584,7 +635,7 @@ extern "C" nnpops_status nnpops__aev_forward_cuda_f64(
     double *aev, int64_t ld, int64_t capacity, int32_t max_angular, nnpops__dev_status *status,
     void *stream) {
     return launch<double>(false, desc, n, centers, start, entry, pairs, pair_vec, species, aev, ld,
-                          nullptr, capacity, max_angular, status, stream);
+                          nullptr, capacity, max_angular, status, stream, false);
 }
 
 extern "C" nnpops_status nnpops__aev_backward_cuda_f32(
@@ -593,7 +644,7 @@ extern "C" nnpops_status nnpops__aev_backward_cuda_f32(
     const float *grad_aev, int64_t ld, double *pair_grad, int64_t capacity, int32_t max_angular,
     nnpops__dev_status *status, void *stream) {
     return launch<float>(true, desc, n, centers, start, entry, pairs, pair_vec, species,
-                         (float *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream);
+                         (float *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream, false);
 }
 
 extern "C" nnpops_status nnpops__aev_backward_cuda_f64(
@@ -602,5 +653,28 @@ extern "C" nnpops_status nnpops__aev_backward_cuda_f64(
     const double *grad_aev, int64_t ld, double *pair_grad, int64_t capacity, int32_t max_angular,
     nnpops__dev_status *status, void *stream) {
     return launch<double>(true, desc, n, centers, start, entry, pairs, pair_vec, species,
-                          (double *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream);
+                          (double *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream, false);
 }
+
+/* Deterministic twins (the center lists of the GPU step, entry == NULL): the same results to
+ * rounding, and bitwise the same on every run for the same entry order. */
+#define NNPOPS__AEV_DET(SUF, R)                                                                    \
+    extern "C" nnpops_status nnpops__aev_forward_det_cuda_##SUF(                                   \
+        const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,     \
+        const int64_t *entry, const int32_t *pairs, const double *pair_vec,                        \
+        const int32_t *species, R *aev, int64_t ld, int64_t capacity, int32_t max_angular,         \
+        nnpops__dev_status *status, void *stream) {                                                \
+        return launch<R>(false, desc, n, centers, start, entry, pairs, pair_vec, species, aev, ld, \
+                         nullptr, capacity, max_angular, status, stream, true);                    \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__aev_backward_det_cuda_##SUF(                                  \
+        const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,     \
+        const int64_t *entry, const int32_t *pairs, const double *pair_vec,                        \
+        const int32_t *species, const R *grad_aev, int64_t ld, double *pair_grad,                  \
+        int64_t capacity, int32_t max_angular, nnpops__dev_status *status, void *stream) {         \
+        return launch<R>(true, desc, n, centers, start, entry, pairs, pair_vec, species,           \
+                         (R *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream,      \
+                         true);                                                                    \
+    }
+NNPOPS__AEV_DET(f32, float)
+NNPOPS__AEV_DET(f64, double)

@@ -42,6 +42,9 @@ enum { NNPOPS__NBR_AUTO = 0, NNPOPS__NBR_BRUTE = 1, NNPOPS__NBR_CELL = 2 };
 typedef struct nnpops__nbr_plan {
     int32_t algorithm;  /* NNPOPS__NBR_BRUTE or NNPOPS__NBR_CELL */
     int32_t slices;     /* brute force: warps per center (1..32) */
+    int32_t deterministic; /* 1: the atoms of each cell-list bin are put in atom order after
+                            * placing, so the entries of a center come in the same order on every
+                            * run (brute force always does); set by the caller, not by the plan */
 } nnpops__nbr_plan;
 void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start_host,
                            const double *cells_host, const uint8_t *pbc_host, double cutoff,
@@ -112,6 +115,39 @@ nnpops_status nnpops__aev_backward_cuda_f64(const nnpops__aev_desc *desc, int64_
                                             const double *grad_aev, int64_t ld, double *pair_grad,
                                             int64_t capacity, int32_t max_angular,
                                             nnpops__dev_status *status, void *stream);
+
+/* Deterministic variants (option deterministic; entry == NULL center lists only): fixed-point
+ * shared sums, bitwise reproducible for a given entry order (see aev.cu). */
+nnpops_status nnpops__aev_forward_det_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
+                                               const int32_t *centers, const int64_t *start,
+                                               const int64_t *entry, const int32_t *pairs,
+                                               const double *pair_vec, const int32_t *species,
+                                               float *aev, int64_t ld, int64_t capacity,
+                                               int32_t max_angular, nnpops__dev_status *status,
+                                               void *stream);
+nnpops_status nnpops__aev_forward_det_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
+                                               const int32_t *centers, const int64_t *start,
+                                               const int64_t *entry, const int32_t *pairs,
+                                               const double *pair_vec, const int32_t *species,
+                                               double *aev, int64_t ld, int64_t capacity,
+                                               int32_t max_angular, nnpops__dev_status *status,
+                                               void *stream);
+nnpops_status nnpops__aev_backward_det_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
+                                                const int32_t *centers, const int64_t *start,
+                                                const int64_t *entry, const int32_t *pairs,
+                                                const double *pair_vec, const int32_t *species,
+                                                const float *grad_aev, int64_t ld,
+                                                double *pair_grad, int64_t capacity,
+                                                int32_t max_angular, nnpops__dev_status *status,
+                                                void *stream);
+nnpops_status nnpops__aev_backward_det_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
+                                                const int32_t *centers, const int64_t *start,
+                                                const int64_t *entry, const int32_t *pairs,
+                                                const double *pair_vec, const int32_t *species,
+                                                const double *grad_aev, int64_t ld,
+                                                double *pair_grad, int64_t capacity,
+                                                int32_t max_angular, nnpops__dev_status *status,
+                                                void *stream);
 
 /* ---- dense layers, CELU and the fused network ops (mlp.cu) ----------------------------------- *
  * Twins of kernels.h (dense_forward/backward through cuBLAS in plain FP32 / FP64 compute,
@@ -186,6 +222,26 @@ nnpops_status nnpops__energy_reduce_cuda(int64_t n_atoms, int64_t n_systems, con
 nnpops_status nnpops__energy_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
                                              const int32_t *batch, const double *atom_energy,
                                              int64_t width, double *energies, void *stream);
+
+/* Deterministic reductions of the GPU step over center lists (option deterministic): gathers
+ * instead of atomic scatters, every sum in a fixed order, so the results are bitwise the same on
+ * every run.  Entries e < start[n_local] (and < capacity) are valid, pairs[e] = {center, j}.
+ *   forces[i] = sum of grad[e] over i's own entries (in entry order) - sum of grad[e] over the
+ *               entries whose neighbor is i (in increasing e: a stable radix sort of the entries by
+ *               neighbor gives that reverse index);
+ *   atomic_virials[i] the same gathers of -0.5 r (x) g;
+ *   virials[s], energies[s], member_energies[s][w]: a block per system over its atoms
+ *               order[sys_start[s] .. sys_start[s+1]), each thread a fixed stride, then a fixed
+ *               shared-memory tree.
+ * Outputs are overwritten (each may be NULL).  work: nnpops__center_reduce_det_work_bytes. */
+size_t nnpops__center_reduce_det_work_bytes(int64_t n_atoms, int64_t capacity);
+nnpops_status nnpops__center_reduce_det_cuda(
+    int64_t n_atoms, int64_t n_local, int64_t n_systems, const int64_t *sys_start,
+    const int32_t *order, const int64_t *start, int64_t capacity, const int32_t *pairs,
+    const double *vec, const double *grad, const double *atom_energy,
+    const double *member_atom_energy, int64_t ensemble, double *forces, double *virials,
+    double *atomic_virials, double *energies, double *member_energies, void *work,
+    size_t work_bytes, void *stream);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@
  * memory), then (need_grad) overwrite the last hidden activations with the seed of the backward
  * pass; each member adds its output (over the ensemble size, for the mean) to the atom energy with
  * an atomicAdd in double, so on the GPU atom_energy must be zero on entry (the CPU twin writes it).
+ * With args->deterministic (option deterministic) the output layer runs ani_output_kernel instead:
+ * one thread per column sums the members in order and writes the atom energy (no atomics).
  */
 #include <cublas_v2.h>
 #include <math.h>
@@ -296,7 +298,7 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
                                                            const R *w, const R *b, R *A,           \
                                                            void *stream) {                         \
         if (args->n <= 0) return NNPOPS_OK;                                                        \
-        if (args->members <= 65535) {                                                              \
+        if (args->members <= 65535 && !args->deterministic) {                                      \
             ani_output_split_kernel<R><<<dim3(grid_for(args->n, 32), (unsigned)args->members),     \
                                          dim3(32, 8), 0, as_stream(stream)>>>(*args, w, b, A);     \
         } else {                                                                                   \

@@ -530,6 +530,31 @@ __global__ void place_kernel(const nbr_args a) {
     for (int d = 0; d < 3; d++) a.sorted_xw[3 * q + d] = a.atom_xw[3 * i + d];
 }
 
+/* Deterministic mode: place_kernel orders the atoms of a bin by the order of its atomics; a thread
+ * per bin then sorts the bin's slots by atom index (insertion sort: bins hold a few atoms). */
+__global__ void bin_sort_kernel(const nbr_args a) {
+    const int64_t gb = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gb >= a.n_bins_bound) return;
+    const int32_t lo = a.bin_start[gb], hi = a.bin_start[gb + 1];
+    for (int32_t q = lo + 1; q < hi; q++) {
+        const int32_t id = a.sorted_id[q];
+        const int4 wr = a.sorted_wrap[q];
+        const double x0 = a.sorted_xw[3 * q], x1 = a.sorted_xw[3 * q + 1], x2 = a.sorted_xw[3 * q + 2];
+        int32_t p = q - 1;
+        while (p >= lo && a.sorted_id[p] > id) {
+            a.sorted_id[p + 1] = a.sorted_id[p];
+            a.sorted_wrap[p + 1] = a.sorted_wrap[p];
+            for (int d = 0; d < 3; d++) a.sorted_xw[3 * (p + 1) + d] = a.sorted_xw[3 * p + d];
+            p--;
+        }
+        a.sorted_id[p + 1] = id;
+        a.sorted_wrap[p + 1] = wr;
+        a.sorted_xw[3 * (p + 1)] = x0;
+        a.sorted_xw[3 * (p + 1) + 1] = x1;
+        a.sorted_xw[3 * (p + 1) + 2] = x2;
+    }
+}
+
 __device__ __forceinline__ int floordiv(int x, int n) {
     int q = x / n;
     if ((x % n != 0) && ((x < 0) != (n < 0))) q--;
@@ -771,6 +796,10 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
                                                         st));
         place_kernel<<<ga, TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (placing)");
+        if (plan.deterministic) {
+            bin_sort_kernel<<<grid_for(L.n_bins_bound, TB), TB, 0, st>>>(a);
+            NNPOPS__LAUNCH_CHECK("neighbor search (bin order)");
+        }
         const unsigned gw = grid_for(a.n_atoms * 32, TB);
         cell_kernel<false><<<gw, TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (cell list, count)");
@@ -860,6 +889,7 @@ extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_star
     /* brute force: a warp sweeps at most 64 atoms of the system (all their images) */
     int sl = (int)ceil(max_n / 64.0);
     plan->slices = sl < 1 ? 1 : (sl > 32 ? 32 : sl);
+    plan->deterministic = 0;
 }
 
 extern "C" size_t nnpops__nbr_cuda_work_bytes(int64_t n_atoms, int64_t n_systems, int64_t n_centers,

@@ -511,6 +511,7 @@ static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch 
     }
 
     const mlp_layout lay = mlp_layout_of(a);
+    const void *mlp_before = scratch->slot[SLOT_MLP].ptr;
     if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_WORK],
                                   nnpops__aev_work_bytes(&a->aev, max_entries),
                                   "ANI AEV work space")) != NNPOPS_OK ||
@@ -521,6 +522,12 @@ static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch 
                                   "ANI layer buffers")) != NNPOPS_OK) {
         return st;
     }
+    /* A new layer buffer starts zeroed: the element-wise kernels run over all NNPOPS__DENSE_PAD
+     * padding columns, beyond the last vector the dense kernels write, and those columns must
+     * hold finite values, never uninitialised memory (valgrind: "conditional jump depends on
+     * uninitialised value" in celu_forward).  Later blocks leave finite values there. */
+    if (scratch->slot[SLOT_MLP].ptr != mlp_before)
+        memset(scratch->slot[SLOT_MLP].ptr, 0, scratch->slot[SLOT_MLP].bytes);
     if (a->precision == NNPOPS_FLOAT32)
         ani_compute_blocks_f32(a, scratch, step, start, entry, order, species_start, &lay);
     else

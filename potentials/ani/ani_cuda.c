@@ -27,6 +27,9 @@
  *                      GEMM dAEV (cols x L) = dZ0 (cols x Me*h1) . W0 written over the chunk's AEV
  *                      columns (the sum over members is the GEMM's inner dimension).
  *  3. AEV adjoint of all columns in one launch: dE/dr of every center-list entry into pair_grad.
+ * Option deterministic (step->deterministic): the AEV kernels' fixed-point twins and the output
+ * layer with one thread per column summing the members in order (no atomics); cuBLAS GEMMs are
+ * bitwise reproducible on one GPU model with one stream and work space as they are used here.
  * Work space: aev (aev_len x n_cols) + per chunk the activations of all hidden layers of all members
  * (M * sum of hidden widths rows) + one scratch block (M * widest hidden layer rows), ldc =
  * min(chunk, largest species count) rounded up to 32.  No per-atom weight copies and no O(N^2)
@@ -154,14 +157,15 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     const int64_t Lf = a->aev.aev_len, ld = st->n_cols, ldc = L.ldc;
     void *stream = st->stream, *blas = st->blas;
 
+    const int det = st->deterministic;
     if (f64)
-        TRY(nnpops__aev_forward_cuda_f64(&a->aev, st->n_cols, st->centers, st->start, NULL,
-                                         st->pairs, st->vec, st->species, (double *)aev, ld,
-                                         st->capacity, st->max_angular, st->status, stream));
+        TRY((det ? nnpops__aev_forward_det_cuda_f64 : nnpops__aev_forward_cuda_f64)(
+            &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
+            (double *)aev, ld, st->capacity, st->max_angular, st->status, stream));
     else
-        TRY(nnpops__aev_forward_cuda_f32(&a->aev, st->n_cols, st->centers, st->start, NULL,
-                                         st->pairs, st->vec, st->species, (float *)aev, ld,
-                                         st->capacity, st->max_angular, st->status, stream));
+        TRY((det ? nnpops__aev_forward_det_cuda_f32 : nnpops__aev_forward_cuda_f32)(
+            &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
+            (float *)aev, ld, st->capacity, st->max_angular, st->status, stream));
 
     const int all = st->member < 0 || st->member_atom_energy != NULL;
     const int64_t Me = all ? a->ensemble : 1;
@@ -233,6 +237,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                 .centers = st->centers + st->col_start[s] + c0,
                 .atom_energy = st->atom_energy,
                 .member_energy = st->member_atom_energy,
+                .deterministic = det,
             };
             if (f64)
                 TRY(nnpops__ani_output_cuda_f64(&oa, (const double *)WPTR(lo, moff),
@@ -268,12 +273,11 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     }
     if (!st->need_grad) return NNPOPS_OK;
     if (f64)
-        return nnpops__aev_backward_cuda_f64(&a->aev, st->n_cols, st->centers, st->start, NULL,
-                                             st->pairs, st->vec, st->species, (const double *)aev,
-                                             ld, st->pair_grad, st->capacity, st->max_angular,
-                                             st->status, stream);
-    return nnpops__aev_backward_cuda_f32(&a->aev, st->n_cols, st->centers, st->start, NULL,
-                                         st->pairs, st->vec, st->species, (const float *)aev, ld,
-                                         st->pair_grad, st->capacity, st->max_angular, st->status,
-                                         stream);
+        return (det ? nnpops__aev_backward_det_cuda_f64 : nnpops__aev_backward_cuda_f64)(
+            &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
+            (const double *)aev, ld, st->pair_grad, st->capacity, st->max_angular, st->status,
+            stream);
+    return (det ? nnpops__aev_backward_det_cuda_f32 : nnpops__aev_backward_cuda_f32)(
+        &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
+        (const float *)aev, ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream);
 }

@@ -1,7 +1,9 @@
 /*
  * bench_gpu.c - GPU benchmark of nnpops (results: tests/bench/RESULTS.md).
  *
- * Part 1, ANI-2x (8 members) energy + forces, float32, device "cuda": per system the median wall
+ * Part 1, ANI-2x (8 members) energy + forces, float32, device "cuda" (systems: alanine 13_f0, the
+ * 98-atom molecule 98_f0, a batch of 1,000 copies of 13_f0 as 1,000 systems with 1,000 energies,
+ * proteins and water boxes): per system the median wall
  * time of >= 20 nnpops_compute calls after 3 warm-up calls, host positions in and forces out (the
  * whole public call: validation, unit conversion, one H2D copy, the GPU step, one D2H copy, one
  * stream synchronization).  Device memory: cudaMemGetInfo after the steps minus before the model
@@ -65,6 +67,8 @@ typedef struct bsys {
     double cell[9];
     const char *peer;   /* torchani cuAEV + cell_list (benchmarks.md) */
     double target_ms;   /* 0 = none */
+    int64_t ns;         /* systems (0 = 1) */
+    int32_t *batch;     /* [n] system of each atom, or NULL */
 } bsys;
 
 /* Network FLOPs (forward + input gradients) and the minimal bytes of one step. */
@@ -119,12 +123,13 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
         printf("context: %s\n", nnpops_last_error());
         return;
     }
-    double e = 0;
+    const int64_t ns = s->ns > 0 ? s->ns : 1;
+    double *e = calloc((size_t)ns, sizeof(double));
     double *f = malloc(sizeof(double) * 3 * s->n);
     const uint8_t pbc[3] = {1, 1, 1};
-    nnpops_inputs in = {sizeof in, s->n, -1, 1, s->z, s->x, NULL, s->periodic ? s->cell : NULL,
-                        s->periodic ? pbc : NULL};
-    nnpops_outputs out = {sizeof out, &e, f, NULL, NULL, NULL, NULL};
+    nnpops_inputs in = {sizeof in, s->n, -1, ns, s->z, s->x, s->batch,
+                        s->periodic ? s->cell : NULL, s->periodic ? pbc : NULL};
+    nnpops_outputs out = {sizeof out, e, f, NULL, NULL, NULL, NULL};
     double best = 0, best_g = 0;
     const double med = time_steps(ctx, &in, &out, steps, &best);
     const size_t used = used_device_bytes();
@@ -142,6 +147,7 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
     }
     if (med < 0) {
         free(f);
+        free(e);
         return;
     }
     double flops, bytes;
@@ -165,7 +171,7 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
     if (md) fprintf(md, "%s\n", line);
     fflush(stdout);
     free(f);
-    (void)e;
+    free(e);
 }
 
 /* ---- neighbor list alone ------------------------------------------------------------------- */
@@ -308,18 +314,38 @@ int main(int argc, char **argv) {
     printf("model ani2x float32 on %s: %.1f MB of device memory after loading\n",
            nnpops_model_device(m), (used_device_bytes() - base) / 1e6);
 
-    bsys list[16];
+    bsys list[20];
     int ns = 0;
     const char *dir = getenv("NNPOPS_SHARED_DIR");
     static refset set;
     if (ref_load("ani2x", &set)) {
         const refsys *r = &set.sys[0];
-        list[ns++] = (bsys){"alanine 13_f0", r->n, r->z, r->x, 0, {0}, "23.6 ms", 0.30};
+        list[ns++] = (bsys){"alanine 13_f0", r->n, r->z, r->x, 0, {0}, "23.6 ms", 0.05, 0, NULL};
+        for (int k = 0; k < set.n; k++)
+            if (!strcmp(set.sys[k].name, "98_f0"))
+                list[ns++] = (bsys){"molecule 98_f0", set.sys[k].n, set.sys[k].z, set.sys[k].x, 0,
+                                    {0}, "-", 0.08, 0, NULL};
+        /* a batch of 1,000 copies of 13_f0 (1,000 systems, 1,000 energies), 20 A apart */
+        const int copies = 1000;
+        bsys b = {"batch 1,000 x alanine 13_f0", (int64_t)copies * r->n, NULL, NULL, 0, {0}, "-",
+                  3.0, copies, NULL};
+        b.z = malloc(sizeof(int32_t) * b.n);
+        b.x = malloc(sizeof(double) * 3 * b.n);
+        b.batch = malloc(sizeof(int32_t) * b.n);
+        for (int c = 0; c < copies; c++)
+            for (int i = 0; i < r->n; i++) {
+                const int64_t k = (int64_t)c * r->n + i;
+                b.z[k] = r->z[i];
+                b.batch[k] = c;
+                const double off[3] = {20.0 * (c % 10), 20.0 * ((c / 10) % 10), 20.0 * (c / 100)};
+                for (int d = 0; d < 3; d++) b.x[3 * k + d] = r->x[3 * i + d] + off[d];
+            }
+        list[ns++] = b;
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/structures/1hz5.pdb", dir ? dir : "../shared");
     {
-        bsys b = {"protein 1hz5", 0, NULL, NULL, 0, {0}, "30.4 ms", 0.5};
+        bsys b = {"protein 1hz5", 0, NULL, NULL, 0, {0}, "30.4 ms", 0.5, 0, NULL};
         b.n = read_pdb(path, &b.z, &b.x);
         if (b.n > 0) list[ns++] = b;
     }
@@ -329,7 +355,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 7; k++) {
         if (quick && sides[k] > 24) continue;
         if (skip_million && sides[k] == 69) continue;
-        bsys b = {NULL, 0, NULL, NULL, 1, {0}, peers[k], targets[k]};
+        bsys b = {NULL, 0, NULL, NULL, 1, {0}, peers[k], targets[k], 0, NULL};
         char *name = malloc(32);
         b.n = water_box(sides[k], 1000 + sides[k], &b.z, &b.x, b.cell);
         snprintf(name, 32, "water %d^3", sides[k]);
@@ -338,7 +364,7 @@ int main(int argc, char **argv) {
     }
     snprintf(path, sizeof path, "%s/structures/1C17.pdb", dir ? dir : "../shared");
     {
-        bsys b = {"protein 1C17 (no cell)", 0, NULL, NULL, 0, {0}, "38.2 ms", 0};
+        bsys b = {"protein 1C17 (no cell)", 0, NULL, NULL, 0, {0}, "38.2 ms", 0, 0, NULL};
         b.n = read_pdb(path, &b.z, &b.x);
         if (b.n > 0) list[ns++] = b;
     }

@@ -5,7 +5,10 @@
 #   _carry_gpu/neurochem/   ani-2x_8x / ani-1x_8x archives + .info  (converted here into _carry_gpu/models)
 #   _carry_gpu/shared/      reference/*.json and structures/*.pdb   (NNPOPS_SHARED_DIR)
 #   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
-# Usage: bash tests/bench/device_run.sh [tests|bench|profile|all|tests+bench] [extra bench arguments]
+# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|all|tests+bench+model...]
+#        [extra bench arguments]
+#   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
+#   (builds every target); profile: ncu per-kernel times.
 set -u
 what=${1:-all}
 shift || true
@@ -74,7 +77,8 @@ t0=$(date +%s)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DNNPOPS_TEST_MODEL_DIR="$models" \
   -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target nnpops test_gpu_ops test_gpu_model bench_gpu \
+case "$what" in *model*|all) targets="";; *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs bench_gpu";; esac
+cmake --build "$build" -j"$(nproc)" $targets \
   > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
 [ -n "$conv_pid" ] && wait "$conv_pid"
@@ -84,17 +88,24 @@ export NNPOPS_MODEL_PATH=$models NNPOPS_SHARED_DIR=$root/_carry_gpu/shared
 case "$what" in *tests*|all) run_tests=1;; *) run_tests=0;; esac
 case "$what" in *bench*|all) run_bench=1;; *) run_bench=0;; esac
 case "$what" in *profile*|all) run_profile=1;; *) run_profile=0;; esac
+case "$what" in *model*|all) run_model=1;; *) run_model=0;; esac
 if [ $run_tests = 1 ]; then
   echo "== ctest -L gpu"
-  (cd "$build" && ctest -L gpu -FA models --output-on-failure --timeout 150 -j 3 \
+  (cd "$build" && ctest -L gpu -FA models --output-on-failure -V --timeout 150 -j 3 \
      > "$out/ctest.log" 2>&1; echo "ctest rc=$?" >> "$out/ctest.log")
   grep -E "Test +#|tests passed|tests failed|ctest rc|\*\*\*" "$out/ctest.log"
 fi
 if [ $run_bench = 1 ]; then
   echo "== bench_gpu $*"
-  timeout 300 "$build/tests/bench_gpu" --md "$out/bench.md" "$@" > "$out/bench.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-300}" "$build/tests/bench_gpu" --md "$out/bench.md" "$@" > "$out/bench.log" 2>&1
   echo "bench rc=$?"
   cat "$out/bench.log"
+fi
+if [ $run_model = 1 ]; then
+  echo "== ctest -L \"unit|kernel|model\" (CUDA-ON build)"
+  (cd "$build" && timeout 200 ctest -L "unit|kernel|model" -LE "slow|lammps|fuzz" -FA models --timeout 120 \
+     -j "$(nproc)" > "$out/ctest-model.log" 2>&1; echo "ctest rc=$?" >> "$out/ctest-model.log")
+  grep -E "tests passed|tests failed|ctest rc|\*\*\*|Failed|Not Run" "$out/ctest-model.log" | head -40
 fi
 if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
   echo "== ncu: GPU time per kernel of 4 steps (3 warm-up + 1) per system, eager"

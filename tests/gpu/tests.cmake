@@ -2,6 +2,8 @@
 # nnpops_cuda_device_count() == 0.  Included by tests/CMakeLists.txt.
 #   gpu.ops.*    every CUDA op against its CPU twin (test_gpu_ops.c, internal functions)
 #   gpu.model.*  the ANI models on device "cuda" through the public API (test_gpu_model.c)
+#   gpu.graphs.* CUDA graphs (replay = eager, warm-up, shape changes, overflow) and deterministic
+#                mode (test_gpu_graphs.c)
 # The benchmark bench_gpu (tests/bench/bench_gpu.c) is built here too (not a test).
 if(NOT NNPOPS_ENABLE_CUDA)
   return()
@@ -41,6 +43,22 @@ foreach(model ani2x ani1x)
 endforeach()
 foreach(case fd batch ghosts member water_box errors thread)
   nnpops_gpu_model_test(${case} ${case})
+endforeach()
+
+# CUDA graphs and deterministic mode (test_gpu_graphs.c)
+add_executable(test_gpu_graphs ${CMAKE_CURRENT_LIST_DIR}/test_gpu_graphs.c)
+target_include_directories(test_gpu_graphs PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
+  ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(test_gpu_graphs PRIVATE nnpops::nnpops m)
+function(nnpops_gpu_graphs_test name)
+  add_test(NAME gpu.graphs.${name} COMMAND test_gpu_graphs ${ARGN})
+  set_tests_properties(gpu.graphs.${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
+endfunction()
+nnpops_gpu_graphs_test(replay_f64 replay f64)
+nnpops_gpu_graphs_test(replay_f32 replay f32)
+foreach(case warmup shape overflow deterministic)
+  nnpops_gpu_graphs_test(${case} ${case})
 endforeach()
 
 # Benchmark: build/tests/bench_gpu (see tests/bench/RESULTS.md)

@@ -170,6 +170,10 @@ nnpops_status nnpops_context_set_option_by_name(nnpops_context *context, const c
 nnpops_status nnpops_option_from_name(const char *name, nnpops_option *option);
 const char *nnpops_option_name(nnpops_option option);
 nnpops_status nnpops_context_stats(const nnpops_context *context, nnpops_stats *stats);
+/* The context's most recent warning: something that went wrong without failing a call, such as a
+ * CUDA graph capture that failed (the step then ran eagerly and succeeded, stats.eager_fallbacks
+ * counts it), with CUDA's reason.  "" when there has been none; owned by the context. */
+const char *nnpops_context_last_warning(const nnpops_context *context);
 
 /* Energy and whichever of forces, virials, per-atom terms the outputs ask for. */
 nnpops_status nnpops_compute(nnpops_context *context, const nnpops_inputs *inputs,
