@@ -192,6 +192,15 @@ nnpops_status nnpops__ani_output_cuda_f32(const nnpops__ani_output_args *args, c
 nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, const double *w,
                                           const double *b, double *A, void *stream);
 
+/* Twin of nnpops__small_gemm_cpu_f32 (fused.h): a group of small-n float32 GEMMs with fused
+ * epilogues, plain FP32 FMA (no cuBLAS, no tensor cores), one launch (plus one for the k-slice
+ * sums when a problem's k exceeds one block's slice) per NNPOPS__SG_PER_LAUNCH problems.  work:
+ * nnpops__small_gemm_work_bytes(g) bytes of device memory (NULL when that is 0).  Deterministic
+ * (fixed summation order).  Used by the ANI networks of species with at most NNPOPS__SG_MAX_COLS
+ * atoms (potentials/ani/ani_cuda.c). */
+nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
+                                          size_t work_bytes, void *stream);
+
 /* C = op(A) op(B) (+ beta C) over `batch` strided problems, column-major (cuBLAS conventions),
  * precision NNPOPS_FLOAT32 (CUBLAS_COMPUTE_32F) or NNPOPS_FLOAT64 (CUBLAS_COMPUTE_64F).  This is
  * the only GEMM entry of the GPU path (the fused ensemble layers of potentials/ani/ani_cuda.c). */

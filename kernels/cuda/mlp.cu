@@ -23,6 +23,7 @@
  */
 #include <cublas_v2.h>
 #include <math.h>
+#include <string.h>
 
 #include "common.cuh"
 
@@ -311,3 +312,207 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
 
 NNPOPS__MLP_TWINS(f32, float)
 NNPOPS__MLP_TWINS(f64, double)
+
+/* ---- small-n grouped GEMM (float32), twin of nnpops__small_gemm_cpu_f32 ----------------------
+ * One launch per NNPOPS__SG_PER_LAUNCH problems (their shapes passed by value).  A block computes
+ * 32 rows x nc columns (nc = 32 or 64) of one batch entry over one k-slice of tks = 4096 / nc
+ * values: it loads its whole A tile (32 x tks, coalesced along the contiguous index) and B tile
+ * (tks x nc, only columns < n) into shared memory in one go (every load in flight at once: the
+ * weights are streamed once, the cost at small n), then each thread sums 4 rows x 1-2 columns in
+ * plain FP32 FMA.  With one k-slice the block applies the epilogue and writes C; otherwise it
+ * writes its partial sums to the work space and a second grouped kernel sums the slices in order
+ * and applies the epilogue (no atomics: deterministic). */
+namespace {
+
+const int SG_TM = 32, SG_THREADS = 256, SG_TILE = 4096;
+
+struct SgProb {
+    nnpops__sg_problem p;
+    int64_t nc, tks, ks, mt, gemm_start, red_start, part_off;
+};
+struct SgLaunch {
+    int32_t count;
+    float alpha, inv;
+    SgProb q[NNPOPS__SG_PER_LAUNCH];
+};
+
+__device__ __forceinline__ float sg_epilogue(const nnpops__sg_problem &p, float al, float inv,
+                                             float s, int64_t t, int64_t i, float *c) {
+    if (p.epilogue == NNPOPS__SG_BIAS_CELU) {
+        const float x = s + (p.bias ? p.bias[t * p.m + i] : 0.0f);
+        return x > 0 ? x : al * expm1f(x * inv);
+    }
+    if (p.epilogue == NNPOPS__SG_CELU_ACT) {
+        const float x = *c;
+        return x > 0 ? s : s * (x * inv + 1.0f);
+    }
+    return s;
+}
+
+__global__ void __launch_bounds__(SG_THREADS) sg_gemm_kernel(const SgLaunch L, float *work) {
+    __shared__ float As[128][SG_TM + 1];
+    __shared__ float Bs[SG_TILE];
+    int pi = 0;
+    while (pi + 1 < L.count && (int64_t)blockIdx.x >= L.q[pi + 1].gemm_start) pi++;
+    const SgProb &Q = L.q[pi];
+    const nnpops__sg_problem &p = Q.p;
+    int64_t lb = (int64_t)blockIdx.x - Q.gemm_start;
+    const int64_t mi = lb % Q.mt;
+    lb /= Q.mt;
+    const int64_t kb = lb % Q.ks, t = lb / Q.ks;
+    const int nc = (int)Q.nc, tks = (int)Q.tks, lg = nc == 32 ? 7 : 6, lgc = nc == 32 ? 5 : 6;
+    const int64_t i0 = mi * SG_TM, k0 = kb * tks;
+    const int kl = (int)(p.k - k0 < tks ? p.k - k0 : tks);
+    const float *__restrict__ A = p.A + t * p.stride_a;
+    const float *__restrict__ B = p.B + t * p.stride_b;
+    const int tid = threadIdx.x;
+    /* A tile: 32 x tks values (16 or 8 per thread), B tile: tks x nc = 4096 (16 per thread) */
+    float ra[16], rb[16];
+#pragma unroll
+    for (int u = 0; u < 16; u++) {
+        const int e = tid + SG_THREADS * u;
+        int ii, jj;
+        if (p.trans) {
+            ii = e & (SG_TM - 1);
+            jj = e >> 5;
+        } else {
+            ii = e >> lg;
+            jj = e & (tks - 1);
+        }
+        float v = 0.0f;
+        if (e < SG_TM * tks && jj < kl && i0 + ii < p.m)
+            v = p.trans ? __ldg(A + (k0 + jj) * p.lda + i0 + ii) : __ldg(A + (i0 + ii) * p.lda + k0 + jj);
+        ra[u] = v;
+    }
+#pragma unroll
+    for (int u = 0; u < 16; u++) {
+        const int e = tid + SG_THREADS * u;
+        const int jj = e >> lgc, rr = e & (nc - 1);
+        float v = 0.0f;
+        if (jj < kl && rr < p.n) v = __ldg(B + (k0 + jj) * p.ldb + rr);
+        rb[u] = v;
+    }
+#pragma unroll
+    for (int u = 0; u < 16; u++) {
+        const int e = tid + SG_THREADS * u;
+        if (e >= SG_TM * tks) break;
+        int ii, jj;
+        if (p.trans) {
+            ii = e & (SG_TM - 1);
+            jj = e >> 5;
+        } else {
+            ii = e >> lg;
+            jj = e & (tks - 1);
+        }
+        As[jj][ii] = ra[u];
+    }
+#pragma unroll
+    for (int u = 0; u < 16; u++) Bs[tid + SG_THREADS * u] = rb[u];
+    __syncthreads();
+    const int lane = tid & 31, ty = tid >> 5;
+    float acc[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
+    if (nc == 32) {
+#pragma unroll 4
+        for (int j = 0; j < kl; j++) {
+            const float b0 = Bs[j * 32 + lane];
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[q][0] = fmaf(As[j][ty * 4 + q], b0, acc[q][0]);
+        }
+    } else {
+#pragma unroll 4
+        for (int j = 0; j < kl; j++) {
+            const float b0 = Bs[j * 64 + lane], b1 = Bs[j * 64 + 32 + lane];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const float a = As[j][ty * 4 + q];
+                acc[q][0] = fmaf(a, b0, acc[q][0]);
+                acc[q][1] = fmaf(a, b1, acc[q][1]);
+            }
+        }
+    }
+    float *C = p.C + t * p.stride_c;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int64_t i = i0 + ty * 4 + q;
+        if (i >= p.m) break;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int r = lane + 32 * c;
+            if (r >= nc || r >= p.n) continue;
+            if (Q.ks == 1) {
+                float *dst = C + i * p.ldc + r;
+                *dst = sg_epilogue(p, L.alpha, L.inv, acc[q][c], t, i, dst);
+            } else {
+                work[Q.part_off + ((t * Q.ks + kb) * p.m + i) * nc + r] = acc[q][c];
+            }
+        }
+    }
+}
+
+__global__ void __launch_bounds__(SG_THREADS) sg_reduce_kernel(const SgLaunch L,
+                                                               const float *__restrict__ work) {
+    int pi = 0;
+    while (pi + 1 < L.count && (int64_t)blockIdx.x >= L.q[pi + 1].red_start) pi++;
+    const SgProb &Q = L.q[pi];
+    const nnpops__sg_problem &p = Q.p;
+    const int64_t e = ((int64_t)blockIdx.x - Q.red_start) * SG_THREADS + threadIdx.x;
+    const int64_t nc = Q.nc;
+    if (e >= p.batch * p.m * nc) return;
+    const int64_t r = e % nc, i = (e / nc) % p.m, t = e / (nc * p.m);
+    if (r >= p.n) return;
+    const float *w = work + Q.part_off + (t * Q.ks * p.m + i) * nc + r;
+    float s = 0.0f;
+    for (int64_t kb = 0; kb < Q.ks; kb++) s += w[kb * p.m * nc];
+    float *dst = p.C + t * p.stride_c + i * p.ldc + r;
+    *dst = sg_epilogue(p, L.alpha, L.inv, s, t, i, dst);
+}
+
+} /* namespace */
+
+extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
+                                                     size_t work_bytes, void *stream) {
+    if (g->count < 0 || g->count > NNPOPS__SG_MAX_PROBLEMS)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "small GEMM: %d problems (at most %d)",
+                            (int)g->count, NNPOPS__SG_MAX_PROBLEMS);
+    if (nnpops__small_gemm_work_bytes(g) > work_bytes)
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "small GEMM: work space of %zu bytes, %zu needed",
+                            work_bytes, nnpops__small_gemm_work_bytes(g));
+    for (int32_t c0 = 0; c0 < g->count; c0 += NNPOPS__SG_PER_LAUNCH) {
+        SgLaunch L;
+        memset(&L, 0, sizeof L);
+        L.alpha = (float)g->alpha;
+        L.inv = (float)(1.0 / g->alpha);
+        int64_t nb = 0, nr = 0, off = 0;
+        for (int32_t q = c0; q < g->count && q < c0 + NNPOPS__SG_PER_LAUNCH; q++) {
+            const nnpops__sg_problem *p = &g->p[q];
+            if (p->m <= 0 || p->n <= 0 || p->batch <= 0) continue;
+            if (p->n > NNPOPS__SG_MAX_COLS || p->m > INT32_MAX || p->k > INT32_MAX)
+                return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                                    "small GEMM: %lld columns (at most %d)", (long long)p->n,
+                                    NNPOPS__SG_MAX_COLS);
+            SgProb &Q = L.q[L.count++];
+            Q.p = *p;
+            nnpops__sg_split(p, &Q.nc, &Q.tks, &Q.ks);
+            Q.mt = (p->m + SG_TM - 1) / SG_TM;
+            Q.gemm_start = nb;
+            Q.red_start = nr;
+            Q.part_off = off;
+            nb += p->batch * Q.ks * Q.mt;
+            if (Q.ks > 1) {
+                nr += (p->batch * p->m * Q.nc + SG_THREADS - 1) / SG_THREADS;
+                off += nnpops__sg_partial_floats(p);
+            }
+        }
+        if (nb == 0) continue;
+        if (nb > INT32_MAX || nr > INT32_MAX)
+            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "small GEMM: grid too large");
+        sg_gemm_kernel<<<(unsigned)nb, SG_THREADS, 0, as_stream(stream)>>>(L, (float *)work);
+        NNPOPS__LAUNCH_CHECK("small GEMM");
+        if (nr > 0) {
+            sg_reduce_kernel<<<(unsigned)nr, SG_THREADS, 0, as_stream(stream)>>>(L,
+                                                                                (const float *)work);
+            NNPOPS__LAUNCH_CHECK("small GEMM (k-slice sums)");
+        }
+    }
+    return NNPOPS_OK;
+}

@@ -26,6 +26,12 @@
  *                      scratch block, and CELU' from the stored activations in place; finally ONE
  *                      GEMM dAEV (cols x L) = dZ0 (cols x Me*h1) . W0 written over the chunk's AEV
  *                      columns (the sum over members is the GEMM's inner dimension).
+ *     Small species (float32 models, 1..NNPOPS__SG_MAX_COLS = 64 atoms of the species; sg_small,
+ *     chosen from the column counts, which the CUDA graph key holds) skip cuBLAS: their networks run
+ *     together through the grouped small-n GEMM (nnpops__small_gemm_cuda_f32, plain FP32 FMA,
+ *     weights streamed once, bias + CELU and CELU' fused into the GEMMs): one grouped launch per
+ *     layer over all small species, forward and backward, the same products as above
+ *     (sg_networks); each small species has its own activation block (32 or 64 columns).
  *  3. AEV adjoint of all columns in one launch: dE/dr of every center-list entry into pair_grad.
  * Option deterministic (step->deterministic): the AEV kernels' fixed-point twins and the output
  * layer with one thread per column summing the members in order (no atomics); cuBLAS GEMMs are
@@ -95,11 +101,45 @@ void nnpops__ani_release_device(nnpops_model *model) {
 /* Work space layout (bytes) of one step. */
 typedef struct ani_layout {
     size_t aev, act, tmp, total;
+    size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
+    int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (32 or 64) */
+    size_t part, part_bytes;               /* partial sums of the small-n GEMMs */
     int64_t ldc;          /* columns of the chunk buffers */
     int64_t act_rows;     /* rows of the activation block */
 } ani_layout;
 
 static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* Species whose networks run through the small-n grouped GEMMs (nnpops__small_gemm_cuda_f32)
+ * instead of cuBLAS: float32 models, 1 .. NNPOPS__SG_MAX_COLS atoms of the species.  Chosen from
+ * the column counts, which are part of the CUDA graph key (core/src/cuda_step.c). */
+static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
+    return a->precision == NNPOPS_FLOAT32 && st->col_count[s] > 0 &&
+           st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
+}
+
+/* Largest partial-sum floats of one of species s's small GEMMs (all members). */
+static int64_t sg_species_partials(const nnpops__ani *a, const nnpops__dstep *st, int s) {
+    const int32_t *w = a->width[s];
+    const int64_t n = st->col_count[s], M = a->ensemble;
+    int64_t best = 0;
+    for (int l = 0; l + 1 < a->n_layers[s]; l++) {
+        nnpops__sg_problem p;
+        memset(&p, 0, sizeof p);
+        p.n = n;
+        p.m = l == 0 ? M * w[1] : w[l + 1];
+        p.k = w[l];
+        p.batch = l == 0 ? 1 : M;
+        int64_t f = nnpops__sg_partial_floats(&p);
+        if (f > best) best = f;
+        /* backward: dA_{l} (w[l] rows) from dZ_{l+1}; the first layer: L rows, k = M * w[1] */
+        p.m = l == 0 ? w[0] : w[l];
+        p.k = l == 0 ? M * w[1] : w[l + 1];
+        f = nnpops__sg_partial_floats(&p);
+        if (f > best) best = f;
+    }
+    return best;
+}
 
 static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     ani_layout L;
@@ -122,6 +162,19 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     cur += al256(es * (size_t)L.act_rows * (size_t)L.ldc);
     L.tmp = cur;
     cur += al256(es * (size_t)a->ensemble * (size_t)a->max_width * (size_t)L.ldc);
+    int64_t parts = 0;
+    for (int s = 0; s < a->n_species; s++) {
+        if (!sg_small(a, st, s)) continue;
+        int64_t r = 0;
+        for (int l = 1; l < a->n_layers[s]; l++) r += a->width[s][l];
+        L.small_ld[s] = st->col_count[s] <= 32 ? 32 : 64;
+        L.small_act[s] = cur;
+        cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
+        parts += sg_species_partials(a, st, s);
+    }
+    L.part = cur;
+    L.part_bytes = sizeof(float) * (size_t)parts;
+    cur += al256(L.part_bytes);
     L.total = cur;
     return L;
 }
@@ -135,6 +188,148 @@ size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dste
         nnpops_status s_ = (x);                                                                   \
         if (s_ != NNPOPS_OK) return s_;                                                           \
     } while (0)
+
+/* The networks of the small species (sg_small) of one step, grouped over species: one grouped
+ * launch per layer of the forward pass (GEMM + bias + CELU), the output layer per species, one per
+ * layer of the backward pass (GEMM + CELU' in place) and one for dE/dAEV (written over the
+ * species' AEV columns).  Same products as the cuBLAS path of nnpops__ani_compute_cuda. */
+static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep *st,
+                                 const ani_layout *L, int64_t Me, int64_t moff) {
+    const nnpops__ani *a = model->impl;
+    const ani_dev *dev = model->device_data;
+    const float *W = dev->arena;
+    float *aev = (float *)((char *)st->work + L->aev);
+    void *part = L->part_bytes ? (char *)st->work + L->part : NULL;
+    const int64_t Lf = a->aev.aev_len, ld = st->n_cols;
+    int maxnl = 0;
+    for (int s = 0; s < a->n_species; s++)
+        if (sg_small(a, st, s) && a->n_layers[s] > maxnl) maxnl = a->n_layers[s];
+    if (maxnl == 0) return NNPOPS_OK;
+    int64_t act_off[NNPOPS__MAX_SPECIES][NNPOPS__ANI_MAX_LAYERS];
+    for (int s = 0; s < a->n_species; s++) {
+        if (!sg_small(a, st, s)) continue;
+        int64_t r = 0;
+        for (int l = 0; l + 1 < a->n_layers[s]; l++) {
+            act_off[s][l] = r;
+            r += Me * a->width[s][l + 1];
+        }
+    }
+#define SACT(s, l) ((float *)((char *)st->work + L->small_act[s]) + act_off[s][l] * L->small_ld[s])
+#define SW(s, l) (W + a->w_off[s][l] + (size_t)moff * a->width[s][(l) + 1] * a->width[s][l])
+#define SB(s, l) (W + a->b_off[s][l] + (size_t)moff * a->width[s][(l) + 1])
+    nnpops__sg_group g;
+    /* forward: hidden layer l of every small species that has it */
+    for (int l = 0; l + 1 < maxnl; l++) {
+        memset(&g, 0, sizeof g);
+        g.alpha = a->alpha;
+        for (int s = 0; s < a->n_species; s++) {
+            if (!sg_small(a, st, s) || l + 1 >= a->n_layers[s]) continue;
+            const int32_t *w = a->width[s];
+            const int64_t lds = L->small_ld[s];
+            nnpops__sg_problem *p = &g.p[g.count++];
+            p->trans = 0;
+            p->epilogue = NNPOPS__SG_BIAS_CELU;
+            p->n = st->col_count[s];
+            p->k = w[l];
+            p->A = SW(s, l);
+            p->lda = w[l];
+            p->bias = SB(s, l);
+            p->C = SACT(s, l);
+            p->ldc = lds;
+            if (l == 0) {
+                p->m = Me * w[1];
+                p->batch = 1;
+                p->B = aev + st->col_start[s];
+                p->ldb = ld;
+            } else {
+                p->m = w[l + 1];
+                p->batch = Me;
+                p->stride_a = (int64_t)w[l + 1] * w[l];
+                p->B = SACT(s, l - 1);
+                p->ldb = lds;
+                p->stride_b = (int64_t)w[l] * lds;
+                p->stride_c = (int64_t)w[l + 1] * lds;
+            }
+        }
+        TRY(nnpops__small_gemm_cuda_f32(&g, part, L->part_bytes, st->stream));
+    }
+    /* output layers, energies, backward seeds */
+    for (int s = 0; s < a->n_species; s++) {
+        if (!sg_small(a, st, s)) continue;
+        const int lo = a->n_layers[s] - 1;
+        nnpops__ani_output_args oa = {
+            .n = st->col_count[s],
+            .members = (int32_t)Me,
+            .width = a->width[s][lo],
+            .alpha = a->alpha,
+            .lda = L->small_ld[s],
+            .need_grad = st->need_grad,
+            .member_offset = (int32_t)moff,
+            .ensemble = a->ensemble,
+            .member = st->member,
+            .self_energy = a->self_energy[s],
+            .centers = st->centers + st->col_start[s],
+            .atom_energy = st->atom_energy,
+            .member_energy = st->member_atom_energy,
+            .deterministic = st->deterministic,
+        };
+        TRY(nnpops__ani_output_cuda_f32(&oa, SW(s, lo), SB(s, lo), SACT(s, lo - 1), st->stream));
+    }
+    if (!st->need_grad) return NNPOPS_OK;
+    /* backward through the hidden layers: step d handles layer n_layers - 2 - d of each species */
+    for (int d = 0; d + 2 < maxnl; d++) {
+        memset(&g, 0, sizeof g);
+        g.alpha = a->alpha;
+        for (int s = 0; s < a->n_species; s++) {
+            if (!sg_small(a, st, s)) continue;
+            const int l = a->n_layers[s] - 2 - d;
+            if (l < 1) continue;
+            const int32_t *w = a->width[s];
+            const int64_t lds = L->small_ld[s];
+            nnpops__sg_problem *p = &g.p[g.count++];
+            p->trans = 1;
+            p->epilogue = NNPOPS__SG_CELU_ACT;
+            p->m = w[l];
+            p->k = w[l + 1];
+            p->n = st->col_count[s];
+            p->batch = Me;
+            p->A = SW(s, l);
+            p->lda = w[l];
+            p->stride_a = (int64_t)w[l + 1] * w[l];
+            p->B = SACT(s, l);
+            p->ldb = lds;
+            p->stride_b = (int64_t)w[l + 1] * lds;
+            p->C = SACT(s, l - 1);
+            p->ldc = lds;
+            p->stride_c = (int64_t)w[l] * lds;
+        }
+        if (g.count) TRY(nnpops__small_gemm_cuda_f32(&g, part, L->part_bytes, st->stream));
+    }
+    /* dE/dAEV = sum over members of dZ0_m . W0_m, over the species' AEV columns */
+    memset(&g, 0, sizeof g);
+    g.alpha = a->alpha;
+    for (int s = 0; s < a->n_species; s++) {
+        if (!sg_small(a, st, s)) continue;
+        const int32_t *w = a->width[s];
+        nnpops__sg_problem *p = &g.p[g.count++];
+        p->trans = 1;
+        p->epilogue = NNPOPS__SG_STORE;
+        p->m = Lf;
+        p->k = Me * w[1];
+        p->n = st->col_count[s];
+        p->batch = 1;
+        p->A = SW(s, 0);
+        p->lda = Lf;
+        p->B = SACT(s, 0);
+        p->ldb = L->small_ld[s];
+        p->C = aev + st->col_start[s];
+        p->ldc = ld;
+    }
+#undef SACT
+#undef SW
+#undef SB
+    return nnpops__small_gemm_cuda_f32(&g, part, L->part_bytes, st->stream);
+}
 
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *st) {
     const nnpops__ani *a = model->impl;
@@ -170,9 +365,10 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     const int all = st->member < 0 || st->member_atom_energy != NULL;
     const int64_t Me = all ? a->ensemble : 1;
     const int64_t moff = all ? 0 : st->member;
+    if (!f64) TRY(sg_networks(model, st, &L, Me, moff));
     for (int s = 0; s < a->n_species; s++) {
         const int64_t ns = st->col_count[s];
-        if (ns <= 0) continue;
+        if (ns <= 0 || sg_small(a, st, s)) continue;
         const int nl = a->n_layers[s];
         const int32_t *w = a->width[s];
         if (nl < 2)

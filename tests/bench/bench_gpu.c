@@ -18,7 +18,9 @@
  * the whole search (every kernel, scan and memset it enqueues), timed with CUDA events.
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
- *                  [--steps K] [--md FILE]
+ *                  [--small] [--steps K] [--md FILE]
+ * --small: only the small rows (13 and 98 atoms, the 1,000 x 13 batch, 1hz5, water 10^3), no
+ * neighbor-list part.
  * (needs NNPOPS_MODEL_PATH with ani2x and NNPOPS_SHARED_DIR with reference/ and structures/)
  */
 #include <math.h>
@@ -282,13 +284,14 @@ static void bench_neighbors(int64_t n, FILE *md) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0;
+    int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0, small = 0;
     const char *md_path = NULL, *only = NULL;
     for (int k = 1; k < argc; k++) {
         if (!strcmp(argv[k], "--quick")) quick = 1;
         else if (!strcmp(argv[k], "--skip-million")) skip_million = 1;
         else if (!strcmp(argv[k], "--no-neighbors")) no_nbr = 1;
         else if (!strcmp(argv[k], "--no-graphs")) g_no_graphs = 1;
+        else if (!strcmp(argv[k], "--small")) small = no_nbr = 1;
         else if (!strcmp(argv[k], "--md") && k + 1 < argc) md_path = argv[++k];
         else if (!strcmp(argv[k], "--only") && k + 1 < argc) only = argv[++k];
         else if (!strcmp(argv[k], "--steps") && k + 1 < argc) steps_opt = atoi(argv[++k]);
@@ -378,6 +381,8 @@ int main(int argc, char **argv) {
     if (md) fprintf(md, "%s\n", hdr);
     for (int k = 0; k < ns; k++) {
         if (only && !strstr(list[k].name, only)) continue;
+        if (small && list[k].n > 13000) continue;
+        if (small && list[k].periodic && list[k].n != 3000) continue;
         const int steps = steps_opt > 0 ? steps_opt : (list[k].n > 500000 ? 20 : (quick ? 20 : 50));
         bench_system(m, &list[k], steps, md);
     }

@@ -18,6 +18,7 @@
  *   celu               CELU forward / backward
  *   fused              bias + CELU, CELU' from activations, the ensemble output layer (mean,
  *                      one member among all, one member alone)
+ *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
  */
 #include <math.h>
@@ -1009,6 +1010,120 @@ static int case_reduce(void) {
     return 0;
 }
 
+/* The small-n grouped GEMM against its CPU twin: one group of problems of every kind (forward
+ * with bias + CELU, first-layer and strided-batched shapes; backward with CELU' in place; the
+ * plain store of dE/dAEV), n from 1 to 64, k from 5 to 2048 (one and several k-slices), twice:
+ * as one launch and split over two launches (more problems than NNPOPS__SG_PER_LAUNCH).  The
+ * columns n .. ld of B hold NaN (must not be read) and those of C a sentinel (must not be
+ * written). */
+static int case_small_gemm(void) {
+    const struct {
+        int trans, epi;
+        int64_t m, k, n, batch;
+    } shapes[] = {
+        {0, NNPOPS__SG_BIAS_CELU, 2048, 1008, 13, 1}, {0, NNPOPS__SG_BIAS_CELU, 192, 256, 45, 8},
+        {0, NNPOPS__SG_BIAS_CELU, 70, 5, 1, 3},       {1, NNPOPS__SG_CELU_ACT, 256, 192, 64, 8},
+        {1, NNPOPS__SG_CELU_ACT, 100, 150, 32, 2},    {1, NNPOPS__SG_STORE, 1008, 2048, 29, 1},
+        {1, NNPOPS__SG_STORE, 37, 130, 33, 1},        {0, NNPOPS__SG_STORE, 33, 64, 7, 2},
+        {0, NNPOPS__SG_BIAS_CELU, 160, 192, 50, 8},   {1, NNPOPS__SG_CELU_ACT, 31, 129, 64, 1},
+    };
+    const int np = (int)(sizeof shapes / sizeof shapes[0]);
+    double worst = 0;
+    for (int split = 0; split < 2; split++) {
+        nnpops__sg_group gh, gd;
+        memset(&gh, 0, sizeof gh);
+        memset(&gd, 0, sizeof gd);
+        gh.alpha = gd.alpha = 0.1;
+        const int count = split ? np : NNPOPS__SG_PER_LAUNCH;
+        float *hA[16], *hB[16], *hC[16], *hb[16], *dA[16], *dB[16], *dC[16], *db[16];
+        int64_t nc[16];
+        for (int q = 0; q < count; q++) {
+            const int64_t m = shapes[q].m, k = shapes[q].k, n = shapes[q].n, bt = shapes[q].batch;
+            const int64_t lda = (shapes[q].trans ? m : k) + 3, ldb = n + 5, ldc = n + 7;
+            const int64_t sa = (shapes[q].trans ? k : m) * lda + 11, sb = k * ldb + 2,
+                          sc = m * ldc + 9;
+            nc[q] = bt * sc;
+            hA[q] = malloc(sizeof(float) * bt * sa);
+            hB[q] = malloc(sizeof(float) * bt * sb);
+            hC[q] = malloc(sizeof(float) * bt * sc);
+            hb[q] = malloc(sizeof(float) * bt * m);
+            fill(hA[q], 0, bt * sa, -0.1, 0.1);
+            fill(hB[q], 0, bt * sb, -1, 1);
+            fill(hC[q], 0, bt * sc, -2, 2);
+            fill(hb[q], 0, bt * m, -0.5, 0.5);
+            for (int64_t t = 0; t < bt; t++)
+                for (int64_t j = 0; j < k; j++)
+                    for (int64_t r = n; r < ldb; r++) hB[q][t * sb + j * ldb + r] = NAN;
+            for (int64_t t = 0; t < bt; t++)
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t r = n; r < ldc; r++) hC[q][t * sc + i * ldc + r] = 12345.0f;
+            dA[q] = dup_to_device(hA[q], sizeof(float) * bt * sa);
+            dB[q] = dup_to_device(hB[q], sizeof(float) * bt * sb);
+            dC[q] = dup_to_device(hC[q], sizeof(float) * bt * sc);
+            db[q] = dup_to_device(hb[q], sizeof(float) * bt * m);
+            nnpops__sg_problem p = {shapes[q].trans, shapes[q].epi, m, k, n, bt, hA[q], lda, sa,
+                                    hB[q], ldb, sb, hC[q], ldc, sc,
+                                    shapes[q].epi == NNPOPS__SG_BIAS_CELU && q != 2 ? hb[q] : NULL};
+            gh.p[gh.count++] = p;
+            p.A = dA[q];
+            p.B = dB[q];
+            p.C = dC[q];
+            p.bias = p.bias ? db[q] : NULL;
+            gd.p[gd.count++] = p;
+        }
+        const size_t wb = nnpops__small_gemm_work_bytes(&gd);
+        void *work = wb ? dalloc(wb) : NULL;
+        nnpops__small_gemm_cpu_f32(&gh);
+        CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, work, wb, g_stream));
+        for (int q = 0; q < count; q++) {
+            float *g = malloc(sizeof(float) * nc[q]);
+            to_host(g, dC[q], sizeof(float) * nc[q]);
+            const nnpops__sg_problem *p = &gh.p[q];
+            int sentinel_ok = 1;
+            for (int64_t t = 0; t < p->batch; t++)
+                for (int64_t i = 0; i < p->m; i++)
+                    for (int64_t r = p->n; r < p->ldc; r++)
+                        if (g[t * p->stride_c + i * p->ldc + r] != 12345.0f) sentinel_ok = 0;
+            CHECK(sentinel_ok);
+            char what[96];
+            snprintf(what, sizeof what, "small GEMM %s %lldx%lldx%lld batch %lld epi %d%s",
+                     p->trans ? "T" : "N", (long long)p->m, (long long)p->k, (long long)p->n,
+                     (long long)p->batch, p->epilogue, split ? " (2 launches)" : "");
+            for (int64_t t = 0; t < p->batch; t++)
+                worst = fmax(worst, cmp_any(what, 0, g + t * p->stride_c, hC[q] + t * p->stride_c,
+                                            p->m, p->n, p->ldc, 2e-4, 1e-4));
+            free(g);
+        }
+        if (!split) {
+            /* deterministic: a re-run of problem 0 gives the same bits */
+            float *g1 = malloc(sizeof(float) * nc[0]), *g2 = malloc(sizeof(float) * nc[0]);
+            to_host(g1, dC[0], sizeof(float) * nc[0]);
+            nnpops__sg_group one = gd;
+            one.count = 1;
+            CUDA_CHECK(cudaMemcpy(dC[0], hC[0], 4, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CHECK_OK(nnpops__small_gemm_cuda_f32(&one, work, wb, g_stream));
+            to_host(g2, dC[0], sizeof(float) * nc[0]);
+            CHECK(memcmp(g1, g2, sizeof(float) * nc[0]) == 0);
+            free(g1);
+            free(g2);
+        }
+        for (int q = 0; q < count; q++) {
+            free(hA[q]);
+            free(hB[q]);
+            free(hC[q]);
+            free(hb[q]);
+            cudaFree(dA[q]);
+            cudaFree(dB[q]);
+            cudaFree(dC[q]);
+            cudaFree(db[q]);
+        }
+        if (work) cudaFree(work);
+    }
+    CHECK(worst <= 1.0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s CASE\n", argv[0]);
@@ -1027,6 +1142,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "celu")) r = case_celu();
     else if (!strcmp(c, "fused")) r = case_fused();
     else if (!strcmp(c, "reduce")) r = case_reduce();
+    else if (!strcmp(c, "small_gemm")) r = case_small_gemm();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
