@@ -1,0 +1,206 @@
+/*
+ * soak.c - long runs that must not grow memory: many steps of one context, with the resident
+ * set size (RSS, from /proc/self/statm) recorded after a warm-up and at the end; the end may
+ * exceed the warm-up value by at most 5 % (buffers grow to the largest step seen and are then
+ * reused: a leak or a buffer that grows with the step count fails this).
+ *
+ * Usage: soak small [STEPS [MODEL]]   a water cluster of 24 atoms (8 molecules), jittered every
+ *                                     step; default 100000 steps
+ *        soak large [STEPS [MODEL]]   a periodic water box of 10002 atoms at 1 g/cm^3 whose
+ *                                     molecule count changes every step (90..100 %); default
+ *                                     1000 steps
+ * MODEL defaults to ani1x (NNPOPS_MODEL_PATH).  Every step computes energy, forces and virial
+ * and checks that they are finite.  Warm-up: 1 % of the steps (at least 10), the first of them at
+ * the largest size of the run, so that every buffer reaches its final size.  The log (stdout)
+ * is what tests/bench/results/soak-cpu-<date>.log holds.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static double rss_mib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    CHECK(f != NULL);
+    CHECK(fscanf(f, "%ld %ld", &size, &resident) == 2);
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One water molecule at `c` with a random orientation (O-H 0.96 angstrom, H-O-H 104.5 deg). */
+static void water(double *x, const double *c, unsigned long long *seed) {
+    double u[3], v[3], w[3];
+    for (;;) { /* a random unit vector u and a unit vector v perpendicular to it */
+        for (int d = 0; d < 3; d++) u[d] = 2 * test_rand(seed) - 1;
+        double n = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
+        if (n > 0.1 && n < 1) {
+            for (int d = 0; d < 3; d++) u[d] /= n;
+            break;
+        }
+    }
+    w[0] = 0.3, w[1] = -0.7, w[2] = 0.5;
+    v[0] = u[1] * w[2] - u[2] * w[1];
+    v[1] = u[2] * w[0] - u[0] * w[2];
+    v[2] = u[0] * w[1] - u[1] * w[0];
+    double n = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    for (int d = 0; d < 3; d++) v[d] /= n;
+    const double half = 0.5 * 104.5 * 3.14159265358979 / 180.0, r = 0.96;
+    for (int d = 0; d < 3; d++) {
+        x[d] = c[d];
+        x[3 + d] = c[d] + r * (cos(half) * u[d] + sin(half) * v[d]);
+        x[6 + d] = c[d] + r * (cos(half) * u[d] - sin(half) * v[d]);
+    }
+}
+
+typedef struct run {
+    const char *kind;
+    long steps;
+    int64_t max_atoms;
+    int periodic;
+    double cell[9];
+    int32_t *z;
+    double *x0, *x;         /* reference and jittered positions */
+    double *f, w[9];
+} run;
+
+static void setup_small(run *r) {
+    enum { MOL = 8 };
+    r->max_atoms = 3 * MOL;
+    r->periodic = 0;
+    unsigned long long seed = 42;
+    for (int m = 0; m < MOL; m++) {
+        const double c[3] = {3.0 * (m % 2), 3.0 * (m / 2 % 2), 3.0 * (m / 4)};
+        water(r->x0 + 9 * m, c, &seed);
+    }
+}
+
+static void setup_large(run *r) {
+    enum { SIDE = 15, MOL = 3334 };
+    const double a = 3.1; /* 15^3 lattice sites of 3.1 angstrom: 46.5 angstrom box */
+    r->max_atoms = 3 * MOL;
+    r->periodic = 1;
+    memset(r->cell, 0, sizeof r->cell);
+    r->cell[0] = r->cell[4] = r->cell[8] = SIDE * a;
+    unsigned long long seed = 7;
+    for (int m = 0; m < MOL; m++) {
+        const double c[3] = {a * (m % SIDE) + 0.5, a * (m / SIDE % SIDE) + 0.5, a * (m / (SIDE * SIDE)) + 0.5};
+        water(r->x0 + 9 * m, c, &seed);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || (strcmp(argv[1], "small") && strcmp(argv[1], "large"))) {
+        fprintf(stderr, "usage: %s small|large [STEPS [MODEL]]\n", argv[0]);
+        return 2;
+    }
+    run r;
+    memset(&r, 0, sizeof r);
+    r.kind = argv[1];
+    const int large = strcmp(r.kind, "large") == 0;
+    r.steps = argc > 2 ? atol(argv[2]) : (large ? 1000 : 100000);
+    const char *model_name = argc > 3 ? argv[3] : "ani1x";
+    CHECK(r.steps >= 20);
+    const int64_t cap = large ? 3 * 3334 : 24;
+    r.z = malloc(sizeof(int32_t) * cap);
+    r.x0 = malloc(sizeof(double) * 3 * cap);
+    r.x = malloc(sizeof(double) * 3 * cap);
+    r.f = malloc(sizeof(double) * 3 * cap);
+    CHECK(r.z && r.x0 && r.x && r.f);
+    if (large) setup_large(&r);
+    else setup_small(&r);
+    for (int64_t i = 0; i < r.max_atoms; i++) r.z[i] = i % 3 == 0 ? 8 : 1;
+
+    nnpops_model *m = NULL;
+    nnpops_status st = nnpops_model_load(model_name, "cpu", NNPOPS_FLOAT32, &m);
+    if (st == NNPOPS_ERROR_MODEL_NOT_FOUND) return test_missing_data(model_name);
+    CHECK_OK(st);
+    nnpops_context *ctx = NULL;
+    CHECK_OK(nnpops_context_create(m, &ctx));
+
+    const long warmup = r.steps / 100 > 10 ? r.steps / 100 : 10;
+    const uint8_t pbc[3] = {1, 1, 1};
+    unsigned long long seed = 12345;
+    double rss_start = rss_mib(), rss_warm = 0.0, rss_peak = 0.0, e_min = HUGE_VAL, e_max = -HUGE_VAL;
+    double t0 = now(), t_warm = 0.0;
+    int64_t atoms_min = r.max_atoms, atoms_sum = 0;
+    printf("soak %s: model %s (float32), %ld steps, up to %lld atoms%s, warm-up %ld steps\n",
+           r.kind, model_name, r.steps, (long long)r.max_atoms, r.periodic ? " (periodic)" : "",
+           warmup);
+    printf("  RSS before the first step: %.1f MiB\n", rss_start);
+    fflush(stdout);
+    for (long step = 0; step < r.steps; step++) {
+        /* the atom count: whole molecules, 90..100 % of the largest (large runs only) */
+        int64_t n = r.max_atoms;
+        if (large && step > 0) {
+            const int64_t mol = r.max_atoms / 3;
+            n = 3 * (mol - (int64_t)(test_rand(&seed) * 0.1 * (double)mol));
+        }
+        if (n < atoms_min) atoms_min = n;
+        atoms_sum += n;
+        for (int64_t k = 0; k < 3 * n; k++) r.x[k] = r.x0[k] + 0.02 * (test_rand(&seed) - 0.5);
+        double e = NAN;
+        nnpops_inputs in = {sizeof in, n, -1, 1, r.z, r.x, NULL, r.periodic ? r.cell : NULL,
+                            r.periodic ? pbc : NULL};
+        nnpops_outputs out = {sizeof out, &e, r.f, r.w, NULL, NULL, NULL};
+        st = nnpops_compute(ctx, &in, &out);
+        if (st != NNPOPS_OK) {
+            fprintf(stderr, "step %ld (%lld atoms): %s: %s\n", step, (long long)n,
+                    nnpops_status_name(st), nnpops_last_error());
+            return 1;
+        }
+        CHECK(isfinite(e) && isfinite(r.f[0]) && isfinite(r.w[0]));
+        if (e < e_min) e_min = e;
+        if (e > e_max) e_max = e;
+        const double rss = rss_mib();
+        if (rss > rss_peak) rss_peak = rss;
+        if (step + 1 == warmup) {
+            rss_warm = rss;
+            t_warm = now();
+            printf("  after warm-up (step %ld): RSS %.1f MiB\n", step + 1, rss_warm);
+            fflush(stdout);
+        }
+        if (step + 1 > warmup && (step + 1) % (r.steps / 10) == 0) {
+            printf("  step %7ld: RSS %.1f MiB, %.3f ms/step\n", step + 1, rss,
+                   1e3 * (now() - t_warm) / (double)(step + 1 - warmup));
+            fflush(stdout);
+        }
+    }
+    const double rss_end = rss_mib(), t_end = now();
+    nnpops_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    CHECK_OK(nnpops_context_stats(ctx, &stats));
+    const double growth = (rss_end - rss_warm) / rss_warm;
+    printf("  atoms per step: %lld..%lld (mean %.0f); energies %.6f..%.6f eV\n",
+           (long long)atoms_min, (long long)r.max_atoms, (double)atoms_sum / (double)r.steps, e_min,
+           e_max);
+    printf("  context: %lld steps, %lld neighbor-buffer growths, pair capacity %lld\n",
+           (long long)stats.steps, (long long)stats.neighbor_rebuilds, (long long)stats.pair_capacity);
+    printf("  time: %.1f s in all, %.3f ms/step after warm-up\n", t_end - t0,
+           1e3 * (t_end - t_warm) / (double)(r.steps - warmup));
+    printf("  RSS: warm-up %.1f MiB, end %.1f MiB, peak %.1f MiB: growth %+.2f %% (limit +5 %%)\n",
+           rss_warm, rss_end, rss_peak, 100.0 * growth);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    free(r.z);
+    free(r.x0);
+    free(r.x);
+    free(r.f);
+    const int ok = growth <= 0.05;
+    printf("soak %s: %s\n", r.kind, ok ? "PASS" : "FAIL (memory grew)");
+    return ok ? 0 : 1;
+}
