@@ -107,14 +107,6 @@ struct nnpops__cuda_ctx {
     graph_key key;
 };
 
-#define CUDA_TRY(call)                                                                            \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,    \
-                                cudaGetErrorString(e_));                                          \
-    } while (0)
-
 #define TRY(x)                                                                                    \
     do {                                                                                          \
         nnpops_status s_ = (x);                                                                   \
@@ -223,7 +215,7 @@ static nnpops_status grow_device(nnpops__cuda_ctx *c, size_t bytes) {
     size_t want = c->dev_bytes + c->dev_bytes / 2;
     if (want < bytes) want = bytes;
     want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-    CUDA_TRY(cudaStreamSynchronize(c->stream));
+    NNPOPS__CUDA_CALL(cudaStreamSynchronize(c->stream));
     if (c->dev) cudaFree(c->dev);
     c->dev = NULL;
     c->dev_bytes = 0;
@@ -354,8 +346,8 @@ static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, st
     nnpops__dev_status *dstatus = (nnpops__dev_status *)(d + L->status);
 
     /* 1-2: inputs in, outputs zeroed */
-    CUDA_TRY(cudaMemcpyAsync(d, c->pin_in, L->in_bytes, cudaMemcpyHostToDevice, c->stream));
-    CUDA_TRY(cudaMemsetAsync(d + L->out0, 0, L->zero_end - L->out0, c->stream));
+    NNPOPS__CUDA_CALL(cudaMemcpyAsync(d, c->pin_in, L->in_bytes, cudaMemcpyHostToDevice, c->stream));
+    NNPOPS__CUDA_CALL(cudaMemsetAsync(d + L->out0, 0, L->zero_end - L->out0, c->stream));
 
     /* 3: center lists */
     nnpops__nbr_in nin = {
@@ -430,7 +422,7 @@ static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, st
                                            (double *)(d + L->member_e), c->stream));
 
     /* 6: results out */
-    CUDA_TRY(cudaMemcpyAsync(c->pin_out, d + L->out0, L->d2h_end - L->out0, cudaMemcpyDeviceToHost,
+    NNPOPS__CUDA_CALL(cudaMemcpyAsync(c->pin_out, d + L->out0, L->d2h_end - L->out0, cudaMemcpyDeviceToHost,
                              c->stream));
     return NNPOPS_OK;
 }
@@ -477,7 +469,7 @@ static nnpops_status launch_step(nnpops__cuda_ctx *c, const nnpops_model *m, ste
     graph_key_of(c, P, &key);
     const int same = c->have_key && memcmp(&key, &c->key, sizeof key) == 0;
     if (same && c->have_graph) {
-        CUDA_TRY(cudaGraphLaunch(c->graph_exec, c->stream));
+        NNPOPS__CUDA_CALL(cudaGraphLaunch(c->graph_exec, c->stream));
         g->stats->graph_replays++;
         return NNPOPS_OK;
     }
@@ -522,7 +514,7 @@ static nnpops_status launch_step(nnpops__cuda_ctx *c, const nnpops_model *m, ste
     c->graph_exec = exec;
     c->have_graph = 1;
     g->stats->graph_captures++;
-    CUDA_TRY(cudaGraphLaunch(c->graph_exec, c->stream));
+    NNPOPS__CUDA_CALL(cudaGraphLaunch(c->graph_exec, c->stream));
     return NNPOPS_OK;
 }
 
@@ -620,7 +612,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
             c->blas_work = (char *)c->dev + L->blas_work;
         }
         TRY(launch_step(c, m, &P, g));
-        CUDA_TRY(cudaStreamSynchronize(c->stream));
+        NNPOPS__CUDA_CALL(cudaStreamSynchronize(c->stream));
 
         const char *o = (const char *)c->pin_out - L->out0; /* arena offsets index the staging */
         nnpops__dev_status s;

@@ -359,4 +359,18 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #endif /* NNPOPS_HAVE_CUDA */
 /* ==== end of the CUDA backend block ============================================================ */
 
+
+#ifdef NNPOPS_HAVE_CUDA
+#include <cuda_runtime_api.h>
+/* Returns NNPOPS_ERROR_CUDA from the calling function when a CUDA runtime call fails, naming the
+ * call site and CUDA's reason (host code of the GPU path, C and CUDA C++ alike). */
+#define NNPOPS__CUDA_CALL(call)                                                                   \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess)                                                                    \
+            return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,    \
+                                cudaGetErrorString(e_));                                          \
+    } while (0)
+#endif
+
 #endif /* NNPOPS_INTERNAL_H */

@@ -29,14 +29,6 @@ extern "C" {
                                 cudaGetErrorString(e_));                                          \
     } while (0)
 
-#define NNPOPS__CUDA_CALL(call)                                                                   \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,    \
-                                cudaGetErrorString(e_));                                          \
-    } while (0)
-
 namespace nnpops_cuda {
 
 static inline cudaStream_t as_stream(void *s) { return (cudaStream_t)s; }

@@ -56,14 +56,6 @@ typedef struct ani_dev {
     size_t bytes;
 } ani_dev;
 
-#define CUDA_TRY(call)                                                                            \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #call,    \
-                                cudaGetErrorString(e_));                                          \
-    } while (0)
-
 nnpops_status nnpops__ani_upload(nnpops_model *model) {
     const nnpops__ani *a = model->impl;
     ani_dev *d = calloc(1, sizeof *d);
