@@ -16,39 +16,8 @@
 #include <time.h>
 
 #include "check.h"
+#include "tmpfiles.h"
 #include "internal.h"
-
-/* ---- temporary files ------------------------------------------------------------------------- */
-
-static char tmp_root[512];
-static char created[64][1024];
-static int n_created;
-
-static void cleanup(void) {
-    for (int i = n_created - 1; i >= 0; i--) remove(created[i]);
-}
-
-static const char *tmp_file(const char *name) {
-    if (!tmp_root[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(tmp_root, sizeof tmp_root, "%s/nnpops-unit-XXXXXX", base && *base ? base : "/tmp");
-        CHECK(mkdtemp(tmp_root) != NULL);
-        snprintf(created[n_created++], sizeof created[0], "%s", tmp_root);
-        atexit(cleanup);
-    }
-    CHECK(n_created < 64);
-    snprintf(created[n_created], sizeof created[0], "%s/%s", tmp_root, name);
-    return created[n_created++];
-}
-
-static const char *write_file(const char *name, const char *text) {
-    const char *path = tmp_file(name);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    CHECK(fwrite(text, 1, strlen(text), f) == strlen(text));
-    CHECK(fclose(f) == 0);
-    return path;
-}
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -512,7 +481,7 @@ static int case_json(void) {
 }
 
 static int case_load_file(void) {
-    const char *path = write_file("ok.yaml", "x: 1\n"
+    const char *path = test_write_text("ok.yaml", "x: 1\n"
                                              "y: [a, b]\n"
                                              "z: oops: no\n");
     nnpops__cfg *cfg = NULL;
@@ -520,13 +489,13 @@ static int case_load_file(void) {
     CHECK_ERROR_HAS(path);
     CHECK_ERROR_HAS(":3:");
 
-    path = write_file("good.yaml", "x: 1\ny: [a, b]\n");
+    path = test_write_text("good.yaml", "x: 1\ny: [a, b]\n");
     CHECK_OK(nnpops__cfg_load(path, &cfg));
     CHECK(strcmp(nnpops__cfg_file(cfg), path) == 0);
     CHECK(nnpops__cfg_len(cfg, get(cfg, "y")) == 2);
     nnpops__cfg_free(cfg);
 
-    const char *missing = tmp_file("missing.yaml");
+    const char *missing = test_tmp_path("missing.yaml");
     CHECK_STATUS(nnpops__cfg_load(missing, &cfg), NNPOPS_ERROR_IO);
     CHECK(cfg == NULL);
     CHECK_ERROR_HAS(missing);
@@ -535,7 +504,7 @@ static int case_load_file(void) {
 }
 
 static int case_too_large(void) {
-    const char *path = tmp_file("huge.yaml");
+    const char *path = test_tmp_path("huge.yaml");
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
     CHECK(fputs("a: 1\n", f) >= 0);

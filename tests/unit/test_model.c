@@ -18,49 +18,8 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "tmpfiles.h"
 #include "internal.h"
-
-/* ---- temporary files ------------------------------------------------------------------------- */
-
-static char tmp_root[512];
-static char created[128][1024];
-static int n_created;
-
-static void cleanup(void) {
-    for (int i = n_created - 1; i >= 0; i--) remove(created[i]);
-}
-
-static const char *tmp_path(const char *name) {
-    if (!tmp_root[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(tmp_root, sizeof tmp_root, "%s/nnpops-unit-XXXXXX", base && *base ? base : "/tmp");
-        CHECK(mkdtemp(tmp_root) != NULL);
-        snprintf(created[n_created++], sizeof created[0], "%s", tmp_root);
-        atexit(cleanup);
-    }
-    CHECK(n_created < 128);
-    snprintf(created[n_created], sizeof created[0], "%s/%s", tmp_root, name);
-    return created[n_created++];
-}
-
-static const char *make_dir(const char *name) {
-    const char *path = tmp_path(name);
-    CHECK(mkdir(path, 0700) == 0);
-    return path;
-}
-
-static const char *write_bytes(const char *name, const void *bytes, size_t len) {
-    const char *path = tmp_path(name);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    CHECK(len == 0 || fwrite(bytes, 1, len, f) == len);
-    CHECK(fclose(f) == 0);
-    return path;
-}
-
-static const char *write_text(const char *name, const char *text) {
-    return write_bytes(name, text, strlen(text));
-}
 
 /* ---- model texts ----------------------------------------------------------------------------- */
 
@@ -93,7 +52,7 @@ static char *lj_text(int line, const char *text) {
 }
 
 static const char *write_lj(const char *name, int line, const char *text) {
-    return write_text(name, lj_text(line, text));
+    return test_write_text(name, lj_text(line, text));
 }
 
 /* Loads `path` expecting `status` and a message holding `needle` (and, for files, the path). */
@@ -168,7 +127,7 @@ static const char *write_weights(const char *name, const tensor_spec *t, int n, 
         float v = 0.01f * (float)k;
         memcpy(buf + 8 + o + 4 * k, &v, 4);
     }
-    const char *path = write_bytes(name, buf, total);
+    const char *path = test_write_bytes(name, buf, total);
     nnpops__sha256_hex(buf, total, sha);
     free(buf);
     return path;
@@ -207,7 +166,7 @@ static const char *write_ani(const char *name, const char *wfile, const char *sh
              "    H: [4, 3, 1]\n"
              "  tensors: \"m{member}.{element}.l{layer}.{kind}\"\n",
              weights);
-    return write_text(name, text);
+    return test_write_text(name, text);
 }
 
 /* ---- cases: loading and resolution ----------------------------------------------------------- */
@@ -233,7 +192,7 @@ static int case_lj_ok(void) {
     nnpops_model_destroy(m);
 
     /* block style, other units, float32, device "cpu" */
-    path = write_text("lj2.yaml", "format: nnpops-model\n"
+    path = test_write_text("lj2.yaml", "format: nnpops-model\n"
                                   "format_version: 1\n"
                                   "name: lj2\n"
                                   "type: lj\n"
@@ -259,15 +218,15 @@ static int case_lj_ok(void) {
 }
 
 static int case_search_path(void) {
-    const char *a = make_dir("a");
-    const char *b = make_dir("b");
-    const char *cache = make_dir("cache");
-    make_dir("cache/nnpops");
-    const char *cache_models = make_dir("cache/nnpops/models");
-    make_dir("home");
-    make_dir("home/.cache");
-    make_dir("home/.cache/nnpops");
-    const char *home_models = make_dir("home/.cache/nnpops/models");
+    const char *a = test_make_dir("a");
+    const char *b = test_make_dir("b");
+    const char *cache = test_make_dir("cache");
+    test_make_dir("cache/nnpops");
+    const char *cache_models = test_make_dir("cache/nnpops/models");
+    test_make_dir("home");
+    test_make_dir("home/.cache");
+    test_make_dir("home/.cache/nnpops");
+    const char *home_models = test_make_dir("home/.cache/nnpops/models");
     const char *in_b = write_lj("b/mylj.yaml", 0, NULL);
     const char *in_a = write_lj("a/both.yaml", 4, "name: from-a");
     write_lj("b/both.yaml", 4, "name: from-b");
@@ -296,7 +255,7 @@ static int case_search_path(void) {
 
     /* an empty XDG_CACHE_HOME means $HOME/.cache */
     char home[1100];
-    snprintf(home, sizeof home, "%s/home", tmp_root);
+    snprintf(home, sizeof home, "%s/home", test_tmp_root);
     CHECK(setenv("HOME", home, 1) == 0);
     CHECK(setenv("XDG_CACHE_HOME", "", 1) == 0);
     CHECK_OK(nnpops_model_load("homed", "cpu", NNPOPS_FLOAT64, &m));
@@ -313,10 +272,10 @@ static int case_search_path(void) {
 }
 
 static int case_not_found_ani(void) {
-    const char *a = make_dir("x");
+    const char *a = test_make_dir("x");
     char env[2048], cache[1100];
     snprintf(env, sizeof env, "%s::/nonexistent/dir", a);
-    snprintf(cache, sizeof cache, "%s/xdg", tmp_root);
+    snprintf(cache, sizeof cache, "%s/xdg", test_tmp_root);
     CHECK(setenv("NNPOPS_MODEL_PATH", env, 1) == 0);
     CHECK(setenv("XDG_CACHE_HOME", cache, 1) == 0);
     expect_fail("ani2x", NNPOPS_ERROR_MODEL_NOT_FOUND, "model 'ani2x' not found");
@@ -334,7 +293,7 @@ static int case_not_found_ani(void) {
 
 static int case_not_found_generic(void) {
     CHECK(setenv("NNPOPS_MODEL_PATH", "", 1) == 0);
-    CHECK(setenv("XDG_CACHE_HOME", tmp_path("nothing"), 1) == 0);
+    CHECK(setenv("XDG_CACHE_HOME", test_tmp_path("nothing"), 1) == 0);
     expect_fail("mymodel", NNPOPS_ERROR_MODEL_NOT_FOUND, "model 'mymodel' not found");
     CHECK_ERROR_HAS("pass the path of its YAML file");
     CHECK_ERROR_HAS("/nothing/nnpops/models");
@@ -343,11 +302,11 @@ static int case_not_found_generic(void) {
 }
 
 static int case_path_missing(void) {
-    const char *missing = tmp_path("nope.yaml");
+    const char *missing = test_tmp_path("nope.yaml");
     expect_fail(missing, NNPOPS_ERROR_IO, missing);
     CHECK_ERROR_HAS("not found");
     expect_fail("relative/nope.yml", NNPOPS_ERROR_IO, "relative/nope.yml");
-    const char *dir = make_dir("dir.yaml");
+    const char *dir = test_make_dir("dir.yaml");
     expect_fail(dir, NNPOPS_ERROR_IO, "is not a regular file");
     /* a '/' makes it a path, extension or not */
     const char *plain = write_lj("plainfile", 0, NULL);
@@ -367,9 +326,9 @@ static int case_malformed_yaml(void) {
                    "YAML syntax error", 6);
     expect_lj_fail(3, "  format_version: 1", NNPOPS_ERROR_MODEL_FORMAT, "YAML syntax error", 3);
     /* not a mapping at all */
-    const char *path = write_text("list.yaml", "- format: nnpops-model\n");
+    const char *path = test_write_text("list.yaml", "- format: nnpops-model\n");
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "not an nnpops model file");
-    path = write_text("empty.yaml", "# nothing here\n");
+    path = test_write_text("empty.yaml", "# nothing here\n");
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "empty YAML document");
     return 0;
 }
@@ -381,19 +340,19 @@ static int case_truncated_yaml(void) {
     CHECK(cut != NULL);
     char text[4096];
     snprintf(text, sizeof text, "%.*s", (int)(cut - full), full);
-    const char *path = write_text("cut.yaml", text);
+    const char *path = test_write_text("cut.yaml", text);
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "YAML syntax error");
     CHECK_ERROR_HAS(path);
     /* cut at a line boundary: valid YAML that lacks what follows */
     cut = strstr(full, "lj:\n");
     CHECK(cut != NULL);
     snprintf(text, sizeof text, "%.*s", (int)(cut - full), full);
-    path = write_text("cut2.yaml", text);
+    path = test_write_text("cut2.yaml", text);
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "'lj'");
     CHECK_ERROR_HAS(path);
     cut = strstr(full, "species:");
     snprintf(text, sizeof text, "%.*s", (int)(cut - full), full);
-    path = write_text("cut3.yaml", text);
+    path = test_write_text("cut3.yaml", text);
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "missing required key 'species'");
     return 0;
 }
@@ -453,7 +412,7 @@ static int case_not_nnpops(void) {
                    "not an nnpops model file (format is 'other-model'", 2);
     expect_lj_fail(2, NULL, NNPOPS_ERROR_MODEL_FORMAT,
                    "not an nnpops model file (no 'format: nnpops-model' key)", 0);
-    const char *path = write_text("other.yaml", "just: some\nother: yaml\n");
+    const char *path = test_write_text("other.yaml", "just: some\nother: yaml\n");
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "not an nnpops model file");
     return 0;
 }
@@ -464,7 +423,7 @@ static int case_format_version(void) {
     /* a newer version is reported even when its keys are unknown to this version */
     expect_lj_fail(8, "future_key: 1\nlj:", NNPOPS_ERROR_MODEL_FORMAT, "unknown key 'future_key'",
                    8);
-    const char *path = write_text("v2.yaml", "format: nnpops-model\nformat_version: 2\n"
+    const char *path = test_write_text("v2.yaml", "format: nnpops-model\nformat_version: 2\n"
                                              "future_key: 1\n");
     expect_fail(path, NNPOPS_ERROR_UNSUPPORTED, "format_version 2");
     expect_lj_fail(3, "format_version: 0", NNPOPS_ERROR_MODEL_FORMAT, "invalid format_version 0",
@@ -642,7 +601,7 @@ static int case_ani_ok(void) {
     nnpops_model_destroy(m);
     /* an absolute weights path, and an upper-case digest */
     char abs_path[1100];
-    snprintf(abs_path, sizeof abs_path, "%s/tiny.safetensors", tmp_root);
+    snprintf(abs_path, sizeof abs_path, "%s/tiny.safetensors", test_tmp_root);
     for (int i = 0; i < 64; i++) {
         if (sha[i] >= 'a' && sha[i] <= 'f') sha[i] = (char)(sha[i] - 'a' + 'A');
     }
@@ -678,7 +637,7 @@ static int case_weights_missing_file(void) {
                         "00000000000000000000000000000000";
     const char *path = write_ani("lost.yaml", "lost.safetensors", zeros);
     expect_fail(path, NNPOPS_ERROR_IO, "lost.safetensors: cannot open the weights file");
-    CHECK_ERROR_HAS(tmp_root);
+    CHECK_ERROR_HAS(test_tmp_root);
     CHECK_ERROR_HAS(path);
     return 0;
 }
@@ -692,16 +651,16 @@ static int case_weights_bad_sha(void) {
     char text[4096];
     snprintf(text, sizeof text, "%s", lj_text(0, NULL));
     strcat(text, "weights: {file: w.safetensors}\n");
-    path = write_text("nosha.yaml", text);
+    path = test_write_text("nosha.yaml", text);
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "missing required key 'sha256'");
     snprintf(text, sizeof text, "%s", lj_text(0, NULL));
     strcat(text, "weights: w.safetensors\n");
-    path = write_text("scalarweights.yaml", text);
+    path = test_write_text("scalarweights.yaml", text);
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "weights must be a mapping");
     snprintf(text, sizeof text, "%s", lj_text(0, NULL));
     snprintf(text + strlen(text), sizeof text - strlen(text),
              "weights: {file: w.safetensors, sha256: \"%s\", size: 3}\n", sha);
-    path = write_text("extraweights.yaml", text);
+    path = test_write_text("extraweights.yaml", text);
     expect_fail(path, NNPOPS_ERROR_MODEL_FORMAT, "unknown key 'size' in weights");
     return 0;
 }

@@ -16,39 +16,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "tmpfiles.h"
 #include "internal.h"
-
-/* ---- temporary files ------------------------------------------------------------------------- */
-
-static char tmp_root[512];
-static char created[64][1024];
-static int n_created;
-
-static void cleanup(void) {
-    for (int i = n_created - 1; i >= 0; i--) remove(created[i]);
-}
-
-static const char *tmp_file(const char *name) {
-    if (!tmp_root[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(tmp_root, sizeof tmp_root, "%s/nnpops-unit-XXXXXX", base && *base ? base : "/tmp");
-        CHECK(mkdtemp(tmp_root) != NULL);
-        snprintf(created[n_created++], sizeof created[0], "%s", tmp_root);
-        atexit(cleanup);
-    }
-    CHECK(n_created < 64);
-    snprintf(created[n_created], sizeof created[0], "%s/%s", tmp_root, name);
-    return created[n_created++];
-}
-
-static const char *write_raw(const char *name, const void *bytes, size_t len) {
-    const char *path = tmp_file(name);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    CHECK(len == 0 || fwrite(bytes, 1, len, f) == len);
-    CHECK(fclose(f) == 0);
-    return path;
-}
 
 /* A safetensors file: header length `n_header` (UINT64_MAX = the true length), header, data. */
 static const char *write_st_len(const char *name, uint64_t n_header, const char *header,
@@ -61,7 +30,7 @@ static const char *write_st_len(const char *name, uint64_t n_header, const char 
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
     memcpy(buf + 8, header, hlen);
     if (data_len) memcpy(buf + 8 + hlen, data, data_len);
-    const char *path = write_raw(name, buf, total);
+    const char *path = test_write_bytes(name, buf, total);
     free(buf);
     return path;
 }
@@ -191,9 +160,9 @@ static int case_missing_tensor(void) {
 /* ---- rejected files -------------------------------------------------------------------------- */
 
 static int case_truncated(void) {
-    expect_load_error(write_raw("five.safetensors", "\x02\0\0\0\0", 5), NNPOPS_ERROR_MODEL_FORMAT,
+    expect_load_error(test_write_bytes("five.safetensors", "\x02\0\0\0\0", 5), NNPOPS_ERROR_MODEL_FORMAT,
                       "truncated safetensors file (5 bytes");
-    expect_load_error(write_raw("zero.safetensors", "", 0), NNPOPS_ERROR_MODEL_FORMAT,
+    expect_load_error(test_write_bytes("zero.safetensors", "", 0), NNPOPS_ERROR_MODEL_FORMAT,
                       "truncated");
     /* a valid file cut in the middle of its data */
     const char *path = write_valid("cut_src.safetensors");
@@ -203,13 +172,13 @@ static int case_truncated(void) {
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     CHECK(n > 20);
-    expect_load_error(write_raw("cut.safetensors", buf, n - 10), NNPOPS_ERROR_MODEL_FORMAT,
+    expect_load_error(test_write_bytes("cut.safetensors", buf, n - 10), NNPOPS_ERROR_MODEL_FORMAT,
                       "run past the end of the data section");
     /* cut in the middle of its header */
-    expect_load_error(write_raw("cut_header.safetensors", buf, 40), NNPOPS_ERROR_MODEL_FORMAT,
+    expect_load_error(test_write_bytes("cut_header.safetensors", buf, 40), NNPOPS_ERROR_MODEL_FORMAT,
                       "runs past the end of the file");
     /* no such file */
-    expect_load_error(tmp_file("absent.safetensors"), NNPOPS_ERROR_IO, "No such file");
+    expect_load_error(test_tmp_path("absent.safetensors"), NNPOPS_ERROR_IO, "No such file");
     return 0;
 }
 
@@ -224,7 +193,7 @@ static int case_header_past_end(void) {
 
 static int case_header_too_large(void) {
     /* a sparse file whose header length (just over 100 MiB) fits inside it */
-    const char *path = tmp_file("bigheader.safetensors");
+    const char *path = test_tmp_path("bigheader.safetensors");
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
     uint64_t n = (uint64_t)100 * 1024 * 1024 + 1;
