@@ -9,8 +9,16 @@
  *      overflow, so a truncated list is never used), then the minimum-distance check
  *   4. the potential's per-atom energies and pair gradients
  *   5. reductions (energies, forces, virials, per-atom terms) and conversion to the caller's units
+ * On a GPU model, steps 3-5 run in core/src/cuda_step.c.
+ *
+ * nnpops_compute_device (experimental; device arrays, the caller's CUDA stream): argument checks
+ * here, then cuda_step.c either enqueues the step of the context's plan or asks for a plan; a
+ * planning call copies the device inputs to the host, runs steps 1-2 above on them (so its errors
+ * are nnpops_compute's), resolves n_systems = max(batch) + 1 when it is not given, and hands the
+ * prepared arrays to nnpops__cuda_device_plan.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -19,7 +27,9 @@
 
 enum {
     BUF_POS, BUF_SPECIES, BUF_BATCH, BUF_ORDER, BUF_SYS_START, BUF_CELLS, BUF_PBC,
-    BUF_PAIRS, BUF_VEC, BUF_DIST, BUF_ATOM_E, BUF_GRAD, BUF_MEMBER_E, BUF_SYS_E, BUF_COUNT
+    BUF_PAIRS, BUF_VEC, BUF_DIST, BUF_ATOM_E, BUF_GRAD, BUF_MEMBER_E, BUF_SYS_E,
+    /* host copies of the device entry's inputs (planning calls) */
+    BUF_DEV_Z, BUF_DEV_POS, BUF_DEV_BATCH, BUF_DEV_CELLS, BUF_COUNT
 };
 
 struct nnpops_context {
@@ -31,7 +41,11 @@ struct nnpops_context {
     nnpops__scratch scratch;
     nnpops__cuda_ctx *cuda; /* CUDA backend: stream, arena, staging (core/src/cuda_step.c) */
     char warning[512];      /* nnpops_context_last_warning ("" = none) */
+    int32_t test_break_capture; /* nnpops__cuda_test_break_next_capture */
 };
+
+/* The size of nnpops_stats in 0.1.0 (the smallest struct_size accepted). */
+#define STATS_SIZE_0_1 offsetof(nnpops_stats, device_plans)
 
 /* ---- options ---------------------------------------------------------------------------------- */
 
@@ -173,12 +187,14 @@ void nnpops_context_destroy(nnpops_context *ctx) {
 
 nnpops_status nnpops_context_stats(const nnpops_context *ctx, nnpops_stats *stats) {
     if (!ctx || !stats) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "NULL argument");
-    if (stats->struct_size < sizeof(nnpops_stats))
+    /* a caller built against an older header passes its smaller struct: copy what it holds */
+    if (stats->struct_size < STATS_SIZE_0_1)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                             "nnpops_stats.struct_size is %zu, expected at least %zu",
-                            stats->struct_size, sizeof(nnpops_stats));
-    size_t size = stats->struct_size;
-    *stats = ctx->stats;
+                            stats->struct_size, (size_t)STATS_SIZE_0_1);
+    const size_t size = stats->struct_size;
+    const size_t n = size < sizeof(nnpops_stats) ? size : sizeof(nnpops_stats);
+    memcpy(stats, &ctx->stats, n);
     stats->struct_size = size;
     return NNPOPS_OK;
 }
@@ -430,6 +446,7 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
             .graph_warmup_steps = (int32_t)ctx->option[NNPOPS_OPTION_GRAPH_WARMUP_STEPS],
             .deterministic = (int32_t)ctx->option[NNPOPS_OPTION_DETERMINISTIC],
             .warning = ctx->warning, .warning_size = sizeof ctx->warning,
+            .break_next_capture = &ctx->test_break_capture,
             .e_factor = e_factor, .f_factor = e_factor * to_A,
             .out = out, .stats = &ctx->stats,
         };
@@ -501,4 +518,174 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
     }
     ctx->stats.steps++;
     return NNPOPS_OK;
+}
+
+/* ---- the device-pointer entry (experimental) -------------------------------------------------- */
+
+void nnpops__cuda_test_break_next_capture(nnpops_context *ctx) {
+    if (ctx) ctx->test_break_capture = 1;
+}
+
+#ifdef NNPOPS_HAVE_CUDA
+/* Checks of the device entry's arguments that need no device memory access. */
+static nnpops_status validate_device(const nnpops_context *ctx, const nnpops_device_inputs *in,
+                                     const nnpops_device_outputs *out, int64_t *n_local_out) {
+    if (!in || !out) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "inputs or outputs is NULL");
+    if (in->struct_size != sizeof(nnpops_device_inputs))
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "nnpops_device_inputs.struct_size is %zu, expected %zu (header/library "
+                            "mismatch?)",
+                            in->struct_size, sizeof(nnpops_device_inputs));
+    if (out->struct_size != sizeof(nnpops_device_outputs))
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "nnpops_device_outputs.struct_size is %zu, expected %zu (header/library "
+                            "mismatch?)",
+                            out->struct_size, sizeof(nnpops_device_outputs));
+    if (in->n_atoms < 0 || in->n_atoms > INT32_MAX - 1)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_atoms = %lld is out of range",
+                            (long long)in->n_atoms);
+    if (in->n_systems < 0 || in->n_systems > INT32_MAX)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "n_systems = %lld is out of range (0 = not given, else 1 .. 2^31 - 1)",
+                            (long long)in->n_systems);
+    if (!in->batch && in->n_systems > 1)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "n_systems = %lld needs a batch array (system of each atom)",
+                            (long long)in->n_systems);
+    const int64_t n_local = in->n_local < 0 ? in->n_atoms : in->n_local;
+    if (n_local > in->n_atoms)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_local = %lld exceeds n_atoms = %lld",
+                            (long long)n_local, (long long)in->n_atoms);
+    if (in->n_atoms > 0 && (!in->atomic_numbers || !in->positions))
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "atomic_numbers or positions is NULL");
+    if (in->pbc && !in->cells)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "pbc given without cells");
+    (void)ctx;
+    *n_local_out = n_local;
+    return NNPOPS_OK;
+}
+#endif
+
+nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inputs *in,
+                                    nnpops_device_outputs *out, void *cuda_stream) {
+    if (!ctx) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "context is NULL");
+#ifndef NNPOPS_HAVE_CUDA
+    (void)in;
+    (void)out;
+    (void)cuda_stream;
+    return nnpops__fail(NNPOPS_ERROR_DEVICE_NOT_BUILT,
+                        "nnpops_compute_device: this nnpops library was built without CUDA "
+                        "(NNPOPS_ENABLE_CUDA=OFF); use nnpops_compute with host arrays");
+#else
+    const nnpops_model *m = ctx->model;
+    if (m->device != NNPOPS__CUDA)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "nnpops_compute_device needs a model loaded on a CUDA device; model "
+                            "'%s' is on %s (use nnpops_compute)",
+                            m->name, m->device_name);
+    int64_t n_local = 0;
+    nnpops_status st = validate_device(ctx, in, out, &n_local);
+    if (st != NNPOPS_OK) return st;
+    const double to_A = length_to_A[(int)ctx->option[NNPOPS_OPTION_LENGTH_UNIT]];
+    const double e_factor = m->energy_to_eV * eV_to[(int)ctx->option[NNPOPS_OPTION_ENERGY_UNIT]];
+    const nnpops__cuda_dev_args da = {
+        .stream = cuda_stream,
+        .n_atoms = in->n_atoms, .n_local = n_local, .n_systems_given = in->n_systems,
+        .atomic_numbers = in->atomic_numbers, .positions = in->positions, .batch = in->batch,
+        .cells = in->cells, .pbc = in->pbc,
+        .energies = out->energies, .forces = out->forces, .virials = out->virials,
+        .to_A = to_A, .e_factor = e_factor, .f_factor = e_factor * to_A,
+        .min_distance = ctx->option[NNPOPS_OPTION_MIN_DISTANCE],
+        .max_neighbors = (int64_t)ctx->option[NNPOPS_OPTION_MAX_NEIGHBORS],
+        .max_images = (int32_t)ctx->option[NNPOPS_OPTION_MAX_IMAGES],
+        .member = (int32_t)ctx->option[NNPOPS_OPTION_ENSEMBLE_MEMBER],
+        .deterministic = (int32_t)ctx->option[NNPOPS_OPTION_DETERMINISTIC],
+        .stats = &ctx->stats,
+    };
+    int need_plan = 0;
+    if ((st = nnpops__cuda_device_try(&ctx->cuda, m, &da, &need_plan)) != NNPOPS_OK) return st;
+    if (!need_plan) {
+        ctx->stats.steps++;
+        return NNPOPS_OK;
+    }
+
+    /* a planning call: the inputs to the host (one synchronization of the caller's stream) */
+    const int64_t n = in->n_atoms;
+    RESERVE(ctx, BUF_DEV_Z, n, int32_t, "atomic numbers (host copy)");
+    RESERVE(ctx, BUF_DEV_POS, 3 * n, double, "positions (host copy)");
+    RESERVE(ctx, BUF_DEV_BATCH, n, int32_t, "batch (host copy)");
+    {
+        void *dst[3] = {ctx->buf[BUF_DEV_Z].ptr, ctx->buf[BUF_DEV_POS].ptr,
+                        ctx->buf[BUF_DEV_BATCH].ptr};
+        const void *src[3] = {in->atomic_numbers, in->positions, in->batch};
+        const size_t bytes[3] = {sizeof(int32_t) * (size_t)n, sizeof(double) * 3 * (size_t)n,
+                                 sizeof(int32_t) * (size_t)n};
+        const char *what[3] = {"inputs->atomic_numbers", "inputs->positions", "inputs->batch"};
+        if ((st = nnpops__cuda_device_fetch(m, cuda_stream, 3, dst, src, bytes, what)) != NNPOPS_OK)
+            return st;
+    }
+    const int32_t *batch = in->batch ? ctx->buf[BUF_DEV_BATCH].ptr : NULL;
+    int64_t ns = in->n_systems;
+    if (ns == 0) {
+        /* not given: max(batch) + 1 (at least 1, so that a negative index is reported as such) */
+        int64_t top = 0;
+        for (int64_t i = 0; batch && i < n; i++)
+            if (batch[i] > top) top = batch[i];
+        ns = top + 1;
+        if (ns > INT32_MAX)
+            return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                                "n_systems = max(batch) + 1 = %lld is out of range", (long long)ns);
+    }
+    const double *cells = NULL;
+    if (in->cells) {
+        RESERVE(ctx, BUF_DEV_CELLS, 9 * ns, double, "cells (host copy)");
+        void *dst[1] = {ctx->buf[BUF_DEV_CELLS].ptr};
+        const void *src[1] = {in->cells};
+        const size_t bytes[1] = {sizeof(double) * 9 * (size_t)ns};
+        const char *what[1] = {"inputs->cells"};
+        if ((st = nnpops__cuda_device_fetch(m, cuda_stream, 1, dst, src, bytes, what)) != NNPOPS_OK)
+            return st;
+        cells = ctx->buf[BUF_DEV_CELLS].ptr;
+    }
+    /* nnpops_compute's checks and preparation, hence its errors */
+    const nnpops_inputs hin = {sizeof hin, n, in->n_local, ns, ctx->buf[BUF_DEV_Z].ptr,
+                               ctx->buf[BUF_DEV_POS].ptr, batch, cells, in->pbc};
+    nnpops_outputs hout = {sizeof hout, NULL, NULL, NULL, NULL, NULL, NULL};
+    if ((st = validate(ctx, &hin, &hout, &n_local)) != NNPOPS_OK) return st;
+    if ((st = prepare(ctx, &hin, to_A)) != NNPOPS_OK) return st;
+    const nnpops__cuda_args ga = {
+        .n_atoms = n, .n_local = n_local, .n_systems = ns,
+        .positions = ctx->buf[BUF_POS].ptr, .species = ctx->buf[BUF_SPECIES].ptr,
+        .batch = ctx->buf[BUF_BATCH].ptr, .order = ctx->buf[BUF_ORDER].ptr,
+        .sys_start = ctx->buf[BUF_SYS_START].ptr, .cells = ctx->buf[BUF_CELLS].ptr,
+        .pbc = ctx->buf[BUF_PBC].ptr,
+        .min_distance = da.min_distance, .max_neighbors = da.max_neighbors,
+        .max_images = da.max_images, .member = da.member,
+        .deterministic = da.deterministic,
+        .warning = ctx->warning, .warning_size = sizeof ctx->warning,
+        .e_factor = e_factor, .f_factor = e_factor * to_A,
+        .out = NULL, .stats = &ctx->stats,
+    };
+    if ((st = nnpops__cuda_device_plan(&ctx->cuda, m, &da, &ga)) != NNPOPS_OK) return st;
+    ctx->stats.steps++;
+    return NNPOPS_OK;
+#endif
+}
+
+nnpops_status nnpops_context_device_status(nnpops_context *ctx, void *cuda_stream) {
+    if (!ctx) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "context is NULL");
+#ifndef NNPOPS_HAVE_CUDA
+    (void)cuda_stream;
+    return nnpops__fail(NNPOPS_ERROR_DEVICE_NOT_BUILT,
+                        "nnpops_context_device_status: this nnpops library was built without CUDA "
+                        "(NNPOPS_ENABLE_CUDA=OFF)");
+#else
+    const nnpops_model *m = ctx->model;
+    if (m->device != NNPOPS__CUDA)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "nnpops_context_device_status: model '%s' is on %s; the device entry "
+                            "needs a model loaded on a CUDA device",
+                            m->name, m->device_name);
+    return nnpops__cuda_device_status(ctx->cuda, m, cuda_stream, &ctx->stats);
+#endif
 }

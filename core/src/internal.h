@@ -282,6 +282,12 @@ nnpops_status nnpops__center_neighbors_cpu(const nnpops__nbr_in *in, int64_t n_c
 /* The context's GPU state (core/src/cuda_step.c; a NULL pointer in CPU-only builds). */
 typedef struct nnpops__cuda_ctx nnpops__cuda_ctx;
 
+/* Test hook (tests link the static nnpops_internal; never exported): the next CUDA graph capture of
+ * the context's own graphs (option cuda_graphs) does something CUDA forbids while capturing (it
+ * synchronizes the capturing stream), so the capture fails with CUDA's own error and the step falls
+ * back to eager execution.  A no-op in CPU-only builds and for NULL. */
+void nnpops__cuda_test_break_next_capture(nnpops_context *context);
+
 #ifdef NNPOPS_HAVE_CUDA
 /* One step on the device as a potential sees it: every pointer is a device pointer unless marked
  * (host).  Lengths angstrom, energies model unit. */
@@ -338,6 +344,9 @@ typedef struct nnpops__cuda_args {
      * (NUL-terminated, warning_size bytes); untouched otherwise */
     char *warning;
     size_t warning_size;
+    /* test hook (nnpops__cuda_test_break_next_capture): when *break_next_capture is set, the next
+     * capture of the library's own graph is made to fail, and the flag is cleared; may be NULL */
+    int32_t *break_next_capture;
     /* model energy -> caller energy; model energy per angstrom -> caller force */
     double e_factor, f_factor;
     nnpops_outputs *out;
@@ -346,6 +355,51 @@ typedef struct nnpops__cuda_args {
 nnpops_status nnpops__cuda_compute(nnpops__cuda_ctx **cctx, const nnpops_model *model,
                                    const nnpops__cuda_args *args);
 void nnpops__cuda_ctx_destroy(nnpops__cuda_ctx *cctx);
+
+/* The device-pointer entry (nnpops_compute_device; core/src/cuda_step.c describes the plan, the
+ * steady call and the status record).  context.c resolves options and units into: */
+typedef struct nnpops__cuda_dev_args {
+    void *stream;                  /* the caller's cudaStream_t */
+    int64_t n_atoms, n_local;      /* n_local resolved (0 .. n_atoms) */
+    int64_t n_systems_given;       /* as the caller gave it: 0 = not given (max(batch) + 1) */
+    /* the caller's device arrays (batch and cells may be NULL) */
+    const int32_t *atomic_numbers;
+    const double *positions;
+    const int32_t *batch;
+    const double *cells;
+    const uint8_t *pbc;            /* HOST [n_systems][3] or NULL */
+    double *energies, *forces, *virials; /* device outputs, NULL = not wanted */
+    double to_A, e_factor, f_factor;     /* caller length -> angstrom; model energy (per angstrom)
+                                          * -> caller energy (force) */
+    double min_distance;
+    int64_t max_neighbors;
+    int32_t max_images, member, deterministic;
+    nnpops_stats *stats;           /* steps are counted by context.c; device_* here */
+} nnpops__cuda_dev_args;
+/* The steady call: enqueues the step on args->stream when the context has a plan of this shape
+ * (*need_plan = 0; also under the caller's graph capture); otherwise, on a stream that is not
+ * capturing, enqueues nothing and sets *need_plan = 1 (context.c then fetches, validates and calls
+ * nnpops__cuda_device_plan); while capturing, NNPOPS_ERROR_CAPTURE.  n_atoms == 0 zeroes the
+ * energies and virials of the systems given. */
+nnpops_status nnpops__cuda_device_try(nnpops__cuda_ctx **cctx, const nnpops_model *model,
+                                      const nnpops__cuda_dev_args *args, int *need_plan);
+/* Copies `count` caller arrays (device memory, each checked to be) into host buffers on `stream`,
+ * then synchronizes it.  what[k] names array k in messages; NULL sources are skipped. */
+nnpops_status nnpops__cuda_device_fetch(const nnpops_model *model, void *stream, int count,
+                                        void *const *dst, const void *const *src,
+                                        const size_t *bytes, const char *const *what);
+/* Makes the plan of args' shape from the inputs context.c prepared on the host (`host`, whose
+ * n_systems is resolved), uploads its static inputs, runs the step synchronously (capacity grown
+ * and the step recomputed on overflow; the status word's errors as in nnpops__cuda_compute) and
+ * writes the caller's outputs. */
+nnpops_status nnpops__cuda_device_plan(nnpops__cuda_ctx **cctx, const nnpops_model *model,
+                                       const nnpops__cuda_dev_args *args,
+                                       const nnpops__cuda_args *host);
+/* nnpops_context_device_status: synchronizes `stream`, reads and zeroes the record of the device
+ * steps since the last check, and returns the first problem as the host entry's error (NNPOPS_OK
+ * when none, or when the context has made no device call). */
+nnpops_status nnpops__cuda_device_status(nnpops__cuda_ctx *cctx, const nnpops_model *model,
+                                         void *stream, nnpops_stats *stats);
 /* Model load / destroy glue: upload through vt->upload (UNSUPPORTED when the potential has no GPU
  * path), release through vt->release_device. */
 nnpops_status nnpops__cuda_model_upload(nnpops_model *model);

@@ -25,6 +25,7 @@
 #ifndef NNPOPS_KERNELS_CPU_FUSED_H
 #define NNPOPS_KERNELS_CPU_FUSED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct nnpops__ani_output_args {
@@ -60,8 +61,9 @@ void nnpops__ani_output_cpu_f64(const nnpops__ani_output_args *args, const doubl
 
 /* ---- small-n grouped GEMM (float32): the fused-ensemble layers of species with few atoms -------
  * A group of independent problems (at most NNPOPS__SG_MAX_PROBLEMS; the GPU launcher runs them in
- * launches of NNPOPS__SG_PER_LAUNCH).  Problem p, batch entry t < batch, rows i < m, columns r < n
- * (n <= NNPOPS__SG_MAX_COLS), A_t = A + t stride_a, B_t = B + t stride_b, C_t = C + t stride_c:
+ * launches of at most NNPOPS__SG_PER_LAUNCH problems of one kind, trans 0 or 1).  Problem p, batch
+ * entry t < batch, rows i < m, columns r < n (n <= NNPOPS__SG_MAX_COLS), A_t = A + t stride_a,
+ * B_t = B + t stride_b, C_t = C + t stride_c:
  *     s[i][r] = sum_j op(A_t)[i][j] B_t[j * ldb + r]      j < k (in order on the CPU)
  *               op(A)[i][j] = A[i * lda + j] (trans 0: W [m][k], a forward layer)
  *                           = A[j * lda + i] (trans 1: W [k][m], a backward layer)
@@ -69,9 +71,9 @@ void nnpops__ani_output_cpu_f64(const nnpops__ani_output_args *args, const doubl
  *                        NNPOPS__SG_BIAS_CELU:  celu(s + bias[t * m + i])   (bias may be NULL)
  *                        NNPOPS__SG_CELU_ACT:   s * celu'(C_t[i * ldc + r])  (C holds the
  *                                               activation on entry, as nnpops__celu_backward_act)
- * Only columns r < n are read from B and written to C.  The CUDA twin (kernels_cuda.h) splits k
- * over blocks, partial sums in `work` (nnpops__small_gemm_work_bytes), summed in a fixed order:
- * deterministic, equal to this twin to rounding. */
+ * Only columns r < n are read from B and written to C.  The CUDA twin (kernels_cuda.h) sums each
+ * output within one block in a fixed order (no work space): deterministic, equal to this twin to
+ * rounding. */
 #define NNPOPS__SG_MAX_PROBLEMS 32
 #define NNPOPS__SG_PER_LAUNCH 8
 #define NNPOPS__SG_MAX_COLS 64
@@ -95,32 +97,11 @@ typedef struct nnpops__sg_group {
     nnpops__sg_problem p[NNPOPS__SG_MAX_PROBLEMS];
 } nnpops__sg_group;
 
-/* The GPU split of problem p: padded columns nc (32 or 64), k per block tks, k blocks ks. */
-static inline void nnpops__sg_split(const nnpops__sg_problem *p, int64_t *nc, int64_t *tks,
-                                    int64_t *ks) {
-    *nc = p->n <= 32 ? 32 : 64;
-    *tks = 4096 / *nc;
-    *ks = p->k > 0 ? (p->k + *tks - 1) / *tks : 1;
-}
-
-/* Floats of partial sums of problem p on the GPU (0 when k fits one block). */
-static inline int64_t nnpops__sg_partial_floats(const nnpops__sg_problem *p) {
-    int64_t nc, tks, ks;
-    nnpops__sg_split(p, &nc, &tks, &ks);
-    if (ks <= 1 || p->m <= 0 || p->n <= 0 || p->batch <= 0) return 0;
-    return p->batch * ks * p->m * nc;
-}
-
-/* Bytes of GPU work space of the group (the largest launch). */
+/* Bytes of GPU work space of the group: none since the CUDA twin sums every output within one
+ * block (kept so that callers size and pass `work` as before; it may be NULL). */
 static inline size_t nnpops__small_gemm_work_bytes(const nnpops__sg_group *g) {
-    size_t best = 0;
-    for (int32_t c0 = 0; c0 < g->count; c0 += NNPOPS__SG_PER_LAUNCH) {
-        size_t sum = 0;
-        for (int32_t q = c0; q < g->count && q < c0 + NNPOPS__SG_PER_LAUNCH; q++)
-            sum += sizeof(float) * (size_t)nnpops__sg_partial_floats(&g->p[q]);
-        if (sum > best) best = sum;
-    }
-    return best;
+    (void)g;
+    return 0;
 }
 
 void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g);

@@ -2,13 +2,16 @@
  * aev.cu - ANI atomic environment vectors on the GPU and their adjoint: twins of kernels/cpu/aev.c
  * (same definition, constants and index layout: see kernels/cpu/kernels.h), float and double.
  *
- * Forward: one thread block (128 threads) per column r, i.e. per center atom centers[r].
+ * Forward: one thread block per column r, i.e. per center atom centers[r] (128 threads; 512 when
+ * there are at most AEV_SMALL_COLS columns, so that a small system's few centers spread their
+ * angular pairs over 16 warps: latency, not throughput, bounds those).
  *   1. The center's entries (CSR: start[c] .. start[c+1], entry code 2p + direction, or
  *      entry == NULL for the center lists of the GPU step, entry e = pair e): a half-warp per
  *      entry adds its radial terms (a lane per term, so the shared-memory atomics of one
- *      instruction hit distinct addresses) into a shared row of aev_len values; then a thread per
- *      entry appends the entries inside the angular cutoff to a shared list (v, d, fc, species; at
- *      most max_angular of them).
+ *      instruction hit distinct addresses) into a shared row of aev_len values, and its first lane
+ *      appends the entry, when inside the angular cutoff, to a shared list (v, d, fc, species; at
+ *      most max_angular of them): one pass over the entries (the range and each half-warp's first
+ *      entry are loaded before the barrier that follows zeroing the row, hiding their latency).
  *   2. The angular terms: a warp per unordered pair (j, k) of listed entries, a lane per angular
  *      term (lane t < angular_len, looping when the block has more than 32 terms).  A term is the
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
@@ -19,7 +22,8 @@
  *      sin(theta) = sqrt(1 - cos(theta)^2) (no acos).
  *   3. The row is stored into column r of the feature-major output, aev[f * ld + r].
  * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
- *   radial terms give dE/dv per entry directly (one thread per entry); angular pairs are reduced
+ *   radial terms give dE/dv per entry directly (one thread per entry, its first entry loaded while
+ *   the row is read); angular pairs are reduced
  *   per warp (sums over the terms of g df1 f2, g f1 df2, g f1 f2, as on the CPU) and lane 0 adds
  *   the two entry gradients into per-listed-entry accumulators (shared, double).  Entry gradients
  *   go to pair_grad[p] ([n_pairs][3], double) with the entry's sign: atomicAdd in CSR mode (a pair
@@ -37,6 +41,7 @@
  * integers of shared memory.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.cuh"
@@ -49,7 +54,10 @@ using namespace nnpops_cuda;
 
 namespace {
 
-const int AEV_THREADS = 128;
+/* Threads per block (a block per column): 512 for up to AEV_SMALL_COLS columns (small systems:
+ * every center's angular pairs spread over 16 warps, for latency), else 128. */
+const int AEV_THREADS = 128, AEV_THREADS_SMALL = 512;
+const int64_t AEV_SMALL_COLS = 640;
 const double PI = 3.14159265358979323846;
 
 template <typename R> struct ang_ent {
@@ -75,6 +83,10 @@ template <typename R> struct aev_args {
 };
 
 __host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
+
+/* Programmatic dependent launch (common.cuh): the forward lets the next kernel (the small species'
+ * first layer, launched with the attribute) start early; the backward is launched with the
+ * attribute and reads nothing that the kernels since the forward write before pdl_wait(). */
 
 template <typename R>
 size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward, bool det) {
@@ -236,32 +248,48 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
     aev_smem<R> sm(d, a.max_ang, smem_raw);
+    pdl_trigger();
     const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
     if (c < 0) return;
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
+    /* the center's entry range and this half-warp's first entry load while the row is zeroed */
+    int64_t e0 = a.start[c], e1 = a.start[c + 1];
+    if (!a.entry && e1 > a.capacity) e1 = a.capacity;
+    const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
+    const int gw = (threadIdx.x >> 5) * 2 + half, ng = (blockDim.x >> 5) * 2;
+    int64_t p;
+    int rev;
+    R v[3], dd;
+    int32_t sp;
+    bool have = e0 + gw < e1 && load_entry(a, e0 + gw, p, rev, v, dd, sp);
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
     if (a.det)
         for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
     sm.tables(d);
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
-    int64_t e0 = a.start[c], e1 = a.start[c + 1];
-    if (!a.entry && e1 > a.capacity) e1 = a.capacity;
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
-    /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts) */
+    /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
+     * the half-warp's first lane lists the entry when inside the angular cutoff */
     {
-        const int lane = threadIdx.x & 31, half = lane >> 4, t = lane & 15;
-        const int gw = (threadIdx.x >> 5) * 2 + half, ng = (blockDim.x >> 5) * 2;
-        for (int64_t eb = e0; eb < e1; eb += ng) {
-            const int64_t e = eb + gw;
-            if (e >= e1) break;
-            int64_t p;
-            int rev;
-            R v[3], dd;
-            int32_t sp;
-            if (!load_entry(a, e, p, rev, v, dd, sp) || !(dd < rc_r)) continue;
+        for (int64_t e = e0 + gw; e < e1; e += ng) {
+            if (e != e0 + gw) have = load_entry(a, e, p, rev, v, dd, sp);
+            if (!have) continue;
+            if (t == 0 && dd < rc_a) { /* listed for the angular terms */
+                const int slot = atomicAdd(&nang, 1);
+                if (slot < a.max_ang) {
+                    ang_ent<R> &en = sm.ang[slot];
+                    en.v[0] = v[0];
+                    en.v[1] = v[1];
+                    en.v[2] = v[2];
+                    en.d = dd;
+                    en.fc = (R)0.5 * rcos(dd * pi_rc_a) + (R)0.5;
+                    en.sp = sp;
+                }
+            }
+            if (!(dd < rc_r)) continue;
             const R fc = (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5;
             R *blk = sm.row + sp * Rl;
             for (int q = t; q < Rl; q += 16) {
@@ -270,26 +298,6 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const R term = (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc;
                 if (a.det) atomicAdd(sm.rowq + sp * Rl + q, fx_of((double)term));
                 else atomicAdd(blk + q, term);
-            }
-        }
-    }
-    /* the entries inside the angular cutoff, listed */
-    for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
-        int64_t p;
-        int rev;
-        R v[3], dd;
-        int32_t sp;
-        if (!load_entry(a, e, p, rev, v, dd, sp)) continue;
-        if (dd < rc_a) {
-            const int slot = atomicAdd(&nang, 1);
-            if (slot < a.max_ang) {
-                ang_ent<R> &en = sm.ang[slot];
-                en.v[0] = v[0];
-                en.v[1] = v[1];
-                en.v[2] = v[2];
-                en.d = dd;
-                en.fc = (R)0.5 * rcos(dd * pi_rc_a) + (R)0.5;
-                en.sp = sp;
             }
         }
     }
@@ -362,23 +370,30 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     aev_smem<R> sm(d, a.max_ang, smem_raw);
     const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
-    if (c < 0) return;
+    if (c < 0) {
+        pdl_wait();
+        return;
+    }
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
+    /* the center's entry range and this thread's first entry load while the row is read */
+    int64_t e0 = a.start[c], e1 = a.start[c + 1];
+    const bool own = a.entry == nullptr; /* center-list mode: entries belong to this center */
+    if (own && e1 > a.capacity) e1 = a.capacity;
+    int64_t p;
+    int rev;
+    R v[3], dd;
+    int32_t sp;
+    bool have = e0 + threadIdx.x < e1 && load_entry(a, e0 + threadIdx.x, p, rev, v, dd, sp);
+    pdl_wait(); /* dE/dAEV comes from the kernel before */
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = a.aev[(int64_t)f * a.ld + col];
     sm.tables(d);
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
-    int64_t e0 = a.start[c], e1 = a.start[c + 1];
-    const bool own = a.entry == nullptr; /* center-list mode: entries belong to this center */
-    if (own && e1 > a.capacity) e1 = a.capacity;
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
     for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
-        int64_t p;
-        int rev;
-        R v[3], dd;
-        int32_t sp;
-        if (!load_entry(a, e, p, rev, v, dd, sp)) continue;
+        if (e != e0 + threadIdx.x) have = load_entry(a, e, p, rev, v, dd, sp);
+        if (!have) continue;
         double g[3] = {0, 0, 0};
         if (dd < rc_r) {
             const R arg = dd * pi_rc_r;
@@ -586,19 +601,31 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.pair_grad = pair_grad;
     a.det = det ? 1 : 0;
     cudaStream_t st = as_stream(stream);
+    const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
     if (backward) {
         if (sm > 48 * 1024)
             NNPOPS__CUDA_CALL(cudaFuncSetAttribute(aev_backward_kernel<R>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)sm));
-        aev_backward_kernel<R><<<(unsigned)n, AEV_THREADS, sm, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("AEV backward");
+        cudaLaunchConfig_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDim = dim3((unsigned)n);
+        cfg.blockDim = dim3(threads);
+        cfg.dynamicSmemBytes = sm;
+        cfg.stream = st;
+        cudaLaunchAttribute attr[1];
+        memset(attr, 0, sizeof attr);
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = pdl_enabled() ? 1 : 0;
+        NNPOPS__CUDA_CALL(cudaLaunchKernelEx(&cfg, aev_backward_kernel<R>, (aev_args<R>)a));
     } else {
         if (sm > 48 * 1024)
             NNPOPS__CUDA_CALL(cudaFuncSetAttribute(aev_forward_kernel<R>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)sm));
-        aev_forward_kernel<R><<<(unsigned)n, AEV_THREADS, sm, st>>>(a);
+        aev_forward_kernel<R><<<(unsigned)n, threads, sm, st>>>(a);
         NNPOPS__LAUNCH_CHECK("AEV forward");
     }
     return NNPOPS_OK;

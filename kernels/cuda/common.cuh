@@ -8,12 +8,16 @@
  *    consecutive lanes form a run; the first lane of each run gets the run's total), used to cut
  *    atomics when consecutive items hit the same atom or system.
  *  - atomic_add_f64 (native double atomicAdd, sm_60 and newer).
+ *  - programmatic dependent launch (sm_90): pdl_wait / pdl_trigger in kernels, pdl_enabled on the
+ *    host (see mlp.cu's sg_launch_k for the rule a kernel launched with the attribute follows).
  */
 #ifndef NNPOPS_KERNELS_CUDA_COMMON_CUH
 #define NNPOPS_KERNELS_CUDA_COMMON_CUH
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "core/src/internal.h"
@@ -71,6 +75,31 @@ struct warp_runs {
 };
 
 __device__ __forceinline__ void atomic_add_f64(double *p, double v) { atomicAdd(p, v); }
+
+/* A kernel launched with the programmatic-stream-serialization attribute may start while the
+ * kernels before it still run: it reads nothing they write and writes nothing before pdl_wait(),
+ * which returns once every earlier kernel has completed and its writes are visible.
+ * pdl_trigger() lets the next such kernel launch as soon as every block of this one has started. */
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+/* Host: launches use the attribute unless the environment variable NNPOPS_NO_PDL is set to
+ * something other than 0 (read once; a function-local static initializes thread-safely). */
+inline bool pdl_enabled() {
+    static const bool on = [] {
+        const char *e = getenv("NNPOPS_NO_PDL");
+        return !(e && *e && strcmp(e, "0") != 0);
+    }();
+    return on;
+}
 
 } /* namespace nnpops_cuda */
 

@@ -34,27 +34,51 @@ extern "C" {
 #endif
 
 /* ---- neighbor search (neighbors.cu) ---------------------------------------------------------- *
- * Algorithms: brute force over all atoms of the center's system and all image shifts within the
- * cutoff (warps split each center's candidates into `slices`), or a cell list (bins in fractional
- * coordinates, any triclinic cell, stencils several bins wide when the cutoff exceeds the cell
- * width).  nnpops__nbr_cuda_plan picks one from host copies of the geometry (cells/pbc may be NULL). */
-enum { NNPOPS__NBR_AUTO = 0, NNPOPS__NBR_BRUTE = 1, NNPOPS__NBR_CELL = 2 };
+ * Algorithms (the header of neighbors.cu describes them):
+ *   NNPOPS__NBR_SMALL      one launch of one block (brute force, counts scanned in shared memory)
+ *                          for tiny inputs: at most 1024 atoms and centers; center lists only;
+ *   NNPOPS__NBR_BRUTE      brute force over all atoms of the center's system and all image shifts
+ *                          within the cutoff (warps split each center's atoms into `slices`);
+ *   NNPOPS__NBR_CELL       cell list, a warp per center (bins in fractional coordinates, any
+ *                          triclinic cell, stencils several bins wide when the cutoff exceeds the
+ *                          cell width): the general one;
+ *   NNPOPS__NBR_CELL_FAST  cell list with a float32 pre-test (decisions still the CPU's double
+ *                          test): count pass a thread per (center, stencil column), write pass a
+ *                          block per bin with the candidates in shared memory; center lists only;
+ *                          chosen when every periodic axis is at least a cutoff wide.
+ * nnpops__nbr_cuda_plan picks one from host copies of the geometry (cells/pbc may be NULL); a
+ * force_algorithm other than NNPOPS__NBR_AUTO is taken as is (tests).  Launchers fall back where a
+ * plan's algorithm cannot serve the call, within the same work space: the half list runs SMALL as
+ * BRUTE and CELL_FAST as CELL, and SMALL with more than 1024 atoms or centers runs as BRUTE. */
+enum {
+    NNPOPS__NBR_AUTO = 0,
+    NNPOPS__NBR_BRUTE = 1,
+    NNPOPS__NBR_CELL = 2,
+    NNPOPS__NBR_SMALL = 3,
+    NNPOPS__NBR_CELL_FAST = 4
+};
 typedef struct nnpops__nbr_plan {
-    int32_t algorithm;  /* NNPOPS__NBR_BRUTE or NNPOPS__NBR_CELL */
+    int32_t algorithm;  /* one of the NNPOPS__NBR_* above (not AUTO) */
     int32_t slices;     /* brute force: warps per center (1..32) */
     int32_t deterministic; /* 1: the atoms of each cell-list bin are put in atom order after
                             * placing, so the entries of a center come in the same order on every
-                            * run (brute force always does); set by the caller, not by the plan */
+                            * run (brute force and the small path always do); set by the caller,
+                            * not by the plan */
 } nnpops__nbr_plan;
 void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start_host,
                            const double *cells_host, const uint8_t *pbc_host, double cutoff,
                            int32_t force_algorithm, nnpops__nbr_plan *plan);
+/* "brute", "cell", "small", "cell-fast" (reports). */
+const char *nnpops__nbr_cuda_algorithm_name(int32_t algorithm);
 size_t nnpops__nbr_cuda_work_bytes(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
                                    const nnpops__nbr_plan *plan);
 
 /* Twin of nnpops__center_neighbors_cpu: the center lists of atoms 0 .. n_centers-1 (the entries of a
- * center in unspecified order).  `in` holds device pointers (positions, sys_start, order, cells,
- * pbc); out->status (device) must be zeroed by the caller before the launch. */
+ * center in unspecified order; the same order on every run with plan->deterministic).  `in` holds
+ * device pointers (positions, sys_start, order, cells, pbc); out->status (device) must be zeroed
+ * by the caller before the launch (its counters, n_entries included, are used as accumulators).
+ * Vectors, distances and the cutoff decisions are the CPU's expressions with every operation
+ * rounded on its own (no FMA contraction). */
 nnpops_status nnpops__center_neighbors_cuda(const nnpops__nbr_in *in, int64_t n_centers,
                                             double min_distance, const nnpops__nbr_plan *plan,
                                             nnpops__center_out *out, void *work,
@@ -193,13 +217,19 @@ nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, c
                                           const double *b, double *A, void *stream);
 
 /* Twin of nnpops__small_gemm_cpu_f32 (fused.h): a group of small-n float32 GEMMs with fused
- * epilogues, plain FP32 FMA (no cuBLAS, no tensor cores), one launch (plus one for the k-slice
- * sums when a problem's k exceeds one block's slice) per NNPOPS__SG_PER_LAUNCH problems.  work:
- * nnpops__small_gemm_work_bytes(g) bytes of device memory (NULL when that is 0).  Deterministic
- * (fixed summation order).  Used by the ANI networks of species with at most NNPOPS__SG_MAX_COLS
- * atoms (potentials/ani/ani_cuda.c). */
+ * epilogues, plain FP32 FMA (no cuBLAS, no tensor cores), ONE launch per kind (trans 0, trans 1)
+ * and NNPOPS__SG_PER_LAUNCH problems: each output is summed within one block, in a fixed order
+ * (deterministic, no second pass).  Only the n real columns are computed (chunks of 8 or 16).
+ * work / work_bytes are unused (nnpops__small_gemm_work_bytes is 0; NULL is fine).  Used by the
+ * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
                                           size_t work_bytes, void *stream);
+/* The output layers of `count` networks in one launch (per NNPOPS__SG_PER_LAUNCH entries and per
+ * kind: entries with args[q].deterministic run the one-thread-per-column kernel): entry q is
+ * nnpops__ani_output_cuda_f32(&args[q], w[q], b[q], A[q]), with its atomics / determinism. */
+nnpops_status nnpops__ani_output_group_cuda_f32(int32_t count, const nnpops__ani_output_args *args,
+                                                const float *const *w, const float *const *b,
+                                                float *const *A, void *stream);
 
 /* C = op(A) op(B) (+ beta C) over `batch` strided problems, column-major (cuBLAS conventions),
  * precision NNPOPS_FLOAT32 (CUBLAS_COMPUTE_32F) or NNPOPS_FLOAT64 (CUBLAS_COMPUTE_64F).  This is
@@ -251,6 +281,87 @@ nnpops_status nnpops__center_reduce_det_cuda(
     const double *member_atom_energy, int64_t ensemble, double *forces, double *virials,
     double *atomic_virials, double *energies, double *member_energies, void *work,
     size_t work_bytes, void *stream);
+/* ==== device entry: input preparation and output finishing (device_io.cu) =====================
+ * (Owned by the device-pointer entry nnpops_compute_device, core/src/cuda_step.c; not a twin of a
+ * CPU op.)  The step of the device entry reads the caller's DEVICE arrays through two kernels:
+ *   prepare: positions -> angstrom into the step's arena (a non-finite coordinate is flagged and
+ *            written as 0 so the neighbor search stays in bounds), atomic numbers -> species
+ *            compared with the species of the plan, batch indices compared with the plan's (an
+ *            index outside 0 .. n_systems-1 has its own flag), cells -> angstrom into the arena, and
+ *            the plan generation compared with the context's (a graph captured before a re-plan);
+ *   finish:  the caller's outputs in the caller's units, or NaN in every element of every output
+ *            when any flag of the step (the neighbor/AEV status word or the io word) is set; then
+ *            the flags are accumulated into the context's sticky record, read by
+ *            nnpops_context_device_status.
+ * Both only enqueue (no allocation, no synchronization): they may be captured into a graph. */
+#define NNPOPS__IO_BAD_POSITION 1u  /* a non-finite coordinate (bad_position) */
+#define NNPOPS__IO_SPECIES 2u       /* an atomic number that differs from the plan's (bad_species) */
+#define NNPOPS__IO_BATCH 4u         /* a batch index that differs from the plan's (bad_batch) */
+#define NNPOPS__IO_BATCH_RANGE 8u   /* a batch index outside 0 .. n_systems-1 (bad_batch_range) */
+#define NNPOPS__IO_MAX_NEIGHBORS 16u /* more half-list pairs than max_neighbors * n_atoms */
+#define NNPOPS__IO_STALE 32u        /* the step belongs to a plan that is no longer current */
+/* Per-step input status, zeroed with the step's outputs.  The bad_* words pack the first offending
+ * atom and its value: ((n_atoms - atom) << 32) | (uint32_t)value, so that atomicMax keeps the
+ * smallest atom index; 0 = none.  nnpops__io_key_atom / _value unpack them. */
+typedef struct nnpops__io_status {
+    uint32_t flags;
+    uint32_t pad;
+    unsigned long long bad_position, bad_species, bad_batch, bad_batch_range;
+} nnpops__io_status;
+static inline int64_t nnpops__io_key_atom(unsigned long long key, int64_t n_atoms) {
+    return n_atoms - (int64_t)(key >> 32);
+}
+static inline int32_t nnpops__io_key_value(unsigned long long key) {
+    return (int32_t)(uint32_t)(key & 0xffffffffull);
+}
+/* Accumulated over the device steps since the last nnpops_context_device_status (which zeroes it);
+ * lives in a device allocation of the context that never moves (a caller's graph refers to it). */
+#define NNPOPS__ST_GEOMETRY (NNPOPS__ST_TOO_CLOSE | NNPOPS__ST_BAD_CELL | NNPOPS__ST_TOO_MANY_IMAGES)
+typedef struct nnpops__io_sticky {
+    int64_t steps;              /* steps finished */
+    int64_t flagged_steps;      /* steps with any flag (their outputs are NaN) */
+    uint32_t step_flags;        /* OR of the status words' flags (NNPOPS__ST_*, without GEOM_SET) */
+    uint32_t io_flags;          /* OR of the io flags (NNPOPS__IO_*) */
+    int64_t max_entries;        /* largest entry count of a step with NNPOPS__ST_OVERFLOW */
+    int64_t max_half;           /* largest pair count of a step with NNPOPS__IO_MAX_NEIGHBORS */
+    int32_t max_angular;        /* largest angular count of a step with NNPOPS__ST_ANGULAR */
+    int32_t pad;
+    int64_t last_n_half, last_n_entries; /* of the last step */
+    nnpops__dev_status geometry;         /* status word of the first step with NNPOPS__ST_GEOMETRY */
+    /* the io keys of the first step that had each kind (see nnpops__io_status) */
+    unsigned long long bad_position, bad_species, bad_batch, bad_batch_range;
+} nnpops__io_sticky;
+
+typedef struct nnpops__io_prep_args {
+    int64_t n_atoms, n_systems;
+    double to_A;                         /* caller length -> angstrom */
+    /* the caller's arrays (device): batch and cells may be NULL */
+    const double *positions;
+    const int32_t *atomic_numbers, *batch;
+    const double *cells;
+    /* the plan's arrays in the arena (device) */
+    const int32_t *species, *plan_batch;
+    double *pos_out;                     /* [n_atoms][3] angstrom */
+    double *cells_out;                   /* [n_systems][9] angstrom (0 when cells is NULL) */
+    nnpops__io_status *io;
+    const int64_t *generation;           /* device word: the context's current plan generation */
+    int64_t expected_generation;         /* the generation of the plan this step was enqueued for */
+    int32_t z_to_species[119];           /* the model's table, -1 = not described */
+} nnpops__io_prep_args;
+nnpops_status nnpops__io_prepare_cuda(const nnpops__io_prep_args *args, void *stream);
+
+typedef struct nnpops__io_finish_args {
+    int64_t n_atoms, n_systems;
+    int64_t max_pairs;                   /* > 0: more half-list pairs set NNPOPS__IO_MAX_NEIGHBORS */
+    double e_factor, f_factor;           /* model energy -> caller; model energy/angstrom -> caller */
+    const nnpops__dev_status *status;    /* the step's status word (arena) */
+    const nnpops__io_status *io;         /* the step's io word (arena) */
+    const double *energies, *forces, *virials;    /* the step's results (arena), NULL = not wanted */
+    double *out_energies, *out_forces, *out_virials; /* the caller's outputs (device), NULL alike */
+    nnpops__io_sticky *sticky;           /* accumulated record (device), or NULL */
+} nnpops__io_finish_args;
+nnpops_status nnpops__io_finish_cuda(const nnpops__io_finish_args *args, void *stream);
+/* ==== end of the device entry section ========================================================== */
 
 #ifdef __cplusplus
 }

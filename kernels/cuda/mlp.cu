@@ -23,6 +23,7 @@
  */
 #include <cublas_v2.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.cuh"
@@ -103,9 +104,12 @@ __global__ void broadcast_rows_kernel(int64_t n, int64_t width, const R *b, R *Y
     for (int64_t f = blockIdx.y; f < width; f += gridDim.y) Y[f * ldy + r] = b[f];
 }
 
+/* Bodies of the output-layer kernels, shared with the grouped launch of the small species
+ * (nnpops__ani_output_group_cuda_f32): bx and m stand for blockIdx.x and blockIdx.y. */
 template <typename R>
-__global__ void ani_output_kernel(const nnpops__ani_output_args g, const R *w, const R *b, R *A) {
-    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+__device__ __forceinline__ void ani_output_body(const nnpops__ani_output_args &g, const R *w,
+                                                const R *b, R *A, int64_t bx) {
+    const int64_t r = bx * blockDim.x + threadIdx.x;
     if (r >= g.n) return;
     const int32_t c = g.centers[r];
     if (c < 0) return;
@@ -140,12 +144,14 @@ __global__ void ani_output_kernel(const nnpops__ani_output_args g, const R *w, c
  * atomicAdd (atom_energy must be zero on entry; the member holding the self energy adds it), then
  * every warp overwrites its part of the activations with the backward seed. */
 template <typename R>
-__global__ void ani_output_split_kernel(const nnpops__ani_output_args g, const R *__restrict__ w,
-                                        const R *__restrict__ b, R *__restrict__ A) {
+__device__ __forceinline__ void ani_output_split_body(const nnpops__ani_output_args &g,
+                                                      const R *__restrict__ w,
+                                                      const R *__restrict__ b,
+                                                      R *__restrict__ A, int64_t bx, int32_t m) {
     __shared__ R part[8][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int32_t m = blockIdx.y, gm = g.member_offset + m;
-    const int64_t r = (int64_t)blockIdx.x * 32 + tx;
+    const int32_t gm = g.member_offset + m;
+    const int64_t r = bx * 32 + tx;
     const int32_t c = r < g.n ? g.centers[r] : -1;
     const int32_t chunk = (g.width + 7) / 8;
     const int32_t k0 = ty * chunk, k1 = min(g.width, k0 + chunk);
@@ -177,6 +183,17 @@ __global__ void ani_output_split_kernel(const nnpops__ani_output_args g, const R
         const R da = wm[k] * seed;
         a[(int64_t)k * g.lda] = x > 0 ? da : da * (x * inv + (R)1);
     }
+}
+
+template <typename R>
+__global__ void ani_output_kernel(const nnpops__ani_output_args g, const R *w, const R *b, R *A) {
+    ani_output_body<R>(g, w, b, A, blockIdx.x);
+}
+
+template <typename R>
+__global__ void ani_output_split_kernel(const nnpops__ani_output_args g, const R *__restrict__ w,
+                                        const R *__restrict__ b, R *__restrict__ A) {
+    ani_output_split_body<R>(g, w, b, A, blockIdx.x, (int32_t)blockIdx.y);
 }
 
 template <typename R> constexpr int prec_of() { return sizeof(R) == 4 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64; }
@@ -314,204 +331,652 @@ NNPOPS__MLP_TWINS(f32, float)
 NNPOPS__MLP_TWINS(f64, double)
 
 /* ---- small-n grouped GEMM (float32), twin of nnpops__small_gemm_cpu_f32 ----------------------
- * One launch per NNPOPS__SG_PER_LAUNCH problems (their shapes passed by value).  A block computes
- * 32 rows x nc columns (nc = 32 or 64) of one batch entry over one k-slice of tks = 4096 / nc
- * values: it loads its whole A tile (32 x tks, coalesced along the contiguous index) and B tile
- * (tks x nc, only columns < n) into shared memory in one go (every load in flight at once: the
- * weights are streamed once, the cost at small n), then each thread sums 4 rows x 1-2 columns in
- * plain FP32 FMA.  With one k-slice the block applies the epilogue and writes C; otherwise it
- * writes its partial sums to the work space and a second grouped kernel sums the slices in order
- * and applies the epilogue (no atomics: deterministic). */
+ * The networks of species with few atoms (n <= NNPOPS__SG_MAX_COLS columns) are thin products
+ * (m x k weights times k x n activations): their cost is streaming the weights (about 28 MB for
+ * the first layers of ANI-2x's H, C, N, O over 8 members) and, from n ~ 16 on, the FMAs.  The
+ * problems of a group run in one launch per kind (trans 0, trans 1) and NNPOPS__SG_PER_LAUNCH
+ * problems (their shapes passed by value).  Every block covers the whole k of its outputs: no
+ * second pass, no work space, and each sum runs in a fixed order (deterministic).  Only the real
+ * columns are computed, in chunks of NB = 8 (when every problem of the launch has n <= 8) or 16
+ * columns: a block per (problem, batch entry, tile of 32 rows, column chunk).  Everything is about
+ * latency: the block's first weights load into registers and the rest of its weights into L2
+ * (prefetch) before it waits for the previous kernel (programmatic dependent launch, see
+ * pdl_wait: with it this prologue overlaps the previous kernel); then it stages its B chunk (k x NB,
+ * zeros past n and k; k in slices of L.kc when longer) in shared memory with cp.async, every copy
+ * in flight at once, and past that one barrier the warps run free: each step's weights load
+ * while the previous step is summed (two steps ahead for NB = 8); the epilogue's inputs (bias,
+ * activation) are fetched early.
+ *   trans 0 (forward: A = W [m][k], rows contiguous in k): 8 warps of 4 rows.  The lanes of a warp
+ *     stride over k (lane l takes j = 128 s + 32 u + l, u < 4: each weight load is a coalesced
+ *     128-byte row segment, each weight read once per column chunk); B^T is staged permuted so
+ *     that a lane's 4 values of one row are one 16-byte load.  A lane accumulates 4 rows x NB
+ *     columns in registers, then a butterfly reduce-scatter over the 32 lanes (31 or 62 shuffles)
+ *     leaves each lane 1 or 2 finished sums.
+ *   trans 1 (backward: A = W [k][m], rows contiguous in m): 4, 8 or 16 warps (by k) share 32 rows.
+ *     Lane (li, lj) = (lane & 7, lane >> 3) takes rows li + 8 q (q < 4) and j = 4 g + lj for the
+ *     warp's groups g = warp, warp + warps, ... (a weight load: 4 rows x 32 contiguous bytes); B is
+ *     staged [j][NB] with row stride NB + 4 (the 4 rows one instruction reads hit distinct banks)
+ *     and read with 16-byte broadcast loads; a round is U groups per warp (the next round's
+ *     weights load while one is summed).  A lane accumulates 4 rows x NB columns, a
+ *     reduce-scatter over lj (2 shuffle steps) leaves it one row's NB sums, and the warps' partial
+ *     sums meet in shared memory, added in warp order.
+ * The thread holding a finished sum applies the epilogue (bias + CELU; CELU' from the activation
+ * in C; plain store).  Plain FP32 FMA throughout: equal to the CPU twin to rounding (another
+ * summation order), bitwise the same from run to run. */
 namespace {
 
-const int SG_TM = 32, SG_THREADS = 256, SG_TILE = 4096;
+const int SGN_THREADS = 256; /* trans 0: 8 warps */
+const int SGN_R = 4;         /* trans 0: rows per warp */
+const int SGN_KC = 1024;     /* trans 0: largest k slice staged at once */
+const int SG_ROWS = 32;      /* rows per block (both kinds) */
+const int SGT_MAX_THREADS = 512;
+/* weight steps in flight ahead (trans 0) and groups per round (trans 1), per column bucket */
+#ifndef SGN_D8
+#define SGN_D8 2
+#endif
+#ifndef SGN_D16
+#define SGN_D16 1
+#endif
+#ifndef SGT_U8
+#define SGT_U8 4
+#endif
+#ifndef SGT_U16
+#define SGT_U16 2
+#endif
+
+#define TRY_SG(x)                                                                                 \
+    do {                                                                                          \
+        nnpops_status s_ = (x);                                                                   \
+        if (s_ != NNPOPS_OK) return s_;                                                           \
+    } while (0)
 
 struct SgProb {
     nnpops__sg_problem p;
-    int64_t nc, tks, ks, mt, gemm_start, red_start, part_off;
+    int64_t mt, cc, start; /* row tiles, column chunks, first block of the problem */
 };
 struct SgLaunch {
-    int32_t count;
+    int32_t count, kc; /* problems; k per staged slice */
     float alpha, inv;
     SgProb q[NNPOPS__SG_PER_LAUNCH];
 };
 
-__device__ __forceinline__ float sg_epilogue(const nnpops__sg_problem &p, float al, float inv,
-                                             float s, int64_t t, int64_t i, float *c) {
+__device__ __forceinline__ int sg_find(const SgLaunch &L) {
+    int pi = 0;
+    while (pi + 1 < L.count && (int64_t)blockIdx.x >= L.q[pi + 1].start) pi++;
+    return pi;
+}
+
+/* 4-byte asynchronous global -> shared copy; ok == false writes a zero (reads nothing). */
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 4 : 0)
+                 : "memory");
+}
+
+/* Programmatic dependent launch: pdl_wait / pdl_trigger (common.cuh). */
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Waits until at most n of this thread's committed copy groups are pending (n clamped to 7). */
+__device__ __forceinline__ void cp_async_wait_pending(int n) {
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+    }
+}
+
+/* The epilogue's input of output (t, i, r), fetched before the sums are done: the bias (bias +
+ * CELU; a weight, read before pdl_wait) or the activation held in C (CELU'; read after it). */
+__device__ __forceinline__ float sg_pre(const nnpops__sg_problem &p, int64_t t, int64_t i,
+                                        const float *c, bool after_wait) {
+    if (p.epilogue == NNPOPS__SG_BIAS_CELU && !after_wait)
+        return p.bias ? __ldg(p.bias + t * p.m + i) : 0.0f;
+    if (p.epilogue == NNPOPS__SG_CELU_ACT && after_wait) return *c;
+    return 0.0f;
+}
+__device__ __forceinline__ float sg_finish(const nnpops__sg_problem &p, float al, float inv,
+                                           float s, float pre) {
     if (p.epilogue == NNPOPS__SG_BIAS_CELU) {
-        const float x = s + (p.bias ? p.bias[t * p.m + i] : 0.0f);
+        const float x = s + pre;
         return x > 0 ? x : al * expm1f(x * inv);
     }
-    if (p.epilogue == NNPOPS__SG_CELU_ACT) {
-        const float x = *c;
-        return x > 0 ? s : s * (x * inv + 1.0f);
-    }
+    if (p.epilogue == NNPOPS__SG_CELU_ACT) return pre > 0 ? s : s * (pre * inv + 1.0f);
     return s;
 }
 
-__global__ void __launch_bounds__(SG_THREADS) sg_gemm_kernel(const SgLaunch L, float *work) {
-    __shared__ float As[128][SG_TM + 1];
-    __shared__ float Bs[SG_TILE];
-    int pi = 0;
-    while (pi + 1 < L.count && (int64_t)blockIdx.x >= L.q[pi + 1].gemm_start) pi++;
-    const SgProb &Q = L.q[pi];
-    const nnpops__sg_problem &p = Q.p;
-    int64_t lb = (int64_t)blockIdx.x - Q.gemm_start;
-    const int64_t mi = lb % Q.mt;
-    lb /= Q.mt;
-    const int64_t kb = lb % Q.ks, t = lb / Q.ks;
-    const int nc = (int)Q.nc, tks = (int)Q.tks, lg = nc == 32 ? 7 : 6, lgc = nc == 32 ? 5 : 6;
-    const int64_t i0 = mi * SG_TM, k0 = kb * tks;
-    const int kl = (int)(p.k - k0 < tks ? p.k - k0 : tks);
-    const float *__restrict__ A = p.A + t * p.stride_a;
-    const float *__restrict__ B = p.B + t * p.stride_b;
-    const int tid = threadIdx.x;
-    /* A tile: 32 x tks values (16 or 8 per thread), B tile: tks x nc = 4096 (16 per thread) */
-    float ra[16], rb[16];
+/* One step of a butterfly reduce-scatter over lane bit o: of the 2H values v[0..2H) the lanes with
+ * bit o clear keep the lower half, the others the upper half, each adding its partner's copy; the
+ * kept half moves to v[0..H).  After the steps o = 16, 8, ... a lane holds the values from index
+ * sum over the steps of (lane & o ? H : 0) on. */
+template <int H>
+__device__ __forceinline__ void sg_half(float *v, int lane, int o) {
+    const bool hi = (lane & o) != 0;
 #pragma unroll
-    for (int u = 0; u < 16; u++) {
-        const int e = tid + SG_THREADS * u;
-        int ii, jj;
-        if (p.trans) {
-            ii = e & (SG_TM - 1);
-            jj = e >> 5;
-        } else {
-            ii = e >> lg;
-            jj = e & (tks - 1);
-        }
-        float v = 0.0f;
-        if (e < SG_TM * tks && jj < kl && i0 + ii < p.m)
-            v = p.trans ? __ldg(A + (k0 + jj) * p.lda + i0 + ii) : __ldg(A + (i0 + ii) * p.lda + k0 + jj);
-        ra[u] = v;
-    }
-#pragma unroll
-    for (int u = 0; u < 16; u++) {
-        const int e = tid + SG_THREADS * u;
-        const int jj = e >> lgc, rr = e & (nc - 1);
-        float v = 0.0f;
-        if (jj < kl && rr < p.n) v = __ldg(B + (k0 + jj) * p.ldb + rr);
-        rb[u] = v;
-    }
-#pragma unroll
-    for (int u = 0; u < 16; u++) {
-        const int e = tid + SG_THREADS * u;
-        if (e >= SG_TM * tks) break;
-        int ii, jj;
-        if (p.trans) {
-            ii = e & (SG_TM - 1);
-            jj = e >> 5;
-        } else {
-            ii = e >> lg;
-            jj = e & (tks - 1);
-        }
-        As[jj][ii] = ra[u];
-    }
-#pragma unroll
-    for (int u = 0; u < 16; u++) Bs[tid + SG_THREADS * u] = rb[u];
-    __syncthreads();
-    const int lane = tid & 31, ty = tid >> 5;
-    float acc[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
-    if (nc == 32) {
-#pragma unroll 4
-        for (int j = 0; j < kl; j++) {
-            const float b0 = Bs[j * 32 + lane];
-#pragma unroll
-            for (int q = 0; q < 4; q++) acc[q][0] = fmaf(As[j][ty * 4 + q], b0, acc[q][0]);
-        }
-    } else {
-#pragma unroll 4
-        for (int j = 0; j < kl; j++) {
-            const float b0 = Bs[j * 64 + lane], b1 = Bs[j * 64 + 32 + lane];
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const float a = As[j][ty * 4 + q];
-                acc[q][0] = fmaf(a, b0, acc[q][0]);
-                acc[q][1] = fmaf(a, b1, acc[q][1]);
-            }
-        }
-    }
-    float *C = p.C + t * p.stride_c;
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        const int64_t i = i0 + ty * 4 + q;
-        if (i >= p.m) break;
-#pragma unroll
-        for (int c = 0; c < 2; c++) {
-            const int r = lane + 32 * c;
-            if (r >= nc || r >= p.n) continue;
-            if (Q.ks == 1) {
-                float *dst = C + i * p.ldc + r;
-                *dst = sg_epilogue(p, L.alpha, L.inv, acc[q][c], t, i, dst);
-            } else {
-                work[Q.part_off + ((t * Q.ks + kb) * p.m + i) * nc + r] = acc[q][c];
-            }
-        }
+    for (int u = 0; u < H; u++) {
+        const float send = hi ? v[u] : v[u + H];
+        const float keep = hi ? v[u + H] : v[u];
+        v[u] = keep + __shfl_xor_sync(NNPOPS__FULL_MASK, send, o);
     }
 }
 
-__global__ void __launch_bounds__(SG_THREADS) sg_reduce_kernel(const SgLaunch L,
-                                                               const float *__restrict__ work) {
-    int pi = 0;
-    while (pi + 1 < L.count && (int64_t)blockIdx.x >= L.q[pi + 1].red_start) pi++;
-    const SgProb &Q = L.q[pi];
+/* The weights of one trans-0 step s (128 values of k) of a warp's rows (rows past m read row
+ * m - 1; their sums are never written). */
+__device__ __forceinline__ void sgn_load(float (&a)[SGN_R][4], const float *const (&arow)[SGN_R],
+                                         int kl, int s, int lane) {
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int j = (s << 7) + (u << 5) + lane;
+#pragma unroll
+        for (int q = 0; q < SGN_R; q++) a[q][u] = j < kl ? __ldg(arow[q] + j) : 0.0f;
+    }
+}
+
+/* Trans 0.  Template: NB columns per chunk, D steps of weights in flight ahead of the one summed. */
+template <int NB, int D>
+__global__ void __launch_bounds__(SGN_THREADS, NB == 8 ? 2 : 1) sgn_kernel(const SgLaunch L) {
+    extern __shared__ __align__(16) float sg_sm[];
+    constexpr int V = SGN_R * NB, NO = V / 32;
+    const SgProb &Q = L.q[sg_find(L)];
     const nnpops__sg_problem &p = Q.p;
-    const int64_t e = ((int64_t)blockIdx.x - Q.red_start) * SG_THREADS + threadIdx.x;
-    const int64_t nc = Q.nc;
-    if (e >= p.batch * p.m * nc) return;
-    const int64_t r = e % nc, i = (e / nc) % p.m, t = e / (nc * p.m);
-    if (r >= p.n) return;
-    const float *w = work + Q.part_off + (t * Q.ks * p.m + i) * nc + r;
-    float s = 0.0f;
-    for (int64_t kb = 0; kb < Q.ks; kb++) s += w[kb * p.m * nc];
-    float *dst = p.C + t * p.stride_c + i * p.ldc + r;
-    *dst = sg_epilogue(p, L.alpha, L.inv, s, t, i, dst);
+    int64_t lb = (int64_t)blockIdx.x - Q.start;
+    const int64_t mi = lb % Q.mt;
+    lb /= Q.mt;
+    const int64_t ci = lb % Q.cc, t = lb / Q.cc;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t r0 = ci * NB, m = p.m, k = p.k, ldb = p.ldb;
+    const int nr = (int)(p.n - r0 < NB ? p.n - r0 : NB);
+    const int64_t i0 = mi * SG_ROWS + warp * SGN_R;
+    const float *__restrict__ B = p.B + t * p.stride_b + r0;
+    float *C = p.C + t * p.stride_c + r0;
+    pdl_trigger();
+    /* the lane's outputs after the reduce-scatter, and their epilogue inputs (fetched early) */
+    const int base = ((lane >> 4) & 1) * (V / 2) + ((lane >> 3) & 1) * (V / 4) +
+                     ((lane >> 2) & 1) * (V / 8) + ((lane >> 1) & 1) * (V / 16) + (lane & 1) * (V / 32);
+    float pre[NO];
+#pragma unroll
+    for (int u = 0; u < NO; u++) {
+        const int q = (base + u) / NB, r = (base + u) - q * NB;
+        pre[u] = (i0 + q < m && r < nr) ? sg_pre(p, t, i0 + q, C + (i0 + q) * p.ldc + r, false)
+                                        : 0.0f;
+    }
+    const float *arow[SGN_R];
+#pragma unroll
+    for (int q = 0; q < SGN_R; q++) arow[q] = p.A + t * p.stride_a + min(i0 + q, m - 1) * p.lda;
+    const int kc = L.kc, kcs = kc + 4;
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) acc[v] = 0.0f;
+    /* the first weights into registers and the rest of the warp's rows into L2, before waiting
+     * for the kernels that write B (and C) */
+    float a[D + 1][SGN_R][4];
+    {
+        const int kl = (int)(k < kc ? k : kc);
+#pragma unroll
+        for (int d = 0; d < D; d++) sgn_load(a[d], arow, kl, d, lane);
+        for (int q = 0; q < SGN_R; q++)
+            for (int64_t j = (int64_t)D * 128 + 32 * lane; j < k; j += 32 * 32)
+                prefetch_l2(arow[q] + j);
+    }
+    pdl_wait();
+#pragma unroll
+    for (int u = 0; u < NO; u++) {
+        const int q = (base + u) / NB, r = (base + u) - q * NB;
+        if (i0 + q < m && r < nr && p.epilogue == NNPOPS__SG_CELU_ACT)
+            pre[u] = sg_pre(p, t, i0 + q, C + (i0 + q) * p.ldc + r, true);
+    }
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+        const int kl = (int)(k - k0 < kc ? k - k0 : kc), ns = (kl + 127) >> 7;
+        if (k0 > 0) {
+            __syncthreads();
+#pragma unroll
+            for (int q = 0; q < SGN_R; q++) arow[q] += kc;
+#pragma unroll
+            for (int d = 0; d < D; d++) sgn_load(a[d], arow, kl, d, lane);
+        }
+        /* B^T of the slice (every copy in flight at once): j = 128 s + 32 u + l goes to
+         * 128 s + 4 l + u of row r */
+        for (int e = tid; e < (ns << 7) * NB; e += SGN_THREADS) {
+            const int j = e / NB, r = e % NB;
+            const bool ok = j < kl && r < nr;
+            cp_async4(sg_sm + r * kcs + (j & ~127) + ((j & 31) << 2) + ((j >> 5) & 3),
+                      ok ? B + (k0 + j) * ldb + r : B, ok);
+        }
+        cp_async_commit();
+        cp_async_wait_pending(0);
+        __syncthreads();
+        for (int s = 0; s < ns; s++) {
+            sgn_load(a[D], arow, kl, s + D, lane);
+            const float *bt = sg_sm + (s << 7) + (lane << 2);
+#pragma unroll
+            for (int r = 0; r < NB; r++) {
+                const float4 b = *reinterpret_cast<const float4 *>(bt + r * kcs);
+#pragma unroll
+                for (int q = 0; q < SGN_R; q++) {
+                    float c = acc[q * NB + r];
+                    c = fmaf(a[0][q][0], b.x, c);
+                    c = fmaf(a[0][q][1], b.y, c);
+                    c = fmaf(a[0][q][2], b.z, c);
+                    c = fmaf(a[0][q][3], b.w, c);
+                    acc[q * NB + r] = c;
+                }
+            }
+#pragma unroll
+            for (int d = 0; d < D; d++)
+#pragma unroll
+                for (int q = 0; q < SGN_R; q++)
+#pragma unroll
+                    for (int u = 0; u < 4; u++) a[d][q][u] = a[d + 1][q][u];
+        }
+    }
+    sg_half<V / 2>(acc, lane, 16);
+    sg_half<V / 4>(acc, lane, 8);
+    sg_half<V / 8>(acc, lane, 4);
+    sg_half<V / 16>(acc, lane, 2);
+    sg_half<V / 32>(acc, lane, 1);
+#pragma unroll
+    for (int u = 0; u < NO; u++) {
+        const int q = (base + u) / NB, r = (base + u) - q * NB;
+        const int64_t i = i0 + q;
+        if (i < m && r < nr) C[i * p.ldc + r] = sg_finish(p, L.alpha, L.inv, acc[u], pre[u]);
+    }
+}
+
+/* Trans 1.  Template: NB columns per chunk, U groups of 4 k-rows per warp and round (a round's
+ * weights load while the previous round is summed). */
+template <int NB, int U>
+__global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) {
+    extern __shared__ __align__(16) float sg_sm[];
+    constexpr int NBP = NB + 4, RS = NB + 1;
+    const SgProb &Q = L.q[sg_find(L)];
+    const nnpops__sg_problem &p = Q.p;
+    int64_t lb = (int64_t)blockIdx.x - Q.start;
+    const int64_t mi = lb % Q.mt;
+    lb /= Q.mt;
+    const int64_t ci = lb % Q.cc, t = lb / Q.cc;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    const int li = lane & 7, lj = lane >> 3;
+    const int64_t r0 = ci * NB, m = p.m, k = p.k, lda = p.lda, ldb = p.ldb;
+    const int nr = (int)(p.n - r0 < NB ? p.n - r0 : NB);
+    const int64_t ib = mi * SG_ROWS + li;
+    const float *__restrict__ Ab = p.A + t * p.stride_a + ib;
+    const float *__restrict__ B = p.B + t * p.stride_b + r0;
+    float *C = p.C + t * p.stride_c + r0;
+    pdl_trigger();
+    /* this thread's outputs o = tid + v blockDim.x (lane ln = o / NB, column o % NB) and their
+     * epilogue inputs, fetched early */
+    float pre[4];
+    int64_t oi[4];
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const int o = tid + v * (int)blockDim.x;
+        pre[v] = 0.0f;
+        oi[v] = -1;
+        if (o < 32 * NB) {
+            const int ln = o / NB, r = o - ln * NB;
+            const int64_t i = mi * SG_ROWS + (ln & 7) + 8 * (((ln >> 4) & 1) * 2 + ((ln >> 3) & 1));
+            if (i < m && r < nr) {
+                oi[v] = i;
+                pre[v] = sg_pre(p, t, i, C + i * p.ldc + r, false);
+            }
+        }
+    }
+    bool rok[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) rok[q] = ib + 8 * q < m;
+    const int kc = L.kc;
+    float acc[4 * NB];
+#pragma unroll
+    for (int v = 0; v < 4 * NB; v++) acc[v] = 0.0f;
+    /* the first round's weights into registers and the block's weight columns into L2, before
+     * waiting for the kernels that write B (and C) */
+    float a[2][U][4];
+    {
+        const int kl = (int)(k < kc ? k : kc), G = (kl + 3) >> 2;
+#pragma unroll
+        for (int uu = 0; uu < U; uu++) {
+            const int g = warp + nw * uu, j = (g << 2) + lj;
+            const bool ok = g < G && j < kl;
+            const float *ap = Ab + (int64_t)(ok ? j : 0) * lda;
+#pragma unroll
+            for (int q = 0; q < 4; q++) a[0][uu][q] = (ok && rok[q]) ? __ldg(ap + 8 * q) : 0.0f;
+        }
+        const float *A0 = Ab - li; /* column mi * 32 of the tile, up to its last column in m */
+        const int64_t last = min(mi * SG_ROWS + SG_ROWS - 1, m - 1) - mi * SG_ROWS;
+        for (int64_t j = tid; j < k; j += blockDim.x) {
+            prefetch_l2(A0 + j * lda);
+            prefetch_l2(A0 + j * lda + last);
+        }
+    }
+    pdl_wait();
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const int o = tid + v * (int)blockDim.x;
+        if (oi[v] >= 0 && p.epilogue == NNPOPS__SG_CELU_ACT)
+            pre[v] = sg_pre(p, t, oi[v], C + oi[v] * p.ldc + (o - (o / NB) * NB), true);
+    }
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+        const int kl = (int)(k - k0 < kc ? k - k0 : kc), G = (kl + 3) >> 2;
+        const int gr = nw * U, nrounds = (G + gr - 1) / gr; /* groups per round, rounds */
+        const float *Ak = Ab + k0 * lda;
+        if (k0 > 0) {
+            __syncthreads();
+            /* weights of round 0 of this slice */
+#pragma unroll
+            for (int uu = 0; uu < U; uu++) {
+                const int g = warp + nw * uu, j = (g << 2) + lj;
+                const bool ok = g < G && j < kl;
+                const float *ap = Ak + (int64_t)(ok ? j : 0) * lda;
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    a[0][uu][q] = (ok && rok[q]) ? __ldg(ap + 8 * q) : 0.0f;
+            }
+        }
+        /* B rows of the slice (every copy in flight at once) */
+        for (int e = tid; e < (G << 2) * NB; e += blockDim.x) {
+            const int j = e / NB, r = e % NB;
+            const bool ok = j < kl && r < nr;
+            cp_async4(sg_sm + j * NBP + r, ok ? B + (k0 + j) * ldb + r : B, ok);
+        }
+        cp_async_commit();
+        cp_async_wait_pending(0);
+        __syncthreads();
+        /* the warps run free from here: no barrier until the reduction */
+        for (int rd = 0; rd < nrounds; rd++) {
+            /* weights of the next round */
+#pragma unroll
+            for (int uu = 0; uu < U; uu++) {
+                const int g = warp + nw * ((rd + 1) * U + uu), j = (g << 2) + lj;
+                const bool ok = g < G && j < kl;
+                const float *ap = Ak + (int64_t)(ok ? j : 0) * lda;
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    a[1][uu][q] = (ok && rok[q]) ? __ldg(ap + 8 * q) : 0.0f;
+            }
+#pragma unroll
+            for (int uu = 0; uu < U; uu++) {
+                const int g = warp + nw * (rd * U + uu);
+                const float *bs = sg_sm + (g < G ? (g << 2) + lj : 0) * NBP;
+#pragma unroll
+                for (int c = 0; c < NB / 4; c++) {
+                    const float4 b = *reinterpret_cast<const float4 *>(bs + 4 * c);
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        float *x = acc + q * NB + 4 * c;
+                        x[0] = fmaf(a[0][uu][q], b.x, x[0]);
+                        x[1] = fmaf(a[0][uu][q], b.y, x[1]);
+                        x[2] = fmaf(a[0][uu][q], b.z, x[2]);
+                        x[3] = fmaf(a[0][uu][q], b.w, x[3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int uu = 0; uu < U; uu++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) a[0][uu][q] = a[1][uu][q];
+        }
+    }
+    __syncthreads();
+    /* over lj: the lane keeps rows li + 8 q, q = 2 (lane >> 4 & 1) + (lane >> 3 & 1), all NB
+     * columns; then the warps' sums meet in shared memory, added in warp order */
+    sg_half<2 * NB>(acc, lane, 16);
+    sg_half<NB>(acc, lane, 8);
+#pragma unroll
+    for (int u = 0; u < NB; u++) sg_sm[(warp * 32 + lane) * RS + u] = acc[u];
+    __syncthreads();
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const int o = tid + v * (int)blockDim.x;
+        if (o >= 32 * NB) break;
+        const int ln = o / NB, r = o - ln * NB;
+        float s = 0.0f;
+        for (int w = 0; w < nw; w++) s += sg_sm[(w * 32 + ln) * RS + r];
+        const int64_t i = mi * SG_ROWS + (ln & 7) + 8 * (((ln >> 4) & 1) * 2 + ((ln >> 3) & 1));
+        if (i < m && r < nr) C[i * p.ldc + r] = sg_finish(p, L.alpha, L.inv, s, pre[v]);
+    }
+}
+
+template <typename... Args>
+nnpops_status sg_launch_k(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t st, const char *what, Args... args) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    memset(attr, 0, sizeof attr);
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, args...);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, what,
+                            cudaGetErrorString(e));
+    }
+    return NNPOPS_OK;
+}
+
+nnpops_status sg_set_smem(const void *fn, size_t bytes) {
+    if (bytes <= 48 * 1024) return NNPOPS_OK;
+    NNPOPS__CUDA_CALL(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    return NNPOPS_OK;
+}
+
+/* One launch of L's problems (all of kind trans, n <= nmax, k <= kmax), `blocks` blocks. */
+nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int64_t blocks,
+                        cudaStream_t st) {
+    const bool small = nmax <= 8;
+    if (!trans) {
+        int64_t kc = (kmax + 127) / 128 * 128;
+        if (kc < 128) kc = 128;
+        if (kc > SGN_KC) kc = SGN_KC;
+        L.kc = (int32_t)kc;
+        const size_t sm = sizeof(float) * (small ? 8 : 16) * (size_t)(kc + 4);
+        auto kern = small ? sgn_kernel<8, SGN_D8> : sgn_kernel<16, SGN_D16>;
+        TRY_SG(sg_set_smem((const void *)kern, sm));
+        return sg_launch_k(kern, dim3((unsigned)blocks), dim3(SGN_THREADS), sm, st,
+                           "small GEMM (forward)", (SgLaunch)L);
+    }
+    const int nbc = small ? 8 : 16;
+    const int64_t kcmax = small ? 2048 : 1024;
+    int64_t kc = (kmax + 3) / 4 * 4;
+    if (kc < 4) kc = 4;
+    if (kc > kcmax) kc = kcmax;
+    L.kc = (int32_t)kc;
+    const int64_t G = kc / 4;
+    const int nw = G >= 256 ? 16 : (G >= 64 ? 8 : 4);
+    size_t stage = (size_t)kc * (nbc + 4), red = (size_t)nw * 32 * (nbc + 1);
+    const size_t sm = sizeof(float) * (stage > red ? stage : red);
+    auto kern = small ? sgt_kernel<8, SGT_U8> : sgt_kernel<16, SGT_U16>;
+    TRY_SG(sg_set_smem((const void *)kern, sm));
+    return sg_launch_k(kern, dim3((unsigned)blocks), dim3(32 * nw), sm, st,
+                       "small GEMM (backward)", (SgLaunch)L);
+}
+
+/* The grouped output layer: blockIdx.z picks the entry. */
+struct SgOutLaunch {
+    nnpops__ani_output_args a[NNPOPS__SG_PER_LAUNCH];
+    const float *w[NNPOPS__SG_PER_LAUNCH], *b[NNPOPS__SG_PER_LAUNCH];
+    float *A[NNPOPS__SG_PER_LAUNCH];
+};
+
+/* As ani_output_split_body (a block per 32 columns, member and entry; 8 warps split the width,
+ * the same sums in the same order), with each thread's activations and weights loaded at once
+ * into registers (up to SG_OUT_K per thread, a loop beyond) and reused for the backward seed. */
+const int SG_OUT_K = 32;
+__global__ void sg_output_split_kernel(const SgOutLaunch L) {
+    __shared__ float part[8][33];
+    const int z = blockIdx.z;
+    const nnpops__ani_output_args &g = L.a[z];
+    pdl_trigger();
+    if ((int64_t)blockIdx.x * 32 >= g.n || (int32_t)blockIdx.y >= g.members) {
+        pdl_wait();
+        return;
+    }
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int32_t m = blockIdx.y, gm = g.member_offset + m;
+    const int64_t r = (int64_t)blockIdx.x * 32 + tx;
+    const bool col = r < g.n;
+    const int32_t c = col ? g.centers[r] : -1;
+    const int32_t chunk = (g.width + 7) / 8;
+    const int32_t k0 = ty * chunk, k1 = min(g.width, k0 + chunk);
+    float *a = L.A[z] + (int64_t)m * g.width * g.lda + (col ? r : 0);
+    const float *wm = L.w[z] + (int64_t)m * g.width;
+    float x[SG_OUT_K], wk[SG_OUT_K];
+#pragma unroll
+    for (int u = 0; u < SG_OUT_K; u++) wk[u] = col && k0 + u < k1 ? __ldg(wm + k0 + u) : 0.0f;
+    pdl_wait(); /* the activations come from the kernel before */
+#pragma unroll
+    for (int u = 0; u < SG_OUT_K; u++) x[u] = col && k0 + u < k1 ? a[(int64_t)(k0 + u) * g.lda] : 0.0f;
+    float p = 0.0f;
+    if (c >= 0) {
+#pragma unroll
+        for (int u = 0; u < SG_OUT_K; u++)
+            if (k0 + u < k1) p += wk[u] * x[u];
+        for (int32_t k = k0 + SG_OUT_K; k < k1; k++) p += wm[k] * a[(int64_t)k * g.lda];
+    }
+    part[ty][tx] = p;
+    __syncthreads();
+    if (ty == 0 && c >= 0) {
+        float y = L.b[z][m];
+        for (int t = 0; t < 8; t++) y += part[t][tx];
+        const double yv = (double)y;
+        if (g.member_energy) g.member_energy[(int64_t)c * g.ensemble + gm] = yv + g.self_energy;
+        double add = 0.0;
+        if (g.member < 0) add = yv / (double)g.ensemble + (gm == 0 ? g.self_energy : 0.0);
+        else if (gm == g.member) add = yv + g.self_energy;
+        if (add != 0.0) atomicAdd(g.atom_energy + c, add);
+    }
+    if (!g.need_grad || c < 0) return;
+    const float inv = (float)(1.0 / g.alpha);
+    const float seed = g.member < 0 ? (float)(1.0 / (double)g.ensemble)
+                                    : (gm == g.member ? 1.0f : 0.0f);
+#pragma unroll
+    for (int u = 0; u < SG_OUT_K; u++) {
+        if (k0 + u < k1) {
+            const float da = wk[u] * seed;
+            a[(int64_t)(k0 + u) * g.lda] = x[u] > 0 ? da : da * (x[u] * inv + 1.0f);
+        }
+    }
+    for (int32_t k = k0 + SG_OUT_K; k < k1; k++) {
+        const float xv = a[(int64_t)k * g.lda];
+        const float da = wm[k] * seed;
+        a[(int64_t)k * g.lda] = xv > 0 ? da : da * (xv * inv + 1.0f);
+    }
+}
+
+__global__ void sg_output_det_kernel(const SgOutLaunch L) {
+    const int z = blockIdx.z;
+    pdl_trigger();
+    pdl_wait();
+    ani_output_body<float>(L.a[z], L.w[z], L.b[z], L.A[z], blockIdx.x);
 }
 
 } /* namespace */
 
 extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
                                                      size_t work_bytes, void *stream) {
+    (void)work;
+    (void)work_bytes;
     if (g->count < 0 || g->count > NNPOPS__SG_MAX_PROBLEMS)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "small GEMM: %d problems (at most %d)",
                             (int)g->count, NNPOPS__SG_MAX_PROBLEMS);
-    if (nnpops__small_gemm_work_bytes(g) > work_bytes)
-        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "small GEMM: work space of %zu bytes, %zu needed",
-                            work_bytes, nnpops__small_gemm_work_bytes(g));
-    for (int32_t c0 = 0; c0 < g->count; c0 += NNPOPS__SG_PER_LAUNCH) {
-        SgLaunch L;
-        memset(&L, 0, sizeof L);
-        L.alpha = (float)g->alpha;
-        L.inv = (float)(1.0 / g->alpha);
-        int64_t nb = 0, nr = 0, off = 0;
-        for (int32_t q = c0; q < g->count && q < c0 + NNPOPS__SG_PER_LAUNCH; q++) {
-            const nnpops__sg_problem *p = &g->p[q];
-            if (p->m <= 0 || p->n <= 0 || p->batch <= 0) continue;
-            if (p->n > NNPOPS__SG_MAX_COLS || p->m > INT32_MAX || p->k > INT32_MAX)
-                return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
-                                    "small GEMM: %lld columns (at most %d)", (long long)p->n,
-                                    NNPOPS__SG_MAX_COLS);
-            SgProb &Q = L.q[L.count++];
-            Q.p = *p;
-            nnpops__sg_split(p, &Q.nc, &Q.tks, &Q.ks);
-            Q.mt = (p->m + SG_TM - 1) / SG_TM;
-            Q.gemm_start = nb;
-            Q.red_start = nr;
-            Q.part_off = off;
-            nb += p->batch * Q.ks * Q.mt;
-            if (Q.ks > 1) {
-                nr += (p->batch * p->m * Q.nc + SG_THREADS - 1) / SG_THREADS;
-                off += nnpops__sg_partial_floats(p);
+    for (int32_t q = 0; q < g->count; q++) {
+        const nnpops__sg_problem *p = &g->p[q];
+        if (p->m <= 0 || p->n <= 0 || p->batch <= 0) continue;
+        if (p->n > NNPOPS__SG_MAX_COLS || p->m > INT32_MAX || p->k > INT32_MAX || p->k < 0)
+            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                                "small GEMM: %lld x %lld x %lld (at most %d columns)",
+                                (long long)p->m, (long long)p->k, (long long)p->n,
+                                NNPOPS__SG_MAX_COLS);
+    }
+    cudaStream_t st = as_stream(stream);
+    for (int trans = 0; trans < 2; trans++) {
+        int32_t q = 0;
+        for (;;) {
+            SgLaunch L;
+            memset(&L, 0, sizeof L);
+            L.alpha = (float)g->alpha;
+            L.inv = (float)(1.0 / g->alpha);
+            int32_t idx[NNPOPS__SG_PER_LAUNCH];
+            int cnt = 0;
+            int64_t nmax = 0, kmax = 0;
+            for (; q < g->count && cnt < NNPOPS__SG_PER_LAUNCH; q++) {
+                const nnpops__sg_problem *p = &g->p[q];
+                if ((p->trans != 0) != (trans != 0) || p->m <= 0 || p->n <= 0 || p->batch <= 0)
+                    continue;
+                idx[cnt++] = q;
+                if (p->n > nmax) nmax = p->n;
+                if (p->k > kmax) kmax = p->k;
             }
+            if (cnt == 0) break;
+            const int64_t nb = nmax <= 8 ? 8 : 16;
+            int64_t blocks = 0;
+            for (int c = 0; c < cnt; c++) {
+                SgProb &Q = L.q[L.count++];
+                Q.p = g->p[idx[c]];
+                Q.mt = (Q.p.m + SG_ROWS - 1) / SG_ROWS;
+                Q.cc = (Q.p.n + nb - 1) / nb;
+                Q.start = blocks;
+                blocks += Q.p.batch * Q.mt * Q.cc;
+            }
+            if (blocks > INT32_MAX)
+                return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "small GEMM: grid too large");
+            const nnpops_status s = sg_launch(L, trans, nmax, kmax, blocks, st);
+            if (s != NNPOPS_OK) return s;
         }
-        if (nb == 0) continue;
-        if (nb > INT32_MAX || nr > INT32_MAX)
-            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "small GEMM: grid too large");
-        sg_gemm_kernel<<<(unsigned)nb, SG_THREADS, 0, as_stream(stream)>>>(L, (float *)work);
-        NNPOPS__LAUNCH_CHECK("small GEMM");
-        if (nr > 0) {
-            sg_reduce_kernel<<<(unsigned)nr, SG_THREADS, 0, as_stream(stream)>>>(L,
-                                                                                (const float *)work);
-            NNPOPS__LAUNCH_CHECK("small GEMM (k-slice sums)");
+    }
+    return NNPOPS_OK;
+}
+
+extern "C" nnpops_status nnpops__ani_output_group_cuda_f32(int32_t count,
+                                                           const nnpops__ani_output_args *args,
+                                                           const float *const *w,
+                                                           const float *const *b, float *const *A,
+                                                           void *stream) {
+    cudaStream_t st = as_stream(stream);
+    for (int det = 0; det < 2; det++) {
+        int32_t q = 0;
+        for (;;) {
+            SgOutLaunch L;
+            memset(&L, 0, sizeof L);
+            int cnt = 0;
+            int64_t nmax = 0;
+            int32_t mmax = 0;
+            for (; q < count && cnt < NNPOPS__SG_PER_LAUNCH; q++) {
+                const nnpops__ani_output_args *a = &args[q];
+                const int d = a->deterministic || a->members > 65535;
+                if (d != det || a->n <= 0 || a->members <= 0) continue;
+                L.a[cnt] = *a;
+                L.w[cnt] = w[q];
+                L.b[cnt] = b[q];
+                L.A[cnt] = A[q];
+                cnt++;
+                if (a->n > nmax) nmax = a->n;
+                if (a->members > mmax) mmax = a->members;
+            }
+            if (cnt == 0) break;
+            const nnpops_status s =
+                det ? sg_launch_k(sg_output_det_kernel, dim3(grid_for(nmax, 128), 1, (unsigned)cnt),
+                                  dim3(128), 0, st, "ANI output layers (grouped)", (SgOutLaunch)L)
+                    : sg_launch_k(sg_output_split_kernel,
+                                  dim3(grid_for(nmax, 32), (unsigned)mmax, (unsigned)cnt),
+                                  dim3(32, 8), 0, st, "ANI output layers (grouped)", (SgOutLaunch)L);
+            if (s != NNPOPS_OK) return s;
         }
     }
     return NNPOPS_OK;

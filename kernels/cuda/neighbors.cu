@@ -7,7 +7,12 @@
  * sys_start[s+1]), its own cell H with rows a, b, c and periodic flags), every atom j or periodic
  * image of j (the atom itself included) with |r| < cutoff, r = x_j - x_i + s . H, s an integer shift
  * (zero along non-periodic axes), x the ORIGINAL positions (anywhere, not only inside the cell).
- * r is evaluated in double as (x_j - x_i) + (s_a a + s_b b + s_c c).  Two output modes:
+ * r is evaluated in double as (x_j - x_i) + ((s_a a + s_b b) + s_c c), every operation rounded on
+ * its own (__dadd_rn / __dmul_rn: never contracted into an FMA), the shift term skipped for s = 0,
+ * and |r|^2 = (r_x^2 + r_y^2) + r_z^2 likewise: the CPU twin's expressions, so vectors, distances
+ * and the |r|^2 < cutoff^2 decisions are the CPU's bit for bit (where the host compiler does not
+ * contract either, e.g. x86-64), and every kernel that repeats a decision repeats it exactly.
+ * Two output modes:
  *   center mode: for every center c < n_centers all its (j, s), written as entries {c, j} grouped
  *                by center (CSR start[]); a local-local pair appears once per center;
  *   half mode:   every unordered pair once, oriented i < j for s = 0 and s lexicographically
@@ -20,32 +25,98 @@
  * s = s' + n_i - n_j.  The images needed along periodic axis k are ceil(cutoff / w_k), w_k the
  * perpendicular width; more than max_images is NNPOPS__ST_TOO_MANY_IMAGES.
  *
- * Algorithms (nnpops__nbr_cuda_plan chooses from host copies of cells and system sizes):
- *   brute force: a warp per (center, slice); the slice is a range of at most 64 atoms of the
- *                center's system, a lane per atom, every image shift s' in [-img, img]^3 of the
- *                atom in turn; for small systems, where the launches of a cell list cost more
- *                than the distance tests;
+ * Algorithms (nnpops__nbr_cuda_plan chooses from host copies of cells and system sizes; the
+ * choice rules are at nnpops__nbr_cuda_plan below):
+ *   small (NNPOPS__NBR_SMALL, center mode): ONE launch of ONE block (512 threads) for tiny inputs
+ *                (at most 1024 atoms and a small brute-force cost): a warp per center counts its
+ *                candidates (every atom of its system, every image shift s' in [-img, img]^3) into
+ *                shared memory, the block scans the counts, writes start[] and the status, and the
+ *                warps run the candidates again writing the entries.  No memset, no work space.
+ *   brute force (NNPOPS__NBR_BRUTE): a warp per (center, slice); the slice is a range of at most
+ *                32 atoms of the center's system, a lane per atom, every image shift in turn: the
+ *                lane forms the vector to each image in double by increments (a few additions per
+ *                image) and runs the exact test only where that is within cutoff (1 + 1e-9) plus
+ *                a bound of its rounding; the frame of a system is computed once per block (the
+ *                system of the block's first item) instead of once per warp.  For small systems,
+ *                where the launches of a cell list cost more than the tests.  Center mode: two
+ *                launches (count, write) when the counts are few enough for the last block of the
+ *                count kernel to scan them (see "Launches" below), else four.
  *   cell list:   per system, bins along the three fractional axes at least `reach` (cutoff plus a
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
- *                (coarsened); atoms are counted per bin, the counts scanned, the atoms placed in bin
- *                order; then a warp per center (centers in bin order, so neighboring warps read the
- *                same bins) visits the stencil of +-r_k bins, r_k = ceil(reach / bin thickness),
- *                which is one bin for ordinary boxes and several when the cell is thinner than the
- *                cutoff (bin b + o maps to bin (b + o) mod nb with shift floor((b + o) / nb),
- *                one-to-one, so every (j, s') is met once).  Along the third axis consecutive
- *                stencil bins with one shift are one contiguous range of sorted atoms, swept by
- *                the 32 lanes together.
- * Both pass over the candidates twice: a count pass writes each center's (or slice's) count, an
- * exclusive scan gives offsets, and a write pass writes the entries in the same order.  So the
- * entries of a center are contiguous and the output needs no atomics; only the counters of the
- * status word use them.  Candidates are tested on wrapped positions against reach^2, and survivors
- * are recomputed from the original positions and kept if |r|^2 < cutoff^2 (the CPU's test).
+ *                (coarsened); atoms are counted per bin (the atomic's return value is the atom's
+ *                rank in its bin), the counts scanned, the atoms placed in bin order.  A stencil of
+ *                +-r_k bins around a bin covers every pair, r_k = ceil(reach / bin thickness): one
+ *                bin for ordinary boxes and several when the cell is thinner than the cutoff (bin
+ *                b + o maps to bin (b + o) mod nb with shift floor((b + o) / nb), one-to-one, so
+ *                every (j, s') is met once).  Two kernels search the stencils:
+ *     fast (NNPOPS__NBR_CELL_FAST, center mode; the plan's choice when every periodic axis is at
+ *                least one reach wide, i.e. r_k == 1; any r_k is handled):
+ *                count pass (fast_count_kernel): a thread per (center, (o0, o1) column of the
+ *                stencil): blocks of 32 slots (centers in bin order) x 9 warps, warp w taking the
+ *                columns w, w + 9, ... for the 32 slots, so the lanes of a warp read the same bins
+ *                (L1 broadcast); along the third axis the column's bins with one image shift are
+ *                one contiguous range of sorted atoms, read as float4 (float32 position xr, id in
+ *                .w); per-column counts summed into counts[c] with integer atomics.
+ *                write pass (fast_write_kernel): a BLOCK per bin (128 threads, bins in turn over a
+ *                grid of about n_atoms / 16 blocks).  Warp 0 lists up to 32 stencil bins (27 for
+ *                r_k == 1; more in groups of 32) with a prefix sum of their atom counts; the block
+ *                copies their atoms, at most 512 at a time, into shared memory (float position
+ *                and listed-bin index, image shift minus wrap count and atom id, original double
+ *                position); then a warp per center of the bin: the center moved back by each
+ *                listed bin's shift (per warp in shared memory), a lane per candidate, the same
+ *                decision as the count pass; accepted vectors recomputed in double (the CPU
+ *                expression above); the entries of a 32-candidate batch written at consecutive
+ *                positions (ballot + popc), so the stores of a center are contiguous; counts[c]
+ *                serves as the cursor between chunks.
+ *                The decision, in both passes: t = float(xr_c) - float(h . H) per center and
+ *                image h (explicit _rn roundings, the same bits in both passes), d2f = |f_j - t|^2
+ *                in float32 (fmaf chain); d2f >= hi2 rejects, d2f < lo2 accepts (the center itself
+ *                excepted), anything between (or a NaN) goes to the exact double test from the
+ *                original positions (thresholds below).
+ *     general (NNPOPS__NBR_CELL; half mode, and the fallback for cells thinner than the cutoff):
+ *                a warp per center (centers in bin order, so neighboring warps read the same
+ *                bins) visits the stencil; along the third axis consecutive stencil bins with one
+ *                shift are one contiguous range of sorted atoms, swept by the 32 lanes together,
+ *                double-precision tests on wrapped positions against reach^2.
+ *
+ * Float32 thresholds of the fast cell list (per system, geom_kernel).  Positions are stored as
+ * xr = xw - o rounded to float (o: the origin of the binned range along non-periodic axes, zero
+ * along periodic ones), so |xr| <= M = sum_k ext_k max_d |H_kd| (ext_k = 1 along periodic axes,
+ * the atoms' fractional range otherwise), and image shifts are bounded by S = sum_k r_k max_d
+ * |H_kd|.  With u = 2^-24, f_j, float(xr_c), float(h . H), t and the difference are each one
+ * rounding, so the float vector differs from the exact one by at most u (3M + 2S) + u|d| per
+ * component (norm: sqrt(3) u (3M + 2S) <= 4u (3M + S), plus u relative), and the squared norm
+ * (fmaf chain) adds 3u relative; the CPU's own double evaluation and the double wrapping differ
+ * from the exact vector by far less than E_d = 64 2^-53 (3 kappa (X + Hs) + M + S + cutoff), X the
+ * largest |coordinate| of the system's original positions (bbox_kernel), Hs = sum_k max_d |H_kd|,
+ * kappa = max_k |a_k| / w_k >= 1 (the skew: it bounds the terms |n_k a_k| of the wrapping and
+ * |s_k a_k| of the shift by about kappa (|x| + |a_k|)).  With E = 4u(3M + S) + E_d:
+ *     hi = cutoff (1 + 1e-5) + E,  lo = cutoff (1 - 1e-5) - E,
+ *     hi2 = hi^2 rounded up to float, lo2 = lo^2 rounded down (or -1 when lo <= 0),
+ * so d2f >= hi2 only for pairs the CPU rejects and d2f < lo2 only for pairs it accepts (the 1e-5
+ * relative part covers the few-u relative errors many times over).  If M >= 1e30 or hi >= 1e18
+ * hi2 is NaN: every candidate goes to the double test.  Both passes compute the same bits for
+ * every decision, so the write pass writes exactly the entries the count pass counted.
+ *
+ * Launches.  Center mode of the brute force and the fast cell list counts each center's entries
+ * and, for the status word, the entries whose neighbor is a ghost (j >= n_centers): n_half =
+ * (n_entries + ghost entries) / 2, since each local-local pair is two entries.  When at most 8192
+ * counts are scanned, the count kernel's blocks take tickets on status->n_entries (zero on entry:
+ * the caller zeroes the status) after writing their counts, and the last block scans the counts
+ * (offsets written straight into start[] when there is one per center), writes n_entries, n_half
+ * and the overflow flag; otherwise cub scans them (also straight into start[] where it can) and
+ * the write kernel finishes the status.  The small path does all of it in its one block.
+ * Either way the entries of a center are contiguous and the output needs no atomics; only the
+ * counters of the status word use them.  The general cell list and half mode keep count, scan,
+ * write and a finish kernel.
  *
  * Device work space (nnpops__nbr_cuda_work_bytes): counts and offsets [n_centers * slices + 1]
- * (int64), the scan's temporary storage, and for the cell list per system the frame (struct geom)
- * and the min/max of fractional coordinates, per atom its bin, wrap count and wrapped position,
- * per bin a count and start (int32, at most 2 N + 27 ns bins), and the atoms in bin order.
+ * (int64), the scan's temporary storage, and for the cell lists per system the frame (struct geom)
+ * and the min/max of fractional coordinates and of |x|, per atom its bin, system, rank in the bin
+ * and wrap count, per bin a count and start (int32, at most 2 N + 27 ns bins), and the atoms in bin
+ * order (id, wrap count, double position: wrapped for the general kernel, original for the fast
+ * one, and the float position xr with the id in .w).
  */
 #include <string.h>
 
@@ -62,6 +133,21 @@ using namespace nnpops_cuda;
 namespace {
 
 const double REACH_REL = 1e-9, REACH_ABS = 1e-9;
+const double FLT_REL = 1e-5; /* relative margin of the float32 thresholds of the fast cell list */
+
+const int TB = 256;           /* threads per block of the multi-block kernels */
+const int SMALL_TB = 512;     /* the one-block path */
+const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes */
+const int64_t LB_SCAN_MAX = 8192; /* counts scanned by the last block of a count kernel */
+const int FAST_TB = 128;      /* fast cell list: threads per block */
+const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
+const int FAST_MIN_BLOCKS = 6; /* fast cell list, write pass: blocks per SM the registers must allow */
+const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, write pass: grid = n_atoms / this */
+const int FAST_COUNT_SPLIT = 9; /* fast cell list, count pass: threads per center */
+
+/* Plan thresholds (host). */
+const int64_t PLAN_SMALL_MAX_COST = 16384;
+const double PLAN_BRUTE_MAX_CAND = 8192;
 
 struct geom {
     double h[9];    /* rows a, b, c */
@@ -69,8 +155,10 @@ struct geom {
     double w[3];    /* perpendicular widths */
     double f0[3];   /* binned range start (fractional) */
     double fs[3];   /* bins per unit of fractional coordinate */
+    double org[3];  /* origin subtracted from the float positions (fast cell list) */
     int32_t per[3], img[3], nb[3], r[3];
     int64_t bin0;   /* first global bin of the system */
+    float hi2, lo2; /* float32 thresholds of the fast cell list */
     int32_t any_per, ok;
 };
 
@@ -82,22 +170,37 @@ struct nbr_args {
     const double *cells;
     const uint8_t *pbc;
     double cutoff, cut2, reach, reach2, min_d2;
-    int32_t max_images, half, slices, pad;
-    int64_t capacity;
+    int32_t max_images, half, slices, fast;
+    int32_t ghost_nhalf;     /* center mode: n_half from the ghost entries counted by the count pass */
+    int32_t lb_scan;         /* the last block of the count kernel scans and finishes */
+    int32_t finish_in_write; /* the write kernel finishes (copies start[], fills the status) */
+    int32_t pad;
+    int64_t capacity, n_items;
     /* outputs */
     int32_t *pairs, *shifts;
     double *vec, *dist;
     int64_t *start;
     nnpops__dev_status *status;
     /* work */
-    int64_t *counts, *offs;
+    int64_t *counts, *offs; /* offs may be `start` itself (one slice per center) */
     geom *g;
-    unsigned long long *bbox; /* [ns][6]: encoded min f_k, then ~encoded max f_k (atomicMin both) */
-    int32_t *atom_bin, *atom_sys, *bin_count, *bin_start, *sorted_id;
+    unsigned long long *bbox; /* [ns][8]: encoded min f_k, then ~encoded max f_k, ~encoded max |x|
+                               * (atomicMin all) */
+    int32_t *atom_bin, *atom_sys, *atom_rank, *bin_count, *bin_start, *sorted_id;
     int4 *atom_wrap, *sorted_wrap;
-    double *atom_xw, *sorted_xw;
+    double *sorted_xd; /* [n][3]: wrapped (general cell list) or original (fast) positions */
+    float4 *sorted_f4; /* fast cell list: float xr, id in .w */
+    int64_t *n_bins_used;
     int64_t n_bins_bound;
 };
+
+/* ---- exact arithmetic helpers (never contracted) ---- */
+__device__ __forceinline__ double dmul(double x, double y) { return __dmul_rn(x, y); }
+__device__ __forceinline__ double dadd(double x, double y) { return __dadd_rn(x, y); }
+__device__ __forceinline__ double dsub(double x, double y) { return __dsub_rn(x, y); }
+__device__ __forceinline__ double dot3(const double *u, const double *v) {
+    return dadd(dadd(dmul(u[0], v[0]), dmul(u[1], v[1])), dmul(u[2], v[2]));
+}
 
 __device__ __forceinline__ unsigned long long enc_double(double d) {
     const unsigned long long u = (unsigned long long)__double_as_longlong(d);
@@ -130,7 +233,8 @@ __device__ void record_geom_error(nnpops__dev_status *st, uint32_t kind, int64_t
     }
 }
 
-/* Frame of system s (no bins): h, rec, w, per, img; validates the cell (as the CPU). */
+/* Frame of system s (no bins): h, rec, w, per, img; validates the cell (as the CPU).  Explicit
+ * roundings, so every kernel computes the same frame (and image counts) bit for bit. */
 __device__ bool setup_frame(const nbr_args &a, int64_t s, geom &g, bool report) {
     g.any_per = 0;
     for (int k = 0; k < 3; k++) {
@@ -154,22 +258,20 @@ __device__ bool setup_frame(const nbr_args &a, int64_t s, geom &g, bool report) 
     double cr[9], len[3], crlen[3];
     for (int k = 0; k < 3; k++) {
         const double *u = g.h + 3 * ((k + 1) % 3), *v = g.h + 3 * ((k + 2) % 3);
-        cr[3 * k + 0] = u[1] * v[2] - u[2] * v[1];
-        cr[3 * k + 1] = u[2] * v[0] - u[0] * v[2];
-        cr[3 * k + 2] = u[0] * v[1] - u[1] * v[0];
-        len[k] = sqrt(g.h[3 * k] * g.h[3 * k] + g.h[3 * k + 1] * g.h[3 * k + 1] +
-                      g.h[3 * k + 2] * g.h[3 * k + 2]);
-        crlen[k] = sqrt(cr[3 * k] * cr[3 * k] + cr[3 * k + 1] * cr[3 * k + 1] +
-                        cr[3 * k + 2] * cr[3 * k + 2]);
+        cr[3 * k + 0] = dsub(dmul(u[1], v[2]), dmul(u[2], v[1]));
+        cr[3 * k + 1] = dsub(dmul(u[2], v[0]), dmul(u[0], v[2]));
+        cr[3 * k + 2] = dsub(dmul(u[0], v[1]), dmul(u[1], v[0]));
+        len[k] = sqrt(dot3(g.h + 3 * k, g.h + 3 * k));
+        crlen[k] = sqrt(dot3(cr + 3 * k, cr + 3 * k));
     }
-    const double det = g.h[0] * cr[0] + g.h[1] * cr[1] + g.h[2] * cr[2];
+    const double det = dot3(g.h, cr);
     const double vol = fabs(det);
-    if (!finite || !(vol > 1e-10 * len[0] * len[1] * len[2])) {
+    if (!finite || !(vol > dmul(dmul(dmul(1e-10, len[0]), len[1]), len[2]))) {
         if (report) {
             int bad = 0;
             double worst = 1e300;
             for (int k = 0; k < 3; k++) {
-                double q = len[k] == 0.0 ? -1.0 : (crlen[k] == 0.0 ? 1e300 : vol / (len[k] * crlen[k]));
+                double q = len[k] == 0.0 ? -1.0 : (crlen[k] == 0.0 ? 1e300 : vol / dmul(len[k], crlen[k]));
                 if (q < worst) {
                     worst = q;
                     bad = k;
@@ -205,7 +307,12 @@ __device__ __forceinline__ void load3(const double *p, int64_t i, double x[3]) {
 }
 
 __device__ __forceinline__ double frac(const geom &g, const double x[3], int k) {
-    return x[0] * g.rec[3 * k] + x[1] * g.rec[3 * k + 1] + x[2] * g.rec[3 * k + 2];
+    return dot3(x, g.rec + 3 * k);
+}
+
+/* h . H for an integer image h (explicit roundings). */
+__device__ __forceinline__ double image_comp(const double *H, int h0, int h1, int h2, int d) {
+    return dadd(dadd(dmul((double)h0, H[d]), dmul((double)h1, H[3 + d])), dmul((double)h2, H[6 + d]));
 }
 
 __device__ __forceinline__ bool lex_positive(int s0, int s1, int s2) {
@@ -221,7 +328,7 @@ __device__ __forceinline__ bool keep_pair(const nbr_args &a, int64_t c, int64_t 
     return lex_positive(s0, s1, s2);
 }
 
-/* Is entry (c, j, s) of center mode a distinct half-list pair?  (n_half statistics) */
+/* Is entry (c, j, s) of center mode a distinct half-list pair?  (n_half of the general cell list) */
 __device__ __forceinline__ bool half_representative(const nbr_args &a, int64_t c, int64_t j, int s0,
                                                     int s1, int s2) {
     if (j >= a.n_centers) return true;
@@ -229,14 +336,16 @@ __device__ __forceinline__ bool half_representative(const nbr_args &a, int64_t c
     return lex_positive(s0, s1, s2);
 }
 
-/* Exact test from the original positions; fills r and d2. */
-__device__ __forceinline__ void pair_vector(const geom &g, const double xc[3], const double xj[3],
+/* Exact test from the original positions (the CPU's expression, explicit roundings); fills r and
+ * d2.  H: the rows a, b, c. */
+__device__ __forceinline__ void pair_vector(const double *H, const double xc[3], const double xj[3],
                                             int s0, int s1, int s2, double r[3], double &d2) {
-    for (int d = 0; d < 3; d++) {
-        const double sh = (double)s0 * g.h[d] + (double)s1 * g.h[3 + d] + (double)s2 * g.h[6 + d];
-        r[d] = (xj[d] - xc[d]) + sh;
+    if ((s0 | s1 | s2) == 0) {
+        for (int d = 0; d < 3; d++) r[d] = dsub(xj[d], xc[d]);
+    } else {
+        for (int d = 0; d < 3; d++) r[d] = dadd(dsub(xj[d], xc[d]), image_comp(H, s0, s1, s2, d));
     }
-    d2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+    d2 = dadd(dadd(dmul(r[0], r[0]), dmul(r[1], r[1])), dmul(r[2], r[2]));
 }
 
 __device__ void record_close(const nbr_args &a, int64_t c, int64_t j, double d2) {
@@ -266,9 +375,140 @@ __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_
     if (a.dist) a.dist[e] = sqrt(d2);
 }
 
-/* Count pass / write pass of one candidate chunk, shared by both algorithms: a warp-uniform
- * call; `acc` says whether this lane's candidate is kept.  The write pass places the kept
- * candidates of the chunk in lane order after `base`, which advances. */
+/* ---- status, scans and the ends of the count / write kernels ---- */
+
+/* The totals of the status word once the offsets are known. */
+__device__ void finish_status(const nbr_args &a, int64_t total) {
+    a.status->n_entries = total;
+    if (a.half) {
+        a.status->n_half = total;
+    } else if (a.ghost_nhalf) {
+        const unsigned long long ghosts =
+            atomicAdd((unsigned long long *)&a.status->n_half, 0ull);
+        a.status->n_half = (total + (int64_t)ghosts) / 2;
+    }
+    if (total > a.capacity) atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_OVERFLOW);
+}
+
+/* Inclusive warp scan. */
+__device__ __forceinline__ long long warp_incl_scan(long long v) {
+    const int lane = threadIdx.x & 31;
+    for (int o = 1; o < 32; o <<= 1) {
+        const long long u = __shfl_up_sync(NNPOPS__FULL_MASK, v, o);
+        if (lane >= o) v += u;
+    }
+    return v;
+}
+
+/* Block-wide exclusive scan of v[0..n) in shared memory, in place (every thread calls it). */
+__device__ void block_scan_shared(long long *v, int n, long long *s_warp) {
+    const int T = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = T >> 5;
+    const int per = (n + T - 1) / T;
+    const int lo = min(n, t * per), hi = min(n, lo + per);
+    long long sum = 0;
+    for (int i = lo; i < hi; i++) sum += v[i];
+    const long long incl = warp_incl_scan(sum);
+    if (lane == 31) s_warp[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        long long x = lane < nw ? s_warp[lane] : 0;
+        x = warp_incl_scan(x);
+        if (lane < nw) s_warp[lane] = x;
+    }
+    __syncthreads();
+    long long run = (warp ? s_warp[warp - 1] : 0) + incl - sum;
+    for (int i = lo; i < hi; i++) {
+        const long long x = v[i];
+        v[i] = run;
+        run += x;
+    }
+    __syncthreads();
+}
+
+/* The last block of a count kernel: offs = exclusive scan of counts[0 .. n_items) (offs[n_items] =
+ * total), start[] from offs where they differ, the status.  Every thread of the block calls it. */
+__device__ void last_block_scan(const nbr_args &a) {
+    const int IPT = 8;
+    __shared__ long long s_warp[32];
+    __shared__ long long s_carry;
+    const int T = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = T >> 5;
+    if (t == 0) s_carry = 0;
+    __syncthreads();
+    for (int64_t base = 0; base < a.n_items; base += (int64_t)T * IPT) {
+        long long v[IPT];
+        long long sum = 0;
+        const int64_t i0 = base + (int64_t)t * IPT;
+#pragma unroll
+        for (int k = 0; k < IPT; k++) {
+            v[k] = i0 + k < a.n_items ? (long long)__ldcg(a.counts + i0 + k) : 0;
+            sum += v[k];
+        }
+        const long long incl = warp_incl_scan(sum);
+        if (lane == 31) s_warp[warp] = incl;
+        __syncthreads();
+        if (warp == 0) {
+            long long x = lane < nw ? s_warp[lane] : 0;
+            x = warp_incl_scan(x);
+            if (lane < nw) s_warp[lane] = x;
+        }
+        __syncthreads();
+        long long run = s_carry + (warp ? s_warp[warp - 1] : 0) + incl - sum;
+#pragma unroll
+        for (int k = 0; k < IPT; k++) {
+            if (i0 + k < a.n_items) a.offs[i0 + k] = run;
+            run += v[k];
+        }
+        __syncthreads();
+        if (t == 0) s_carry += s_warp[nw - 1];
+        __syncthreads();
+    }
+    const int64_t total = s_carry;
+    if (t == 0) a.offs[a.n_items] = total;
+    if (a.start && a.start != a.offs) {
+        __syncthreads();
+        for (int64_t c = t; c <= a.n_centers; c += T) a.start[c] = a.offs[c * a.slices];
+    }
+    if (t == 0) finish_status(a, total);
+}
+
+/* End of a count kernel (every thread of every block calls it): the block's ghost entries go to
+ * status->n_half; with lb_scan, a ticket, and the last block scans. */
+__device__ void count_epilogue(const nbr_args &a, long long ghosts) {
+    __shared__ unsigned long long s_ghosts;
+    __shared__ int s_last;
+    if (threadIdx.x == 0) s_ghosts = 0;
+    __syncthreads();
+    if (ghosts) atomicAdd(&s_ghosts, (unsigned long long)ghosts);
+    if (a.lb_scan) __threadfence(); /* this thread's counts, before the block's ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (s_ghosts && a.ghost_nhalf)
+            atomicAdd((unsigned long long *)&a.status->n_half, s_ghosts);
+        s_last = 0;
+        if (a.lb_scan) {
+            __threadfence();
+            const unsigned long long ticket =
+                atomicAdd((unsigned long long *)&a.status->n_entries, 1ull);
+            s_last = ticket == (unsigned long long)gridDim.x - 1ull;
+        }
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    last_block_scan(a);
+}
+
+/* End of a write kernel when cub scanned: start[] from offs where they differ, the status. */
+__device__ __forceinline__ void write_epilogue(const nbr_args &a) {
+    if (!a.finish_in_write) return;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (a.start && a.start != a.offs)
+        for (int64_t c = t; c <= a.n_centers; c += stride) a.start[c] = a.offs[c * a.slices];
+    if (t == 0) finish_status(a, a.offs[a.n_items]);
+}
+
+/* ---- general cell list, old-style emit (warp-uniform calls) ---- */
 struct emit_state {
     int64_t base, count, nhalf;
 };
@@ -305,100 +545,229 @@ __device__ __forceinline__ void finish_center(const nbr_args &a, emit_state &es,
     }
 }
 
-/* ---- brute force: a warp per (center position k of `order`, slice w); the slice is a range of
- * the system's atoms, a lane per atom, every image shift of the atom in turn ---- */
+/* ---- brute force: one (center position k of `order`, slice w) per warp; the slice is a range of
+ * the system's atoms, a lane per atom, every image shift of the atom in turn.  A lane first forms
+ * the vector to the atom's image in double by increments (the wrapped difference plus i . H, a
+ * few additions per image) and runs the exact test (the CPU's expression) only where that is
+ * within cutoff (1 + 1e-9) plus a bound of its rounding (mj below).  Count pass: count and ghost
+ * entries (warp-uniform); write pass: entries from `base`.  g: the (valid) frame of system s. ---- */
 template <bool WRITE>
-__global__ void brute_kernel(const nbr_args a) {
+__device__ void brute_item(const nbr_args &a, const geom &g, int64_t s, int64_t c, int w, int slices,
+                           int64_t base, int64_t &count, int64_t &ghosts) {
     const int lane = threadIdx.x & 31;
-    const int64_t gw = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (!WRITE && gw == 0 && lane == 0) a.counts[a.n_centers * a.slices] = 0;
-    if (gw >= a.n_atoms * a.slices) return;
-    const int64_t k = gw / a.slices;
-    const int w = (int)(gw - k * a.slices);
-    const int64_t c = a.order[k];
-    if (c >= a.n_centers) return;
-    const int64_t s = system_of(a.sys_start, a.n_systems, k);
-    geom g;
-    const bool ok = setup_frame(a, s, g, !WRITE && lane == 0);
-    const int64_t slot = c * a.slices + w;
-    if (!ok) {
-        if (!WRITE && lane == 0) a.counts[slot] = 0;
-        return;
-    }
+    count = 0;
+    ghosts = 0;
     double xc[3];
     load3(a.pos, c, xc);
     int nc[3];
     for (int q = 0; q < 3; q++) nc[q] = g.per[q] ? (int)floor(frac(g, xc, q)) : 0;
+    double hm[3];
+    for (int q = 0; q < 3; q++)
+        hm[q] = fmax(fabs(g.h[3 * q]), fmax(fabs(g.h[3 * q + 1]), fabs(g.h[3 * q + 2])));
+    const double xcm = fmax(fabs(xc[0]), fmax(fabs(xc[1]), fabs(xc[2])));
     const int64_t a0 = a.sys_start[s], na = a.sys_start[s + 1] - a0;
-    const int64_t per = (na + a.slices - 1) / a.slices;
+    const int64_t per = (na + slices - 1) / slices;
     const int64_t lo = w * per, hi = min(na, lo + per);
-    emit_state es = {WRITE ? a.offs[slot] : 0, 0, 0};
+    const int i0n = g.img[0], i1n = g.img[1], i2n = g.img[2];
+    int64_t e = base;
     for (int64_t t0 = lo; t0 < hi; t0 += 32) {
         const int64_t t = t0 + lane;
         const bool valid = t < hi;
         int64_t j = 0;
-        double xj[3] = {0, 0, 0};
+        double xj[3] = {0, 0, 0}, bv[3] = {0, 0, 0};
         int nj[3] = {0, 0, 0};
+        double thr2 = -1.0;
         if (valid) {
             j = a.order[a0 + t];
             load3(a.pos, j, xj);
             for (int q = 0; q < 3; q++) nj[q] = g.per[q] ? (int)floor(frac(g, xj, q)) : 0;
+            for (int d = 0; d < 3; d++)
+                bv[d] = dadd(dsub(xj[d], xc[d]), image_comp(g.h, nc[0] - nj[0], nc[1] - nj[1],
+                                                             nc[2] - nj[2], d));
+            /* rounding of the incremental vector against the exact one (generous) */
+            double mag = xcm + fmax(fabs(xj[0]), fmax(fabs(xj[1]), fabs(xj[2])));
+            for (int q = 0; q < 3; q++) mag += (fabs((double)(nc[q] - nj[q])) + g.img[q]) * hm[q];
+            const double mj = 1e-9 + 64.0 * (4 + i0n + i1n + i2n) * 1.1102230246251565e-16 * mag;
+            const double th = a.cutoff * (1.0 + 1e-9) + mj;
+            thr2 = th * th;
         }
-        for (int i0 = -g.img[0]; i0 <= g.img[0]; i0++)
-            for (int i1 = -g.img[1]; i1 <= g.img[1]; i1++)
-                for (int i2 = -g.img[2]; i2 <= g.img[2]; i2++) {
+        for (int i0 = -i0n; i0 <= i0n; i0++) {
+            double v0[3];
+            for (int d = 0; d < 3; d++) v0[d] = dadd(bv[d], dmul((double)i0, g.h[d]));
+            for (int i1 = -i1n; i1 <= i1n; i1++) {
+                double v[3];
+                for (int d = 0; d < 3; d++)
+                    v[d] = dadd(dadd(v0[d], dmul((double)i1, g.h[3 + d])), dmul((double)-i2n, g.h[6 + d]));
+                for (int i2 = -i2n; i2 <= i2n; i2++) {
                     const int s0 = i0 + nc[0] - nj[0], s1 = i1 + nc[1] - nj[1],
                               s2 = i2 + nc[2] - nj[2];
                     bool acc = false;
                     double r[3] = {0, 0, 0}, d2 = 0;
-                    if (valid && !(j == c && s0 == 0 && s1 == 0 && s2 == 0)) {
-                        pair_vector(g, xc, xj, s0, s1, s2, r, d2);
+                    const double d2a = dadd(dadd(dmul(v[0], v[0]), dmul(v[1], v[1])), dmul(v[2], v[2]));
+                    if (valid && !(d2a >= thr2) && !(j == c && s0 == 0 && s1 == 0 && s2 == 0)) {
+                        pair_vector(g.h, xc, xj, s0, s1, s2, r, d2);
                         acc = d2 < a.cut2 && keep_pair(a, c, j, s0, s1, s2);
                     }
-                    emit<WRITE>(a, es, acc, c, j, s0, s1, s2, r, d2);
+                    for (int d = 0; d < 3; d++) v[d] = dadd(v[d], g.h[6 + d]);
+                    const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, acc);
+                    if (!WRITE) {
+                        count += __popc(b);
+                        ghosts += __popc(__ballot_sync(NNPOPS__FULL_MASK, acc && j >= a.n_centers));
+                    } else {
+                        if (acc) {
+                            const int64_t ee = e + __popc(b & ((1u << lane) - 1u));
+                            if (ee < a.capacity) write_entry(a, ee, c, j, s0, s1, s2, r, d2);
+                            if (d2 < a.min_d2) record_close(a, c, j, d2);
+                        }
+                        e += __popc(b);
+                    }
                 }
+            }
+        }
     }
-    finish_center<WRITE>(a, es, slot);
 }
 
-/* After the scan: start[c] = offsets of every center (centers of systems with a bad cell too, so
- * that start[] is always a valid CSR), the total, overflow. */
+template <bool WRITE>
+__global__ void __launch_bounds__(TB) brute_kernel(const nbr_args a) {
+    __shared__ geom s_g;      /* the frame of the system of the block's first item */
+    __shared__ int64_t s_sys;
+    __shared__ int s_ok;
+    const int lane = threadIdx.x & 31;
+    const int64_t gt = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t gw = gt >> 5;
+    const int64_t n_warps = a.n_atoms * a.slices;
+    if (!WRITE && gt == 0) a.counts[a.n_items] = 0;
+    if (threadIdx.x == 0) {
+        const int64_t gw0 = ((int64_t)blockIdx.x * blockDim.x) >> 5;
+        s_sys = -1;
+        s_ok = 0;
+        if (gw0 < n_warps) {
+            s_sys = system_of(a.sys_start, a.n_systems, gw0 / a.slices);
+            s_ok = setup_frame(a, s_sys, s_g, !WRITE);
+        }
+    }
+    __syncthreads();
+    long long ghosts = 0;
+    if (gw < n_warps) { /* warp-uniform */
+        const int64_t k = gw / a.slices;
+        const int w = (int)(gw - k * a.slices);
+        const int64_t c = a.order[k];
+        if (c < a.n_centers) {
+            const int64_t slot = c * a.slices + w;
+            const int64_t s = system_of(a.sys_start, a.n_systems, k);
+            int64_t count = 0, gh = 0;
+            if (s == s_sys) {
+                if (s_ok) brute_item<WRITE>(a, s_g, s, c, w, a.slices, WRITE ? a.offs[slot] : 0, count, gh);
+            } else {
+                geom g;
+                if (setup_frame(a, s, g, !WRITE && lane == 0))
+                    brute_item<WRITE>(a, g, s, c, w, a.slices, WRITE ? a.offs[slot] : 0, count, gh);
+            }
+            if (!WRITE && lane == 0) {
+                a.counts[slot] = count;
+                ghosts = gh;
+            }
+        }
+    }
+    if (!WRITE) count_epilogue(a, ghosts);
+    else write_epilogue(a);
+}
+
+/* ---- the one-block path: counts in shared memory, block scan, entries; one launch ---- */
+template <bool WRITE>
+__device__ __forceinline__ void small_pass(const nbr_args &a, long long *s_off, long long &ghosts) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    geom g;            /* the frame of system gs (a warp's centers mostly share one) */
+    int64_t gs = -1;
+    bool gok = false;
+    for (int64_t k = warp; k < a.n_atoms; k += nw) {
+        const int64_t c = a.order[k];
+        if (c >= a.n_centers) continue; /* warp-uniform */
+        const int64_t s = system_of(a.sys_start, a.n_systems, k);
+        if (s != gs) {
+            gs = s;
+            gok = setup_frame(a, s, g, !WRITE && lane == 0);
+        }
+        int64_t count = 0, gh = 0;
+        if (gok) brute_item<WRITE>(a, g, s, c, 0, 1, WRITE ? s_off[c] : 0, count, gh);
+        if (!WRITE && lane == 0) {
+            s_off[c] = count;
+            ghosts += gh;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
+    __shared__ long long s_off[SMALL_MAX + 1];
+    __shared__ long long s_warp[32];
+    __shared__ unsigned long long s_ghosts;
+    const int nc = (int)a.n_centers;
+    if (threadIdx.x == 0) s_ghosts = 0;
+    for (int c = threadIdx.x; c <= nc; c += blockDim.x) s_off[c] = 0;
+    __syncthreads();
+    long long ghosts = 0;
+    small_pass<false>(a, s_off, ghosts);
+    if (ghosts) atomicAdd(&s_ghosts, (unsigned long long)ghosts);
+    __syncthreads();
+    block_scan_shared(s_off, nc + 1, s_warp); /* s_off[nc] (zero) becomes the total */
+    if (a.start)
+        for (int c = threadIdx.x; c <= nc; c += blockDim.x) a.start[c] = s_off[c];
+    if (threadIdx.x == 0) {
+        const int64_t total = s_off[nc];
+        a.status->n_entries = total;
+        a.status->n_half = (total + (int64_t)s_ghosts) / 2;
+        if (total > a.capacity) atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_OVERFLOW);
+    }
+    small_pass<true>(a, s_off, ghosts);
+}
+
+/* After the scan (old flow: general cell list, half mode): start[c] = offsets of every center
+ * (centers of systems with a bad cell too, so that start[] is always a valid CSR), the total,
+ * overflow. */
 __global__ void finish_kernel(const nbr_args a) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (a.start && c <= a.n_centers) a.start[c] = a.offs[c * a.slices];
+    if (a.start && a.start != a.offs && c <= a.n_centers) a.start[c] = a.offs[c * a.slices];
     if (c == 0) {
-        const int64_t total = a.offs[a.n_centers * a.slices];
+        const int64_t total = a.offs[a.n_items];
         a.status->n_entries = total;
         if (a.half) a.status->n_half = total;
         if (total > a.capacity) atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_OVERFLOW);
     }
 }
 
-/* ---- cell list ---- */
+/* ---- cell lists ---- */
 
-/* Fractional min/max along the non-periodic axes of each system (only systems with a periodic
- * axis and a non-periodic one, or with none, need it). */
+/* Zeroes the bin counters and the per-center counts (grid-stride); the fractional min/max along
+ * the non-periodic axes of each system and the largest |coordinate|. */
 __global__ void bbox_kernel(const nbr_args a) {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = k; t <= a.n_bins_bound; t += stride) a.bin_count[t] = 0;
+    for (int64_t t = k; t <= a.n_items; t += stride) a.counts[t] = 0;
     const bool valid = k < a.n_atoms;
     const int64_t s = valid ? system_of(a.sys_start, a.n_systems, k) : -1;
     geom g;
     bool ok = false;
-    double f[3] = {0, 0, 0};
+    double f[3] = {0, 0, 0}, xabs = 0;
+    g.per[0] = g.per[1] = g.per[2] = 0;
     if (valid) {
         ok = setup_frame(a, s, g, false);
         if (ok) {
             double x[3];
             load3(a.pos, a.order[k], x);
-            for (int q = 0; q < 3; q++) f[q] = frac(g, x, q);
+            for (int q = 0; q < 3; q++) {
+                f[q] = frac(g, x, q);
+                xabs = fmax(xabs, fabs(x[q]));
+            }
         }
     }
     const warp_runs runs(s);
-    for (int q = 0; q < 3; q++) {
-        const bool need = ok && !g.per[q];
-        /* min of f (encoded) and min of the complement of encoded f (= max) */
-        unsigned long long lo = need ? enc_double(f[q]) : ~0ull;
-        unsigned long long hi = need ? ~enc_double(f[q]) : ~0ull;
+    for (int q = 0; q < 4; q++) {
+        /* q < 3: min of f (encoded) and min of the complement of encoded f (= max);
+         * q == 3: the complement of encoded |x| (its min is the max) */
+        const bool need = ok && (q == 3 || !g.per[q]);
+        unsigned long long lo = need ? (q < 3 ? enc_double(f[q]) : ~enc_double(xabs)) : ~0ull;
+        unsigned long long hi = need && q < 3 ? ~enc_double(f[q]) : ~0ull;
         for (int o = 1; o < 32; o <<= 1) {
             const unsigned long long ul = __shfl_down_sync(NNPOPS__FULL_MASK, lo, o);
             const unsigned long long uh = __shfl_down_sync(NNPOPS__FULL_MASK, hi, o);
@@ -408,13 +777,18 @@ __global__ void bbox_kernel(const nbr_args a) {
             }
         }
         if (runs.head && valid && lo != ~0ull) {
-            atomicMin(a.bbox + 6 * s + q, lo);
-            atomicMin(a.bbox + 6 * s + 3 + q, hi);
+            if (q < 3) {
+                atomicMin(a.bbox + 8 * s + q, lo);
+                atomicMin(a.bbox + 8 * s + 3 + q, hi);
+            } else {
+                atomicMin(a.bbox + 8 * s + 6, lo);
+            }
         }
     }
 }
 
-/* Frames and bins of every system; one block, systems in chunks with a running bin offset. */
+/* Frames and bins of every system, and the float32 thresholds; one block, systems in chunks with
+ * a running bin offset; the total number of bins goes to *n_bins_used. */
 __global__ void geom_kernel(const nbr_args a) {
     __shared__ int64_t part[256];
     __shared__ int64_t carry;
@@ -429,21 +803,23 @@ __global__ void geom_kernel(const nbr_args a) {
             g.ok = 0;
             if (n_s > 0 && setup_frame(a, s, g, true)) {
                 int64_t nb[3];
+                double range[3];
                 for (int q = 0; q < 3; q++) {
-                    double range = 1.0, thick;
+                    double thick;
+                    range[q] = 1.0;
                     g.f0[q] = 0.0;
                     if (!g.per[q]) {
-                        const double lo = dec_double(a.bbox[6 * s + q]);
-                        const double hi = dec_double(~a.bbox[6 * s + 3 + q]);
+                        const double lo = dec_double(a.bbox[8 * s + q]);
+                        const double hi = dec_double(~a.bbox[8 * s + 3 + q]);
                         g.f0[q] = lo;
-                        range = hi - lo;
+                        range[q] = hi - lo;
                     }
-                    thick = range * g.w[q];
+                    thick = range[q] * g.w[q];
                     double m = thick / a.reach;
                     if (!(m >= 1.0)) m = 1.0;
                     if (m > 1048576.0) m = 1048576.0;
                     nb[q] = (int64_t)floor(m);
-                    g.fs[q] = range > 0 ? 1.0 / range : 0.0;
+                    g.fs[q] = range[q] > 0 ? 1.0 / range[q] : 0.0;
                 }
                 const int64_t cap = 2 * n_s + 27;
                 while (nb[0] * nb[1] * nb[2] > cap) {
@@ -462,6 +838,36 @@ __global__ void geom_kernel(const nbr_args a) {
                     }
                 }
                 nbins = nb[0] * nb[1] * nb[2];
+                /* fast cell list: origin and float32 thresholds (see the header) */
+                const double X = dec_double(~a.bbox[8 * s + 6]);
+                double M = 0, S = 0, Hs = 0, kappa = 1;
+                for (int q = 0; q < 3; q++) {
+                    const double hm =
+                        fmax(fabs(g.h[3 * q]), fmax(fabs(g.h[3 * q + 1]), fabs(g.h[3 * q + 2])));
+                    M += (g.per[q] ? 1.0 : range[q]) * hm;
+                    if (g.per[q]) S += (double)g.r[q] * hm;
+                    Hs += hm;
+                    /* skew: |a_k| / w_k bounds |n_k a_k| by kappa |x| (+ |a_k|) */
+                    kappa = fmax(kappa, sqrt(dot3(g.h + 3 * q, g.h + 3 * q)) / g.w[q]);
+                }
+                for (int d = 0; d < 3; d++) {
+                    double o = 0;
+                    for (int q = 0; q < 3; q++)
+                        if (!g.per[q]) o += g.f0[q] * g.h[3 * q + d];
+                    g.org[d] = o;
+                }
+                const double u = 5.9604644775390625e-8, ud = 1.1102230246251565e-16;
+                const double E = 4.0 * u * (3.0 * M + S) +
+                                 64.0 * ud * (kappa * 3.0 * (X + Hs) + M + S + a.cutoff) + 1e-30;
+                const double hi = a.cutoff * (1.0 + FLT_REL) + E;
+                const double lo = a.cutoff * (1.0 - FLT_REL) - E;
+                if (M < 1e30 && hi < 1e18 && isfinite(E)) {
+                    g.hi2 = __double2float_ru(hi * hi);
+                    g.lo2 = lo > 0 ? __double2float_rd(lo * lo) : -1.0f;
+                } else {
+                    g.hi2 = __int_as_float(0x7fc00000); /* NaN: every candidate to the double test */
+                    g.lo2 = -1.0f;
+                }
             }
         }
         part[threadIdx.x] = nbins;
@@ -482,8 +888,10 @@ __global__ void geom_kernel(const nbr_args a) {
         }
         __syncthreads();
     }
+    if (threadIdx.x == 0) *a.n_bins_used = carry;
 }
 
+/* Bin, system and wrap count of every atom; its rank in the bin is the counter's old value. */
 __global__ void bin_kernel(const nbr_args a) {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= a.n_atoms) return;
@@ -503,35 +911,47 @@ __global__ void bin_kernel(const nbr_args a) {
         if (g.per[q]) {
             const double fl = floor(f);
             n[q] = (int)fl;
-            f -= fl;
+            f = dsub(f, fl);
         }
-        double bf = floor((f - g.f0[q]) * g.fs[q]);
-        int bi = bf < 0 ? 0 : (bf >= g.nb[q] ? g.nb[q] - 1 : (int)bf);
-        b[q] = bi;
+        const double bf = floor(dmul(dsub(f, g.f0[q]), g.fs[q]));
+        b[q] = bf < 0 ? 0 : (bf >= g.nb[q] ? g.nb[q] - 1 : (int)bf);
     }
     const int64_t gb = g.bin0 + ((int64_t)b[0] * g.nb[1] + b[1]) * g.nb[2] + b[2];
     a.atom_bin[i] = (int32_t)gb;
     a.atom_sys[i] = (int32_t)s;
-    a.atom_wrap[i] = make_int4(n[0], n[1], n[2], 0);
-    for (int d = 0; d < 3; d++)
-        a.atom_xw[3 * i + d] = x[d] - ((double)n[0] * g.h[d] + (double)n[1] * g.h[3 + d] +
-                                       (double)n[2] * g.h[6 + d]);
-    atomicAdd(a.bin_count + gb, 1);
+    a.atom_wrap[i] = make_int4(n[0], n[1], n[2], (int)s); /* .w: the system */
+    a.atom_rank[i] = atomicAdd(a.bin_count + gb, 1);
 }
 
+/* Atoms in bin order: id, wrap count, double position (wrapped for the general kernel, original
+ * for the fast one) and, for the fast one, xr = x - n . H - org as float with the id in .w. */
 __global__ void place_kernel(const nbr_args a) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= a.n_atoms) return;
     const int32_t gb = a.atom_bin[i];
     if (gb < 0) return;
-    const int32_t q = a.bin_start[gb] + atomicSub(a.bin_count + gb, 1) - 1;
+    const int32_t q = a.bin_start[gb] + a.atom_rank[i];
+    const int4 n = a.atom_wrap[i];
+    const geom &g = a.g[a.atom_sys[i]];
+    double x[3], xw[3];
+    load3(a.pos, i, x);
+    for (int d = 0; d < 3; d++)
+        xw[d] = dsub(x[d], image_comp(g.h, n.x, n.y, n.z, d));
     a.sorted_id[q] = (int32_t)i;
-    a.sorted_wrap[q] = a.atom_wrap[i];
-    for (int d = 0; d < 3; d++) a.sorted_xw[3 * q + d] = a.atom_xw[3 * i + d];
+    a.sorted_wrap[q] = n;
+    if (!a.fast) {
+        for (int d = 0; d < 3; d++) a.sorted_xd[3 * (int64_t)q + d] = xw[d];
+    } else {
+        for (int d = 0; d < 3; d++) a.sorted_xd[3 * (int64_t)q + d] = x[d];
+        a.sorted_f4[q] = make_float4(__double2float_rn(dsub(xw[0], g.org[0])),
+                                     __double2float_rn(dsub(xw[1], g.org[1])),
+                                     __double2float_rn(dsub(xw[2], g.org[2])),
+                                     __int_as_float((int)i));
+    }
 }
 
-/* Deterministic mode: place_kernel orders the atoms of a bin by the order of its atomics; a thread
- * per bin then sorts the bin's slots by atom index (insertion sort: bins hold a few atoms). */
+/* Deterministic mode: placing orders the atoms of a bin by the order of its atomics; a thread per
+ * bin then sorts the bin's slots by atom index (insertion sort: bins hold a few atoms). */
 __global__ void bin_sort_kernel(const nbr_args a) {
     const int64_t gb = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gb >= a.n_bins_bound) return;
@@ -539,19 +959,24 @@ __global__ void bin_sort_kernel(const nbr_args a) {
     for (int32_t q = lo + 1; q < hi; q++) {
         const int32_t id = a.sorted_id[q];
         const int4 wr = a.sorted_wrap[q];
-        const double x0 = a.sorted_xw[3 * q], x1 = a.sorted_xw[3 * q + 1], x2 = a.sorted_xw[3 * q + 2];
+        const double x0 = a.sorted_xd[3 * (int64_t)q], x1 = a.sorted_xd[3 * (int64_t)q + 1],
+                     x2 = a.sorted_xd[3 * (int64_t)q + 2];
+        const float4 f4 = a.fast ? a.sorted_f4[q] : make_float4(0, 0, 0, 0);
         int32_t p = q - 1;
         while (p >= lo && a.sorted_id[p] > id) {
             a.sorted_id[p + 1] = a.sorted_id[p];
             a.sorted_wrap[p + 1] = a.sorted_wrap[p];
-            for (int d = 0; d < 3; d++) a.sorted_xw[3 * (p + 1) + d] = a.sorted_xw[3 * p + d];
+            for (int d = 0; d < 3; d++)
+                a.sorted_xd[3 * (int64_t)(p + 1) + d] = a.sorted_xd[3 * (int64_t)p + d];
+            if (a.fast) a.sorted_f4[p + 1] = a.sorted_f4[p];
             p--;
         }
         a.sorted_id[p + 1] = id;
         a.sorted_wrap[p + 1] = wr;
-        a.sorted_xw[3 * (p + 1)] = x0;
-        a.sorted_xw[3 * (p + 1) + 1] = x1;
-        a.sorted_xw[3 * (p + 1) + 2] = x2;
+        a.sorted_xd[3 * (int64_t)(p + 1)] = x0;
+        a.sorted_xd[3 * (int64_t)(p + 1) + 1] = x1;
+        a.sorted_xd[3 * (int64_t)(p + 1) + 2] = x2;
+        if (a.fast) a.sorted_f4[p + 1] = f4;
     }
 }
 
@@ -561,10 +986,10 @@ __device__ __forceinline__ int floordiv(int x, int n) {
     return q;
 }
 
-/* A warp per sorted slot (its atom is the center; a warp's neighbors in slot order are atoms of
- * the same bin, so they read the same bins).  Along the third axis the stencil's bins form runs
- * of consecutive bins with one image shift, i.e. one contiguous range of sorted slots, which the
- * lanes sweep 32 at a time. */
+/* General cell list: a warp per sorted slot (its atom is the center; a warp's neighbors in slot
+ * order are atoms of the same bin, so they read the same bins).  Along the third axis the
+ * stencil's bins form runs of consecutive bins with one image shift, i.e. one contiguous range of
+ * sorted slots, which the lanes sweep 32 at a time. */
 template <bool WRITE>
 __global__ void cell_kernel(const nbr_args a) {
     const int lane = threadIdx.x & 31;
@@ -582,7 +1007,7 @@ __global__ void cell_kernel(const nbr_args a) {
     const int b0 = (int)(local / ((int64_t)nb2 * nb1));
     const int4 nc = a.sorted_wrap[qc];
     double xw[3], xc[3], h[9];
-    load3(a.sorted_xw, qc, xw);
+    load3(a.sorted_xd, qc, xw);
     load3(a.pos, c, xc);
     for (int k = 0; k < 9; k++) h[k] = g.h[k];
     emit_state es = {WRITE ? a.offs[c] : 0, 0, 0};
@@ -616,8 +1041,7 @@ __global__ void cell_kernel(const nbr_args a) {
                 const int64_t tb = bin0 + ((int64_t)t0 * nb1 + t1) * nb2 + t2;
                 const int32_t q_lo = a.bin_start[tb], q_hi = a.bin_start[tb + run];
                 double sv[3];
-                for (int d = 0; d < 3; d++)
-                    sv[d] = (double)h0 * h[d] + (double)h1 * h[3 + d] + (double)h2 * h[6 + d] - xw[d];
+                for (int d = 0; d < 3; d++) sv[d] = dsub(image_comp(h, h0, h1, h2, d), xw[d]);
                 for (int32_t qb = q_lo; qb < q_hi; qb += 32) {
                     const int32_t q = qb + lane;
                     bool acc = false;
@@ -625,10 +1049,10 @@ __global__ void cell_kernel(const nbr_args a) {
                     int s0 = 0, s1 = 0, s2 = 0;
                     double r[3] = {0, 0, 0}, d2 = 0;
                     if (q < q_hi) {
-                        const double dx = a.sorted_xw[3 * q] + sv[0];
-                        const double dy = a.sorted_xw[3 * q + 1] + sv[1];
-                        const double dz = a.sorted_xw[3 * q + 2] + sv[2];
-                        if (dx * dx + dy * dy + dz * dz < a.reach2) {
+                        const double dx = dadd(a.sorted_xd[3 * (int64_t)q], sv[0]);
+                        const double dy = dadd(a.sorted_xd[3 * (int64_t)q + 1], sv[1]);
+                        const double dz = dadd(a.sorted_xd[3 * (int64_t)q + 2], sv[2]);
+                        if (dadd(dadd(dmul(dx, dx), dmul(dy, dy)), dmul(dz, dz)) < a.reach2) {
                             j = a.sorted_id[q];
                             const int4 nj = a.sorted_wrap[q];
                             s0 = h0 + nc.x - nj.x;
@@ -637,7 +1061,7 @@ __global__ void cell_kernel(const nbr_args a) {
                             if (!(j == c && s0 == 0 && s1 == 0 && s2 == 0)) {
                                 double xj[3];
                                 load3(a.pos, j, xj);
-                                pair_vector(g, xc, xj, s0, s1, s2, r, d2);
+                                pair_vector(h, xc, xj, s0, s1, s2, r, d2);
                                 acc = d2 < a.cut2 && keep_pair(a, c, j, s0, s1, s2);
                             }
                         }
@@ -651,20 +1075,316 @@ __global__ void cell_kernel(const nbr_args a) {
     finish_center<WRITE>(a, es, c);
 }
 
+/* Fast cell list, both passes: the float32 pre-test of a candidate (raw float position f) against
+ * a center whose position moved by the candidate's image shift is t (t = cf - float(h . H)):
+ * 2: accept without more (below lo2), 1: between the thresholds or NaN (the exact double test
+ * decides), 0: reject.  Explicit roundings: both passes compute the same bits. */
+__device__ __forceinline__ int fast_pretest(float fx, float fy, float fz, float4 t, float hi2,
+                                            float lo2) {
+    const float dx = __fsub_rn(fx, t.x), dy = __fsub_rn(fy, t.y), dz = __fsub_rn(fz, t.z);
+    const float d2f = __fmaf_rn(dz, dz, __fmaf_rn(dy, dy, __fmul_rn(dx, dx)));
+    return d2f < lo2 ? 2 : (d2f >= hi2 ? 0 : 1);
+}
+
+/* The center's position moved back by an image shift sv (double, image_comp): t = cf - sv. */
+__device__ __forceinline__ float4 fast_shifted(float4 cf, double sv0, double sv1, double sv2) {
+    return make_float4(__fsub_rn(cf.x, __double2float_rn(sv0)), __fsub_rn(cf.y, __double2float_rn(sv1)),
+                       __fsub_rn(cf.z, __double2float_rn(sv2)), 0.0f);
+}
+
+/* Fast cell list, count pass: the exact double test of slot q moved by image h against center c
+ * (slot qc), for candidates between the float thresholds (rare: out of line, so that the loop
+ * keeps few registers). */
+__device__ __noinline__ bool fast_count_exact(const nbr_args &a, const double *H, int64_t qc,
+                                              int32_t q, int h0, int h1, int h2, int4 nc, int c,
+                                              int j) {
+    const int4 nj = a.sorted_wrap[q];
+    const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
+    if (j == c && (s0 | s1 | s2) == 0) return false;
+    double xc[3], xj[3], r[3], d2;
+    load3(a.sorted_xd, qc, xc);
+    load3(a.sorted_xd, q, xj);
+    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
+    return d2 < a.cut2;
+}
+
+/* Fast cell list, count pass: FAST_COUNT_SPLIT threads per center, in blocks of 32 slots (in bin
+ * order) x FAST_COUNT_SPLIT warps; warp w takes the (o0, o1) columns w, w + FAST_COUNT_SPLIT, ...
+ * of the stencil (9 columns for r == 1: one each) for the 32 slots, so the lanes of a warp read
+ * the same bins; a column's bins as in cell_kernel (runs of bins along the third axis with one
+ * image shift).  counts[c] (zeroed by bbox_kernel) += the
+ * column's entries (integer atomics: the sum is exact); ghost entries to status->n_half. */
+__global__ void __launch_bounds__(32 * FAST_COUNT_SPLIT, 4) fast_count_kernel(const nbr_args a) {
+    /* warp `part` of the block takes that column for the block's 32 consecutive slots: the lanes
+     * of a warp read the same bins */
+    const int64_t qc = (int64_t)blockIdx.x * 32 + (threadIdx.x & 31);
+    const int part = (int)(threadIdx.x >> 5);
+    const int n_centers = (int)a.n_centers;
+    const float4 *__restrict__ sf4 = a.sorted_f4;
+    long long cnt = 0, ghc = 0;
+    int c = n_centers;
+    if (qc < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[qc];
+    if (c < n_centers) {
+        const int4 nc = a.sorted_wrap[qc];
+        const geom &g = a.g[nc.w];
+        const float4 cf = sf4[qc];
+        const int nb0 = g.nb[0], nb1 = g.nb[1], nb2 = g.nb[2];
+        const int64_t bin0 = g.bin0;
+        const int64_t local = a.atom_bin[c] - bin0;
+        const int b2 = (int)(local % nb2);
+        const int b1 = (int)((local / nb2) % nb1);
+        const int b0 = (int)(local / ((int64_t)nb2 * nb1));
+        const float hi2 = g.hi2, lo2 = g.lo2;
+        const int r0 = g.r[0], r1 = g.r[1], r2 = g.r[2];
+        const int w1 = 2 * r1 + 1, n01 = (2 * r0 + 1) * w1;
+        /* this thread's (o0, o1) columns of the stencil: part, part + SPLIT, ... */
+        for (int m01 = part; m01 < n01; m01 += FAST_COUNT_SPLIT) {
+            const int o0 = m01 / w1 - r0, o1 = m01 % w1 - r1;
+            int t0 = b0 + o0, h0 = 0;
+            if (g.per[0]) {
+                h0 = floordiv(t0, nb0);
+                t0 -= h0 * nb0;
+            } else if (t0 < 0 || t0 >= nb0) continue;
+            {
+                int t1 = b1 + o1, h1 = 0;
+                if (g.per[1]) {
+                    h1 = floordiv(t1, nb1);
+                    t1 -= h1 * nb1;
+                } else if (t1 < 0 || t1 >= nb1) continue;
+                int o2 = -r2;
+                while (o2 <= r2) {
+                    int t2 = b2 + o2, h2 = 0;
+                    if (g.per[2]) {
+                        h2 = floordiv(t2, nb2);
+                        t2 -= h2 * nb2;
+                    } else if (t2 < 0) {
+                        o2 -= t2;
+                        continue;
+                    } else if (t2 >= nb2) {
+                        break;
+                    }
+                    int run = r2 - o2 + 1;
+                    if (run > nb2 - t2) run = nb2 - t2;
+                    const int64_t tb = bin0 + ((int64_t)t0 * nb1 + t1) * nb2 + t2;
+                    const int32_t q_lo = a.bin_start[tb], q_hi = a.bin_start[tb + run];
+                    const float4 t = fast_shifted(cf, image_comp(g.h, h0, h1, h2, 0),
+                                                  image_comp(g.h, h0, h1, h2, 1),
+                                                  image_comp(g.h, h0, h1, h2, 2));
+                    const bool h_zero = (h0 | h1 | h2) == 0;
+#pragma unroll 1
+                    for (int32_t q = q_lo; q < q_hi; q++) {
+                        const float4 f = sf4[q];
+                        const int pt = fast_pretest(f.x, f.y, f.z, t, hi2, lo2);
+                        if (pt == 0) continue;
+                        const int j = __float_as_int(f.w);
+                        bool acc;
+                        if (pt == 2) {
+                            acc = !(h_zero && q == qc); /* the center itself */
+                        } else {
+                            acc = fast_count_exact(a, g.h, qc, q, h0, h1, h2, nc, c, j);
+                        }
+                        cnt += acc;
+                        ghc += acc && j >= n_centers;
+                    }
+                    o2 += run;
+                }
+            }
+        }
+        if (cnt) atomicAdd((unsigned long long *)(a.counts + c), (unsigned long long)cnt);
+    }
+    count_epilogue(a, ghc);
+}
+
+/* Fast cell list, write pass (see the header): a block per bin, grid-stride over the bins in use;
+ * the candidates staged in shared memory (raw float position and listed-bin index, image shift
+ * minus wrap count and atom id, original double position), then a warp per center: its center
+ * moved by each listed bin's shift (t, per warp in shared memory), a lane per candidate, the
+ * same decision as the count pass, the accepted vectors recomputed in double and the entries of
+ * 32 candidates written at consecutive positions (ballot); counts[c] is the cursor between
+ * chunks. */
+__global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(const nbr_args a) {
+    __shared__ float4 s_pos[FAST_CAP];           /* raw float position, listed-bin index in .w */
+    __shared__ int4 s_meta[FAST_CAP];            /* image shift - wrap count (3), atom id */
+    __shared__ double s_x[3 * FAST_CAP];         /* original positions */
+    __shared__ float4 s_t[FAST_TB / 32][32];     /* per warp: its center moved by each listed shift */
+    __shared__ long long s_pre[33];              /* prefix of the listed bins' atom counts */
+    __shared__ int4 s_rng[32];                   /* first slot, image shift of each listed bin */
+    __shared__ double s_shv[32][3];              /* image shift vector of each listed bin */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const unsigned lt = (1u << lane) - 1u;
+    const int64_t nbins = *a.n_bins_used;
+    const float4 *__restrict__ sf4 = a.sorted_f4;
+    const int n_centers = (int)a.n_centers;
+    const bool pairs8 = ((uintptr_t)a.pairs & 7) == 0;
+    for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
+        const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
+        int has = 0;
+        for (int32_t q = q0 + (int32_t)threadIdx.x; q < q1; q += (int32_t)blockDim.x)
+            has |= a.sorted_id[q] < n_centers;
+        if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
+        const geom &g = a.g[a.sorted_wrap[q0].w];
+        const int nb0 = g.nb[0], nb1 = g.nb[1], nb2 = g.nb[2];
+        const int64_t local = b - g.bin0;
+        const int bb2 = (int)(local % nb2);
+        const int bb1 = (int)((local / nb2) % nb1);
+        const int bb0 = (int)(local / ((int64_t)nb2 * nb1));
+        const int r0 = g.r[0], r1 = g.r[1], r2 = g.r[2];
+        const int w1 = 2 * r1 + 1, w2 = 2 * r2 + 1;
+        const int64_t R = (int64_t)(2 * r0 + 1) * w1 * w2;
+        const float hi2 = g.hi2, lo2 = g.lo2;
+        const double *H = g.h;
+        for (int64_t gr = 0; gr < R; gr += 32) {
+            if (warp == 0) { /* list up to 32 stencil bins: (o0, o1, o2) in lexicographic order */
+                const int64_t idx = gr + lane;
+                int len = 0;
+                int4 rng = make_int4(0, 0, 0, 0);
+                double sv[3] = {0, 0, 0};
+                if (idx < R) {
+                    const int o2 = (int)(idx % w2) - r2;
+                    const int64_t tq = idx / w2;
+                    const int o1 = (int)(tq % w1) - r1;
+                    const int o0 = (int)(tq / w1) - r0;
+                    int t[3] = {bb0 + o0, bb1 + o1, bb2 + o2}, hh[3] = {0, 0, 0};
+                    const int nbq[3] = {nb0, nb1, nb2};
+                    bool in = true;
+                    for (int q = 0; q < 3; q++) {
+                        if (g.per[q]) {
+                            hh[q] = floordiv(t[q], nbq[q]);
+                            t[q] -= hh[q] * nbq[q];
+                        } else if (t[q] < 0 || t[q] >= nbq[q]) {
+                            in = false;
+                        }
+                    }
+                    if (in) {
+                        const int64_t tb = g.bin0 + ((int64_t)t[0] * nb1 + t[1]) * nb2 + t[2];
+                        const int32_t qlo = a.bin_start[tb];
+                        len = a.bin_start[tb + 1] - qlo;
+                        rng = make_int4(qlo, hh[0], hh[1], hh[2]);
+                        for (int d = 0; d < 3; d++) sv[d] = image_comp(H, hh[0], hh[1], hh[2], d);
+                    }
+                }
+                const long long incl = warp_incl_scan(len);
+                s_pre[lane + 1] = incl;
+                if (lane == 0) s_pre[0] = 0;
+                s_rng[lane] = rng;
+                for (int d = 0; d < 3; d++) s_shv[lane][d] = sv[d];
+            }
+            __syncthreads();
+            const long long total = s_pre[32];
+            /* at least one chunk, so that every center's cursor is initialized in group 0 */
+            for (long long co = 0; co == 0 || co < total; co += FAST_CAP) {
+                const int nch = (int)min((long long)FAST_CAP, total - co);
+                for (int i = threadIdx.x; i < nch; i += blockDim.x) {
+                    const long long idx = co + i;
+                    int l = 0;
+                    for (int step = 16; step; step >>= 1)
+                        if (s_pre[l + step] <= idx) l += step;
+                    const int4 rg = s_rng[l];
+                    const int32_t q = rg.x + (int32_t)(idx - s_pre[l]);
+                    const float4 f = sf4[q];
+                    const int4 wr = a.sorted_wrap[q];
+                    s_pos[i] = make_float4(f.x, f.y, f.z, __int_as_float(l));
+                    s_meta[i] = make_int4(rg.y - wr.x, rg.z - wr.y, rg.w - wr.z, __float_as_int(f.w));
+                    for (int d = 0; d < 3; d++) s_x[3 * i + d] = a.sorted_xd[3 * (int64_t)q + d];
+                }
+                __syncthreads();
+                const bool first = gr == 0 && co == 0;
+                for (int32_t k = q0 + warp; k < q1; k += nw) {
+                    const int c = a.sorted_id[k];
+                    if (c >= n_centers) continue; /* warp-uniform */
+                    const float4 cf = sf4[k];
+                    const int4 nc = a.sorted_wrap[k];
+                    s_t[warp][lane] = fast_shifted(cf, s_shv[lane][0], s_shv[lane][1], s_shv[lane][2]);
+                    double xc[3];
+                    load3(a.sorted_xd, k, xc);
+                    int64_t st = first ? a.offs[c] : __ldcg(a.counts + c);
+                    __syncwarp();
+                    for (int i0 = 0; i0 < nch; i0 += 32) {
+                        const int i = i0 + lane;
+                        bool acc = false;
+                        int j = 0, s0 = 0, s1 = 0, s2 = 0;
+                        double r[3] = {0, 0, 0}, d2 = 0;
+                        if (i < nch) {
+                            const float4 p = s_pos[i];
+                            const int pt = fast_pretest(p.x, p.y, p.z, s_t[warp][__float_as_int(p.w)],
+                                                        hi2, lo2);
+                            if (pt) {
+                                const int4 m = s_meta[i];
+                                j = m.w;
+                                s0 = nc.x + m.x;
+                                s1 = nc.y + m.y;
+                                s2 = nc.z + m.z;
+                                if (!(j == c && (s0 | s1 | s2) == 0)) {
+                                    const double xj[3] = {s_x[3 * i], s_x[3 * i + 1], s_x[3 * i + 2]};
+                                    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
+                                    acc = pt == 2 || d2 < a.cut2;
+                                }
+                            }
+                        }
+                        const unsigned bal = __ballot_sync(NNPOPS__FULL_MASK, acc);
+                        if (acc) {
+                            const int64_t e = st + __popc(bal & lt);
+                            if (e < a.capacity) {
+                                if (pairs8) {
+                                    reinterpret_cast<int2 *>(a.pairs)[e] = make_int2(c, j);
+                                } else {
+                                    a.pairs[2 * e] = c;
+                                    a.pairs[2 * e + 1] = j;
+                                }
+                                if (a.shifts) {
+                                    a.shifts[3 * e] = s0;
+                                    a.shifts[3 * e + 1] = s1;
+                                    a.shifts[3 * e + 2] = s2;
+                                }
+                                if (a.vec) {
+                                    a.vec[3 * e] = r[0];
+                                    a.vec[3 * e + 1] = r[1];
+                                    a.vec[3 * e + 2] = r[2];
+                                }
+                                if (a.dist) a.dist[e] = sqrt(d2);
+                            }
+                            if (d2 < a.min_d2) record_close(a, c, j, d2);
+                        }
+                        st += __popc(bal);
+                    }
+                    if (lane == 0) __stcg(a.counts + c, (long long)st);
+                    __syncwarp();
+                }
+                __syncthreads();
+            }
+        }
+    }
+    write_epilogue(a);
+}
+
 /* ---- work space layout ---- */
 struct nbr_layout {
-    size_t counts, offs, scan_tmp, scan_tmp_bytes, g, bbox, atom_bin, atom_sys, atom_wrap, atom_xw,
-        bin_count, bin_start, sorted_id, sorted_wrap, sorted_xw, total;
+    size_t counts, offs, scan_tmp, scan_tmp_bytes, g, bbox, atom_bin, atom_sys, atom_rank,
+        atom_wrap, bin_count, bin_start, sorted_id, sorted_wrap, sorted_xd, sorted_f4, n_bins_used,
+        total;
     int64_t n_items, n_bins_bound;
 };
 
+bool is_cell(int32_t alg) { return alg == NNPOPS__NBR_CELL || alg == NNPOPS__NBR_CELL_FAST; }
+
+/* A plan's algorithm as the launchers use it (unknown values: the general cell list) and slices. */
+void sanitize(nnpops__nbr_plan &p) {
+    if (p.algorithm != NNPOPS__NBR_BRUTE && p.algorithm != NNPOPS__NBR_SMALL &&
+        p.algorithm != NNPOPS__NBR_CELL_FAST)
+        p.algorithm = NNPOPS__NBR_CELL;
+    if (p.slices < 1) p.slices = 1;
+    if (p.slices > 32) p.slices = 32;
+}
+
+/* The layout of a (sanitized) plan; it also serves the algorithm the launcher may fall back to
+ * (small -> brute force, fast -> general cell list). */
 nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
                      const nnpops__nbr_plan *plan) {
     nbr_layout L;
     memset(&L, 0, sizeof L);
-    const int slices = plan->algorithm == NNPOPS__NBR_BRUTE ? plan->slices : 1;
+    const bool cell = is_cell(plan->algorithm);
+    const int slices = cell ? 1 : plan->slices;
     L.n_items = n_centers * slices;
-    const bool cell = plan->algorithm == NNPOPS__NBR_CELL;
     L.n_bins_bound = cell ? 2 * n_atoms + 27 * n_systems : 0;
     size_t cur = 0;
     auto take = [&](size_t bytes) {
@@ -684,16 +1404,18 @@ nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
     L.scan_tmp = take(L.scan_tmp_bytes);
     if (cell) {
         L.g = take(sizeof(geom) * (size_t)n_systems);
-        L.bbox = take(sizeof(unsigned long long) * 6 * (size_t)n_systems);
+        L.bbox = take(sizeof(unsigned long long) * 8 * (size_t)n_systems);
         L.atom_bin = take(sizeof(int32_t) * (size_t)n_atoms);
         L.atom_sys = take(sizeof(int32_t) * (size_t)n_atoms);
+        L.atom_rank = take(sizeof(int32_t) * (size_t)n_atoms);
         L.atom_wrap = take(sizeof(int4) * (size_t)n_atoms);
-        L.atom_xw = take(sizeof(double) * 3 * (size_t)n_atoms);
         L.bin_count = take(sizeof(int32_t) * (size_t)(L.n_bins_bound + 1));
         L.bin_start = take(sizeof(int32_t) * (size_t)(L.n_bins_bound + 1));
         L.sorted_id = take(sizeof(int32_t) * (size_t)n_atoms);
         L.sorted_wrap = take(sizeof(int4) * (size_t)n_atoms);
-        L.sorted_xw = take(sizeof(double) * 3 * (size_t)n_atoms);
+        L.sorted_xd = take(sizeof(double) * 3 * (size_t)n_atoms);
+        L.sorted_f4 = take(sizeof(float4) * (size_t)n_atoms);
+        L.n_bins_used = take(sizeof(int64_t));
     }
     L.total = cur;
     return L;
@@ -715,14 +1437,23 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "neighbor search: %lld atoms is too many",
                             (long long)in->n_atoms);
     nnpops__nbr_plan plan = *plan_in;
-    if (plan.algorithm != NNPOPS__NBR_BRUTE) plan.algorithm = NNPOPS__NBR_CELL;
-    if (plan.slices < 1) plan.slices = 1;
-    if (plan.slices > 32) plan.slices = 32;
+    sanitize(plan);
     const nbr_layout L = layout_of(in->n_atoms, in->n_systems, n_centers, &plan);
     if (work_bytes < L.total)
         return nnpops__fail(NNPOPS_ERROR_INTERNAL,
                             "neighbor search: work space of %zu bytes, %zu needed", work_bytes,
                             L.total);
+    if (is_cell(plan.algorithm) && L.n_bins_bound > INT32_MAX - 1)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "neighbor search: %lld atoms is too many for the cell list",
+                            (long long)in->n_atoms);
+    /* the algorithm that runs: the small and fast paths serve center mode only; the small path
+     * holds at most SMALL_MAX centers and atoms */
+    int32_t alg = plan.algorithm;
+    if (half && alg == NNPOPS__NBR_SMALL) alg = NNPOPS__NBR_BRUTE;
+    if (half && alg == NNPOPS__NBR_CELL_FAST) alg = NNPOPS__NBR_CELL;
+    if (alg == NNPOPS__NBR_SMALL && (in->n_atoms > SMALL_MAX || n_centers > SMALL_MAX))
+        alg = NNPOPS__NBR_BRUTE;
     char *w = (char *)work;
     cudaStream_t st = as_stream(stream);
     nbr_args a;
@@ -743,7 +1474,9 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     a.min_d2 = min_distance > 0 ? min_distance * min_distance : -1.0;
     a.max_images = in->max_images;
     a.half = half;
-    a.slices = plan.algorithm == NNPOPS__NBR_BRUTE ? plan.slices : 1;
+    a.slices = alg == NNPOPS__NBR_BRUTE ? plan.slices : 1;
+    a.fast = alg == NNPOPS__NBR_CELL_FAST;
+    a.n_items = n_centers * a.slices;
     a.capacity = capacity;
     a.pairs = pairs;
     a.shifts = shifts;
@@ -756,59 +1489,88 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     a.n_bins_bound = L.n_bins_bound;
     void *scan_tmp = w + L.scan_tmp;
     size_t scan_bytes = L.scan_tmp_bytes;
-    const int TB = 256;
-    if (plan.algorithm == NNPOPS__NBR_BRUTE) {
+    /* center mode of the small, brute-force and fast paths: ghost-entry n_half, and the count
+     * kernel's last block scans when the counts are few */
+    const bool newflow = !half && alg != NNPOPS__NBR_CELL;
+    if (newflow) {
+        a.ghost_nhalf = 1;
+        a.lb_scan = a.n_items + 1 <= LB_SCAN_MAX;
+        a.finish_in_write = !a.lb_scan;
+        if (start && a.slices == 1) a.offs = start; /* the scan writes start[] itself */
+    }
+    if (alg == NNPOPS__NBR_SMALL) {
+        small_kernel<<<1, SMALL_TB, 0, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("neighbor search (one block)");
+        return NNPOPS_OK;
+    }
+    if (alg == NNPOPS__NBR_BRUTE) {
         const unsigned grid = grid_for(a.n_atoms * a.slices * 32, TB);
         brute_kernel<false><<<grid, TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (brute force, count)");
-        NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
-                                                        (int64_t)(L.n_items + 1), st));
+        if (!a.lb_scan)
+            NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
+                                                            (int64_t)(a.n_items + 1), st));
         brute_kernel<true><<<grid, TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (brute force, write)");
-    } else {
-        a.g = (geom *)(w + L.g);
-        a.bbox = (unsigned long long *)(w + L.bbox);
-        a.atom_bin = (int32_t *)(w + L.atom_bin);
-        a.atom_sys = (int32_t *)(w + L.atom_sys);
-        a.atom_wrap = (int4 *)(w + L.atom_wrap);
-        a.atom_xw = (double *)(w + L.atom_xw);
-        a.bin_count = (int32_t *)(w + L.bin_count);
-        a.bin_start = (int32_t *)(w + L.bin_start);
-        a.sorted_id = (int32_t *)(w + L.sorted_id);
-        a.sorted_wrap = (int4 *)(w + L.sorted_wrap);
-        a.sorted_xw = (double *)(w + L.sorted_xw);
-        NNPOPS__CUDA_CALL(cudaMemsetAsync(a.bbox, 0xff, sizeof(unsigned long long) * 6 *
-                                                            (size_t)a.n_systems, st));
-        NNPOPS__CUDA_CALL(cudaMemsetAsync(a.bin_count, 0,
-                                          sizeof(int32_t) * (size_t)(L.n_bins_bound + 1), st));
-        /* centers of systems with a bad cell are never visited: their counts stay 0 */
-        NNPOPS__CUDA_CALL(cudaMemsetAsync(a.counts, 0, sizeof(int64_t) * (size_t)(L.n_items + 1),
-                                          st));
-        const unsigned ga = grid_for(a.n_atoms, TB);
-        bbox_kernel<<<ga, TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (bounding boxes)");
-        geom_kernel<<<1, 256, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (cell geometry)");
-        bin_kernel<<<ga, TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (binning)");
-        NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.bin_count,
-                                                        a.bin_start, (int64_t)(L.n_bins_bound + 1),
-                                                        st));
-        place_kernel<<<ga, TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (placing)");
-        if (plan.deterministic) {
-            bin_sort_kernel<<<grid_for(L.n_bins_bound, TB), TB, 0, st>>>(a);
-            NNPOPS__LAUNCH_CHECK("neighbor search (bin order)");
+        if (!newflow) {
+            finish_kernel<<<grid_for(a.n_centers + 1, TB), TB, 0, st>>>(a);
+            NNPOPS__LAUNCH_CHECK("neighbor search (totals)");
         }
-        const unsigned gw = grid_for(a.n_atoms * 32, TB);
-        cell_kernel<false><<<gw, TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (cell list, count)");
-        scan_bytes = L.scan_tmp_bytes;
-        NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
-                                                        (int64_t)(L.n_items + 1), st));
-        cell_kernel<true><<<gw, TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (cell list, write)");
+        return NNPOPS_OK;
     }
+    /* cell lists */
+    a.g = (geom *)(w + L.g);
+    a.bbox = (unsigned long long *)(w + L.bbox);
+    a.atom_bin = (int32_t *)(w + L.atom_bin);
+    a.atom_sys = (int32_t *)(w + L.atom_sys);
+    a.atom_rank = (int32_t *)(w + L.atom_rank);
+    a.atom_wrap = (int4 *)(w + L.atom_wrap);
+    a.bin_count = (int32_t *)(w + L.bin_count);
+    a.bin_start = (int32_t *)(w + L.bin_start);
+    a.sorted_id = (int32_t *)(w + L.sorted_id);
+    a.sorted_wrap = (int4 *)(w + L.sorted_wrap);
+    a.sorted_xd = (double *)(w + L.sorted_xd);
+    a.sorted_f4 = (float4 *)(w + L.sorted_f4);
+    a.n_bins_used = (int64_t *)(w + L.n_bins_used);
+    NNPOPS__CUDA_CALL(cudaMemsetAsync(a.bbox, 0xff, sizeof(unsigned long long) * 8 *
+                                                        (size_t)a.n_systems, st));
+    const unsigned ga = grid_for(a.n_atoms, TB);
+    /* also zeroes the bin counters and the counts (centers of systems with a bad cell are never
+     * visited: their counts stay 0) */
+    bbox_kernel<<<ga, TB, 0, st>>>(a);
+    NNPOPS__LAUNCH_CHECK("neighbor search (bounding boxes)");
+    geom_kernel<<<1, 256, 0, st>>>(a);
+    NNPOPS__LAUNCH_CHECK("neighbor search (cell geometry)");
+    bin_kernel<<<ga, TB, 0, st>>>(a);
+    NNPOPS__LAUNCH_CHECK("neighbor search (binning)");
+    NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.bin_count, a.bin_start,
+                                                    (int64_t)(L.n_bins_bound + 1), st));
+    place_kernel<<<ga, TB, 0, st>>>(a);
+    NNPOPS__LAUNCH_CHECK("neighbor search (placing)");
+    if (plan.deterministic) {
+        bin_sort_kernel<<<grid_for(L.n_bins_bound, TB), TB, 0, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("neighbor search (bin order)");
+    }
+    scan_bytes = L.scan_tmp_bytes;
+    if (a.fast) {
+        fast_count_kernel<<<grid_for(a.n_atoms, 32), 32 * FAST_COUNT_SPLIT, 0, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, count)");
+        if (!a.lb_scan)
+            NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
+                                                            (int64_t)(a.n_items + 1), st));
+        int64_t blocks = (a.n_atoms + FAST_ATOMS_PER_BLOCK - 1) / FAST_ATOMS_PER_BLOCK;
+        if (blocks > L.n_bins_bound) blocks = L.n_bins_bound;
+        fast_write_kernel<<<grid_for(blocks, 1), FAST_TB, 0, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, write)");
+        return NNPOPS_OK;
+    }
+    const unsigned gw = grid_for(a.n_atoms * 32, TB);
+    cell_kernel<false><<<gw, TB, 0, st>>>(a);
+    NNPOPS__LAUNCH_CHECK("neighbor search (cell list, count)");
+    NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
+                                                    (int64_t)(a.n_items + 1), st));
+    cell_kernel<true><<<gw, TB, 0, st>>>(a);
+    NNPOPS__LAUNCH_CHECK("neighbor search (cell list, write)");
     finish_kernel<<<grid_for(a.n_centers + 1, TB), TB, 0, st>>>(a);
     NNPOPS__LAUNCH_CHECK("neighbor search (totals)");
     return NNPOPS_OK;
@@ -854,13 +1616,35 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
 
 /* ---- host API ---- */
 
+/* Plan (host copies of the geometry; the choice never depends on positions, so a plan stays valid
+ * while atoms move and can key a CUDA graph).  Per system s with n_s atoms: the images of the
+ * brute force nimg_s = prod over periodic axes of (2 ceil(cutoff / w_k) + 1).  In this order:
+ *   small      when all systems together hold at most SMALL_MAX (1024) atoms and
+ *              sum_s n_s^2 nimg_s (x3 for systems with images: their tests add the shift term)
+ *              <= 16384.  Reasoning (no measurement): one SM issues about 4 warp instructions per
+ *              cycle, half that in FP64; a candidate test costs about 10-25 FP64-heavy instructions
+ *              per 32 lanes and runs twice (count, write), so 16384 tests take about 5-10k cycles,
+ *              3-6 us at ~1.7 GHz: the cost of the one or two launches (count, write) the
+ *              multi-block brute force needs in addition, and of its scheduling over the GPU.
+ *              Molecules up to ~128 atoms, and a few tiny periodic cells, qualify;
+ *   brute      when the largest n_s nimg_s is at most 8192 (then a warp per 32 atoms of a center
+ *              does a few hundred tests; the cell list's ~10 launches would cost more);
+ *   cell       (general) when some periodic axis is thinner than reach (1 + 1e-6) (stencils of
+ *              several bins; the margin keeps the device, whose widths may differ by an ulp, on
+ *              stencils of at most 2 bins in the fast kernel should it be forced there);
+ *   cell fast  otherwise (every stencil is +-1 bin).
+ * slices (brute force): ceil(largest n_s / 32), 1..32: a warp sweeps at most 32 atoms of the
+ * system (all their images) for a center. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
                                       const double *cells, const uint8_t *pbc, double cutoff,
                                       int32_t force, nnpops__nbr_plan *plan) {
-    double max_cand = 0, max_n = 0;
+    const double reach = cutoff * (1.0 + REACH_REL) + REACH_ABS;
+    double max_cand = 0, max_n = 0, total_n = 0, cost = 0;
+    int thin = 0;
     for (int64_t s = 0; s < n_systems; s++) {
         const double n_s = (double)(sys_start[s + 1] - sys_start[s]);
         if (n_s > max_n) max_n = n_s;
+        total_n += n_s;
         double nimg = 1;
         if (cells && pbc && (pbc[3 * s] || pbc[3 * s + 1] || pbc[3 * s + 2])) {
             const double *h = cells + 9 * s;
@@ -879,25 +1663,41 @@ extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_star
                 double im = wk > 0 ? ceil(cutoff / wk) : 1e9;
                 if (!(im < 1e6)) im = 1e6;
                 nimg *= 2 * im + 1;
+                if (!(wk >= reach * (1.0 + 1e-6))) thin = 1;
             }
         }
         const double cand = n_s * nimg;
         if (cand > max_cand) max_cand = cand;
+        if (n_s > 0) cost += n_s * cand * (nimg > 1 ? 3.0 : 1.0);
     }
-    plan->algorithm = max_cand <= 8192 ? NNPOPS__NBR_BRUTE : NNPOPS__NBR_CELL;
-    if (force == NNPOPS__NBR_BRUTE || force == NNPOPS__NBR_CELL) plan->algorithm = force;
-    /* brute force: a warp sweeps at most 64 atoms of the system (all their images) */
-    int sl = (int)ceil(max_n / 64.0);
+    if (total_n <= SMALL_MAX && cost <= (double)PLAN_SMALL_MAX_COST)
+        plan->algorithm = NNPOPS__NBR_SMALL;
+    else if (max_cand <= PLAN_BRUTE_MAX_CAND)
+        plan->algorithm = NNPOPS__NBR_BRUTE;
+    else
+        plan->algorithm = thin ? NNPOPS__NBR_CELL : NNPOPS__NBR_CELL_FAST;
+    if (force == NNPOPS__NBR_BRUTE || force == NNPOPS__NBR_CELL || force == NNPOPS__NBR_SMALL ||
+        force == NNPOPS__NBR_CELL_FAST)
+        plan->algorithm = force;
+    int sl = (int)ceil(max_n / 32.0);
     plan->slices = sl < 1 ? 1 : (sl > 32 ? 32 : sl);
     plan->deterministic = 0;
+}
+
+extern "C" const char *nnpops__nbr_cuda_algorithm_name(int32_t algorithm) {
+    switch (algorithm) {
+    case NNPOPS__NBR_BRUTE: return "brute";
+    case NNPOPS__NBR_CELL: return "cell";
+    case NNPOPS__NBR_SMALL: return "small";
+    case NNPOPS__NBR_CELL_FAST: return "cell-fast";
+    default: return "auto";
+    }
 }
 
 extern "C" size_t nnpops__nbr_cuda_work_bytes(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
                                               const nnpops__nbr_plan *plan) {
     nnpops__nbr_plan p = *plan;
-    if (p.algorithm != NNPOPS__NBR_BRUTE) p.algorithm = NNPOPS__NBR_CELL;
-    if (p.slices < 1) p.slices = 1;
-    if (p.slices > 32) p.slices = 32;
+    sanitize(p);
     return layout_of(n_atoms, n_systems, n_centers, &p).total;
 }
 

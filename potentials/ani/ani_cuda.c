@@ -29,9 +29,11 @@
  *     Small species (float32 models, 1..NNPOPS__SG_MAX_COLS = 64 atoms of the species; sg_small,
  *     chosen from the column counts, which the CUDA graph key holds) skip cuBLAS: their networks run
  *     together through the grouped small-n GEMM (nnpops__small_gemm_cuda_f32, plain FP32 FMA,
- *     weights streamed once, bias + CELU and CELU' fused into the GEMMs): one grouped launch per
- *     layer over all small species, forward and backward, the same products as above
- *     (sg_networks); each small species has its own activation block (32 or 64 columns).
+ *     weights streamed once per 8 or 16 real columns, bias + CELU and CELU' fused into the GEMMs,
+ *     no work space): one launch per layer over all small species, forward and backward, and one
+ *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
+ *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
+ *     activation block (32 or 64 columns).
  *  3. AEV adjoint of all columns in one launch: dE/dr of every center-list entry into pair_grad.
  * Option deterministic (step->deterministic): the AEV kernels' fixed-point twins and the output
  * layer with one thread per column summing the members in order (no atomics); cuBLAS GEMMs are
@@ -95,7 +97,6 @@ typedef struct ani_layout {
     size_t aev, act, tmp, total;
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (32 or 64) */
-    size_t part, part_bytes;               /* partial sums of the small-n GEMMs */
     int64_t ldc;          /* columns of the chunk buffers */
     int64_t act_rows;     /* rows of the activation block */
 } ani_layout;
@@ -108,29 +109,6 @@ static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
 static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     return a->precision == NNPOPS_FLOAT32 && st->col_count[s] > 0 &&
            st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
-}
-
-/* Largest partial-sum floats of one of species s's small GEMMs (all members). */
-static int64_t sg_species_partials(const nnpops__ani *a, const nnpops__dstep *st, int s) {
-    const int32_t *w = a->width[s];
-    const int64_t n = st->col_count[s], M = a->ensemble;
-    int64_t best = 0;
-    for (int l = 0; l + 1 < a->n_layers[s]; l++) {
-        nnpops__sg_problem p;
-        memset(&p, 0, sizeof p);
-        p.n = n;
-        p.m = l == 0 ? M * w[1] : w[l + 1];
-        p.k = w[l];
-        p.batch = l == 0 ? 1 : M;
-        int64_t f = nnpops__sg_partial_floats(&p);
-        if (f > best) best = f;
-        /* backward: dA_{l} (w[l] rows) from dZ_{l+1}; the first layer: L rows, k = M * w[1] */
-        p.m = l == 0 ? w[0] : w[l];
-        p.k = l == 0 ? M * w[1] : w[l + 1];
-        f = nnpops__sg_partial_floats(&p);
-        if (f > best) best = f;
-    }
-    return best;
 }
 
 static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
@@ -154,7 +132,6 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     cur += al256(es * (size_t)L.act_rows * (size_t)L.ldc);
     L.tmp = cur;
     cur += al256(es * (size_t)a->ensemble * (size_t)a->max_width * (size_t)L.ldc);
-    int64_t parts = 0;
     for (int s = 0; s < a->n_species; s++) {
         if (!sg_small(a, st, s)) continue;
         int64_t r = 0;
@@ -162,11 +139,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         L.small_ld[s] = st->col_count[s] <= 32 ? 32 : 64;
         L.small_act[s] = cur;
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
-        parts += sg_species_partials(a, st, s);
     }
-    L.part = cur;
-    L.part_bytes = sizeof(float) * (size_t)parts;
-    cur += al256(L.part_bytes);
     L.total = cur;
     return L;
 }
@@ -181,17 +154,16 @@ size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dste
         if (s_ != NNPOPS_OK) return s_;                                                           \
     } while (0)
 
-/* The networks of the small species (sg_small) of one step, grouped over species: one grouped
- * launch per layer of the forward pass (GEMM + bias + CELU), the output layer per species, one per
- * layer of the backward pass (GEMM + CELU' in place) and one for dE/dAEV (written over the
- * species' AEV columns).  Same products as the cuBLAS path of nnpops__ani_compute_cuda. */
+/* The networks of the small species (sg_small) of one step, grouped over species: one launch per
+ * layer of the forward pass (GEMM + bias + CELU), one for the output layers, one per layer of the
+ * backward pass (GEMM + CELU' in place) and one for dE/dAEV (written over the species' AEV
+ * columns).  Same products as the cuBLAS path of nnpops__ani_compute_cuda. */
 static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep *st,
                                  const ani_layout *L, int64_t Me, int64_t moff) {
     const nnpops__ani *a = model->impl;
     const ani_dev *dev = model->device_data;
     const float *W = dev->arena;
     float *aev = (float *)((char *)st->work + L->aev);
-    void *part = L->part_bytes ? (char *)st->work + L->part : NULL;
     const int64_t Lf = a->aev.aev_len, ld = st->n_cols;
     int maxnl = 0;
     for (int s = 0; s < a->n_species; s++)
@@ -243,13 +215,17 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
                 p->stride_c = (int64_t)w[l + 1] * lds;
             }
         }
-        TRY(nnpops__small_gemm_cuda_f32(&g, part, L->part_bytes, st->stream));
+        TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
     }
-    /* output layers, energies, backward seeds */
+    /* output layers, energies, backward seeds: one grouped launch over the small species */
+    nnpops__ani_output_args oa[NNPOPS__MAX_SPECIES];
+    const float *ow[NNPOPS__MAX_SPECIES], *ob[NNPOPS__MAX_SPECIES];
+    float *oA[NNPOPS__MAX_SPECIES];
+    int32_t no = 0;
     for (int s = 0; s < a->n_species; s++) {
         if (!sg_small(a, st, s)) continue;
         const int lo = a->n_layers[s] - 1;
-        nnpops__ani_output_args oa = {
+        oa[no] = (nnpops__ani_output_args){
             .n = st->col_count[s],
             .members = (int32_t)Me,
             .width = a->width[s][lo],
@@ -265,8 +241,12 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             .member_energy = st->member_atom_energy,
             .deterministic = st->deterministic,
         };
-        TRY(nnpops__ani_output_cuda_f32(&oa, SW(s, lo), SB(s, lo), SACT(s, lo - 1), st->stream));
+        ow[no] = SW(s, lo);
+        ob[no] = SB(s, lo);
+        oA[no] = SACT(s, lo - 1);
+        no++;
     }
+    TRY(nnpops__ani_output_group_cuda_f32(no, oa, ow, ob, oA, st->stream));
     if (!st->need_grad) return NNPOPS_OK;
     /* backward through the hidden layers: step d handles layer n_layers - 2 - d of each species */
     for (int d = 0; d + 2 < maxnl; d++) {
@@ -295,7 +275,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             p->ldc = lds;
             p->stride_c = (int64_t)w[l] * lds;
         }
-        if (g.count) TRY(nnpops__small_gemm_cuda_f32(&g, part, L->part_bytes, st->stream));
+        if (g.count) TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
     }
     /* dE/dAEV = sum over members of dZ0_m . W0_m, over the species' AEV columns */
     memset(&g, 0, sizeof g);
@@ -320,7 +300,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
 #undef SACT
 #undef SW
 #undef SB
-    return nnpops__small_gemm_cuda_f32(&g, part, L->part_bytes, st->stream);
+    return nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream);
 }
 
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *st) {

@@ -15,7 +15,9 @@
  * Part 2, neighbor list alone: random uniform positions in a periodic cube at density 0.8, cutoff
  * cbrt(3 * 64 / (4 pi 0.8)) (64 neighbors per atom), full lists (the center lists hold both
  * directions: entries = full-list pairs), positions already on the device; mean of 50 launches of
- * the whole search (every kernel, scan and memset it enqueues), timed with CUDA events.
+ * the whole search (every kernel, scan and memset it enqueues), timed with CUDA events.  The
+ * algorithm column names the plan's choice (small, brute, cell, cell-fast: kernels/cuda/
+ * neighbors.cu); NNPOPS_BENCH_NBR_ALG=<name> forces one.
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
  *                  [--small] [--steps K] [--md FILE]
@@ -190,7 +192,12 @@ static void bench_neighbors(int64_t n, FILE *md) {
     double cell[9] = {L, 0, 0, 0, L, 0, 0, 0, L};
     uint8_t pbc[3] = {1, 1, 1};
     nnpops__nbr_plan plan;
-    nnpops__nbr_cuda_plan(1, ss, cell, pbc, cutoff, NNPOPS__NBR_AUTO, &plan);
+    /* NNPOPS_BENCH_NBR_ALG=brute|cell|small|cell-fast forces an algorithm (comparisons) */
+    int32_t force = NNPOPS__NBR_AUTO;
+    const char *fa = getenv("NNPOPS_BENCH_NBR_ALG");
+    for (int32_t k = NNPOPS__NBR_BRUTE; fa && k <= NNPOPS__NBR_CELL_FAST; k++)
+        if (!strcmp(fa, nnpops__nbr_cuda_algorithm_name(k))) force = k;
+    nnpops__nbr_cuda_plan(1, ss, cell, pbc, cutoff, force, &plan);
     const int64_t cap = 80 * n;
     void *dx, *dorder, *dss, *dcell, *dpbc, *dstart, *dpairs, *dvec, *dst, *work;
     const size_t wb = nnpops__nbr_cuda_work_bytes(n, 1, n, &plan);
@@ -262,7 +269,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
     const cudaError_t err = cudaGetLastError();
     char line[256];
     snprintf(line, sizeof line, "| %lld | %s | %.4f | %.4f | %lld | %.1f | %s |", (long long)n,
-             plan.algorithm == NNPOPS__NBR_BRUTE ? "brute" : "cell", ms / reps, ms_graph,
+             nnpops__nbr_cuda_algorithm_name(plan.algorithm), ms / reps, ms_graph,
              (long long)st.n_entries, (double)st.n_entries / (double)n,
              err != cudaSuccess ? cudaGetErrorString(err) : (st.flags ? "FLAGS" : "ok"));
     printf("%s\n", line);
@@ -285,6 +292,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
 
 int main(int argc, char **argv) {
     int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0, small = 0;
+    int64_t nbr_only = 0;
     const char *md_path = NULL, *only = NULL;
     for (int k = 1; k < argc; k++) {
         if (!strcmp(argv[k], "--quick")) quick = 1;
@@ -295,6 +303,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[k], "--md") && k + 1 < argc) md_path = argv[++k];
         else if (!strcmp(argv[k], "--only") && k + 1 < argc) only = argv[++k];
         else if (!strcmp(argv[k], "--steps") && k + 1 < argc) steps_opt = atoi(argv[++k]);
+        else if (!strcmp(argv[k], "--nbr-only") && k + 1 < argc) nbr_only = atoll(argv[++k]);
     }
     if (nnpops_cuda_device_count() == 0) {
         printf("no CUDA device\n");
@@ -308,6 +317,11 @@ int main(int argc, char **argv) {
            prop.totalGlobalMem / 1073741824.0);
     if (md) fprintf(md, "GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
 
+    if (nbr_only > 0) { /* the neighbor search alone at one size (profiling) */
+        bench_neighbors(nbr_only, md);
+        if (md) fclose(md);
+        return 0;
+    }
     const size_t base = used_device_bytes();
     nnpops_model *m;
     if (nnpops_model_load("ani2x", "cuda", NNPOPS_FLOAT32, &m) != NNPOPS_OK) {

@@ -77,7 +77,7 @@ t0=$(date +%s)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DNNPOPS_TEST_MODEL_DIR="$models" \
   -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-case "$what" in *model*|all) targets="";; *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs bench_gpu";; esac
+case "$what" in *model*|all) targets="";; *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device bench_gpu";; esac
 cmake --build "$build" -j"$(nproc)" $targets \
   > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
@@ -109,11 +109,19 @@ if [ $run_model = 1 ]; then
 fi
 if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
   echo "== ncu: GPU time per kernel of 4 steps (3 warm-up + 1) per system, eager"
-  for sys in alanine 1hz5 "water 10^3"; do
+  if [ -n "${PROFILE_SYSTEMS:-}" ]; then read -r -a systems <<< "$PROFILE_SYSTEMS"
+  else systems=(alanine 1hz5 "water 10^3"); fi
+  for sys in "${systems[@]}"; do
     echo "---- $sys" >> "$out/profile.log"
     timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
       --launch-count 600 "$build/tests/bench_gpu" --only "$sys" --steps 1 --no-graphs \
       >> "$out/profile.log" 2>&1
     echo "ncu rc=$? ($sys)"
+  done
+  for n in ${PROFILE_NBR:-}; do
+    echo "---- neighbors $n" >> "$out/profile.log"
+    timeout 100 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      --launch-count 60 "$build/tests/bench_gpu" --nbr-only "$n" >> "$out/profile.log" 2>&1
+    echo "ncu rc=$? (neighbors $n)"
   done
 fi

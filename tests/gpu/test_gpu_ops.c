@@ -3,14 +3,21 @@
  * on a non-default (non-blocking) stream.  One CTest entry per case (label gpu); exit 77 without a
  * GPU.
  *
- *   neighbors_center   center lists of a batch (non-periodic cluster, orthorhombic box with atoms
- *                      outside the cell, triclinic box, a cell thinner than the cutoff (images),
- *                      mixed periodicity, an empty system; ghosts; shuffled atom order), brute
- *                      force and cell list, against nnpops__center_neighbors_cpu: the same entries
- *                      per center (compared as sorted sets), vectors, distances, n_half
- *   neighbors_half     the half list (nnpops__neighbors_cuda) against nnpops__neighbors_cpu
- *   neighbors_overflow capacity below the need: flag, total count, complete start[]
- *   neighbors_errors   singular cell, too many images, too-close atoms
+ *   neighbors_center   center lists against nnpops__center_neighbors_cpu, every algorithm forced
+ *                      (small = one block, brute force, general cell list, fast cell list): a
+ *                      fixed batch (non-periodic cluster, orthorhombic box with atoms outside the
+ *                      cell, triclinic box, a cell thinner than the cutoff (images), mixed
+ *                      periodicity, an empty system; ghosts; shuffled atom order), random batches
+ *                      (molecules, some far from the origin, rotated triclinic boxes, slabs, thin
+ *                      cells, up to 30,000 atoms), 13-atom molecules, large periodic systems and
+ *                      a cluster (both scans of the count kernels); the same entries per center
+ *                      (compared as sorted sets), start[], vectors and distances (bitwise on
+ *                      x86-64), n_half; with the deterministic option twice, bitwise the same
+ *   neighbors_half     the half list (nnpops__neighbors_cuda) against nnpops__neighbors_cpu, every
+ *                      plan (small and fast fall back to brute force and the general cell list)
+ *   neighbors_overflow capacity below the need, every algorithm: flag, total count, n_half,
+ *                      complete start[], entries in range; then the retry with the reported total
+ *   neighbors_errors   singular cell, too many images, too-close atoms, every algorithm
  *   center_lists       CSR center lists from a half list against nnpops__center_lists_cpu
  *   aev                AEV forward and backward (ANI-2x constants; float and double), in CSR mode
  *                      (center lists of a half list) and in center-list mode (entry == NULL)
@@ -18,7 +25,8 @@
  *   celu               CELU forward / backward
  *   fused              bias + CELU, CELU' from activations, the ensemble output layer (mean,
  *                      one member among all, one member alone)
- *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin
+ *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin, and
+ *                      the grouped output layer against nnpops__ani_output_cpu_f32
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
  */
 #include <math.h>
@@ -77,6 +85,28 @@ static void add_system(batchset *b, double *pos, int n, const double *cell, cons
     b->ns++;
 }
 
+/* Scatters the atoms of a batch built in system order (pos) by a random permutation of the ids,
+ * so that order[] and the ghosts (the last n_ghosts ids) are scattered over the systems. */
+static void scatter_batch(batchset *b, double *pos, int64_t n_ghosts) {
+    b->n = b->sys_start[b->ns];
+    b->n_centers = b->n - n_ghosts;
+    if (b->n_centers < 1) b->n_centers = b->n > 0 ? 1 : 0;
+    int32_t *perm = malloc(sizeof(int32_t) * (b->n ? b->n : 1));
+    for (int64_t i = 0; i < b->n; i++) perm[i] = (int32_t)i;
+    for (int64_t i = b->n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(urand() * (double)(i + 1));
+        if (j > i) j = i;
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    b->order = perm;
+    b->x = malloc(sizeof(double) * 3 * (b->n ? b->n : 1));
+    for (int64_t k = 0; k < b->n; k++)
+        for (int d = 0; d < 3; d++) b->x[3 * perm[k] + d] = pos[3 * k + d];
+    free(pos);
+}
+
 static batchset make_batch(void) {
     batchset b;
     memset(&b, 0, sizeof b);
@@ -100,24 +130,103 @@ static batchset make_batch(void) {
     add_system(&b, pos, 0, ortho, all, 0); /* empty */
     const double small[9] = {9, 0, 0, 0, 9, 0, 0, 0, 9};
     add_system(&b, pos, 40, small, all, 0);
-    b.n = b.sys_start[b.ns];
-    b.n_centers = b.n - 30;
-    /* atom ids: a random permutation, so that order[] and the ghosts are scattered */
-    int32_t *perm = malloc(sizeof(int32_t) * b.n);
-    for (int64_t i = 0; i < b.n; i++) perm[i] = (int32_t)i;
-    for (int64_t i = b.n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(urand() * (double)(i + 1));
-        if (j > i) j = i;
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    b.order = perm;
-    b.x = malloc(sizeof(double) * 3 * b.n);
-    for (int64_t k = 0; k < b.n; k++)
-        for (int d = 0; d < 3; d++) b.x[3 * perm[k] + d] = pos[3 * k + d];
-    free(pos);
+    scatter_batch(&b, pos, 30);
     return b;
+}
+
+/* A random cell (rows) with perpendicular widths of about `side`: lower-triangular with tilts up
+ * to `tilt` of the side, then rotated at random (so no axis is aligned). */
+static void random_cell(double side, double tilt, double *h) {
+    double l[9] = {side * (0.8 + 0.4 * urand()), 0, 0, 0, side * (0.8 + 0.4 * urand()), 0, 0, 0,
+                   side * (0.8 + 0.4 * urand())};
+    l[3] = tilt * side * (2 * urand() - 1);
+    l[6] = tilt * side * (2 * urand() - 1);
+    l[7] = tilt * side * (2 * urand() - 1);
+    /* a random rotation from a random unit quaternion */
+    double q[4], nq = 0;
+    for (int k = 0; k < 4; k++) {
+        q[k] = 2 * urand() - 1;
+        nq += q[k] * q[k];
+    }
+    nq = sqrt(nq);
+    for (int k = 0; k < 4; k++) q[k] /= nq;
+    const double w = q[0], x = q[1], y = q[2], z = q[3];
+    const double R[9] = {1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+                         2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+                         2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)};
+    for (int r = 0; r < 3; r++)
+        for (int d = 0; d < 3; d++)
+            h[3 * r + d] = l[3 * r] * R[3 * d] + l[3 * r + 1] * R[3 * d + 1] + l[3 * r + 2] * R[3 * d + 2];
+}
+
+/* A random batch of n_sys systems holding about `atoms` atoms in all, at about `density`
+ * atoms / A^3 (cutoff 5.2): molecules (no cell, a random offset up to `far` A), triclinic periodic
+ * boxes (atoms up to two cells outside), slabs (periodic a, b), and with `thin` cells thinner than
+ * the cutoff (images); ghosts: about 3% of the atoms. */
+static batchset random_batch(int atoms, int n_sys, double density, int thin, double far) {
+    batchset b;
+    memset(&b, 0, sizeof b);
+    double *pos = calloc(3 * (size_t)(atoms + 64 * n_sys), sizeof(double));
+    b.sys_start = calloc((size_t)n_sys + 1, sizeof(int64_t));
+    b.cells = calloc(9 * (size_t)n_sys, sizeof(double));
+    b.pbc = calloc(3 * (size_t)n_sys, 1);
+    b.cutoff = 5.2;
+    for (int s = 0; s < n_sys; s++) {
+        int n = (int)((double)atoms / n_sys * (0.5 + urand()));
+        if (n < 1) n = 1;
+        if (n > atoms / n_sys + 63) n = atoms / n_sys + 63;
+        const double side = cbrt((double)n / density);
+        const double kind = urand();
+        double h[9];
+        uint8_t pbc[3] = {1, 1, 1};
+        if (kind < 0.3) { /* molecule */
+            const double m[9] = {side, 0, 0, 0, side, 0, 0, 0, side};
+            memcpy(h, m, sizeof m);
+            pbc[0] = pbc[1] = pbc[2] = 0;
+        } else if (thin && kind < 0.45) {
+            random_cell(3.0 + 2.0 * urand(), 0.3, h); /* widths below the cutoff: images */
+            if (n > 12) n = 12;
+        } else {
+            /* widths at least the cutoff: side >= 7 keeps a tilted cell wide enough */
+            random_cell(side < 7.5 ? 7.5 : side, 0.25, h);
+            if (kind > 0.85) pbc[2] = 0; /* slab */
+        }
+        const int64_t s0 = b.sys_start[b.ns];
+        add_system(&b, pos, n, h, pbc, 1);
+        if (!pbc[0] && far > 0) { /* a molecule far from the origin */
+            const double off[3] = {far * (2 * urand() - 1), far * (2 * urand() - 1),
+                                   far * (2 * urand() - 1)};
+            for (int i = 0; i < n; i++)
+                for (int d = 0; d < 3; d++) pos[3 * (s0 + i) + d] += off[d];
+        }
+    }
+    scatter_batch(&b, pos, b.sys_start[b.ns] / 32);
+    return b;
+}
+
+/* One large fully periodic system (`tilt` 0: orthorhombic), or with `pbc_on` 0 a cluster. */
+static batchset big_system(int n, double density, double tilt, int pbc_on) {
+    batchset b;
+    memset(&b, 0, sizeof b);
+    double *pos = calloc(3 * (size_t)n, sizeof(double));
+    b.sys_start = calloc(2, sizeof(int64_t));
+    b.cells = calloc(9, sizeof(double));
+    b.pbc = calloc(3, 1);
+    b.cutoff = 5.2;
+    double h[9];
+    random_cell(cbrt(n / density), tilt, h);
+    const uint8_t pb[3] = {(uint8_t)pbc_on, (uint8_t)pbc_on, (uint8_t)pbc_on};
+    add_system(&b, pos, n, h, pb, pbc_on);
+    scatter_batch(&b, pos, n / 50);
+    return b;
+}
+
+static void free_batch(batchset *b) {
+    free(b->x);
+    free(b->sys_start);
+    free(b->order);
+    free(b->cells);
+    free(b->pbc);
 }
 
 typedef struct dbatch {
@@ -137,6 +246,14 @@ static dbatch upload_batch(const batchset *b) {
     return d;
 }
 
+static void free_dbatch(dbatch *d) {
+    cudaFree(d->x);
+    cudaFree(d->cells);
+    cudaFree(d->sys_start);
+    cudaFree(d->order);
+    cudaFree(d->pbc);
+}
+
 static nnpops__nbr_in host_in(const batchset *b) {
     nnpops__nbr_in in = {b->n, b->x, b->ns, b->sys_start, b->order, b->cells, b->pbc, b->cutoff,
                          b->n, 64};
@@ -148,6 +265,8 @@ static nnpops__nbr_in dev_in(const batchset *b, const dbatch *d) {
                          b->n, 64};
     return in;
 }
+
+static const char *alg_name(int alg) { return nnpops__nbr_cuda_algorithm_name(alg); }
 
 typedef struct ent {
     int32_t i, j, s[3];
@@ -179,8 +298,12 @@ static ent *gather(int64_t n, const int32_t *pairs, const int32_t *shifts, const
     return e;
 }
 
+/* Same sorted entries; vectors and distances within 1e-12, and equal (as doubles) where the CPU
+ * build does not contract multiply-adds (x86-64 without FMA: the GPU rounds every operation on its
+ * own, as the CPU expression does). */
 static void compare_entries(const char *what, const ent *a, const ent *b, int64_t n) {
     double worst = 0;
+    int64_t same = 0;
     for (int64_t k = 0; k < n; k++) {
         if (ent_cmp(a + k, b + k) != 0) {
             fprintf(stderr, "%s: entry %lld differs: (%d %d %d %d %d) vs (%d %d %d %d %d)\n", what,
@@ -190,9 +313,17 @@ static void compare_entries(const char *what, const ent *a, const ent *b, int64_
         }
         for (int x = 0; x < 3; x++) worst = fmax(worst, fabs(a[k].v[x] - b[k].v[x]));
         worst = fmax(worst, fabs(a[k].d - b[k].d));
+        /* == (not memcmp): the CPU negates a vector for the second center of a pair, so a zero
+         * component may be -0.0 there and +0.0 here */
+        same += a[k].v[0] == b[k].v[0] && a[k].v[1] == b[k].v[1] && a[k].v[2] == b[k].v[2] &&
+                a[k].d == b[k].d;
     }
-    printf("  %-40s %lld entries equal, worst vector difference %.3g\n", what, (long long)n, worst);
+    printf("  %-44s %lld entries equal, worst vector difference %.3g, %lld exactly\n", what,
+           (long long)n, worst, (long long)same);
     CHECK(worst <= 1e-12);
+#if defined(__x86_64__) && !defined(__FMA__)
+    CHECK(same == n);
+#endif
 }
 
 /* CPU center lists of the batch: start, and sorted entries */
@@ -206,7 +337,7 @@ static cl_ref cpu_center_lists(const batchset *b, double min_d) {
     nnpops__scratch sc;
     memset(&sc, 0, sizeof sc);
     nnpops__nbr_in in = host_in(b);
-    const int64_t cap = 200 * b->n;
+    const int64_t cap = 200 * b->n + 16;
     int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap), *shifts = malloc(sizeof(int32_t) * 3 * cap);
     double *vec = malloc(sizeof(double) * 3 * cap), *dist = malloc(sizeof(double) * cap);
     cl_ref r;
@@ -226,90 +357,180 @@ static cl_ref cpu_center_lists(const batchset *b, double min_d) {
     return r;
 }
 
-typedef struct gpu_cl {
-    int64_t cap;
+static void free_ref(cl_ref *r) {
+    free(r->start);
+    free(r->e);
+}
+
+/* The raw GPU center lists of one launch, copied to the host (entries up to min(total, cap)). */
+typedef struct gpu_raw {
+    nnpops__dev_status st;
+    int64_t n; /* entries copied */
     int64_t *start;
     int32_t *pairs, *shifts;
     double *vec, *dist;
-    nnpops__dev_status *st;
-    void *work;
-    size_t work_bytes;
-} gpu_cl;
+} gpu_raw;
 
-static nnpops__dev_status run_gpu_center_lists(const batchset *b, const dbatch *d, int algorithm,
-                                               int64_t cap, double min_d, int64_t *start_h,
-                                               ent **entries) {
+static void free_raw(gpu_raw *r) {
+    free(r->start);
+    free(r->pairs);
+    free(r->shifts);
+    free(r->vec);
+    free(r->dist);
+}
+
+/* Runs nnpops__center_neighbors_cuda with the plan forced to `algorithm` (deterministic option
+ * `det`), on a work space and outputs filled with garbage first (0xa5 bytes: the launcher must
+ * not rely on zeroed work space; the status is zeroed, as the contract asks). */
+static gpu_raw run_gpu_raw(const batchset *b, const dbatch *d, int algorithm, int det, int64_t cap,
+                           double min_d) {
     nnpops__nbr_plan plan;
     nnpops__nbr_cuda_plan(b->ns, b->sys_start, b->cells, b->pbc, b->cutoff, algorithm, &plan);
     CHECK(plan.algorithm == algorithm);
-    gpu_cl g;
-    g.cap = cap;
-    g.start = dalloc(sizeof(int64_t) * (b->n_centers + 1));
-    g.pairs = dalloc(sizeof(int32_t) * 2 * cap);
-    g.shifts = dalloc(sizeof(int32_t) * 3 * cap);
-    g.vec = dalloc(sizeof(double) * 3 * cap);
-    g.dist = dalloc(sizeof(double) * cap);
-    g.st = dalloc(sizeof(nnpops__dev_status));
-    g.work_bytes = nnpops__nbr_cuda_work_bytes(b->n, b->ns, b->n_centers, &plan);
-    g.work = dalloc(g.work_bytes);
+    plan.deterministic = det;
+    const size_t wb = nnpops__nbr_cuda_work_bytes(b->n, b->ns, b->n_centers, &plan);
+    void *work = dalloc(wb);
+    int64_t *dstart = dalloc(sizeof(int64_t) * (b->n_centers + 1));
+    int32_t *dpairs = dalloc(sizeof(int32_t) * 2 * (cap + 1)), *dshifts = dalloc(sizeof(int32_t) * 3 * (cap + 1));
+    double *dvec = dalloc(sizeof(double) * 3 * (cap + 1)), *ddist = dalloc(sizeof(double) * (cap + 1));
+    nnpops__dev_status *dst = dalloc(sizeof(nnpops__dev_status));
+    CUDA_CHECK(cudaMemset(work, 0xa5, wb));
+    CUDA_CHECK(cudaMemset(dstart, 0xa5, sizeof(int64_t) * (b->n_centers + 1)));
+    CUDA_CHECK(cudaDeviceSynchronize());
     nnpops__nbr_in in = dev_in(b, d);
-    nnpops__center_out out = {cap, g.start, g.pairs, g.shifts, g.vec, g.dist, g.st};
-    CHECK_OK(nnpops__center_neighbors_cuda(&in, b->n_centers, min_d, &plan, &out, g.work,
-                                           g.work_bytes, g_stream));
-    nnpops__dev_status st;
-    to_host(&st, g.st, sizeof st);
-    to_host(start_h, g.start, sizeof(int64_t) * (b->n_centers + 1));
-    if (entries) {
-        const int64_t n = st.n_entries < cap ? st.n_entries : cap;
-        int32_t *pairs = malloc(sizeof(int32_t) * 2 * (n + 1)), *shifts = malloc(sizeof(int32_t) * 3 * (n + 1));
-        double *vec = malloc(sizeof(double) * 3 * (n + 1)), *dist = malloc(sizeof(double) * (n + 1));
-        to_host(pairs, g.pairs, sizeof(int32_t) * 2 * n);
-        to_host(shifts, g.shifts, sizeof(int32_t) * 3 * n);
-        to_host(vec, g.vec, sizeof(double) * 3 * n);
-        to_host(dist, g.dist, sizeof(double) * n);
-        /* every entry must lie in its center's range */
-        for (int64_t c = 0; c < b->n_centers; c++)
-            for (int64_t e = start_h[c]; e < start_h[c + 1]; e++) CHECK(pairs[2 * e] == c);
-        *entries = gather(n, pairs, shifts, vec, dist);
-        free(pairs);
-        free(shifts);
-        free(vec);
-        free(dist);
-    }
-    cudaFree(g.start);
-    cudaFree(g.pairs);
-    cudaFree(g.shifts);
-    cudaFree(g.vec);
-    cudaFree(g.dist);
-    cudaFree(g.st);
-    cudaFree(g.work);
-    return st;
+    nnpops__center_out out = {cap, dstart, dpairs, dshifts, dvec, ddist, dst};
+    CHECK_OK(nnpops__center_neighbors_cuda(&in, b->n_centers, min_d, &plan, &out, work, wb,
+                                           g_stream));
+    gpu_raw r;
+    to_host(&r.st, dst, sizeof r.st);
+    r.start = malloc(sizeof(int64_t) * (b->n_centers + 1));
+    to_host(r.start, dstart, sizeof(int64_t) * (b->n_centers + 1));
+    r.n = r.st.n_entries < cap ? r.st.n_entries : cap;
+    if (r.n < 0) r.n = 0;
+    r.pairs = malloc(sizeof(int32_t) * 2 * (r.n + 1));
+    r.shifts = malloc(sizeof(int32_t) * 3 * (r.n + 1));
+    r.vec = malloc(sizeof(double) * 3 * (r.n + 1));
+    r.dist = malloc(sizeof(double) * (r.n + 1));
+    to_host(r.pairs, dpairs, sizeof(int32_t) * 2 * r.n);
+    to_host(r.shifts, dshifts, sizeof(int32_t) * 3 * r.n);
+    to_host(r.vec, dvec, sizeof(double) * 3 * r.n);
+    to_host(r.dist, ddist, sizeof(double) * r.n);
+    cudaFree(work);
+    cudaFree(dstart);
+    cudaFree(dpairs);
+    cudaFree(dshifts);
+    cudaFree(dvec);
+    cudaFree(ddist);
+    cudaFree(dst);
+    return r;
 }
 
-static int case_neighbors_center(void) {
-    batchset b = make_batch();
-    dbatch d = upload_batch(&b);
-    cl_ref ref = cpu_center_lists(&b, 0.0);
-    printf("batch of %lld systems, %lld atoms (%lld centers), CPU: %lld entries, %lld pairs\n",
-           (long long)b.ns, (long long)b.n, (long long)b.n_centers, (long long)ref.total,
-           (long long)ref.n_half);
+/* The GPU lists against the CPU's: status, start[], every entry in its center's range, the sorted
+ * entries. */
+static void check_against(const char *what, const batchset *b, const cl_ref *ref, const gpu_raw *g) {
+    if (g->st.flags != 0 || g->st.n_entries != ref->total || g->st.n_half != ref->n_half)
+        fprintf(stderr, "%s: flags %u, %lld entries (CPU %lld), %lld pairs (CPU %lld)\n", what,
+                g->st.flags, (long long)g->st.n_entries, (long long)ref->total,
+                (long long)g->st.n_half, (long long)ref->n_half);
+    CHECK(g->st.flags == 0);
+    CHECK(g->st.n_entries == ref->total);
+    CHECK(g->st.n_half == ref->n_half);
+    for (int64_t c = 0; c <= b->n_centers; c++) CHECK(g->start[c] == ref->start[c]);
+    for (int64_t c = 0; c < b->n_centers; c++)
+        for (int64_t e = g->start[c]; e < g->start[c + 1]; e++) CHECK(g->pairs[2 * e] == c);
+    ent *e = gather(g->n, g->pairs, g->shifts, g->vec, g->dist);
+    compare_entries(what, e, ref->e, ref->total);
+    free(e);
+}
+
+static int same_raw(const gpu_raw *x, const gpu_raw *y, int64_t n_centers) {
+    return x->n == y->n && !memcmp(x->start, y->start, sizeof(int64_t) * (n_centers + 1)) &&
+           !memcmp(x->pairs, y->pairs, sizeof(int32_t) * 2 * x->n) &&
+           !memcmp(x->shifts, y->shifts, sizeof(int32_t) * 3 * x->n) &&
+           !memcmp(x->vec, y->vec, sizeof(double) * 3 * x->n) &&
+           !memcmp(x->dist, y->dist, sizeof(double) * x->n);
+}
+
+/* Every algorithm in `algs` (forced) against the CPU; with `det`, each twice with the
+ * deterministic option, bitwise the same. */
+static void check_batch(const char *label, const batchset *b, const int *algs, int n_algs, int det) {
+    dbatch d = upload_batch(b);
+    cl_ref ref = cpu_center_lists(b, 0.0);
     nnpops__nbr_plan auto_plan;
-    nnpops__nbr_cuda_plan(b.ns, b.sys_start, b.cells, b.pbc, b.cutoff, NNPOPS__NBR_AUTO, &auto_plan);
-    printf("  automatic choice: %s\n", auto_plan.algorithm == NNPOPS__NBR_BRUTE ? "brute" : "cell");
-    for (int alg = NNPOPS__NBR_BRUTE; alg <= NNPOPS__NBR_CELL; alg++) {
-        int64_t *start = malloc(sizeof(int64_t) * (b.n_centers + 1));
-        ent *e = NULL;
-        nnpops__dev_status st = run_gpu_center_lists(&b, &d, alg, ref.total + 100, 0.0, start, &e);
-        const char *name = alg == NNPOPS__NBR_BRUTE ? "brute force" : "cell list";
-        printf("  %s: %lld entries, %lld pairs, flags %u\n", name, (long long)st.n_entries,
-               (long long)st.n_half, st.flags);
-        CHECK(st.flags == 0);
-        CHECK(st.n_entries == ref.total);
-        CHECK(st.n_half == ref.n_half);
-        for (int64_t c = 0; c <= b.n_centers; c++) CHECK(start[c] == ref.start[c]);
-        compare_entries(name, e, ref.e, ref.total);
-        free(start);
-        free(e);
+    nnpops__nbr_cuda_plan(b->ns, b->sys_start, b->cells, b->pbc, b->cutoff, NNPOPS__NBR_AUTO,
+                          &auto_plan);
+    printf("%s: %lld systems, %lld atoms (%lld centers), CPU %lld entries, %lld pairs; automatic "
+           "choice %s\n",
+           label, (long long)b->ns, (long long)b->n, (long long)b->n_centers, (long long)ref.total,
+           (long long)ref.n_half, alg_name(auto_plan.algorithm));
+    for (int k = 0; k < n_algs; k++) {
+        char what[128];
+        snprintf(what, sizeof what, "%s, %s%s", label, alg_name(algs[k]), det ? ", deterministic" : "");
+        gpu_raw g = run_gpu_raw(b, &d, algs[k], det, ref.total + 100, 0.0);
+        check_against(what, b, &ref, &g);
+        if (det) {
+            gpu_raw g2 = run_gpu_raw(b, &d, algs[k], det, ref.total + 100, 0.0);
+            CHECK(same_raw(&g, &g2, b->n_centers));
+            free_raw(&g2);
+        }
+        free_raw(&g);
+    }
+    free_ref(&ref);
+    free_dbatch(&d);
+}
+
+static const int all_algs[4] = {NNPOPS__NBR_BRUTE, NNPOPS__NBR_CELL, NNPOPS__NBR_SMALL,
+                                NNPOPS__NBR_CELL_FAST};
+
+static int case_neighbors_center(void) {
+    /* the fixed batch (1,096 atoms: the small path falls back to brute force), every algorithm,
+     * also deterministic */
+    batchset b = make_batch();
+    check_batch("fixed batch", &b, all_algs, 4, 0);
+    check_batch("fixed batch", &b, all_algs, 4, 1);
+    free_batch(&b);
+    /* random small batches (at most 1024 atoms: the one-block path runs), molecules far from the
+     * origin, thin cells */
+    for (int trial = 0; trial < 8; trial++) {
+        char label[64];
+        snprintf(label, sizeof label, "random batch %d", trial);
+        batchset r = random_batch(trial < 4 ? 300 : 900, 1 + trial, 0.1, trial % 2, trial >= 6 ? 2e4 : 30);
+        check_batch(label, &r, all_algs, 4, trial == 3);
+        free_batch(&r);
+    }
+    /* tiny molecules (the ANI 13-atom case), one and many systems */
+    for (int trial = 0; trial < 2; trial++) {
+        batchset r = random_batch(trial ? 13 * 40 : 13, trial ? 40 : 1, 0.05, 0, 0);
+        check_batch(trial ? "40 small molecules" : "one 13-atom molecule", &r, all_algs, 4, 0);
+        free_batch(&r);
+    }
+    /* larger systems for the cell lists: fast with the last-block scan (< 8192 centers) and with
+     * cub (more), triclinic and orthorhombic, dense (bins holding many atoms), and a cluster */
+    const int cells2[2] = {NNPOPS__NBR_CELL, NNPOPS__NBR_CELL_FAST};
+    {
+        batchset r = big_system(5000, 0.1, 0.3, 1);
+        check_batch("periodic triclinic 5,000", &r, cells2, 2, 0);
+        free_batch(&r);
+    }
+    {
+        batchset r = big_system(20000, 0.1, 0.0, 1);
+        check_batch("periodic 20,000", &r, cells2, 2, 1);
+        free_batch(&r);
+    }
+    {
+        batchset r = big_system(12000, 0.3, 0.2, 1);
+        check_batch("dense periodic 12,000", &r, cells2, 2, 0);
+        free_batch(&r);
+    }
+    {
+        batchset r = big_system(9000, 0.1, 0.0, 0);
+        check_batch("cluster 9,000 (no cell)", &r, cells2, 2, 0);
+        free_batch(&r);
+    }
+    {
+        batchset r = random_batch(30000, 12, 0.1, 1, 1e3);
+        check_batch("random batch 30,000", &r, all_algs, 4, 0);
+        free_batch(&r);
     }
     return 0;
 }
@@ -329,7 +550,9 @@ static int case_neighbors_half(void) {
     CHECK_OK(nnpops__neighbors_cpu(&in, &sc, &out));
     ent *ref = gather(out.n_pairs, pairs, shifts, vec, dist);
     printf("half list: CPU %lld pairs\n", (long long)out.n_pairs);
-    for (int alg = NNPOPS__NBR_BRUTE; alg <= NNPOPS__NBR_CELL; alg++) {
+    /* small and fast plans run as brute force and the general cell list in half mode */
+    for (int k = 0; k < 4; k++) {
+        const int alg = all_algs[k];
         nnpops__nbr_plan plan;
         nnpops__nbr_cuda_plan(b.ns, b.sys_start, b.cells, b.pbc, b.cutoff, alg, &plan);
         nnpops__nbr_in din = dev_in(&b, &d);
@@ -345,6 +568,7 @@ static int case_neighbors_half(void) {
         to_host(&st, dst, sizeof st);
         CHECK(st.flags == 0);
         CHECK(st.n_entries == out.n_pairs);
+        CHECK(st.n_half == out.n_pairs);
         const int64_t n = st.n_entries;
         int32_t *hp = malloc(sizeof(int32_t) * 2 * n), *hs = malloc(sizeof(int32_t) * 3 * n);
         double *hv = malloc(sizeof(double) * 3 * n), *hd = malloc(sizeof(double) * n);
@@ -353,8 +577,9 @@ static int case_neighbors_half(void) {
         to_host(hv, dout.vec, sizeof(double) * 3 * n);
         to_host(hd, dout.dist, sizeof(double) * n);
         ent *e = gather(n, hp, hs, hv, hd);
-        compare_entries(alg == NNPOPS__NBR_BRUTE ? "half list, brute force" : "half list, cell list",
-                        e, ref, n);
+        char what[64];
+        snprintf(what, sizeof what, "half list, plan %s", alg_name(alg));
+        compare_entries(what, e, ref, n);
         free(e);
         free(hp);
         free(hs);
@@ -370,20 +595,43 @@ static int case_neighbors_half(void) {
     return 0;
 }
 
+/* Capacity below the need: the overflow flag, the total, a complete start[], the entries that fit
+ * (each center's range below the capacity holds exactly its entries); then the retry with the
+ * reported total gives the CPU's lists. */
+static void overflow_one(const char *label, const batchset *b, int alg) {
+    dbatch d = upload_batch(b);
+    cl_ref ref = cpu_center_lists(b, 0.0);
+    const int64_t cap = ref.total / 3;
+    gpu_raw g = run_gpu_raw(b, &d, alg, 0, cap, 0.0);
+    printf("  %s, %s: capacity %lld: flags %u, %lld entries counted\n", label, alg_name(alg),
+           (long long)cap, g.st.flags, (long long)g.st.n_entries);
+    CHECK(g.st.flags == NNPOPS__ST_OVERFLOW);
+    CHECK(g.st.n_entries == ref.total);
+    CHECK(g.st.n_half == ref.n_half);
+    for (int64_t c = 0; c <= b->n_centers; c++) CHECK(g.start[c] == ref.start[c]);
+    for (int64_t c = 0; c < b->n_centers; c++)
+        for (int64_t e = g.start[c]; e < g.start[c + 1] && e < cap; e++) CHECK(g.pairs[2 * e] == c);
+    const int64_t retry = g.st.n_entries;
+    free_raw(&g);
+    g = run_gpu_raw(b, &d, alg, 0, retry, 0.0);
+    char what[96];
+    snprintf(what, sizeof what, "%s, %s, retry", label, alg_name(alg));
+    check_against(what, b, &ref, &g);
+    free_raw(&g);
+    free_ref(&ref);
+    free_dbatch(&d);
+}
+
 static int case_neighbors_overflow(void) {
     batchset b = make_batch();
-    dbatch d = upload_batch(&b);
-    cl_ref ref = cpu_center_lists(&b, 0.0);
-    for (int alg = NNPOPS__NBR_BRUTE; alg <= NNPOPS__NBR_CELL; alg++) {
-        int64_t *start = malloc(sizeof(int64_t) * (b.n_centers + 1));
-        nnpops__dev_status st = run_gpu_center_lists(&b, &d, alg, ref.total / 3, 0.0, start, NULL);
-        printf("  capacity %lld: flags %u, %lld entries counted\n", (long long)(ref.total / 3),
-               st.flags, (long long)st.n_entries);
-        CHECK(st.flags & NNPOPS__ST_OVERFLOW);
-        CHECK(st.n_entries == ref.total);
-        for (int64_t c = 0; c <= b.n_centers; c++) CHECK(start[c] == ref.start[c]);
-        free(start);
-    }
+    for (int k = 0; k < 4; k++) overflow_one("fixed batch", &b, all_algs[k]);
+    free_batch(&b);
+    batchset r = random_batch(600, 5, 0.1, 1, 30);
+    for (int k = 0; k < 4; k++) overflow_one("random batch", &r, all_algs[k]);
+    free_batch(&r);
+    batchset big = big_system(20000, 0.1, 0.2, 1);
+    overflow_one("periodic 20,000", &big, NNPOPS__NBR_CELL_FAST);
+    free_batch(&big);
     return 0;
 }
 
@@ -418,7 +666,8 @@ static int case_neighbors_errors(void) {
         dbatch d = upload_batch(&b);
         nnpops__nbr_in in = dev_in(&b, &d);
         in.max_images = which == 1 ? 1 : 64;
-        for (int alg = NNPOPS__NBR_BRUTE; alg <= NNPOPS__NBR_CELL; alg++) {
+        for (int k = 0; k < 4; k++) {
+            const int alg = all_algs[k];
             nnpops__nbr_plan plan;
             nnpops__nbr_cuda_plan(b.ns, b.sys_start, b.cells, b.pbc, b.cutoff, alg, &plan);
             const size_t wb = nnpops__nbr_cuda_work_bytes(b.n, b.ns, b.n, &plan);
@@ -431,26 +680,36 @@ static int case_neighbors_errors(void) {
             CHECK_OK(nnpops__center_neighbors_cuda(&in, b.n, 0.1, &plan, &out, work, wb, g_stream));
             nnpops__dev_status st;
             to_host(&st, dst, sizeof st);
+            int64_t *start = malloc(sizeof(int64_t) * (b.n + 1));
+            to_host(start, out.start, sizeof(int64_t) * (b.n + 1));
             printf("  case %d %s: flags %u system %d axis %d images %d close %d-%d %.3g\n", which,
-                   alg == NNPOPS__NBR_BRUTE ? "brute" : "cell", st.flags, st.bad_system,
-                   st.bad_axis, st.images, st.close_i, st.close_j, st.close_d);
+                   alg_name(alg), st.flags, st.bad_system, st.bad_axis, st.images, st.close_i,
+                   st.close_j, st.close_d);
+            /* start[] is a complete CSR whatever went wrong; centers of a bad system have none */
+            CHECK(start[0] == 0 && start[b.n] == st.n_entries);
+            for (int64_t c = 0; c < b.n; c++) CHECK(start[c + 1] >= start[c]);
             if (which == 0) {
                 CHECK(st.flags & NNPOPS__ST_BAD_CELL);
                 CHECK(st.bad_system == 1 && st.bad_kind == (int)NNPOPS__ST_BAD_CELL);
+                for (int64_t c = 30; c < b.n; c++) CHECK(start[c + 1] == start[c]);
             } else if (which == 1) {
                 CHECK(st.flags & NNPOPS__ST_TOO_MANY_IMAGES);
                 CHECK(st.bad_system == 1 && st.bad_axis == 1 && st.images == 3);
+                for (int64_t c = 30; c < b.n; c++) CHECK(start[c + 1] == start[c]);
             } else {
                 CHECK(st.flags == NNPOPS__ST_TOO_CLOSE);
                 CHECK((st.close_i == 34 && st.close_j == 35) || (st.close_i == 35 && st.close_j == 34));
                 CHECK(fabs(st.close_d - 0.05) < 1e-9);
             }
+            free(start);
             cudaFree(work);
             cudaFree(dst);
             cudaFree(out.start);
             cudaFree(out.pairs);
             cudaFree(out.vec);
         }
+        free_dbatch(&d);
+        free_batch(&b);
     }
     return 0;
 }
@@ -1010,116 +1269,227 @@ static int case_reduce(void) {
     return 0;
 }
 
-/* The small-n grouped GEMM against its CPU twin: one group of problems of every kind (forward
- * with bias + CELU, first-layer and strided-batched shapes; backward with CELU' in place; the
- * plain store of dE/dAEV), n from 1 to 64, k from 5 to 2048 (one and several k-slices), twice:
- * as one launch and split over two launches (more problems than NNPOPS__SG_PER_LAUNCH).  The
- * columns n .. ld of B hold NaN (must not be read) and those of C a sentinel (must not be
- * written). */
+/* The small-n grouped GEMM against its CPU twin.  Shapes of every kind: forward (trans 0) with
+ * bias + CELU (first-layer and strided-batched shapes, a NULL bias), CELU' and plain store;
+ * backward (trans 1) with CELU' in place, plain store (dE/dAEV shapes) and bias + CELU; n from 1
+ * to 64 (both column buckets, 8 and 16, and several column chunks), k from 1 to 2500 (one and
+ * several staged k slices), batch 1 to 8, leading dimensions that break 16-byte alignment.  Run
+ * three ways: all problems in one group (launches split by kind and NNPOPS__SG_PER_LAUNCH), the
+ * problems with n <= 8 in one group (the 8-column kernels), and each problem alone.  The columns
+ * n .. ld of B hold NaN (must not be read) and those of C a sentinel (must not be written); a
+ * re-run of a group from the same inputs must give the same bits (fixed summation order). */
+typedef struct sg_shape {
+    int trans, epi;
+    int64_t m, k, n, batch;
+} sg_shape;
+
+static double sg_run(const sg_shape *shapes, const int *sel, int count, const char *label) {
+    nnpops__sg_group gh, gd;
+    memset(&gh, 0, sizeof gh);
+    memset(&gd, 0, sizeof gd);
+    gh.alpha = gd.alpha = 0.1;
+    float *hA[NNPOPS__SG_MAX_PROBLEMS], *hB[NNPOPS__SG_MAX_PROBLEMS], *hC[NNPOPS__SG_MAX_PROBLEMS],
+        *hC0[NNPOPS__SG_MAX_PROBLEMS], *hb[NNPOPS__SG_MAX_PROBLEMS];
+    float *dA[NNPOPS__SG_MAX_PROBLEMS], *dB[NNPOPS__SG_MAX_PROBLEMS], *dC[NNPOPS__SG_MAX_PROBLEMS],
+        *db[NNPOPS__SG_MAX_PROBLEMS];
+    int64_t nc[NNPOPS__SG_MAX_PROBLEMS];
+    CHECK(count <= NNPOPS__SG_MAX_PROBLEMS);
+    for (int q = 0; q < count; q++) {
+        const sg_shape *h = &shapes[sel[q]];
+        const int64_t m = h->m, k = h->k, n = h->n, bt = h->batch;
+        const int64_t lda = (h->trans ? m : k) + 3, ldb = n + 5, ldc = n + 7;
+        const int64_t sa = (h->trans ? k : m) * lda + 11, sb = k * ldb + 2, sc = m * ldc + 9;
+        nc[q] = bt * sc;
+        hA[q] = malloc(sizeof(float) * bt * sa);
+        hB[q] = malloc(sizeof(float) * bt * sb);
+        hC[q] = malloc(sizeof(float) * bt * sc);
+        hC0[q] = malloc(sizeof(float) * bt * sc);
+        hb[q] = malloc(sizeof(float) * bt * m);
+        fill(hA[q], 0, bt * sa, -0.1, 0.1);
+        fill(hB[q], 0, bt * sb, -1, 1);
+        fill(hC[q], 0, bt * sc, -2, 2);
+        fill(hb[q], 0, bt * m, -0.5, 0.5);
+        for (int64_t t = 0; t < bt; t++)
+            for (int64_t j = 0; j < k; j++)
+                for (int64_t r = n; r < ldb; r++) hB[q][t * sb + j * ldb + r] = NAN;
+        for (int64_t t = 0; t < bt; t++)
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t r = n; r < ldc; r++) hC[q][t * sc + i * ldc + r] = 12345.0f;
+        memcpy(hC0[q], hC[q], sizeof(float) * bt * sc);
+        dA[q] = dup_to_device(hA[q], sizeof(float) * bt * sa);
+        dB[q] = dup_to_device(hB[q], sizeof(float) * bt * sb);
+        dC[q] = dup_to_device(hC[q], sizeof(float) * bt * sc);
+        db[q] = dup_to_device(hb[q], sizeof(float) * bt * m);
+        const int nobias = h->m == 70; /* the 70-row forward shape runs without a bias */
+        nnpops__sg_problem p = {h->trans, h->epi, m, k, n, bt, hA[q], lda, sa, hB[q], ldb, sb,
+                                hC[q], ldc, sc, h->epi == NNPOPS__SG_BIAS_CELU && !nobias ? hb[q] : NULL};
+        gh.p[gh.count++] = p;
+        p.A = dA[q];
+        p.B = dB[q];
+        p.C = dC[q];
+        p.bias = p.bias ? db[q] : NULL;
+        gd.p[gd.count++] = p;
+    }
+    CHECK(nnpops__small_gemm_work_bytes(&gd) == 0);
+    nnpops__small_gemm_cpu_f32(&gh);
+    CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream));
+    double worst = 0;
+    float *g1[NNPOPS__SG_MAX_PROBLEMS];
+    for (int q = 0; q < count; q++) {
+        float *g = malloc(sizeof(float) * nc[q]);
+        g1[q] = g;
+        to_host(g, dC[q], sizeof(float) * nc[q]);
+        const nnpops__sg_problem *p = &gh.p[q];
+        int sentinel_ok = 1;
+        for (int64_t t = 0; t < p->batch; t++)
+            for (int64_t i = 0; i < p->m; i++)
+                for (int64_t r = p->n; r < p->ldc; r++)
+                    if (g[t * p->stride_c + i * p->ldc + r] != 12345.0f) sentinel_ok = 0;
+        CHECK(sentinel_ok);
+        char what[128];
+        snprintf(what, sizeof what, "small GEMM %s %lldx%lldx%lld b%lld e%d (%s)", p->trans ? "T" : "N",
+                 (long long)p->m, (long long)p->k, (long long)p->n, (long long)p->batch, p->epilogue,
+                 label);
+        const int64_t cnt = p->batch * p->m * p->n;
+        double *x = malloc(sizeof(double) * cnt), *y = malloc(sizeof(double) * cnt);
+        for (int64_t t = 0; t < p->batch; t++)
+            for (int64_t i = 0; i < p->m; i++)
+                for (int64_t r = 0; r < p->n; r++) {
+                    const int64_t e = (t * p->m + i) * p->n + r, c = t * p->stride_c + i * p->ldc + r;
+                    x[e] = g[c];
+                    y[e] = hC[q][c];
+                }
+        worst = fmax(worst, compare(what, x, y, (size_t)cnt, 2e-4, 1e-4));
+        free(x);
+        free(y);
+    }
+    /* determinism: the same inputs again give the same bits */
+    for (int q = 0; q < count; q++) {
+        CUDA_CHECK(cudaMemcpy(dC[q], hC0[q], sizeof(float) * nc[q], cudaMemcpyHostToDevice));
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream));
+    for (int q = 0; q < count; q++) {
+        float *g2 = malloc(sizeof(float) * nc[q]);
+        to_host(g2, dC[q], sizeof(float) * nc[q]);
+        CHECK(memcmp(g1[q], g2, sizeof(float) * nc[q]) == 0);
+        free(g2);
+        free(g1[q]);
+        free(hA[q]);
+        free(hB[q]);
+        free(hC[q]);
+        free(hC0[q]);
+        free(hb[q]);
+        cudaFree(dA[q]);
+        cudaFree(dB[q]);
+        cudaFree(dC[q]);
+        cudaFree(db[q]);
+    }
+    return worst;
+}
+
+/* The grouped output layer (nnpops__ani_output_group_cuda_f32) against the CPU twin of each entry:
+ * three networks of different widths, column counts and leading dimensions, the ensemble mean and
+ * one member, atomics and deterministic kernels. */
+static double sg_output_run(int member, int det) {
+    enum { NQ = 3 };
+    const int M = 8, widths[NQ] = {160, 128, 96};
+    const int64_t ns[NQ] = {7, 40, 1}, ldas[NQ] = {32, 64, 32}, n_atoms = 60;
+    const double alpha = 0.1, self[NQ] = {-0.5, -38.1, -54.7};
+    double *ae_c = calloc(n_atoms, sizeof(double)), *me_c = calloc(n_atoms * M, sizeof(double));
+    double *dae = dalloc(sizeof(double) * n_atoms), *dme = dalloc(sizeof(double) * n_atoms * M);
+    nnpops__ani_output_args oh[NQ], od[NQ];
+    float *hA[NQ], *hw[NQ], *hb[NQ], *dA_[NQ];
+    const float *dw[NQ], *dbv[NQ];
+    int32_t *hc[NQ], *dc[NQ];
+    int64_t off = 0;
+    for (int q = 0; q < NQ; q++) {
+        const int64_t n = ns[q], lda = ldas[q], w = widths[q];
+        hc[q] = malloc(sizeof(int32_t) * n);
+        for (int64_t r = 0; r < n; r++) hc[q][r] = (int32_t)(off + r);
+        if (n > 3) hc[q][2] = -1; /* a padding column */
+        off += n;
+        hA[q] = malloc(sizeof(float) * M * w * lda);
+        hw[q] = malloc(sizeof(float) * M * w);
+        hb[q] = malloc(sizeof(float) * M);
+        fill(hA[q], 0, M * w * lda, -1.5, 2);
+        fill(hw[q], 0, M * w, -0.5, 0.5);
+        fill(hb[q], 0, M, -0.2, 0.2);
+        dA_[q] = dup_to_device(hA[q], sizeof(float) * M * w * lda);
+        dw[q] = dup_to_device(hw[q], sizeof(float) * M * w);
+        dbv[q] = dup_to_device(hb[q], sizeof(float) * M);
+        dc[q] = dup_to_device(hc[q], sizeof(int32_t) * n);
+        nnpops__ani_output_args a = {n, M, (int32_t)w, alpha, lda, 1, 0, M, member, self[q], hc[q],
+                                     ae_c, me_c, det};
+        oh[q] = a;
+        a.centers = dc[q];
+        a.atom_energy = dae;
+        a.member_energy = dme;
+        od[q] = a;
+        nnpops__ani_output_cpu_f32(&oh[q], hw[q], hb[q], hA[q]);
+    }
+    CHECK_OK(nnpops__ani_output_group_cuda_f32(NQ, od, dw, dbv, dA_, g_stream));
+    double *ae_g = malloc(sizeof(double) * n_atoms), *me_g = malloc(sizeof(double) * n_atoms * M);
+    to_host(ae_g, dae, sizeof(double) * n_atoms);
+    to_host(me_g, dme, sizeof(double) * n_atoms * M);
+    char what[96];
+    double worst = 0;
+    snprintf(what, sizeof what, "grouped output energies member %d det %d", member, det);
+    worst = fmax(worst, compare(what, ae_g, ae_c, n_atoms, 1e-5, 1e-6));
+    snprintf(what, sizeof what, "grouped output member energies member %d det %d", member, det);
+    worst = fmax(worst, compare(what, me_g, me_c, n_atoms * M, 1e-5, 1e-6));
+    for (int q = 0; q < NQ; q++) {
+        const int64_t w = widths[q], lda = ldas[q];
+        float *Ag = malloc(sizeof(float) * M * w * lda);
+        to_host(Ag, dA_[q], sizeof(float) * M * w * lda);
+        snprintf(what, sizeof what, "grouped output seed %d member %d det %d", q, member, det);
+        worst = fmax(worst, cmp_any(what, 0, Ag, hA[q], M * w, ns[q], lda, 1e-7, 1e-6));
+        free(Ag);
+        free(hA[q]);
+        free(hw[q]);
+        free(hb[q]);
+        free(hc[q]);
+        cudaFree(dA_[q]);
+        cudaFree((void *)dw[q]);
+        cudaFree((void *)dbv[q]);
+        cudaFree(dc[q]);
+    }
+    free(ae_c);
+    free(me_c);
+    free(ae_g);
+    free(me_g);
+    cudaFree(dae);
+    cudaFree(dme);
+    return worst;
+}
+
 static int case_small_gemm(void) {
-    const struct {
-        int trans, epi;
-        int64_t m, k, n, batch;
-    } shapes[] = {
-        {0, NNPOPS__SG_BIAS_CELU, 2048, 1008, 13, 1}, {0, NNPOPS__SG_BIAS_CELU, 192, 256, 45, 8},
-        {0, NNPOPS__SG_BIAS_CELU, 70, 5, 1, 3},       {1, NNPOPS__SG_CELU_ACT, 256, 192, 64, 8},
-        {1, NNPOPS__SG_CELU_ACT, 100, 150, 32, 2},    {1, NNPOPS__SG_STORE, 1008, 2048, 29, 1},
-        {1, NNPOPS__SG_STORE, 37, 130, 33, 1},        {0, NNPOPS__SG_STORE, 33, 64, 7, 2},
-        {0, NNPOPS__SG_BIAS_CELU, 160, 192, 50, 8},   {1, NNPOPS__SG_CELU_ACT, 31, 129, 64, 1},
+    const sg_shape shapes[] = {
+        {0, NNPOPS__SG_BIAS_CELU, 2048, 1008, 7, 1}, {0, NNPOPS__SG_BIAS_CELU, 192, 256, 45, 8},
+        {0, NNPOPS__SG_BIAS_CELU, 70, 5, 1, 3},      {0, NNPOPS__SG_STORE, 33, 64, 7, 2},
+        {0, NNPOPS__SG_BIAS_CELU, 160, 192, 50, 8},  {0, NNPOPS__SG_STORE, 37, 2100, 16, 1},
+        {0, NNPOPS__SG_BIAS_CELU, 100, 130, 64, 2},  {0, NNPOPS__SG_STORE, 65, 1, 9, 1},
+        {0, NNPOPS__SG_CELU_ACT, 50, 300, 8, 2},     {0, NNPOPS__SG_BIAS_CELU, 1536, 1008, 13, 1},
+        {1, NNPOPS__SG_CELU_ACT, 256, 192, 64, 8},   {1, NNPOPS__SG_CELU_ACT, 100, 150, 32, 2},
+        {1, NNPOPS__SG_STORE, 1008, 2048, 29, 1},    {1, NNPOPS__SG_STORE, 37, 130, 33, 1},
+        {1, NNPOPS__SG_CELU_ACT, 31, 129, 64, 1},    {1, NNPOPS__SG_STORE, 1008, 2048, 3, 1},
+        {1, NNPOPS__SG_STORE, 70, 2500, 5, 1},       {1, NNPOPS__SG_CELU_ACT, 160, 192, 8, 8},
+        {1, NNPOPS__SG_BIAS_CELU, 45, 1100, 17, 2},  {1, NNPOPS__SG_STORE, 5, 3, 1, 1},
+        {1, NNPOPS__SG_STORE, 1008, 1536, 40, 1},
     };
     const int np = (int)(sizeof shapes / sizeof shapes[0]);
-    double worst = 0;
-    for (int split = 0; split < 2; split++) {
-        nnpops__sg_group gh, gd;
-        memset(&gh, 0, sizeof gh);
-        memset(&gd, 0, sizeof gd);
-        gh.alpha = gd.alpha = 0.1;
-        const int count = split ? np : NNPOPS__SG_PER_LAUNCH;
-        float *hA[16], *hB[16], *hC[16], *hb[16], *dA[16], *dB[16], *dC[16], *db[16];
-        int64_t nc[16];
-        for (int q = 0; q < count; q++) {
-            const int64_t m = shapes[q].m, k = shapes[q].k, n = shapes[q].n, bt = shapes[q].batch;
-            const int64_t lda = (shapes[q].trans ? m : k) + 3, ldb = n + 5, ldc = n + 7;
-            const int64_t sa = (shapes[q].trans ? k : m) * lda + 11, sb = k * ldb + 2,
-                          sc = m * ldc + 9;
-            nc[q] = bt * sc;
-            hA[q] = malloc(sizeof(float) * bt * sa);
-            hB[q] = malloc(sizeof(float) * bt * sb);
-            hC[q] = malloc(sizeof(float) * bt * sc);
-            hb[q] = malloc(sizeof(float) * bt * m);
-            fill(hA[q], 0, bt * sa, -0.1, 0.1);
-            fill(hB[q], 0, bt * sb, -1, 1);
-            fill(hC[q], 0, bt * sc, -2, 2);
-            fill(hb[q], 0, bt * m, -0.5, 0.5);
-            for (int64_t t = 0; t < bt; t++)
-                for (int64_t j = 0; j < k; j++)
-                    for (int64_t r = n; r < ldb; r++) hB[q][t * sb + j * ldb + r] = NAN;
-            for (int64_t t = 0; t < bt; t++)
-                for (int64_t i = 0; i < m; i++)
-                    for (int64_t r = n; r < ldc; r++) hC[q][t * sc + i * ldc + r] = 12345.0f;
-            dA[q] = dup_to_device(hA[q], sizeof(float) * bt * sa);
-            dB[q] = dup_to_device(hB[q], sizeof(float) * bt * sb);
-            dC[q] = dup_to_device(hC[q], sizeof(float) * bt * sc);
-            db[q] = dup_to_device(hb[q], sizeof(float) * bt * m);
-            nnpops__sg_problem p = {shapes[q].trans, shapes[q].epi, m, k, n, bt, hA[q], lda, sa,
-                                    hB[q], ldb, sb, hC[q], ldc, sc,
-                                    shapes[q].epi == NNPOPS__SG_BIAS_CELU && q != 2 ? hb[q] : NULL};
-            gh.p[gh.count++] = p;
-            p.A = dA[q];
-            p.B = dB[q];
-            p.C = dC[q];
-            p.bias = p.bias ? db[q] : NULL;
-            gd.p[gd.count++] = p;
-        }
-        const size_t wb = nnpops__small_gemm_work_bytes(&gd);
-        void *work = wb ? dalloc(wb) : NULL;
-        nnpops__small_gemm_cpu_f32(&gh);
-        CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, work, wb, g_stream));
-        for (int q = 0; q < count; q++) {
-            float *g = malloc(sizeof(float) * nc[q]);
-            to_host(g, dC[q], sizeof(float) * nc[q]);
-            const nnpops__sg_problem *p = &gh.p[q];
-            int sentinel_ok = 1;
-            for (int64_t t = 0; t < p->batch; t++)
-                for (int64_t i = 0; i < p->m; i++)
-                    for (int64_t r = p->n; r < p->ldc; r++)
-                        if (g[t * p->stride_c + i * p->ldc + r] != 12345.0f) sentinel_ok = 0;
-            CHECK(sentinel_ok);
-            char what[96];
-            snprintf(what, sizeof what, "small GEMM %s %lldx%lldx%lld batch %lld epi %d%s",
-                     p->trans ? "T" : "N", (long long)p->m, (long long)p->k, (long long)p->n,
-                     (long long)p->batch, p->epilogue, split ? " (2 launches)" : "");
-            for (int64_t t = 0; t < p->batch; t++)
-                worst = fmax(worst, cmp_any(what, 0, g + t * p->stride_c, hC[q] + t * p->stride_c,
-                                            p->m, p->n, p->ldc, 2e-4, 1e-4));
-            free(g);
-        }
-        if (!split) {
-            /* deterministic: a re-run of problem 0 gives the same bits */
-            float *g1 = malloc(sizeof(float) * nc[0]), *g2 = malloc(sizeof(float) * nc[0]);
-            to_host(g1, dC[0], sizeof(float) * nc[0]);
-            nnpops__sg_group one = gd;
-            one.count = 1;
-            CUDA_CHECK(cudaMemcpy(dC[0], hC[0], 4, cudaMemcpyHostToDevice));
-            CUDA_CHECK(cudaDeviceSynchronize());
-            CHECK_OK(nnpops__small_gemm_cuda_f32(&one, work, wb, g_stream));
-            to_host(g2, dC[0], sizeof(float) * nc[0]);
-            CHECK(memcmp(g1, g2, sizeof(float) * nc[0]) == 0);
-            free(g1);
-            free(g2);
-        }
-        for (int q = 0; q < count; q++) {
-            free(hA[q]);
-            free(hB[q]);
-            free(hC[q]);
-            free(hb[q]);
-            cudaFree(dA[q]);
-            cudaFree(dB[q]);
-            cudaFree(dC[q]);
-            cudaFree(db[q]);
-        }
-        if (work) cudaFree(work);
+    int all[NNPOPS__SG_MAX_PROBLEMS], few[NNPOPS__SG_MAX_PROBLEMS], nfew = 0;
+    for (int q = 0; q < np; q++) {
+        all[q] = q;
+        if (shapes[q].n <= 8) few[nfew++] = q;
     }
+    double worst = 0;
+    worst = fmax(worst, sg_run(shapes, all, np, "one group"));
+    worst = fmax(worst, sg_run(shapes, few, nfew, "n <= 8 group"));
+    for (int q = 0; q < np; q++) worst = fmax(worst, sg_run(shapes, &q, 1, "alone"));
+    /* the grouped output layer */
+    for (int det = 0; det < 2; det++)
+        for (int member = -1; member < 8; member += 4) worst = fmax(worst, sg_output_run(member, det));
     CHECK(worst <= 1.0);
     return 0;
 }

@@ -4,6 +4,9 @@
 #   gpu.model.*  the ANI models on device "cuda" through the public API (test_gpu_model.c)
 #   gpu.graphs.* CUDA graphs (replay = eager, warm-up, shape changes, overflow) and deterministic
 #                mode (test_gpu_graphs.c)
+#   gpu.device.* the experimental device-pointer entry nnpops_compute_device (its plans, the
+#                caller's graph captures, device-side checks, overflow) and a provoked capture
+#                failure of the library's own graphs (test_gpu_device.c)
 # The benchmark bench_gpu (tests/bench/bench_gpu.c) is built here too (not a test).
 if(NOT NNPOPS_ENABLE_CUDA)
   return()
@@ -59,6 +62,23 @@ nnpops_gpu_graphs_test(replay_f64 replay f64)
 nnpops_gpu_graphs_test(replay_f32 replay f32)
 foreach(case warmup shape overflow deterministic)
   nnpops_gpu_graphs_test(${case} ${case})
+endforeach()
+
+# The experimental device-pointer entry and the provoked capture failure of the library's own
+# graphs (test_gpu_device.c; internal: the test hook nnpops__cuda_test_break_next_capture).
+# cpu_model runs without a GPU too.
+add_executable(test_gpu_device ${CMAKE_CURRENT_LIST_DIR}/test_gpu_device.c)
+nnpops_gpu_internal_program(test_gpu_device)
+function(nnpops_gpu_device_test name)
+  add_test(NAME gpu.device.${name} COMMAND test_gpu_device ${ARGN})
+  set_tests_properties(gpu.device.${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
+endfunction()
+nnpops_gpu_device_test(match_ani2x_f64 match ani2x f64)
+nnpops_gpu_device_test(match_ani2x_f32 match ani2x f32)
+nnpops_gpu_device_test(match_ani1x_f64 match ani1x f64)
+foreach(case capture batch errors overflow capture_failure cpu_model)
+  nnpops_gpu_device_test(${case} ${case})
 endforeach()
 
 # Benchmark: build/tests/bench_gpu (see tests/bench/RESULTS.md)

@@ -10,6 +10,7 @@
  *    nnpops_last_error() in the calling thread until the next failing call in that thread.
  *  - Objects are created through an out-parameter; *_destroy(p) returns nothing and accepts NULL.
  *  - Host arrays are float64 in and out whatever the compute precision; arrays are C-contiguous.
+ *    The experimental nnpops_compute_device takes device arrays instead (see there).
  *  - A model is immutable after loading and may be shared by threads.  A context (one simulation's
  *    workspace) is used by one thread at a time.
  *  - The library never prints, never exits and never aborts.
@@ -127,7 +128,37 @@ typedef struct nnpops_stats {
     int64_t eager_fallbacks;       /* steps run eagerly because a capture failed */
     int64_t pair_capacity;         /* current neighbor pair capacity */
     int64_t n_pairs;               /* pairs found by the last step */
+    /* Fields added after 0.1.0 (a caller built against the older header passes the smaller
+     * struct_size and receives the fields above only): */
+    int64_t device_plans;          /* plans made by nnpops_compute_device: each one invalidates the
+                                    * CUDA graphs a caller captured before it */
+    int64_t device_captures;       /* nnpops_compute_device calls made while the caller's stream
+                                    * was capturing a CUDA graph */
 } nnpops_stats;
+
+/* EXPERIMENTAL (may change in a minor version): the device-pointer entry nnpops_compute_device.
+ * Inputs: the arrays marked DEVICE are CUDA device memory (cudaMalloc, managed, or mapped pinned)
+ * of the model's GPU; pbc is HOST memory (it is part of the plan's shape, see below). */
+typedef struct nnpops_device_inputs {
+    size_t struct_size;            /* sizeof(nnpops_device_inputs) */
+    int64_t n_atoms;
+    int64_t n_local;               /* < 0 means n_atoms */
+    int64_t n_systems;             /* >= 1, or 0 = not given: max(batch) + 1, computed by the call
+                                    * that makes the plan and kept until the next plan */
+    const int32_t *atomic_numbers; /* DEVICE [n_atoms] */
+    const double *positions;       /* DEVICE [n_atoms][3], context length unit */
+    const int32_t *batch;          /* DEVICE [n_atoms] or NULL (every atom in system 0) */
+    const double *cells;           /* DEVICE [n_systems][3][3] rows a, b, c, or NULL */
+    const uint8_t *pbc;            /* HOST [n_systems][3] periodic flags, or NULL */
+} nnpops_device_inputs;
+
+/* Outputs of nnpops_compute_device: DEVICE arrays in the context's units; NULL = not wanted. */
+typedef struct nnpops_device_outputs {
+    size_t struct_size;            /* sizeof(nnpops_device_outputs) */
+    double *energies;              /* DEVICE [n_systems] */
+    double *forces;                /* DEVICE [n_atoms][3] */
+    double *virials;               /* DEVICE [n_systems][9] row-major */
+} nnpops_device_outputs;
 
 /* ---- library ---- */
 const char *nnpops_status_name(nnpops_status status);
@@ -178,6 +209,61 @@ const char *nnpops_context_last_warning(const nnpops_context *context);
 /* Energy and whichever of forces, virials, per-atom terms the outputs ask for. */
 nnpops_status nnpops_compute(nnpops_context *context, const nnpops_inputs *inputs,
                              nnpops_outputs *outputs);
+
+/* ---- device pointers (EXPERIMENTAL: the interface may change in a minor version) ----
+ * nnpops_compute_device computes energies, forces and virials from DEVICE arrays, with the whole
+ * step enqueued on the caller's stream (cuda_stream: a cudaStream_t; NULL = the legacy default
+ * stream) of the model's GPU.  A model on "cpu" gives NNPOPS_ERROR_UNSUPPORTED, a library built
+ * without CUDA NNPOPS_ERROR_DEVICE_NOT_BUILT.
+ *
+ * Plans.  The context keeps one PLAN: the shape (n_atoms, n_local, n_systems as given, which outputs
+ * are asked, whether cells are given, pbc, and the options) with the atomic numbers and batch
+ * indices of the call that made it.  A call on a stream that is NOT capturing a CUDA graph makes a
+ * plan when there is none, when the shape differs, or when nnpops_context_device_status asked for a
+ * new one; that call synchronizes the stream: it copies the inputs to the host and validates them
+ * with nnpops_compute's checks and errors (unknown element naming the atom, non-finite position,
+ * atoms too close, bad cell, ...), computes n_systems = max(batch) + 1 when it is 0, allocates,
+ * and runs the step to completion (growing the neighbor capacity and recomputing on overflow).
+ * stats.device_plans counts plans.
+ *
+ * Steady state.  A call with the plan's shape only ENQUEUES work on cuda_stream: no
+ * synchronization, no allocation, no host read of device data; on return the outputs are not
+ * ready (order later work on the same stream, or synchronize it).  The device checks every step:
+ * each coordinate finite, atomic numbers and batch indices equal to the plan's (a batch index
+ * outside 0 .. n_systems-1 of the plan has its own report), cells, too-close atoms, neighbor
+ * capacity, max_neighbors.  A step with any problem writes NaN into every element of every output
+ * (never a silently wrong or truncated number) and records the problem for
+ * nnpops_context_device_status.
+ *
+ * Caller's CUDA graphs.  When cuda_stream is capturing (cudaStreamBeginCapture), the call enqueues
+ * the plan's step into the caller's graph (the same work as in steady state, no synchronization,
+ * no allocation) and counts stats.device_captures.  It needs a plan of the same shape made before
+ * by a call on a stream that was not capturing; otherwise it returns NNPOPS_ERROR_CAPTURE (with
+ * what to do) and enqueues nothing.  The captured graph reads the input pointers and writes the
+ * output pointers of the captured call, and refers to the context's GPU work space: a later plan
+ * (a shape change, or the growth after an overflow reported by nnpops_context_device_status)
+ * invalidates it; stats.device_plans tells.  Replaying a stale graph after a re-plan writes only
+ * retired work space (the last 8 are kept until the context is destroyed), returns NaN and is
+ * reported by nnpops_context_device_status as NNPOPS_ERROR_CAPTURE.  Destroy the context only after
+ * the last replay has finished.
+ *
+ * The option cuda_graphs concerns nnpops_compute only.  The host and the device entries may be mixed
+ * on one context (separate GPU work spaces); calls of one context must not overlap in time from
+ * several threads, and replays of a captured graph on another stream are ordered by the caller. */
+nnpops_status nnpops_compute_device(nnpops_context *context, const nnpops_device_inputs *inputs,
+                                    nnpops_device_outputs *outputs, void *cuda_stream);
+/* EXPERIMENTAL.  Synchronizes cuda_stream (the stream the device calls or the replays of a captured
+ * graph ran on; it must not be capturing) and the context's last non-capturing device call, then
+ * reports the problems flagged by device steps since the previous check (and forgets them):
+ * NNPOPS_OK when there was none; otherwise the most important one (docs/device-api.md gives the
+ * order) as the error nnpops_compute would give (BAD_POSITION,
+ * UNKNOWN_ELEMENT, ATOMS_TOO_CLOSE, BAD_CELL, TOO_MANY_IMAGES, INVALID_ARGUMENT for a batch index
+ * or an atomic number that differs from the plan's, NEIGHBOR_OVERFLOW for max_neighbors), with how
+ * many steps were flagged.  A neighbor capacity overflow gives NNPOPS_ERROR_NEIGHBOR_OVERFLOW: the
+ * capacity has then been grown and the next call on a stream that is not capturing makes a new
+ * plan; re-capture graphs after it.  Changed atomic numbers or batch indices also make the next
+ * such call re-plan; the other problems leave the plan (and captured graphs) valid. */
+nnpops_status nnpops_context_device_status(nnpops_context *context, void *cuda_stream);
 
 /* ---- neighbor pairs (standalone) ----
  * All pairs of distinct atoms (and atom/image pairs) closer than cutoff, as a HALF list: each
