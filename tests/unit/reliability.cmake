@@ -33,7 +33,7 @@ set(NNPOPS_BAD_INPUT_CASES
   struct_size null_pointers counts n_local batch_index unknown_element nonfinite_position
   atoms_too_close too_close_image singular_cell left_handed_cell nonfinite_cell too_many_images
   own_image neighbor_overflow model_truncated model_replaced options_range option_names
-  load_arguments zero_atoms)
+  load_arguments zero_atoms device_entry)
 nnpops_reliability_cases(bad_inputs ${CMAKE_CURRENT_LIST_DIR}/test_bad_inputs.c unit
   CASES ${NNPOPS_BAD_INPUT_CASES})
 

@@ -797,6 +797,34 @@ static int case_load_arguments(void) {
     return 0;
 }
 
+/* The device-pointer entry where it cannot run: a library built without CUDA, or a model on the
+ * CPU.  A clear refusal naming the reason; nothing computed. */
+static int case_device_entry(void) {
+    nnpops_context *ctx = new_context();
+    double e[REF_S] = {0};
+    nnpops_device_inputs din = {sizeof din, REF_N, -1, REF_S, ref_z, ref_x, ref_batch, ref_cells,
+                                ref_pbc};
+    nnpops_device_outputs dout = {sizeof dout, e, NULL, NULL};
+    EXPECT(NULL, nnpops_compute_device(NULL, &din, &dout, NULL), NNPOPS_ERROR_INVALID_ARGUMENT,
+           "context is NULL");
+    EXPECT(NULL, nnpops_context_device_status(NULL, NULL), NNPOPS_ERROR_INVALID_ARGUMENT,
+           "context is NULL");
+    if (!nnpops_cuda_built()) {
+        EXPECT(ctx, nnpops_compute_device(ctx, &din, &dout, NULL), NNPOPS_ERROR_DEVICE_NOT_BUILT,
+               "built without CUDA", "use nnpops_compute");
+        EXPECT(ctx, nnpops_context_device_status(ctx, NULL), NNPOPS_ERROR_DEVICE_NOT_BUILT,
+               "built without CUDA");
+    } else if (strcmp(nnpops_model_device(model), "cpu") == 0) {
+        EXPECT(ctx, nnpops_compute_device(ctx, &din, &dout, NULL), NNPOPS_ERROR_UNSUPPORTED,
+               "loaded on a CUDA device");
+        EXPECT(ctx, nnpops_context_device_status(ctx, NULL), NNPOPS_ERROR_UNSUPPORTED,
+               "loaded on a CUDA device");
+    }
+    CHECK(e[0] == 0 && e[1] == 0);
+    nnpops_context_destroy(ctx);
+    return 0;
+}
+
 static int case_zero_atoms(void) {
     nnpops_context *ctx = new_context();
     double e[3] = {1, 2, 3}, w[27];
@@ -841,6 +869,7 @@ static const test_case cases[] = {
     {"option_names", case_option_names},
     {"load_arguments", case_load_arguments},
     {"zero_atoms", case_zero_atoms},
+    {"device_entry", case_device_entry},
 };
 
 int main(int argc, char **argv) {
