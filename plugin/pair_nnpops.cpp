@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <regex>
 
 using namespace LAMMPS_NS;
 
@@ -65,6 +66,28 @@ std::string library_message(nnpops_status status)
   std::string msg = nnpops_status_name(status);
   if (detail && *detail) msg += std::string(": ") + detail;
   return msg;
+}
+
+// The library names atoms by their index in the arrays it was given (the plugin packs local
+// atoms first, then ghosts); `tag_of(p)` gives the LAMMPS atom ID of packed atom p.  Appends the
+// IDs of the atoms a message names ("atom N", "atoms N and M"); the message is returned unchanged
+// when it names none or an index is out of range.
+template <typename TagOf>
+std::string with_atom_ids(const std::string &msg, long long n_packed, TagOf tag_of)
+{
+  static const std::regex atoms_re("\\batoms? ([0-9]{1,18})(?: and ([0-9]{1,18}))?");
+  std::smatch m;
+  if (!std::regex_search(msg, m, atoms_re)) return msg;
+  std::string ids;
+  for (int g = 1; g <= 2; ++g) {
+    if (!m[g].matched) continue;
+    const long long p = std::stoll(m[g].str());
+    if (p < 0 || p >= n_packed) return msg;
+    if (!ids.empty()) ids += " and ";
+    ids += std::to_string(tag_of(p));
+  }
+  return msg + " [the numbers are indices in this rank's packed atoms; LAMMPS atom ID" +
+      (m[2].matched ? "s " : " ") + ids + "]";
 }
 
 }    // namespace
@@ -416,10 +439,16 @@ void PairNNPOPS::compute(int eflag, int vflag)
   out.atomic_virials = vflag_atom ? atom_virial_.data() : nullptr;
 
   const nnpops_status st = nnpops_compute(context_, &in, &out);
-  if (st != NNPOPS_OK)
+  if (st != NNPOPS_OK) {
+    std::string detail = library_message(st);
+    if (atom->tag_enable && atom->tag)
+      detail = with_atom_ids(detail, static_cast<long long>(n), [this](long long p) {
+        return static_cast<long long>(atom->tag[index_[p]]);
+      });
     error->one(FLERR, "Pair nnpops: compute failed on rank " + std::to_string(comm->me) + " (" +
                           std::to_string(n_local) + " local, " + std::to_string(n - n_local) +
-                          " ghost atoms): " + library_message(st));
+                          " ghost atoms): " + detail);
+  }
 
   for (int64_t p = 0; p < n; ++p) {
     double *fi = f[index_[p]];

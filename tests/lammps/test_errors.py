@@ -1,5 +1,7 @@
 """Errors reach LAMMPS with a clear message (the library's own where it comes from the library),
 and a failure on one MPI rank stops the whole run instead of hanging it."""
+import re
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,6 @@ run 0
     msg, run = expect_error(tmp_path, script, np_=2, timeout=120)
     assert run.returncode != 0
     assert "NNPOPS_ERROR_ATOMS_TOO_CLOSE" in msg and "compute failed on rank" in msg
+    # the library's packed indices come with the LAMMPS atom IDs of the pair (the 4th and 5th atoms)
+    ids = re.search(r"LAMMPS atom IDs (\d+) and (\d+)", msg)
+    assert ids and {int(ids.group(1)), int(ids.group(2))} == {4, 5}, msg
