@@ -526,9 +526,29 @@ void nnpops__cuda_test_break_next_capture(nnpops_context *ctx) {
     if (ctx) ctx->test_break_capture = 1;
 }
 
+/* What the device entry `fn` needs before anything else: a library built with CUDA and the
+ * context's model on a CUDA device. */
+static nnpops_status device_entry_ready(const nnpops_context *ctx, const char *fn) {
+#ifndef NNPOPS_HAVE_CUDA
+    (void)ctx;
+    return nnpops__fail(NNPOPS_ERROR_DEVICE_NOT_BUILT,
+                        "%s: this nnpops library was built without CUDA (NNPOPS_ENABLE_CUDA=OFF); "
+                        "use nnpops_compute with host arrays",
+                        fn);
+#else
+    const nnpops_model *m = ctx->model;
+    if (m->device != NNPOPS__CUDA)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "%s needs a model loaded on a CUDA device; model '%s' is on %s (use "
+                            "nnpops_compute)",
+                            fn, m->name, m->device_name);
+    return NNPOPS_OK;
+#endif
+}
+
 #ifdef NNPOPS_HAVE_CUDA
 /* Checks of the device entry's arguments that need no device memory access. */
-static nnpops_status validate_device(const nnpops_context *ctx, const nnpops_device_inputs *in,
+static nnpops_status validate_device(const nnpops_device_inputs *in,
                                      const nnpops_device_outputs *out, int64_t *n_local_out) {
     if (!in || !out) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "inputs or outputs is NULL");
     if (in->struct_size != sizeof(nnpops_device_inputs))
@@ -560,7 +580,6 @@ static nnpops_status validate_device(const nnpops_context *ctx, const nnpops_dev
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "atomic_numbers or positions is NULL");
     if (in->pbc && !in->cells)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "pbc given without cells");
-    (void)ctx;
     *n_local_out = n_local;
     return NNPOPS_OK;
 }
@@ -569,22 +588,17 @@ static nnpops_status validate_device(const nnpops_context *ctx, const nnpops_dev
 nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inputs *in,
                                     nnpops_device_outputs *out, void *cuda_stream) {
     if (!ctx) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "context is NULL");
+    nnpops_status st = device_entry_ready(ctx, "nnpops_compute_device");
 #ifndef NNPOPS_HAVE_CUDA
     (void)in;
     (void)out;
     (void)cuda_stream;
-    return nnpops__fail(NNPOPS_ERROR_DEVICE_NOT_BUILT,
-                        "nnpops_compute_device: this nnpops library was built without CUDA "
-                        "(NNPOPS_ENABLE_CUDA=OFF); use nnpops_compute with host arrays");
+    return st;
 #else
+    if (st != NNPOPS_OK) return st;
     const nnpops_model *m = ctx->model;
-    if (m->device != NNPOPS__CUDA)
-        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
-                            "nnpops_compute_device needs a model loaded on a CUDA device; model "
-                            "'%s' is on %s (use nnpops_compute)",
-                            m->name, m->device_name);
     int64_t n_local = 0;
-    nnpops_status st = validate_device(ctx, in, out, &n_local);
+    st = validate_device(in, out, &n_local);
     if (st != NNPOPS_OK) return st;
     const double to_A = length_to_A[(int)ctx->option[NNPOPS_OPTION_LENGTH_UNIT]];
     const double e_factor = m->energy_to_eV * eV_to[(int)ctx->option[NNPOPS_OPTION_ENERGY_UNIT]];
@@ -674,18 +688,12 @@ nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inp
 
 nnpops_status nnpops_context_device_status(nnpops_context *ctx, void *cuda_stream) {
     if (!ctx) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "context is NULL");
+    const nnpops_status st = device_entry_ready(ctx, "nnpops_context_device_status");
 #ifndef NNPOPS_HAVE_CUDA
     (void)cuda_stream;
-    return nnpops__fail(NNPOPS_ERROR_DEVICE_NOT_BUILT,
-                        "nnpops_context_device_status: this nnpops library was built without CUDA "
-                        "(NNPOPS_ENABLE_CUDA=OFF)");
+    return st;
 #else
-    const nnpops_model *m = ctx->model;
-    if (m->device != NNPOPS__CUDA)
-        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
-                            "nnpops_context_device_status: model '%s' is on %s; the device entry "
-                            "needs a model loaded on a CUDA device",
-                            m->name, m->device_name);
-    return nnpops__cuda_device_status(ctx->cuda, m, cuda_stream, &ctx->stats);
+    if (st != NNPOPS_OK) return st;
+    return nnpops__cuda_device_status(ctx->cuda, ctx->model, cuda_stream, &ctx->stats);
 #endif
 }
