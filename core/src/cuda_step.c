@@ -210,11 +210,7 @@ struct nnpops__cuda_ctx {
     dev_state dv;
 };
 
-#define TRY(x)                                                                                    \
-    do {                                                                                          \
-        nnpops_status s_ = (x);                                                                   \
-        if (s_ != NNPOPS_OK) return s_;                                                           \
-    } while (0)
+#define TRY(x) NNPOPS__TRY(x)
 
 static size_t al(size_t b) { return (b + 255) & ~(size_t)255; }
 

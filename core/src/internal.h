@@ -414,6 +414,13 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 /* ==== end of the CUDA backend block ============================================================ */
 
 
+/* Returns the status of x from the calling function when it is not NNPOPS_OK. */
+#define NNPOPS__TRY(x)                                                                            \
+    do {                                                                                          \
+        nnpops_status s_ = (x);                                                                   \
+        if (s_ != NNPOPS_OK) return s_;                                                           \
+    } while (0)
+
 #ifdef NNPOPS_HAVE_CUDA
 #include <cuda_runtime_api.h>
 /* Returns NNPOPS_ERROR_CUDA from the calling function when a CUDA runtime call fails, naming the

@@ -603,28 +603,11 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     cudaStream_t st = as_stream(stream);
     const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
     if (backward) {
-        if (sm > 48 * 1024)
-            NNPOPS__CUDA_CALL(cudaFuncSetAttribute(aev_backward_kernel<R>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)sm));
-        cudaLaunchConfig_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDim = dim3((unsigned)n);
-        cfg.blockDim = dim3(threads);
-        cfg.dynamicSmemBytes = sm;
-        cfg.stream = st;
-        cudaLaunchAttribute attr[1];
-        memset(attr, 0, sizeof attr);
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = pdl_enabled() ? 1 : 0;
-        NNPOPS__CUDA_CALL(cudaLaunchKernelEx(&cfg, aev_backward_kernel<R>, (aev_args<R>)a));
+        NNPOPS__TRY(set_dynamic_smem((const void *)aev_backward_kernel<R>, sm));
+        NNPOPS__TRY(launch_pdl(aev_backward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
+                           "AEV backward", (aev_args<R>)a));
     } else {
-        if (sm > 48 * 1024)
-            NNPOPS__CUDA_CALL(cudaFuncSetAttribute(aev_forward_kernel<R>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)sm));
+        NNPOPS__TRY(set_dynamic_smem((const void *)aev_forward_kernel<R>, sm));
         aev_forward_kernel<R><<<(unsigned)n, threads, sm, st>>>(a);
         NNPOPS__LAUNCH_CHECK("AEV forward");
     }

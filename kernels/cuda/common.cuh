@@ -8,8 +8,8 @@
  *    consecutive lanes form a run; the first lane of each run gets the run's total), used to cut
  *    atomics when consecutive items hit the same atom or system.
  *  - atomic_add_f64 (native double atomicAdd, sm_60 and newer).
- *  - programmatic dependent launch (sm_90): pdl_wait / pdl_trigger in kernels, pdl_enabled on the
- *    host (see mlp.cu's sg_launch_k for the rule a kernel launched with the attribute follows).
+ *  - programmatic dependent launch (sm_90): pdl_wait / pdl_trigger in kernels, pdl_enabled and
+ *    launch_pdl on the host; set_dynamic_smem for kernels with more than 48 KiB of shared memory.
  */
 #ifndef NNPOPS_KERNELS_CUDA_COMMON_CUH
 #define NNPOPS_KERNELS_CUDA_COMMON_CUH
@@ -99,6 +99,45 @@ inline bool pdl_enabled() {
         return !(e && *e && strcmp(e, "0") != 0);
     }();
     return on;
+}
+
+/* Launches kern<<<grid, block, smem, st>>>(args...) with the programmatic-stream-serialization
+ * attribute (when pdl_enabled()); `what` names the kernel in the error. */
+template <typename... Args>
+nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t st, const char *what, Args... args) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    memset(attr, 0, sizeof attr);
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, args...);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, what,
+                            cudaGetErrorString(e));
+    }
+    return NNPOPS_OK;
+}
+
+/* Lets kernel fn use `bytes` of dynamic shared memory (an opt-in above 48 KiB). */
+inline nnpops_status set_dynamic_smem(const void *fn, size_t bytes) {
+    if (bytes <= 48 * 1024) return NNPOPS_OK;
+    const cudaError_t e =
+        cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cudaFuncSetAttribute (%zu bytes of shared "
+                            "memory): %s", __FILE__, __LINE__, bytes, cudaGetErrorString(e));
+    }
+    return NNPOPS_OK;
 }
 
 } /* namespace nnpops_cuda */

@@ -384,11 +384,6 @@ const int SGT_MAX_THREADS = 512;
 #define SGT_U16 2
 #endif
 
-#define TRY_SG(x)                                                                                 \
-    do {                                                                                          \
-        nnpops_status s_ = (x);                                                                   \
-        if (s_ != NNPOPS_OK) return s_;                                                           \
-    } while (0)
 
 struct SgProb {
     nnpops__sg_problem p;
@@ -746,36 +741,6 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
     }
 }
 
-template <typename... Args>
-nnpops_status sg_launch_k(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t st, const char *what, Args... args) {
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    memset(attr, 0, sizeof attr);
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 1 : 0;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, args...);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, what,
-                            cudaGetErrorString(e));
-    }
-    return NNPOPS_OK;
-}
-
-nnpops_status sg_set_smem(const void *fn, size_t bytes) {
-    if (bytes <= 48 * 1024) return NNPOPS_OK;
-    NNPOPS__CUDA_CALL(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    return NNPOPS_OK;
-}
-
 /* One launch of L's problems (all of kind trans, n <= nmax, k <= kmax), `blocks` blocks. */
 nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int64_t blocks,
                         cudaStream_t st) {
@@ -787,8 +752,8 @@ nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int6
         L.kc = (int32_t)kc;
         const size_t sm = sizeof(float) * (small ? 8 : 16) * (size_t)(kc + 4);
         auto kern = small ? sgn_kernel<8, SGN_D8> : sgn_kernel<16, SGN_D16>;
-        TRY_SG(sg_set_smem((const void *)kern, sm));
-        return sg_launch_k(kern, dim3((unsigned)blocks), dim3(SGN_THREADS), sm, st,
+        NNPOPS__TRY(set_dynamic_smem((const void *)kern, sm));
+        return launch_pdl(kern, dim3((unsigned)blocks), dim3(SGN_THREADS), sm, st,
                            "small GEMM (forward)", (SgLaunch)L);
     }
     const int nbc = small ? 8 : 16;
@@ -802,8 +767,8 @@ nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int6
     size_t stage = (size_t)kc * (nbc + 4), red = (size_t)nw * 32 * (nbc + 1);
     const size_t sm = sizeof(float) * (stage > red ? stage : red);
     auto kern = small ? sgt_kernel<8, SGT_U8> : sgt_kernel<16, SGT_U16>;
-    TRY_SG(sg_set_smem((const void *)kern, sm));
-    return sg_launch_k(kern, dim3((unsigned)blocks), dim3(32 * nw), sm, st,
+    NNPOPS__TRY(set_dynamic_smem((const void *)kern, sm));
+    return launch_pdl(kern, dim3((unsigned)blocks), dim3(32 * nw), sm, st,
                        "small GEMM (backward)", (SgLaunch)L);
 }
 
@@ -971,9 +936,9 @@ extern "C" nnpops_status nnpops__ani_output_group_cuda_f32(int32_t count,
             }
             if (cnt == 0) break;
             const nnpops_status s =
-                det ? sg_launch_k(sg_output_det_kernel, dim3(grid_for(nmax, 128), 1, (unsigned)cnt),
+                det ? launch_pdl(sg_output_det_kernel, dim3(grid_for(nmax, 128), 1, (unsigned)cnt),
                                   dim3(128), 0, st, "ANI output layers (grouped)", (SgOutLaunch)L)
-                    : sg_launch_k(sg_output_split_kernel,
+                    : launch_pdl(sg_output_split_kernel,
                                   dim3(grid_for(nmax, 32), (unsigned)mmax, (unsigned)cnt),
                                   dim3(32, 8), 0, st, "ANI output layers (grouped)", (SgOutLaunch)L);
             if (s != NNPOPS_OK) return s;

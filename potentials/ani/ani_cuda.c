@@ -148,11 +148,7 @@ size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dste
     return layout_of(model->impl, step).total;
 }
 
-#define TRY(x)                                                                                    \
-    do {                                                                                          \
-        nnpops_status s_ = (x);                                                                   \
-        if (s_ != NNPOPS_OK) return s_;                                                           \
-    } while (0)
+#define TRY(x) NNPOPS__TRY(x)
 
 /* The networks of the small species (sg_small) of one step, grouped over species: one launch per
  * layer of the forward pass (GEMM + bias + CELU), one for the output layers, one per layer of the
