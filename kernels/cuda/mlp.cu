@@ -104,6 +104,23 @@ __global__ void broadcast_rows_kernel(int64_t n, int64_t width, const R *b, R *Y
     for (int64_t f = blockIdx.y; f < width; f += gridDim.y) Y[f * ldy + r] = b[f];
 }
 
+/* The backward seed dE/dy of member gm's output: 1/ensemble for the mean, 1 or 0 for one member. */
+template <typename R>
+__device__ __forceinline__ R output_seed(const nnpops__ani_output_args &g, int32_t gm) {
+    return g.member < 0 ? (R)(1.0 / (double)g.ensemble) : (gm == g.member ? (R)1 : (R)0);
+}
+
+/* Member gm's output yv for center c: its member energy, and its share of the atom's energy
+ * (atomicAdd; the member holding the self energy adds it). */
+__device__ __forceinline__ void output_add_energy(const nnpops__ani_output_args &g, int32_t c,
+                                                  int32_t gm, double yv) {
+    if (g.member_energy) g.member_energy[(int64_t)c * g.ensemble + gm] = yv + g.self_energy;
+    double add = 0.0;
+    if (g.member < 0) add = yv / (double)g.ensemble + (gm == 0 ? g.self_energy : 0.0);
+    else if (gm == g.member) add = yv + g.self_energy;
+    if (add != 0.0) atomicAdd(g.atom_energy + c, add);
+}
+
 /* Bodies of the output-layer kernels, shared with the grouped launch of the small species
  * (nnpops__ani_output_group_cuda_f32): bx and m stand for blockIdx.x and blockIdx.y. */
 template <typename R>
@@ -125,8 +142,7 @@ __device__ __forceinline__ void ani_output_body(const nnpops__ani_output_args &g
         if (gm == g.member) chosen = (double)y;
         if (g.member_energy) g.member_energy[(int64_t)c * g.ensemble + gm] = (double)y + g.self_energy;
         if (g.need_grad) {
-            const R seed = g.member < 0 ? (R)(1.0 / (double)g.ensemble)
-                                        : (gm == g.member ? (R)1 : (R)0);
+            const R seed = output_seed<R>(g, gm);
             for (int32_t k = 0; k < g.width; k++) {
                 const R x = a[(int64_t)k * g.lda];
                 const R da = wm[k] * seed;
@@ -167,16 +183,11 @@ __device__ __forceinline__ void ani_output_split_body(const nnpops__ani_output_a
     if (ty == 0 && c >= 0) {
         R y = b[m];
         for (int t = 0; t < 8; t++) y += part[t][tx];
-        const double yv = (double)y;
-        if (g.member_energy) g.member_energy[(int64_t)c * g.ensemble + gm] = yv + g.self_energy;
-        double add = 0.0;
-        if (g.member < 0) add = yv / (double)g.ensemble + (gm == 0 ? g.self_energy : 0.0);
-        else if (gm == g.member) add = yv + g.self_energy;
-        if (add != 0.0) atomicAdd(g.atom_energy + c, add);
+        output_add_energy(g, c, gm, (double)y);
     }
     if (!g.need_grad || c < 0) return;
     const R inv = (R)(1.0 / g.alpha);
-    const R seed = g.member < 0 ? (R)(1.0 / (double)g.ensemble) : (gm == g.member ? (R)1 : (R)0);
+    const R seed = output_seed<R>(g, gm);
 #pragma unroll 4
     for (int32_t k = k0; k < k1; k++) {
         const R x = a[(int64_t)k * g.lda];
@@ -819,17 +830,11 @@ __global__ void sg_output_split_kernel(const SgOutLaunch L) {
     if (ty == 0 && c >= 0) {
         float y = L.b[z][m];
         for (int t = 0; t < 8; t++) y += part[t][tx];
-        const double yv = (double)y;
-        if (g.member_energy) g.member_energy[(int64_t)c * g.ensemble + gm] = yv + g.self_energy;
-        double add = 0.0;
-        if (g.member < 0) add = yv / (double)g.ensemble + (gm == 0 ? g.self_energy : 0.0);
-        else if (gm == g.member) add = yv + g.self_energy;
-        if (add != 0.0) atomicAdd(g.atom_energy + c, add);
+        output_add_energy(g, c, gm, (double)y);
     }
     if (!g.need_grad || c < 0) return;
     const float inv = (float)(1.0 / g.alpha);
-    const float seed = g.member < 0 ? (float)(1.0 / (double)g.ensemble)
-                                    : (gm == g.member ? 1.0f : 0.0f);
+    const float seed = output_seed<float>(g, gm);
 #pragma unroll
     for (int u = 0; u < SG_OUT_K; u++) {
         if (k0 + u < k1) {
