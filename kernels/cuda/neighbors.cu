@@ -986,6 +986,18 @@ __device__ __forceinline__ int floordiv(int x, int n) {
     return q;
 }
 
+/* Bin t (stencil offset applied) along an axis of nb bins: a periodic axis wraps it into 0 .. nb-1
+ * and h receives the image shift; false when a non-periodic axis has no such bin. */
+__device__ __forceinline__ bool wrap_bin(int &t, int nb, int per, int &h) {
+    h = 0;
+    if (per) {
+        h = floordiv(t, nb);
+        t -= h * nb;
+        return true;
+    }
+    return t >= 0 && t < nb;
+}
+
 /* General cell list: a warp per sorted slot (its atom is the center; a warp's neighbors in slot
  * order are atoms of the same bin, so they read the same bins).  Along the third axis the
  * stencil's bins form runs of consecutive bins with one image shift, i.e. one contiguous range of
@@ -1013,17 +1025,11 @@ __global__ void cell_kernel(const nbr_args a) {
     emit_state es = {WRITE ? a.offs[c] : 0, 0, 0};
     const int r0 = g.r[0], r1 = g.r[1], r2 = g.r[2];
     for (int o0 = -r0; o0 <= r0; o0++) {
-        int t0 = b0 + o0, h0 = 0;
-        if (g.per[0]) {
-            h0 = floordiv(t0, nb0);
-            t0 -= h0 * nb0;
-        } else if (t0 < 0 || t0 >= nb0) continue;
+        int t0 = b0 + o0, h0;
+        if (!wrap_bin(t0, nb0, g.per[0], h0)) continue;
         for (int o1 = -r1; o1 <= r1; o1++) {
-            int t1 = b1 + o1, h1 = 0;
-            if (g.per[1]) {
-                h1 = floordiv(t1, nb1);
-                t1 -= h1 * nb1;
-            } else if (t1 < 0 || t1 >= nb1) continue;
+            int t1 = b1 + o1, h1;
+            if (!wrap_bin(t1, nb1, g.per[1], h1)) continue;
             int o2 = -r2;
             while (o2 <= r2) {
                 int t2 = b2 + o2, h2 = 0;
@@ -1140,17 +1146,11 @@ __global__ void __launch_bounds__(32 * FAST_COUNT_SPLIT, 4) fast_count_kernel(co
         /* this thread's (o0, o1) columns of the stencil: part, part + SPLIT, ... */
         for (int m01 = part; m01 < n01; m01 += FAST_COUNT_SPLIT) {
             const int o0 = m01 / w1 - r0, o1 = m01 % w1 - r1;
-            int t0 = b0 + o0, h0 = 0;
-            if (g.per[0]) {
-                h0 = floordiv(t0, nb0);
-                t0 -= h0 * nb0;
-            } else if (t0 < 0 || t0 >= nb0) continue;
+            int t0 = b0 + o0, h0;
+            if (!wrap_bin(t0, nb0, g.per[0], h0)) continue;
             {
-                int t1 = b1 + o1, h1 = 0;
-                if (g.per[1]) {
-                    h1 = floordiv(t1, nb1);
-                    t1 -= h1 * nb1;
-                } else if (t1 < 0 || t1 >= nb1) continue;
+                int t1 = b1 + o1, h1;
+                if (!wrap_bin(t1, nb1, g.per[1], h1)) continue;
                 int o2 = -r2;
                 while (o2 <= r2) {
                     int t2 = b2 + o2, h2 = 0;
