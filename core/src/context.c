@@ -70,6 +70,7 @@ static const option_info options[NNPOPS_OPTION_COUNT_] = {
     [NNPOPS_OPTION_CUDA_GRAPHS] = {"cuda_graphs", 0, 0, 1, 1, onoff_words},
     [NNPOPS_OPTION_GRAPH_WARMUP_STEPS] = {"graph_warmup_steps", 2, 0, 1000, 1, NULL},
     [NNPOPS_OPTION_DETERMINISTIC] = {"deterministic", 0, 0, 1, 1, onoff_words},
+    [NNPOPS_OPTION_TENSOR_CORES] = {"tensor_cores", 1, 0, 1, 1, onoff_words},
 };
 
 static const double length_to_A[] = {1.0, 10.0, 0.52917721092};
@@ -445,6 +446,7 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
             .cuda_graphs = (int32_t)ctx->option[NNPOPS_OPTION_CUDA_GRAPHS],
             .graph_warmup_steps = (int32_t)ctx->option[NNPOPS_OPTION_GRAPH_WARMUP_STEPS],
             .deterministic = (int32_t)ctx->option[NNPOPS_OPTION_DETERMINISTIC],
+            .tensor_cores = (int32_t)ctx->option[NNPOPS_OPTION_TENSOR_CORES],
             .warning = ctx->warning, .warning_size = sizeof ctx->warning,
             .break_next_capture = &ctx->test_break_capture,
             .e_factor = e_factor, .f_factor = e_factor * to_A,
@@ -614,6 +616,7 @@ nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inp
         .max_images = (int32_t)ctx->option[NNPOPS_OPTION_MAX_IMAGES],
         .member = (int32_t)ctx->option[NNPOPS_OPTION_ENSEMBLE_MEMBER],
         .deterministic = (int32_t)ctx->option[NNPOPS_OPTION_DETERMINISTIC],
+        .tensor_cores = (int32_t)ctx->option[NNPOPS_OPTION_TENSOR_CORES],
         .stats = &ctx->stats,
     };
     int need_plan = 0;
@@ -675,7 +678,7 @@ nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inp
         .pbc = ctx->buf[BUF_PBC].ptr,
         .min_distance = da.min_distance, .max_neighbors = da.max_neighbors,
         .max_images = da.max_images, .member = da.member,
-        .deterministic = da.deterministic,
+        .deterministic = da.deterministic, .tensor_cores = da.tensor_cores,
         .warning = ctx->warning, .warning_size = sizeof ctx->warning,
         .e_factor = e_factor, .f_factor = e_factor * to_A,
         .out = NULL, .stats = &ctx->stats,

@@ -122,6 +122,7 @@ typedef struct step_sizes {
     int want_energies, want_member, want_virials, want_forces, want_atom_e, want_atom_vir;
     int need_grad;
     int det;                   /* option deterministic */
+    int tc;                    /* option tensor_cores */
     int dev_io;                /* device entry: the layout holds an io word */
     nnpops__nbr_plan plan;
 } step_sizes;
@@ -153,7 +154,7 @@ typedef struct graph_key {
 /* The shape of a device-entry plan: a call with another key re-plans (or, capturing, fails). */
 typedef struct dev_key {
     int64_t n, n_local, ns_given;
-    int32_t want_e, want_f, want_v, has_cells, has_pbc, max_images, member, det;
+    int32_t want_e, want_f, want_v, has_cells, has_pbc, max_images, member, det, tc;
     int64_t max_neighbors;
     double to_A, e_factor, f_factor, min_distance;
 } dev_key;
@@ -509,6 +510,7 @@ static void plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__
     z->want_atom_vir = w->atom_vir;
     z->need_grad = z->want_forces || z->want_virials || z->want_atom_vir;
     z->det = g->deterministic != 0;
+    z->tc = g->tensor_cores != 0;
 
     /* local atoms grouped by species into padded GEMM columns */
     int64_t count[NNPOPS__MAX_SPECIES] = {0};
@@ -610,6 +612,7 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
     ds->status = dstatus;
     ds->need_grad = z->need_grad;
     ds->deterministic = z->det;
+    ds->tensor_cores = z->tc;
     ds->atom_energy = (double *)(d + L->atom_e);
     ds->member_atom_energy = z->want_member ? (double *)(d + L->member_ae) : NULL;
     ds->pair_grad = z->need_grad ? (double *)(d + L->grad) : NULL;
@@ -888,6 +891,7 @@ static void dev_key_of(const nnpops__cuda_dev_args *a, dev_key *k) {
     k->max_images = a->max_images;
     k->member = a->member;
     k->det = a->deterministic != 0;
+    k->tc = a->tensor_cores != 0;
     k->max_neighbors = a->max_neighbors;
     k->to_A = a->to_A;
     k->e_factor = a->e_factor;
@@ -919,6 +923,7 @@ static void dev_key_diff(const dev_state *v, const nnpops__cuda_dev_args *a, cha
     DIFF(max_images, "option max_images")
     DIFF(member, "option ensemble_member")
     DIFF(det, "option deterministic")
+    DIFF(tc, "option tensor_cores")
     DIFF(max_neighbors, "option max_neighbors")
 #undef DIFF
     if (k.to_A != p->to_A || k.e_factor != p->e_factor || k.f_factor != p->f_factor) {

@@ -313,6 +313,7 @@ typedef struct nnpops__dstep {
     int need_grad;
     int deterministic;            /* 1: bitwise reproducible kernels (no order-dependent float
                                    * atomics; option deterministic) */
+    int tensor_cores;             /* float32: 3xTF32 tensor-core GEMMs (option tensor_cores) */
     /* outputs (zeroed by the caller): atom_energy [n_atoms] (self energies included),
      * member_atom_energy [n_atoms][ensemble] or NULL, pair_grad [capacity][3] = dE/dvec[e]
      * (written, not accumulated, for every entry) when need_grad */
@@ -340,6 +341,7 @@ typedef struct nnpops__cuda_args {
     int32_t cuda_graphs;          /* 1: replay a captured graph of the step when shapes repeat */
     int32_t graph_warmup_steps;   /* eager steps of one shape before it is captured */
     int32_t deterministic;        /* 1: bitwise reproducible results (gathers, fixed-order sums) */
+    int32_t tensor_cores;         /* 1: float32 network GEMMs as 3xTF32 on the tensor cores */
     /* a failed graph capture (the step then runs eagerly and succeeds) writes its reason here
      * (NUL-terminated, warning_size bytes); untouched otherwise */
     char *warning;
@@ -373,7 +375,7 @@ typedef struct nnpops__cuda_dev_args {
                                           * -> caller energy (force) */
     double min_distance;
     int64_t max_neighbors;
-    int32_t max_images, member, deterministic;
+    int32_t max_images, member, deterministic, tensor_cores;
     nnpops_stats *stats;           /* steps are counted by context.c; device_* here */
 } nnpops__cuda_dev_args;
 /* The steady call: enqueues the step on args->stream when the context has a plan of this shape

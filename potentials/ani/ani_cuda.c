@@ -56,6 +56,10 @@
 typedef struct ani_dev {
     void *arena;
     size_t bytes;
+    /* float32 models: the weights split for the 3xTF32 GEMMs (option tensor_cores), hi = the
+     * weights rounded to TF32 in [0, bytes), lo = the remainders in [bytes, 2 bytes); a weight at
+     * arena + o has its halves at split + o and split + bytes + o */
+    void *split;
 } ani_dev;
 
 nnpops_status nnpops__ani_upload(nnpops_model *model) {
@@ -80,6 +84,33 @@ nnpops_status nnpops__ani_upload(nnpops_model *model) {
         return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: copying the ANI weights to %s: %s",
                             __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
     }
+    if (a->precision == NNPOPS_FLOAT32) {
+        e = cudaMalloc(&d->split, 2 * d->bytes);
+        nnpops_status st = NNPOPS_OK;
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            d->split = NULL;
+            st = nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                             : NNPOPS_ERROR_CUDA,
+                              "%s:%d: cudaMalloc of %zu bytes (ANI weights split for the tensor "
+                              "cores) on %s: %s",
+                              __FILE__, __LINE__, 2 * d->bytes, model->device_name,
+                              cudaGetErrorString(e));
+        } else {
+            const int64_t n = (int64_t)(d->bytes / sizeof(float));
+            st = nnpops__tf32_split_cuda(n, 1, 1, d->arena, n, 0, d->split,
+                                         (float *)((char *)d->split + d->bytes), NULL);
+            if (st == NNPOPS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
+                st = nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: splitting the ANI weights on %s: %s",
+                                  __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
+        }
+        if (st != NNPOPS_OK) {
+            if (d->split) cudaFree(d->split);
+            cudaFree(d->arena);
+            free(d);
+            return st;
+        }
+    }
     model->device_data = d;
     return NNPOPS_OK;
 }
@@ -88,6 +119,7 @@ void nnpops__ani_release_device(nnpops_model *model) {
     ani_dev *d = model->device_data;
     if (!d) return;
     cudaFree(d->arena);
+    if (d->split) cudaFree(d->split);
     free(d);
     model->device_data = NULL;
 }
@@ -95,6 +127,7 @@ void nnpops__ani_release_device(nnpops_model *model) {
 /* Work space layout (bytes) of one step. */
 typedef struct ani_layout {
     size_t aev, act, tmp, total;
+    size_t tc, tc_bytes;                   /* split activations of the 3xTF32 GEMMs */
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (32 or 64) */
     int64_t ldc;          /* columns of the chunk buffers */
@@ -139,6 +172,30 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         L.small_ld[s] = st->col_count[s] <= 32 ? 32 : 64;
         L.small_act[s] = cur;
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
+    }
+    /* 3xTF32 (float32, option tensor_cores): the largest activation operand of the cuBLAS-path
+     * GEMMs, split (hi + lo) on every call */
+    if (a->precision == NNPOPS_FLOAT32 && st->tensor_cores) {
+        size_t need = 0;
+        for (int s = 0; s < a->n_species; s++) {
+            if (st->col_count[s] <= 0 || sg_small(a, st, s)) continue;
+            const int64_t cols = st->col_count[s] < ANI_CUDA_CHUNK ? st->col_count[s] : ANI_CUDA_CHUNK;
+            const int32_t *w = a->width[s];
+            const int64_t M = a->ensemble;
+            size_t b = nnpops__gemm_3xtf32_work_bytes(cols, a->aev.aev_len, 1);
+            if (b > need) need = b;
+            b = nnpops__gemm_3xtf32_work_bytes(cols, M * w[1], 1);
+            if (b > need) need = b;
+            for (int l = 1; l < a->n_layers[s]; l++) {
+                b = nnpops__gemm_3xtf32_work_bytes(cols, w[l], M);
+                if (b > need) need = b;
+                b = nnpops__gemm_3xtf32_work_bytes(cols, w[l + 1], M);
+                if (b > need) need = b;
+            }
+        }
+        L.tc = cur;
+        L.tc_bytes = need;
+        cur += al256(need);
     }
     L.total = cur;
     return L;
@@ -299,6 +356,27 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
     return nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream);
 }
 
+/* One GEMM of the cuBLAS path: C = beta C + A op(W), A the activations (m x k, column major), W
+ * weights of the model's device arena.  Float32 with option tensor_cores: 3xTF32 on the tensor
+ * cores (the weights' split halves, the activations split into the layout's tc space); otherwise
+ * plain FP32 / FP64 through nnpops__gemm_cuda. */
+static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
+                              const ani_layout *L, int trans_b, int64_t m, int64_t n, int64_t k,
+                              const void *A, int64_t lda, int64_t stride_a, const char *Wp,
+                              int64_t ldb, int64_t stride_b, double beta, void *C, int64_t ldc,
+                              int64_t stride_c, int64_t batch) {
+    if (a->precision == NNPOPS_FLOAT32 && st->tensor_cores && dev->split) {
+        const size_t off = (size_t)(Wp - (const char *)dev->arena);
+        const float *hi = (const float *)((const char *)dev->split + off);
+        const float *lo = (const float *)((const char *)dev->split + dev->bytes + off);
+        return nnpops__gemm_cuda_3xtf32(st->blas, st->stream, 0, trans_b, m, n, k, A, lda, stride_a,
+                                        hi, lo, ldb, stride_b, beta, C, ldc, stride_c, batch,
+                                        (char *)st->work + L->tc, L->tc_bytes);
+    }
+    return nnpops__gemm_cuda(st->blas, st->stream, a->precision, 0, trans_b, m, n, k, A, lda,
+                             stride_a, Wp, ldb, stride_b, beta, C, ldc, stride_c, batch);
+}
+
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *st) {
     const nnpops__ani *a = model->impl;
     const ani_dev *dev = model->device_data;
@@ -318,7 +396,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     char *aev = work + L.aev, *act = work + L.act, *tmp = work + L.tmp;
     const char *W = dev->arena;
     const int64_t Lf = a->aev.aev_len, ld = st->n_cols, ldc = L.ldc;
-    void *stream = st->stream, *blas = st->blas;
+    void *stream = st->stream;
 
     const int det = st->deterministic;
     if (f64)
@@ -360,7 +438,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 0, cols, Me * w[1], Lf, X, ld, 0,
+            TRY(net_gemm(a, dev, st, &L, 0, cols, Me * w[1], Lf, X, ld, 0,
                                   WPTR(0, moff), Lf, 0, 0.0, ACT(0), ldc, 0, 1));
             if (f64)
                 TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[1], a->alpha,
@@ -372,7 +450,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                stream));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 0, cols, w[l + 1], w[l],
+                TRY(net_gemm(a, dev, st, &L, 0, cols, w[l + 1], w[l],
                                       ACT(l - 1), ldc, (int64_t)w[l] * ldc, WPTR(l, moff), w[l],
                                       (int64_t)w[l + 1] * w[l], 0.0, ACT(l), ldc,
                                       (int64_t)w[l + 1] * ldc, Me));
@@ -414,7 +492,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             if (!st->need_grad) continue;
             /* backward through the hidden layers */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 1, cols, w[l], w[l + 1], ACT(l),
+                TRY(net_gemm(a, dev, st, &L, 1, cols, w[l], w[l + 1], ACT(l),
                                       ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff), w[l],
                                       (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
                                       Me));
@@ -428,7 +506,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                            (float *)ACT(l - 1), ldc, stream));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(nnpops__gemm_cuda(blas, stream, a->precision, 0, 1, cols, Lf, Me * w[1], ACT(0), ldc,
+            TRY(net_gemm(a, dev, st, &L, 1, cols, Lf, Me * w[1], ACT(0), ldc,
                                   0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
         }
 #undef ACT

@@ -44,6 +44,7 @@
 #define HBM_RATE 4.8e12   /* H200 HBM3e, bytes/s */
 
 static int g_no_graphs = 0;
+static int g_no_tc_compare = 0; /* --no-tc-compare: skip the tensor_cores off column */
 
 static double now(void) {
     struct timespec t;
@@ -149,6 +150,13 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
         nnpops_context_stats(ctx, &sg);
         nnpops_context_destroy(ctx);
     }
+    /* eager with option tensor_cores off (plain FP32 FMA GEMMs), for the comparison */
+    double med_p = -1, best_p = 0;
+    if (!g_no_tc_compare && nnpops_context_create(m, &ctx) == NNPOPS_OK) {
+        if (nnpops_context_set_option(ctx, NNPOPS_OPTION_TENSOR_CORES, 0) == NNPOPS_OK)
+            med_p = time_steps(ctx, &in, &out, steps, &best_p);
+        nnpops_context_destroy(ctx);
+    }
     if (med < 0) {
         free(f);
         free(e);
@@ -165,10 +173,12 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
     char graphs[64] = "-";
     if (med_g > 0)
         snprintf(graphs, sizeof graphs, "%.3f (%lld replays)", med_g, (long long)sg.graph_replays);
+    char plain[32] = "-";
+    if (med_p > 0) snprintf(plain, sizeof plain, "%.3f", med_p);
     char line[640];
     snprintf(line, sizeof line,
-             "| %s | %lld | %.3f | %s | %.3f | %s | %s | %.1f | %.2f | %.3f | %.1f | %lld |",
-             s->name, (long long)s->n, med, graphs, best, target, s->peer,
+             "| %s | %lld | %.3f | %s | %s | %.3f | %s | %s | %.1f | %.2f | %.3f | %.2f | %lld |",
+             s->name, (long long)s->n, med, graphs, plain, best, target, s->peer,
              (double)(used - before) / 1e6, flops / 1e9, floor_ms, shown / floor_ms,
              (long long)st.n_pairs);
     printf("%s\n", line);
@@ -299,6 +309,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[k], "--skip-million")) skip_million = 1;
         else if (!strcmp(argv[k], "--no-neighbors")) no_nbr = 1;
         else if (!strcmp(argv[k], "--no-graphs")) g_no_graphs = 1;
+        else if (!strcmp(argv[k], "--no-tc-compare")) g_no_tc_compare = 1;
         else if (!strcmp(argv[k], "--small")) small = no_nbr = 1;
         else if (!strcmp(argv[k], "--md") && k + 1 < argc) md_path = argv[++k];
         else if (!strcmp(argv[k], "--only") && k + 1 < argc) only = argv[++k];
@@ -387,10 +398,10 @@ int main(int argc, char **argv) {
     }
 
     const char *hdr =
-        "| system | atoms | median ms/step (eager) | median ms/step (cuda_graphs on) | best ms "
-        "(eager) | target (vs the faster) | torchani cuAEV+cell_list (peer, device-resident) | "
+        "| system | atoms | median ms/step (eager) | median ms/step (cuda_graphs on) | median "
+        "ms/step (eager, tensor_cores off) | best ms (eager) | target (vs the faster) | torchani cuAEV+cell_list (peer, device-resident) | "
         "device MB | network GFLOP | floor ms | faster / floor | pairs |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|";
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|";
     printf("\n%s\n", hdr);
     if (md) fprintf(md, "%s\n", hdr);
     for (int k = 0; k < ns; k++) {

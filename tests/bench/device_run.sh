@@ -77,7 +77,7 @@ t0=$(date +%s)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DNNPOPS_TEST_MODEL_DIR="$models" \
   -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-case "$what" in *model*|all) targets="";; *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device bench_gpu";; esac
+case "$what" in *model*|all) targets="";; *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu";; esac
 cmake --build "$build" -j"$(nproc)" $targets \
   > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"

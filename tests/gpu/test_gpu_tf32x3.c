@@ -1,0 +1,269 @@
+/*
+ * test_gpu_tf32x3.c - the 3xTF32 GEMMs (kernels/cuda/tf32x3.cu) against a float64 CPU GEMM.
+ * One CTest entry per case (label gpu); exit 77 without a GPU.
+ *
+ *   split  hi has no bits below TF32's 10 explicit mantissa bits, hi + lo == x exactly,
+ *          |lo| <= 2^-11 |x|, inf / nan pass through in hi
+ *   gemm   the shapes of the ANI networks (first layer 1008 -> 8 x 256 over a column block, hidden
+ *          layers strided-batched over 8 members, the transposed backward products; beta 0 and
+ *          1): error / sum of |terms| <= 2e-6 for every element, and a plain TF32 GEMM of the
+ *          same inputs (cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32) at least 20x worse, so the split is
+ *          what gives float32 accuracy
+ *   model  ANI-2x float32 on a periodic box of 96 water molecules (192 H: the hydrogen networks run
+ *          through cuBLAS) with option tensor_cores on and off: both within the float32 tolerances
+ *          of the float64 model (|dE|/N <= 1e-5 eV, max |dF| <= 1e-3 eV/A), and the two float32
+ *          results differ (the 3xTF32 path ran)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+
+#include "core/src/internal.h"
+#include "gpu_check.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+static unsigned long long rng = 0x243f6a8885a308d3ull;
+static double urand(void) { return test_rand(&rng); }
+
+static int case_split(void) {
+    const int64_t n = 100000;
+    float *x = malloc(sizeof(float) * n), *hi = malloc(sizeof(float) * n),
+          *lo = malloc(sizeof(float) * n);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((2 * urand() - 1) * pow(10.0, 8 * urand() - 4));
+    x[0] = INFINITY;
+    x[1] = -0.0f;
+    x[2] = 3.4e38f;
+    float *dx = dup_to_device(x, sizeof(float) * n);
+    float *dhi = dalloc(sizeof(float) * n), *dlo = dalloc(sizeof(float) * n);
+    /* as a 250 x 400 matrix with ld 250 */
+    CHECK_OK(nnpops__tf32_split_cuda(250, 400, 1, dx, 250, 0, dhi, dlo, g_stream));
+    to_host(hi, dhi, sizeof(float) * n);
+    to_host(lo, dlo, sizeof(float) * n);
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 5; i++) {
+        uint32_t u;
+        memcpy(&u, &hi[i], 4);
+        const int finite = isfinite(x[i]);
+        if (finite && (u & 0x1fffu) != 0) {
+            fprintf(stderr, "element %lld: hi %.9g has bits below TF32\n", (long long)i, hi[i]);
+            bad++;
+        }
+        if (finite && (double)hi[i] + (double)lo[i] != (double)x[i]) {
+            fprintf(stderr, "element %lld: hi + lo = %.9g, x = %.9g\n", (long long)i,
+                    (double)hi[i] + lo[i], x[i]);
+            bad++;
+        }
+        if (finite && fabs(lo[i]) > ldexp(fabs(x[i]), -11)) {
+            fprintf(stderr, "element %lld: |lo| = %g > 2^-11 |x| (x = %g)\n", (long long)i, lo[i],
+                    x[i]);
+            bad++;
+        }
+        if (!finite && !(hi[i] == x[i] && lo[i] == 0)) {
+            fprintf(stderr, "element %lld: non-finite x not passed through\n", (long long)i);
+            bad++;
+        }
+    }
+    CHECK(bad == 0);
+    printf("split: %lld values, hi exact in TF32, hi + lo == x\n", (long long)n);
+    cudaFree(dx);
+    cudaFree(dhi);
+    cudaFree(dlo);
+    free(x);
+    free(hi);
+    free(lo);
+    return 0;
+}
+
+typedef struct shape {
+    const char *what;
+    int trans_b;
+    int64_t m, n, k, batch;
+    double beta;
+} shape;
+
+/* worst |C - ref| / (sum |a b| + |beta C0|) over all elements */
+static double worst_rel(const shape *s, const float *A, const float *B, const float *C0,
+                        const float *C, int64_t lda, int64_t ldb, int64_t ldc, int64_t sa,
+                        int64_t sb, int64_t sc) {
+    double worst = 0;
+    for (int64_t t = 0; t < s->batch; t++)
+        for (int64_t j = 0; j < s->n; j++)
+            for (int64_t i = 0; i < s->m; i++) {
+                double ref = s->beta * C0[t * sc + j * ldc + i], mag = fabs(ref);
+                for (int64_t l = 0; l < s->k; l++) {
+                    const double a = A[t * sa + l * lda + i];
+                    const double b = s->trans_b ? B[t * sb + l * ldb + j] : B[t * sb + j * ldb + l];
+                    ref += a * b;
+                    mag += fabs(a * b);
+                }
+                const double r = fabs(C[t * sc + j * ldc + i] - ref) / (mag > 0 ? mag : 1);
+                if (r > worst) worst = r;
+            }
+    return worst;
+}
+
+static int case_gemm(void) {
+    cublasHandle_t h;
+    CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+    const shape shapes[] = {
+        {"first layer forward (300 atoms, 1008 -> 8 x 256)", 0, 300, 2048, 1008, 1, 0.0},
+        {"hidden layer forward, 8 members (200 atoms, 256 -> 192)", 0, 200, 192, 256, 8, 0.0},
+        {"hidden layer backward, 8 members (200 atoms, 192 -> 256, op(B) = B^T)", 1, 200, 256, 192,
+         8, 0.0},
+        {"first layer backward (97 atoms, 8 x 256 -> 1008, op(B) = B^T), beta 1", 1, 97, 1008, 2048,
+         1, 1.0},
+    };
+    for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; q++) {
+        const shape *s = &shapes[q];
+        const int64_t lda = s->m + 3, ldc = s->m + 5;
+        const int64_t ldb = s->trans_b ? s->n : s->k;
+        const int64_t sa = lda * s->k, sb = ldb * (s->trans_b ? s->k : s->n), sc = ldc * s->n;
+        const size_t na = (size_t)(sa * s->batch), nb = (size_t)(sb * s->batch),
+                     nc = (size_t)(sc * s->batch);
+        float *A = malloc(sizeof(float) * na), *B = malloc(sizeof(float) * nb),
+              *C0 = malloc(sizeof(float) * nc), *C = malloc(sizeof(float) * nc),
+              *Ct = malloc(sizeof(float) * nc);
+        for (size_t e = 0; e < na; e++) A[e] = (float)(4 * urand() - 1); /* activation-like */
+        for (size_t e = 0; e < nb; e++) B[e] = (float)((2 * urand() - 1) * 0.1);
+        for (size_t e = 0; e < nc; e++) C0[e] = (float)(2 * urand() - 1);
+        float *dA = dup_to_device(A, sizeof(float) * na), *dB = dup_to_device(B, sizeof(float) * nb);
+        float *dBh = dalloc(sizeof(float) * nb), *dBl = dalloc(sizeof(float) * nb);
+        float *dC = dup_to_device(C0, sizeof(float) * nc);
+        CHECK_OK(nnpops__tf32_split_cuda((int64_t)nb, 1, 1, dB, (int64_t)nb, 0, dBh, dBl, g_stream));
+        const size_t wb = nnpops__gemm_3xtf32_work_bytes(s->m, s->k, s->batch);
+        void *work = dalloc(wb);
+        CHECK_OK(nnpops__gemm_cuda_3xtf32(h, g_stream, 0, s->trans_b, s->m, s->n, s->k, dA, lda, sa,
+                                          dBh, dBl, ldb, sb, s->beta, dC, ldc, sc, s->batch, work,
+                                          wb));
+        to_host(C, dC, sizeof(float) * nc);
+        /* plain TF32 of the same inputs */
+        CUDA_CHECK(cudaMemcpy(dC, C0, sizeof(float) * nc, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        cublasSetStream(h, g_stream);
+        const float one = 1.0f, bet = (float)s->beta;
+        const cublasOperation_t tb = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+        CHECK(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, tb, (int)s->m, (int)s->n, (int)s->k, &one,
+                                         dA, CUDA_R_32F, (int)lda, sa, dB, CUDA_R_32F, (int)ldb, sb,
+                                         &bet, dC, CUDA_R_32F, (int)ldc, sc, (int)s->batch,
+                                         CUBLAS_COMPUTE_32F_FAST_TF32,
+                                         CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+        to_host(Ct, dC, sizeof(float) * nc);
+        const double e3 = worst_rel(s, A, B, C0, C, lda, ldb, ldc, sa, sb, sc);
+        const double e1 = worst_rel(s, A, B, C0, Ct, lda, ldb, ldc, sa, sb, sc);
+        printf("%s: 3xTF32 worst error / sum|terms| %.2e, plain TF32 %.2e (ratio %.0f)\n", s->what,
+               e3, e1, e1 / (e3 > 0 ? e3 : 1e-300));
+        CHECK(e3 <= 2e-6);
+        CHECK(e1 >= 20 * e3);
+        cudaFree(dA);
+        cudaFree(dB);
+        cudaFree(dBh);
+        cudaFree(dBl);
+        cudaFree(dC);
+        cudaFree(work);
+        free(A);
+        free(B);
+        free(C0);
+        free(C);
+        free(Ct);
+    }
+    cublasDestroy(h);
+    return 0;
+}
+
+/* 96 water molecules on a 6 x 4 x 4 lattice of 3.1 A (about liquid density), random orientations */
+static int64_t water_box(int32_t *z, double *x, double *cell) {
+    const int nx = 6, ny = 4, nz = 4;
+    const double a = 3.1, roh = 0.9572, ang = 104.52 * 3.14159265358979 / 180;
+    int64_t n = 0;
+    for (int i = 0; i < nx; i++)
+        for (int j = 0; j < ny; j++)
+            for (int k = 0; k < nz; k++) {
+                const double o[3] = {(i + 0.5) * a, (j + 0.5) * a, (k + 0.5) * a};
+                /* a random orthonormal frame (u, v) for the molecule's plane */
+                double u[3], v[3], t[3];
+                for (int d = 0; d < 3; d++) u[d] = 2 * urand() - 1;
+                double nu = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
+                for (int d = 0; d < 3; d++) u[d] /= nu;
+                for (int d = 0; d < 3; d++) t[d] = 2 * urand() - 1;
+                const double dt = t[0] * u[0] + t[1] * u[1] + t[2] * u[2];
+                for (int d = 0; d < 3; d++) v[d] = t[d] - dt * u[d];
+                const double nv = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+                for (int d = 0; d < 3; d++) v[d] /= nv;
+                z[n] = 8;
+                for (int d = 0; d < 3; d++) x[3 * n + d] = o[d];
+                n++;
+                for (int h = -1; h <= 1; h += 2) {
+                    z[n] = 1;
+                    for (int d = 0; d < 3; d++)
+                        x[3 * n + d] = o[d] + roh * (cos(ang / 2) * u[d] + h * sin(ang / 2) * v[d]);
+                    n++;
+                }
+            }
+    memset(cell, 0, 9 * sizeof(double));
+    cell[0] = nx * a;
+    cell[4] = ny * a;
+    cell[8] = nz * a;
+    return n;
+}
+
+static void run_model(const char *prec_name, nnpops_precision prec, int tc, int64_t n,
+                      const int32_t *z, const double *x, const double *cell, double *e,
+                      double *f) {
+    nnpops_model *m;
+    CHECK_OK(nnpops_model_load("ani2x", "cuda", prec, &m));
+    nnpops_context *ctx;
+    CHECK_OK(nnpops_context_create(m, &ctx));
+    CHECK_OK(nnpops_context_set_option_by_name(ctx, "tensor_cores", tc ? "on" : "off"));
+    const uint8_t pbc[3] = {1, 1, 1};
+    nnpops_inputs in = {sizeof in, n, -1, 1, z, x, NULL, cell, pbc};
+    nnpops_outputs out = {sizeof out, e, f, NULL, NULL, NULL, NULL};
+    CHECK_OK(nnpops_compute(ctx, &in, &out));
+    printf("ani2x %s tensor_cores %s: energy %.9f eV\n", prec_name, tc ? "on" : "off", *e);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+}
+
+static int case_model(void) {
+    int32_t z[288];
+    double x[3 * 288], cell[9];
+    const int64_t n = water_box(z, x, cell);
+    double e64, e_on, e_off;
+    double *f64 = malloc(sizeof(double) * 3 * n), *f_on = malloc(sizeof(double) * 3 * n),
+           *f_off = malloc(sizeof(double) * 3 * n);
+    run_model("float64", NNPOPS_FLOAT64, 1, n, z, x, cell, &e64, f64);
+    run_model("float32", NNPOPS_FLOAT32, 1, n, z, x, cell, &e_on, f_on);
+    run_model("float32", NNPOPS_FLOAT32, 0, n, z, x, cell, &e_off, f_off);
+    double df_on = 0, df_off = 0, differ = 0;
+    for (int64_t k = 0; k < 3 * n; k++) {
+        df_on = fmax(df_on, fabs(f_on[k] - f64[k]));
+        df_off = fmax(df_off, fabs(f_off[k] - f64[k]));
+        differ = fmax(differ, fabs(f_on[k] - f_off[k]));
+    }
+    printf("%lld atoms: |dE|/N on %.2e off %.2e eV; max |dF| on %.2e off %.2e eV/A; on vs off "
+           "max |dF| %.2e\n",
+           (long long)n, fabs(e_on - e64) / n, fabs(e_off - e64) / n, df_on, df_off, differ);
+    CHECK(fabs(e_on - e64) / n <= 1e-5 && fabs(e_off - e64) / n <= 1e-5);
+    CHECK(df_on <= 1e-3 && df_off <= 1e-3);
+    CHECK(differ > 0 || e_on != e_off);
+    free(f64);
+    free(f_on);
+    free(f_off);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s split|gemm|model\n", argv[0]);
+        return 2;
+    }
+    gpu_init_or_skip();
+    if (!strcmp(argv[1], "split")) return case_split();
+    if (!strcmp(argv[1], "gemm")) return case_gemm();
+    if (!strcmp(argv[1], "model")) return case_model();
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+}
