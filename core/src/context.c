@@ -59,6 +59,7 @@ typedef struct option_info {
 static const char *const length_words[] = {"angstrom", "nm", "bohr", NULL};
 static const char *const energy_words[] = {"eV", "kcal/mol", "kJ/mol", "hartree", NULL};
 static const char *const onoff_words[] = {"off", "on", NULL};
+static const char *const onoffauto_words[] = {"off", "on", "auto", NULL};
 
 static const option_info options[NNPOPS_OPTION_COUNT_] = {
     [NNPOPS_OPTION_LENGTH_UNIT] = {"length_unit", 0, 0, 2, 1, length_words},
@@ -70,7 +71,7 @@ static const option_info options[NNPOPS_OPTION_COUNT_] = {
     [NNPOPS_OPTION_CUDA_GRAPHS] = {"cuda_graphs", 0, 0, 1, 1, onoff_words},
     [NNPOPS_OPTION_GRAPH_WARMUP_STEPS] = {"graph_warmup_steps", 2, 0, 1000, 1, NULL},
     [NNPOPS_OPTION_DETERMINISTIC] = {"deterministic", 0, 0, 1, 1, onoff_words},
-    [NNPOPS_OPTION_TENSOR_CORES] = {"tensor_cores", 1, 0, 1, 1, onoff_words},
+    [NNPOPS_OPTION_TENSOR_CORES] = {"tensor_cores", 2, 0, 2, 1, onoffauto_words},
 };
 
 static const double length_to_A[] = {1.0, 10.0, 0.52917721092};
@@ -137,7 +138,7 @@ nnpops_status nnpops_context_set_option_by_name(nnpops_context *ctx, const char 
         for (int k = 0; o->words[k]; k++) {
             if (strcasecmp(o->words[k], value) == 0) return nnpops_context_set_option(ctx, option, k);
         }
-        if (o->words == onoff_words) {
+        if (o->words == onoff_words || o->words == onoffauto_words) {
             if (!strcasecmp(value, "true") || !strcasecmp(value, "yes"))
                 return nnpops_context_set_option(ctx, option, 1);
             if (!strcasecmp(value, "false") || !strcasecmp(value, "no"))

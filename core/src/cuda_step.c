@@ -510,7 +510,7 @@ static void plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__
     z->want_atom_vir = w->atom_vir;
     z->need_grad = z->want_forces || z->want_virials || z->want_atom_vir;
     z->det = g->deterministic != 0;
-    z->tc = g->tensor_cores != 0;
+    z->tc = g->tensor_cores; /* 0 off, 1 on, 2 auto */
 
     /* local atoms grouped by species into padded GEMM columns */
     int64_t count[NNPOPS__MAX_SPECIES] = {0};
@@ -528,6 +528,9 @@ static void plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__
     ds->n_systems = z->ns;
     ds->n_cols = z->n_cols;
     ds->member = g->member;
+    /* the potential's work space depends on these (sized before the step is enqueued) */
+    ds->deterministic = z->det;
+    ds->tensor_cores = z->tc;
 
     nnpops__nbr_cuda_plan(z->ns, g->sys_start, g->cells, g->pbc, m->cutoff, NNPOPS__NBR_AUTO,
                           &z->plan);
@@ -891,7 +894,7 @@ static void dev_key_of(const nnpops__cuda_dev_args *a, dev_key *k) {
     k->max_images = a->max_images;
     k->member = a->member;
     k->det = a->deterministic != 0;
-    k->tc = a->tensor_cores != 0;
+    k->tc = a->tensor_cores;
     k->max_neighbors = a->max_neighbors;
     k->to_A = a->to_A;
     k->e_factor = a->e_factor;

@@ -365,13 +365,14 @@ nnpops_status nnpops__io_finish_cuda(const nnpops__io_finish_args *args, void *s
 
 /* ---- 3xTF32 GEMMs (kernels/cuda/tf32x3.cu): float32 accuracy on the tensor cores ----
  * nnpops__tf32_split_cuda: x (rows x cols, column major, ld ldx, batch entries stride_x apart)
- * into compact hi (x rounded to TF32) and lo (x - hi, exact), each rows * cols * batch floats.
+ * into hi (x rounded to TF32) and lo (x - hi, exact), each with ld ld_out (>= rows) and batch
+ * entries ld_out * cols apart.
  * nnpops__gemm_cuda_3xtf32: C = beta C + op(A) op(B) as A_lo B_hi + A_hi B_lo + A_hi B_hi on TF32
  * tensor cores (same arguments as nnpops__gemm_cuda, float32 only); A is split on every call into
  * work (nnpops__gemm_3xtf32_work_bytes(rows of A, columns of A, batch) bytes), B comes split. */
 nnpops_status nnpops__tf32_split_cuda(int64_t rows, int64_t cols, int64_t batch, const float *x,
                                       int64_t ldx, int64_t stride_x, float *hi, float *lo,
-                                      void *stream);
+                                      int64_t ld_out, void *stream);
 size_t nnpops__gemm_3xtf32_work_bytes(int64_t rows_a, int64_t cols_a, int64_t batch);
 nnpops_status nnpops__gemm_cuda_3xtf32(void *blas, void *stream, int trans_a, int trans_b,
                                        int64_t m, int64_t n, int64_t k, const float *A,

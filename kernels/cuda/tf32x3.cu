@@ -14,7 +14,7 @@
  *
  * Layout (cuBLAS, column major): C[m x n] = beta C + op(A) op(B), A is the operand split here on
  * every call (activations: it changes every step), B comes split already (weights: split once at
- * model upload by nnpops__tf32_split_cuda).  The split copy of A is compact (ld = rows of A).
+ * model upload by nnpops__tf32_split_cuda).  The split copy of A has its columns 32 floats apart.
  */
 #include <stdint.h>
 #include <string.h>
@@ -48,22 +48,19 @@ __device__ __forceinline__ void tf32_split(float x, float *hi, float *lo) {
     *lo = x - h;
 }
 
-/* x: rows x cols (column major, ld ldx, batch entries stride_x apart) -> compact hi / lo */
+/* x: rows x cols (column major, ld ldx, batch entries stride_x apart) -> hi / lo (ld ld_out,
+ * batch entries ld_out * cols apart).  A thread per row element, blockIdx.y over the (column,
+ * batch entry) pairs: no per-element index divisions, coalesced loads and stores. */
 __global__ void split_kernel(int64_t rows, int64_t cols, int64_t batch, const float *__restrict__ x,
                              int64_t ldx, int64_t stride_x, float *__restrict__ hi,
-                             float *__restrict__ lo) {
-    const int64_t per = rows * cols, total = per * batch;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t t = e / per, r = e - t * per, j = r / rows, i = r - j * rows;
-        tf32_split(x[t * stride_x + j * ldx + i], hi + e, lo + e);
+                             float *__restrict__ lo, int64_t ld_out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows) return;
+    for (int64_t jt = blockIdx.y; jt < cols * batch; jt += gridDim.y) {
+        const int64_t t = jt / cols, j = jt - t * cols;
+        const int64_t o = (t * cols + j) * ld_out + i;
+        tf32_split(x[t * stride_x + j * ldx + i], hi + o, lo + o);
     }
-}
-
-unsigned split_grid(int64_t total) {
-    int64_t b = (total + SPLIT_THREADS - 1) / SPLIT_THREADS;
-    if (b > 65535 * 8) b = 65535 * 8;
-    return (unsigned)(b > 0 ? b : 1);
 }
 
 nnpops_status blas_check(cublasStatus_t s, const char *file, int line, const char *what) {
@@ -76,17 +73,27 @@ nnpops_status blas_check(cublasStatus_t s, const char *file, int line, const cha
 
 extern "C" nnpops_status nnpops__tf32_split_cuda(int64_t rows, int64_t cols, int64_t batch,
                                                  const float *x, int64_t ldx, int64_t stride_x,
-                                                 float *hi, float *lo, void *stream) {
+                                                 float *hi, float *lo, int64_t ld_out,
+                                                 void *stream) {
     if (rows <= 0 || cols <= 0 || batch <= 0) return NNPOPS_OK;
-    split_kernel<<<split_grid(rows * cols * batch), SPLIT_THREADS, 0, as_stream(stream)>>>(
-        rows, cols, batch, x, ldx, stride_x, hi, lo);
+    const int64_t bx = (rows + SPLIT_THREADS - 1) / SPLIT_THREADS, by = cols * batch;
+    if (bx > INT32_MAX)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "TF32 split of %lld rows is too large",
+                            (long long)rows);
+    const dim3 grid((unsigned)bx, (unsigned)(by < 65535 ? by : 65535));
+    split_kernel<<<grid, SPLIT_THREADS, 0, as_stream(stream)>>>(rows, cols, batch, x, ldx,
+                                                                 stride_x, hi, lo, ld_out);
     NNPOPS__LAUNCH_CHECK("TF32 split");
     return NNPOPS_OK;
 }
 
+/* the split copy of A keeps its columns 32 floats apart (128 bytes): the tensor-core kernels
+ * need 16-byte aligned columns, which an odd column count would not give */
+static int64_t split_ld(int64_t rows) { return (rows + 31) / 32 * 32; }
+
 extern "C" size_t nnpops__gemm_3xtf32_work_bytes(int64_t rows_a, int64_t cols_a, int64_t batch) {
     if (rows_a <= 0 || cols_a <= 0 || batch <= 0) return 0;
-    return 2 * align256(sizeof(float) * (size_t)rows_a * (size_t)cols_a * (size_t)batch);
+    return 2 * align256(sizeof(float) * (size_t)split_ld(rows_a) * (size_t)cols_a * (size_t)batch);
 }
 
 extern "C" nnpops_status nnpops__gemm_cuda_3xtf32(
@@ -106,7 +113,9 @@ extern "C" nnpops_status nnpops__gemm_cuda_3xtf32(
                             work_bytes, need);
     float *A_hi = (float *)work;
     float *A_lo = (float *)((char *)work + need / 2);
-    nnpops_status st = nnpops__tf32_split_cuda(ra, ca, batch, A, lda, stride_a, A_hi, A_lo, stream);
+    const int64_t lds = split_ld(ra);
+    nnpops_status st =
+        nnpops__tf32_split_cuda(ra, ca, batch, A, lda, stride_a, A_hi, A_lo, lds, stream);
     if (st != NNPOPS_OK) return st;
     cublasHandle_t h = (cublasHandle_t)blas;
     if ((st = blas_check(cublasSetStream(h, as_stream(stream)), __FILE__, __LINE__,
@@ -115,7 +124,7 @@ extern "C" nnpops_status nnpops__gemm_cuda_3xtf32(
     const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const float one = 1.0f, b0 = (float)beta;
-    const int lda_c = ra > 0 ? (int)ra : 1;
+    const int lda_c = (int)lds;
     const float *As[3] = {A_lo, A_hi, A_hi};
     const float *Bs[3] = {B_hi, B_lo, B_hi};
     for (int p = 0; p < 3; p++) {
@@ -128,7 +137,7 @@ extern "C" nnpops_status nnpops__gemm_cuda_3xtf32(
         else
             s = cublasGemmStridedBatchedEx(
                 h, ta, tb, (int)m, (int)n, (int)k, &one, As[p], CUDA_R_32F, lda_c,
-                (long long)(ra * ca), Bs[p], CUDA_R_32F, (int)ldb, (long long)stride_b, bet, C,
+                (long long)(lds * ca), Bs[p], CUDA_R_32F, (int)ldb, (long long)stride_b, bet, C,
                 CUDA_R_32F, (int)ldc, (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F_FAST_TF32,
                 CUBLAS_GEMM_DEFAULT);
         if ((st = blas_check(s, __FILE__, __LINE__, "3xTF32 GEMM (cublasGemmEx)")) != NNPOPS_OK)

@@ -99,7 +99,7 @@ nnpops_status nnpops__ani_upload(nnpops_model *model) {
         } else {
             const int64_t n = (int64_t)(d->bytes / sizeof(float));
             st = nnpops__tf32_split_cuda(n, 1, 1, d->arena, n, 0, d->split,
-                                         (float *)((char *)d->split + d->bytes), NULL);
+                                         (float *)((char *)d->split + d->bytes), n, NULL);
             if (st == NNPOPS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
                 st = nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: splitting the ANI weights on %s: %s",
                                   __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
@@ -139,6 +139,15 @@ static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
 /* Species whose networks run through the small-n grouped GEMMs (nnpops__small_gemm_cuda_f32)
  * instead of cuBLAS: float32 models, 1 .. NNPOPS__SG_MAX_COLS atoms of the species.  Chosen from
  * the column counts, which are part of the CUDA graph key (core/src/cuda_step.c). */
+/* Option tensor_cores: 3xTF32 GEMMs for the cuBLAS path of species s (float32; 1 on: always,
+ * 2 auto: from ANI_TC_AUTO_COLS columns, below which the split passes and the three launches per
+ * product cost more than the FP32 FMA GEMM they replace) */
+#define ANI_TC_AUTO_COLS 4096
+static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
+    if (a->precision != NNPOPS_FLOAT32) return 0;
+    return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);
+}
+
 static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     return a->precision == NNPOPS_FLOAT32 && st->col_count[s] > 0 &&
            st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
@@ -175,10 +184,10 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     }
     /* 3xTF32 (float32, option tensor_cores): the largest activation operand of the cuBLAS-path
      * GEMMs, split (hi + lo) on every call */
-    if (a->precision == NNPOPS_FLOAT32 && st->tensor_cores) {
+    {
         size_t need = 0;
         for (int s = 0; s < a->n_species; s++) {
-            if (st->col_count[s] <= 0 || sg_small(a, st, s)) continue;
+            if (st->col_count[s] <= 0 || sg_small(a, st, s) || !use_tc(a, st, s)) continue;
             const int64_t cols = st->col_count[s] < ANI_CUDA_CHUNK ? st->col_count[s] : ANI_CUDA_CHUNK;
             const int32_t *w = a->width[s];
             const int64_t M = a->ensemble;
@@ -357,15 +366,15 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
 }
 
 /* One GEMM of the cuBLAS path: C = beta C + A op(W), A the activations (m x k, column major), W
- * weights of the model's device arena.  Float32 with option tensor_cores: 3xTF32 on the tensor
- * cores (the weights' split halves, the activations split into the layout's tc space); otherwise
+ * weights of the model's device arena, species s.  When use_tc: 3xTF32 on the tensor cores (the weights' split halves, the activations split into the layout's tc space); otherwise
  * plain FP32 / FP64 through nnpops__gemm_cuda. */
 static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
-                              const ani_layout *L, int trans_b, int64_t m, int64_t n, int64_t k,
+                              const ani_layout *L, int s, int trans_b, int64_t m, int64_t n,
+                              int64_t k,
                               const void *A, int64_t lda, int64_t stride_a, const char *Wp,
                               int64_t ldb, int64_t stride_b, double beta, void *C, int64_t ldc,
                               int64_t stride_c, int64_t batch) {
-    if (a->precision == NNPOPS_FLOAT32 && st->tensor_cores && dev->split) {
+    if (use_tc(a, st, s) && dev->split) {
         const size_t off = (size_t)(Wp - (const char *)dev->arena);
         const float *hi = (const float *)((const char *)dev->split + off);
         const float *lo = (const float *)((const char *)dev->split + dev->bytes + off);
@@ -438,7 +447,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, st, &L, 0, cols, Me * w[1], Lf, X, ld, 0,
+            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, X, ld, 0,
                                   WPTR(0, moff), Lf, 0, 0.0, ACT(0), ldc, 0, 1));
             if (f64)
                 TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[1], a->alpha,
@@ -450,7 +459,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                stream));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, st, &L, 0, cols, w[l + 1], w[l],
+                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l],
                                       ACT(l - 1), ldc, (int64_t)w[l] * ldc, WPTR(l, moff), w[l],
                                       (int64_t)w[l + 1] * w[l], 0.0, ACT(l), ldc,
                                       (int64_t)w[l + 1] * ldc, Me));
@@ -492,7 +501,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             if (!st->need_grad) continue;
             /* backward through the hidden layers */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, st, &L, 1, cols, w[l], w[l + 1], ACT(l),
+                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], ACT(l),
                                       ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff), w[l],
                                       (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
                                       Me));
@@ -506,7 +515,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                            (float *)ACT(l - 1), ldc, stream));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, st, &L, 1, cols, Lf, Me * w[1], ACT(0), ldc,
+            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], ACT(0), ldc,
                                   0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
         }
 #undef ACT

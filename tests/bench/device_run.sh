@@ -109,12 +109,12 @@ if [ $run_model = 1 ]; then
 fi
 if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
   echo "== ncu: GPU time per kernel of 4 steps (3 warm-up + 1) per system, eager"
-  if [ -n "${PROFILE_SYSTEMS:-}" ]; then read -r -a systems <<< "$PROFILE_SYSTEMS"
+  if [ -n "${PROFILE_SYSTEMS:-}" ]; then IFS="|" read -r -a systems <<< "$PROFILE_SYSTEMS"
   else systems=(alanine 1hz5 "water 10^3"); fi
   for sys in "${systems[@]}"; do
     echo "---- $sys" >> "$out/profile.log"
     timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
-      --launch-count 600 "$build/tests/bench_gpu" --only "$sys" --steps 1 --no-graphs \
+      --launch-count 600 "$build/tests/bench_gpu" --only "$sys" --steps 1 --no-graphs --no-tc-compare \
       >> "$out/profile.log" 2>&1
     echo "ncu rc=$? ($sys)"
   done

@@ -13,6 +13,9 @@
  *          through cuBLAS) with option tensor_cores on and off: both within the float32 tolerances
  *          of the float64 model (|dE|/N <= 1e-5 eV, max |dF| <= 1e-3 eV/A), and the two float32
  *          results differ (the 3xTF32 path ran)
+ *   auto   option tensor_cores auto (the default) follows the species' atom count: bitwise equal
+ *          to off on the 96-molecule box, to on on a 4,096-molecule box (4,096 O), with option
+ *          deterministic on; on and off differ on both
  */
 #include <math.h>
 #include <stdint.h>
@@ -40,7 +43,7 @@ static int case_split(void) {
     float *dx = dup_to_device(x, sizeof(float) * n);
     float *dhi = dalloc(sizeof(float) * n), *dlo = dalloc(sizeof(float) * n);
     /* as a 250 x 400 matrix with ld 250 */
-    CHECK_OK(nnpops__tf32_split_cuda(250, 400, 1, dx, 250, 0, dhi, dlo, g_stream));
+    CHECK_OK(nnpops__tf32_split_cuda(250, 400, 1, dx, 250, 0, dhi, dlo, 250, g_stream));
     to_host(hi, dhi, sizeof(float) * n);
     to_host(lo, dlo, sizeof(float) * n);
     int bad = 0;
@@ -133,7 +136,7 @@ static int case_gemm(void) {
         float *dA = dup_to_device(A, sizeof(float) * na), *dB = dup_to_device(B, sizeof(float) * nb);
         float *dBh = dalloc(sizeof(float) * nb), *dBl = dalloc(sizeof(float) * nb);
         float *dC = dup_to_device(C0, sizeof(float) * nc);
-        CHECK_OK(nnpops__tf32_split_cuda((int64_t)nb, 1, 1, dB, (int64_t)nb, 0, dBh, dBl, g_stream));
+        CHECK_OK(nnpops__tf32_split_cuda((int64_t)nb, 1, 1, dB, (int64_t)nb, 0, dBh, dBl, (int64_t)nb, g_stream));
         const size_t wb = nnpops__gemm_3xtf32_work_bytes(s->m, s->k, s->batch);
         void *work = dalloc(wb);
         CHECK_OK(nnpops__gemm_cuda_3xtf32(h, g_stream, 0, s->trans_b, s->m, s->n, s->k, dA, lda, sa,
@@ -174,9 +177,8 @@ static int case_gemm(void) {
     return 0;
 }
 
-/* 96 water molecules on a 6 x 4 x 4 lattice of 3.1 A (about liquid density), random orientations */
-static int64_t water_box(int32_t *z, double *x, double *cell) {
-    const int nx = 6, ny = 4, nz = 4;
+/* nx * ny * nz water molecules on a lattice of 3.1 A (about liquid density), random orientations */
+static int64_t water_box(int nx, int ny, int nz, int32_t *z, double *x, double *cell) {
     const double a = 3.1, roh = 0.9572, ang = 104.52 * 3.14159265358979 / 180;
     int64_t n = 0;
     for (int i = 0; i < nx; i++)
@@ -210,19 +212,24 @@ static int64_t water_box(int32_t *z, double *x, double *cell) {
     return n;
 }
 
-static void run_model(const char *prec_name, nnpops_precision prec, int tc, int64_t n,
+static const char *const tc_words[] = {"off", "on", "auto"};
+
+/* tc: 0 off, 1 on, 2 auto; det: option deterministic */
+static void run_model(const char *prec_name, nnpops_precision prec, int tc, int det, int64_t n,
                       const int32_t *z, const double *x, const double *cell, double *e,
                       double *f) {
     nnpops_model *m;
     CHECK_OK(nnpops_model_load("ani2x", "cuda", prec, &m));
     nnpops_context *ctx;
     CHECK_OK(nnpops_context_create(m, &ctx));
-    CHECK_OK(nnpops_context_set_option_by_name(ctx, "tensor_cores", tc ? "on" : "off"));
+    CHECK_OK(nnpops_context_set_option_by_name(ctx, "tensor_cores", tc_words[tc]));
+    CHECK_OK(nnpops_context_set_option_by_name(ctx, "deterministic", det ? "on" : "off"));
     const uint8_t pbc[3] = {1, 1, 1};
     nnpops_inputs in = {sizeof in, n, -1, 1, z, x, NULL, cell, pbc};
     nnpops_outputs out = {sizeof out, e, f, NULL, NULL, NULL, NULL};
     CHECK_OK(nnpops_compute(ctx, &in, &out));
-    printf("ani2x %s tensor_cores %s: energy %.9f eV\n", prec_name, tc ? "on" : "off", *e);
+    printf("ani2x %s, %lld atoms, tensor_cores %s, deterministic %s: energy %.9f eV\n", prec_name,
+           (long long)n, tc_words[tc], det ? "on" : "off", *e);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
 }
@@ -230,13 +237,13 @@ static void run_model(const char *prec_name, nnpops_precision prec, int tc, int6
 static int case_model(void) {
     int32_t z[288];
     double x[3 * 288], cell[9];
-    const int64_t n = water_box(z, x, cell);
+    const int64_t n = water_box(6, 4, 4, z, x, cell);
     double e64, e_on, e_off;
     double *f64 = malloc(sizeof(double) * 3 * n), *f_on = malloc(sizeof(double) * 3 * n),
            *f_off = malloc(sizeof(double) * 3 * n);
-    run_model("float64", NNPOPS_FLOAT64, 1, n, z, x, cell, &e64, f64);
-    run_model("float32", NNPOPS_FLOAT32, 1, n, z, x, cell, &e_on, f_on);
-    run_model("float32", NNPOPS_FLOAT32, 0, n, z, x, cell, &e_off, f_off);
+    run_model("float64", NNPOPS_FLOAT64, 1, 0, n, z, x, cell, &e64, f64);
+    run_model("float32", NNPOPS_FLOAT32, 1, 0, n, z, x, cell, &e_on, f_on);
+    run_model("float32", NNPOPS_FLOAT32, 0, 0, n, z, x, cell, &e_off, f_off);
     double df_on = 0, df_off = 0, differ = 0;
     for (int64_t k = 0; k < 3 * n; k++) {
         df_on = fmax(df_on, fabs(f_on[k] - f64[k]));
@@ -255,15 +262,44 @@ static int case_model(void) {
     return 0;
 }
 
+/* tensor_cores auto (the default) picks per species by its atom count: with option deterministic
+ * on (bitwise reproducible), auto equals off bit for bit on the 288-atom box (192 H, below the
+ * 4096 of auto) and equals on bit for bit on a 12,288-atom box (8,192 H and 4,096 O: both above),
+ * where on and off differ */
+static int case_auto(void) {
+    enum { NMAX = 12288 };
+    int32_t *z = malloc(sizeof(int32_t) * NMAX);
+    double *x = malloc(sizeof(double) * 3 * NMAX), cell[9];
+    double *f[3];
+    for (int k = 0; k < 3; k++) f[k] = malloc(sizeof(double) * 3 * NMAX);
+    for (int big = 0; big < 2; big++) {
+        const int64_t n = big ? water_box(16, 16, 16, z, x, cell) : water_box(6, 4, 4, z, x, cell);
+        double e[3];
+        for (int tc = 0; tc < 3; tc++) run_model("float32", NNPOPS_FLOAT32, tc, 1, n, z, x, cell, &e[tc], f[tc]);
+        const int same = big ? 1 : 0; /* auto should equal on (big) or off (small) */
+        const int other = 1 - same;
+        CHECK(e[2] == e[same]);
+        CHECK(memcmp(f[2], f[same], sizeof(double) * 3 * (size_t)n) == 0);
+        CHECK(e[2] != e[other] || memcmp(f[2], f[other], sizeof(double) * 3 * (size_t)n) != 0);
+        printf("%lld atoms: auto equals %s bit for bit and differs from %s\n", (long long)n,
+               tc_words[same], tc_words[other]);
+    }
+    for (int k = 0; k < 3; k++) free(f[k]);
+    free(z);
+    free(x);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s split|gemm|model\n", argv[0]);
+        fprintf(stderr, "usage: %s split|gemm|model|auto\n", argv[0]);
         return 2;
     }
     gpu_init_or_skip();
     if (!strcmp(argv[1], "split")) return case_split();
     if (!strcmp(argv[1], "gemm")) return case_gemm();
     if (!strcmp(argv[1], "model")) return case_model();
+    if (!strcmp(argv[1], "auto")) return case_auto();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }

@@ -2,7 +2,8 @@
 # nnpops_cuda_device_count() == 0.  Included by tests/CMakeLists.txt.
 #   gpu.ops.*    every CUDA op against its CPU twin (test_gpu_ops.c, internal functions)
 #   gpu.model.*  the ANI models on device "cuda" through the public API (test_gpu_model.c)
-#   gpu.ops.tf32x3_* the 3xTF32 tensor-core GEMMs against a float64 CPU GEMM (test_gpu_tf32x3.c)
+#   gpu.ops.tf32x3_* the 3xTF32 tensor-core GEMMs against a float64 CPU GEMM, option tensor_cores
+#                    on / off / auto in the model (test_gpu_tf32x3.c)
 #   gpu.graphs.* CUDA graphs (replay = eager, warm-up, shape changes, overflow) and deterministic
 #                mode (test_gpu_graphs.c)
 #   gpu.device.* the experimental device-pointer entry nnpops_compute_device (its plans, the
@@ -85,7 +86,7 @@ endforeach()
 # 3xTF32 GEMMs (test_gpu_tf32x3.c)
 add_executable(test_gpu_tf32x3 ${CMAKE_CURRENT_LIST_DIR}/test_gpu_tf32x3.c)
 nnpops_gpu_internal_program(test_gpu_tf32x3)
-foreach(case split gemm model)
+foreach(case split gemm model auto)
   add_test(NAME gpu.ops.tf32x3_${case} COMMAND test_gpu_tf32x3 ${case})
   set_tests_properties(gpu.ops.tf32x3_${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")

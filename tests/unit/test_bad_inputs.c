@@ -748,6 +748,11 @@ static int case_option_names(void) {
            NNPOPS_ERROR_INVALID_ARGUMENT, "option max_images: value 1e+09 is out of range");
     EXPECT(ctx, nnpops_context_set_option_by_name(ctx, "deterministic", "maybe"),
            NNPOPS_ERROR_INVALID_ARGUMENT, "option deterministic: cannot read value 'maybe' (one of off|on)");
+    EXPECT(ctx, nnpops_context_set_option_by_name(ctx, "tensor_cores", "sometimes"),
+           NNPOPS_ERROR_INVALID_ARGUMENT,
+           "option tensor_cores: cannot read value 'sometimes' (one of off|on|auto)");
+    EXPECT(ctx, nnpops_context_set_option(ctx, NNPOPS_OPTION_TENSOR_CORES, 3),
+           NNPOPS_ERROR_INVALID_ARGUMENT, "option tensor_cores: value 3 is out of range [0, 2]");
     options_of(ctx, v1);
     CHECK(memcmp(v0, v1, sizeof v0) == 0);
     /* the accepted spellings */
@@ -757,6 +762,16 @@ static int case_option_names(void) {
     CHECK_OK(nnpops_context_set_option_by_name(ctx, "length_unit", "A"));
     CHECK_OK(nnpops_context_set_option_by_name(ctx, "deterministic", "yes"));
     CHECK_OK(nnpops_context_set_option_by_name(ctx, "deterministic", "off"));
+    CHECK(v0[NNPOPS_OPTION_TENSOR_CORES] == 2.0); /* auto by default */
+    CHECK_OK(nnpops_context_set_option_by_name(ctx, "tensor_cores", "on"));
+    CHECK_OK(nnpops_context_get_option(ctx, NNPOPS_OPTION_TENSOR_CORES, &v1[0]));
+    CHECK(v1[0] == 1.0);
+    CHECK_OK(nnpops_context_set_option_by_name(ctx, "tensor_cores", "no"));
+    CHECK_OK(nnpops_context_get_option(ctx, NNPOPS_OPTION_TENSOR_CORES, &v1[0]));
+    CHECK(v1[0] == 0.0);
+    CHECK_OK(nnpops_context_set_option_by_name(ctx, "tensor_cores", "AUTO"));
+    CHECK_OK(nnpops_context_get_option(ctx, NNPOPS_OPTION_TENSOR_CORES, &v1[0]));
+    CHECK(v1[0] == 2.0);
     CHECK_OK(nnpops_context_set_option_by_name(ctx, "min_distance", "0.1"));
     check_recovers(ctx);
     nnpops_context_destroy(ctx);

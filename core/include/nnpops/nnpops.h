@@ -85,10 +85,11 @@ typedef enum nnpops_option {
     NNPOPS_OPTION_CUDA_GRAPHS = 6,        /* 0 off (default), 1 on */
     NNPOPS_OPTION_GRAPH_WARMUP_STEPS = 7, /* eager steps before capture (default 2) */
     NNPOPS_OPTION_DETERMINISTIC = 8,      /* 0 off (default), 1 on: bitwise reproducible */
-    NNPOPS_OPTION_TENSOR_CORES = 9,       /* float32 on the GPU: 1 on (default): the network GEMMs
-                                           * of species with more than 64 atoms in a step run on
-                                           * the tensor cores as 3xTF32 splits (float32 accuracy);
-                                           * 0 off: plain FP32 FMA.  Ignored elsewhere. */
+    NNPOPS_OPTION_TENSOR_CORES = 9,       /* float32 on the GPU: the network GEMMs as 3xTF32
+                                           * splits on the tensor cores (float32 accuracy).
+                                           * 2 auto (default): for species with at least 4096
+                                           * atoms in a step; 1 on: every species with more than
+                                           * 64 atoms; 0 off: plain FP32 FMA.  Ignored elsewhere. */
     NNPOPS_OPTION_COUNT_ = 10
 } nnpops_option;
 
