@@ -12,10 +12,11 @@
  *      appends the entry, when inside the angular cutoff, to a shared list (v, d, fc, species; at
  *      most max_angular of them): one pass over the entries (the range and each half-warp's first
  *      entry are loaded before the barrier that follows zeroing the row, hiding their latency).
- *   2. The angular terms: a warp per unordered pair (j, k) of listed entries, a lane per angular
- *      term (lane t < angular_len, looping when the block has more than 32 terms).  A term is the
+ *   2. The angular terms: a group of G lanes per unordered pair (j, k) of listed entries (G = 16,
+ *      two pairs per warp, when a pair's distinct factors fit in 16 lanes, as in ANI; else 32), a
+ *      lane per angular term (looping when the block has more than G terms).  A term is the
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
- *      factor f1 (n_zeta * n_shf_z values): when both fit in one warp (ANI: 8 + 4), each distinct
+ *      factor f1 (n_zeta * n_shf_z values): when both fit in one group (ANI: 8 + 4), each distinct
  *      factor is computed by one lane and every term fetches its two with shuffles; otherwise each
  *      lane computes its own from constants tabulated in shared memory.  cos(theta - s) is formed
  *      as cos(theta) cos(s) + sin(theta) sin(s) with cos(theta) = 0.95 cos_ijk and
@@ -24,7 +25,7 @@
  * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
  *   radial terms give dE/dv per entry directly (one thread per entry, its first entry loaded while
  *   the row is read); angular pairs are reduced
- *   per warp (sums over the terms of g df1 f2, g f1 df2, g f1 f2, as on the CPU) and lane 0 adds
+ *   per group (sums over the terms of g df1 f2, g f1 df2, g f1 f2, as on the CPU) and its first lane adds
  *   the two entry gradients into per-listed-entry accumulators (shared, double).  Entry gradients
  *   go to pair_grad[p] ([n_pairs][3], double) with the entry's sign: atomicAdd in CSR mode (a pair
  *   is seen by both of its centers), a plain store (radial) plus read-add-write (angular, after a
@@ -215,33 +216,59 @@ __device__ __forceinline__ void term_sources(const nnpops__aev_desc &d, int n2, 
  * n2 <= l < n2 + n1 computes f1 number l - n2 (with their derivatives in the backward), and each
  * term fetches its two factors with shuffles: n1 + n2 transcendentals per pair instead of 2 A. */
 template <typename R> struct ang_lane {
-    bool shared_factors; /* n1 + n2 <= 32 */
+    int G;               /* lanes per pair: 16 when n1 + n2 <= 16 (two pairs per warp), else 32 */
+    int gl, sub;         /* lane within its group, group within the warp */
+    bool shared_factors; /* n1 + n2 <= G */
     int n2;
     int role;            /* 0: f2, 1: f1, 2: none */
-    int src2, src1;      /* sources of term t = lane (angular_len <= 32) */
+    int src2, src1;      /* sources (lanes of the group) of term t = gl */
+    int src2b, src1b;    /* ... of term t = gl + G */
     R eta, shfa, zeta, cz, sz;
     __device__ ang_lane(const nnpops__aev_desc &d, int lane) {
         n2 = d.n_eta_a * d.n_shf_a;
         const int n1 = d.n_zeta * d.n_shf_z;
-        shared_factors = n1 + n2 <= 32;
+        G = n1 + n2 <= 16 ? 16 : 32;
+        gl = lane & (G - 1);
+        sub = lane / G;
+        shared_factors = n1 + n2 <= G;
         role = 2;
         eta = shfa = zeta = cz = sz = (R)0;
-        src2 = src1 = 0;
-        if (lane < d.angular_len) term_sources(d, n2, lane, src2, src1);
-        if (lane < n2) {
+        src2 = src1 = src2b = src1b = 0;
+        if (gl < d.angular_len) term_sources(d, n2, gl, src2, src1);
+        if (gl + G < d.angular_len) term_sources(d, n2, gl + G, src2b, src1b);
+        if (gl < n2) {
             role = 0;
-            eta = (R)d.eta_a[lane / d.n_shf_a];
-            shfa = (R)d.shf_a[lane % d.n_shf_a];
-        } else if (lane < n2 + n1) {
+            eta = (R)d.eta_a[gl / d.n_shf_a];
+            shfa = (R)d.shf_a[gl % d.n_shf_a];
+        } else if (gl < n2 + n1) {
             role = 1;
-            const int l = lane - n2;
+            const int l = gl - n2;
             zeta = (R)d.zeta[l / d.n_shf_z];
             const R s = (R)d.shf_z[l % d.n_shf_z];
             cz = rcos(s);
             sz = rsin(s);
         }
     }
+    /* sources of term t = t0 + gl (t0 a multiple of G): the first two slices kept, later ones
+     * recomputed (their lanes t >= angular_len keep the first slice's, valid, sources) */
+    __device__ __forceinline__ void sources(const nnpops__aev_desc &d, int t0, int t, int &s2,
+                                            int &s1) const {
+        s2 = src2;
+        s1 = src1;
+        if (t0 == G) {
+            s2 = src2b;
+            s1 = src1b;
+        } else if (t0 > G && t < d.angular_len) {
+            term_sources(d, n2, t, s2, s1);
+        }
+    }
 };
+
+/* Sum over the G lanes of each group (G = 16 or 32: all 32 lanes call it). */
+template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
+    for (int o = G >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(NNPOPS__FULL_MASK, v, o);
+    return v;
+}
 
 template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -312,9 +339,13 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
+    const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
-    for (bool more = pair_advance(na, a1, a2, warp + 1); more; more = pair_advance(na, a1, a2, nw)) {
-        const ang_ent<R> &ej = sm.ang[a1], &ek = sm.ang[a2];
+    /* a group of G lanes per pair; a group past its last pair runs along on pair (0, 0), whose
+     * results it drops, while the other group of its warp still has pairs (shuffles need all 32) */
+    bool more = pair_advance(na, a1, a2, vw + 1);
+    while (__any_sync(NNPOPS__FULL_MASK, more)) {
+        const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
         const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
         R den = ej.d * ek.d;
         if (den < (R)1e-10) den = (R)1e-10;
@@ -333,19 +364,19 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
             } else if (al.role == 1) {
                 v = rpow(((R)1 + (cs * al.cz + sn * al.sz)) * (R)0.5, al.zeta);
             }
-            for (int t0 = 0; t0 < A; t0 += 32) {
-                const int t = t0 + lane;
-                int src2 = al.src2, src1 = al.src1;
-                if (t0 > 0 && t < A) term_sources(d, al.n2, t, src2, src1);
-                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2);
-                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1);
-                if (t < A) {
+            for (int t0 = 0; t0 < A; t0 += G) {
+                const int t = t0 + gl;
+                int src2, src1;
+                al.sources(d, t0, t, src2, src1);
+                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
+                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
+                if (more && t < A) {
                     if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
                     else atomicAdd(blk + t, f1 * (f2 * pre));
                 }
             }
-        } else {
-            for (int t = lane; t < A; t += 32) {
+        } else if (more) {
+            for (int t = gl; t < A; t += G) {
                 const R base = ((R)1 + (cs * sm.tc[t] + sn * sm.ts[t])) * (R)0.5;
                 const R f1 = rpow(base, sm.tzeta[t]);
                 const R x = dm - sm.tshfa[t];
@@ -354,6 +385,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 else atomicAdd(blk + t, f1 * (f2 * pre));
             }
         }
+        if (more) more = pair_advance(na, a1, a2, nvw);
     }
     __syncthreads();
     if (a.det)
@@ -446,9 +478,12 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
+    const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
-    for (bool more = pair_advance(na, a1, a2, warp + 1); more; more = pair_advance(na, a1, a2, nw)) {
-        const ang_ent<R> &ej = sm.ang[a1], &ek = sm.ang[a2];
+    /* groups of G lanes per pair, as in the forward */
+    bool more = pair_advance(na, a1, a2, vw + 1);
+    while (__any_sync(NNPOPS__FULL_MASK, more)) {
+        const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
         const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
         R den = ej.d * ek.d;
         if (den < (R)1e-10) den = (R)1e-10;
@@ -473,14 +508,14 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
                 v = pm1 * base;
                 dv = al.zeta * pm1 * dbase;
             }
-            for (int t0 = 0; t0 < A; t0 += 32) {
-                const int t = t0 + lane;
-                int src2 = al.src2, src1 = al.src1;
-                if (t0 > 0 && t < A) term_sources(d, al.n2, t, src2, src1);
-                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2);
-                const R df2 = __shfl_sync(NNPOPS__FULL_MASK, dv, src2);
-                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1);
-                const R df1 = __shfl_sync(NNPOPS__FULL_MASK, dv, src1);
+            for (int t0 = 0; t0 < A; t0 += G) {
+                const int t = t0 + gl;
+                int src2, src1;
+                al.sources(d, t0, t, src2, src1);
+                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
+                const R df2 = __shfl_sync(NNPOPS__FULL_MASK, dv, src2, G);
+                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
+                const R df1 = __shfl_sync(NNPOPS__FULL_MASK, dv, src1, G);
                 if (t < A) {
                     const R g = gb[t];
                     sc += g * df1 * f2;
@@ -489,7 +524,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
                 }
             }
         } else {
-            for (int t = lane; t < A; t += 32) {
+            for (int t = gl; t < A; t += G) {
                 const R base = ((R)1 + (cs * sm.tc[t] + sn * sm.ts[t])) * (R)0.5;
                 const R sdiff = sn * sm.tc[t] - cs * sm.ts[t]; /* sin(theta - shift) */
                 const R dbase = (R)-0.5 * sdiff * dtheta;
@@ -505,10 +540,10 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
                 sv += g * f1 * f2;
             }
         }
-        sc = warp_sum(sc);
-        smv = warp_sum(smv);
-        sv = warp_sum(sv);
-        if (lane == 0) {
+        sc = group_sum(sc, G);
+        smv = group_sum(smv, G);
+        sv = group_sum(sv, G);
+        if (more && gl == 0) {
             const R fcjk = ej.fc * ek.fc;
             const R dedc = (R)2 * fcjk * sc;
             const R dm_term = fcjk * smv;
@@ -531,6 +566,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
                 }
             }
         }
+        if (more) more = pair_advance(na, a1, a2, nvw);
     }
     __syncthreads();
     if (a.det) {
