@@ -5,10 +5,11 @@
 #   _carry_gpu/neurochem/   ani-2x_8x / ani-1x_8x archives + .info  (converted here into _carry_gpu/models)
 #   _carry_gpu/shared/      reference/*.json and structures/*.pdb   (NNPOPS_SHARED_DIR)
 #   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
-# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|all|tests+bench+model...]
+# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|all|tests+bench+model...]
 #        [extra bench arguments]
 #   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
-#   (builds every target); profile: ncu per-kernel times.
+#   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
+#   systems, PROFILE_NBR="N ..." neighbor-list sizes); soak: GPU soak runs of tests/slow/soak.c.
 set -u
 what=${1:-all}
 shift || true
@@ -77,7 +78,10 @@ t0=$(date +%s)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DNNPOPS_TEST_MODEL_DIR="$models" \
   -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
-case "$what" in *model*|all) targets="";; *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu";; esac
+case "$what" in
+  *model*|all) targets="";;
+  *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu test_slow_soak";;
+esac
 cmake --build "$build" -j"$(nproc)" $targets \
   > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
@@ -100,6 +104,20 @@ if [ $run_bench = 1 ]; then
   timeout "${BENCH_TIMEOUT:-300}" "$build/tests/bench_gpu" --md "$out/bench.md" "$@" > "$out/bench.log" 2>&1
   echo "bench rc=$?"
   cat "$out/bench.log"
+fi
+case "$what" in *soak*|all) run_soak=1;; *) run_soak=0;; esac
+if [ $run_soak = 1 ]; then
+  # GPU soak (tests/slow/soak.c): host RSS within 5 % and GPU memory in use flat after the warm-up
+  echo "== GPU soak: ANI-2x on cuda (small: 10^5 steps of 24 atoms, eager and with graphs; large: 1000"
+  echo "   steps of a ~10^4-atom box whose atom count changes every step)"
+  for args in "small 100000 ani2x cuda" "small 100000 ani2x cuda graphs" "large 1000 ani2x cuda"; do
+    timeout 300 "$build/tests/test_slow_soak" $args > "$out/soak-run.log" 2>&1
+    rc=$?
+    cat "$out/soak-run.log" >> "$out/soak.log"
+    echo "soak $args: rc=$rc"
+    grep -E "GPU memory in use:|RSS:|graphs:|PASS|FAIL" "$out/soak-run.log"
+  done
+  rm -f "$out/soak-run.log"
 fi
 if [ $run_model = 1 ]; then
   echo "== ctest -L \"unit|kernel|model\" (CUDA-ON build)"

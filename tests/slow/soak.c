@@ -9,6 +9,11 @@
  *        soak large [STEPS [MODEL]]   a periodic water box of 10002 atoms at 1 g/cm^3 whose
  *                                     molecule count changes every step (90..100 %); default
  *                                     1000 steps
+ *        soak KIND STEPS MODEL DEVICE [graphs]
+ *                                     DEVICE cpu (default) or cuda / cuda:N; "graphs": option
+ *                                     cuda_graphs on.  On a CUDA device the GPU memory in use
+ *                                     (cudaMemGetInfo; builds with NNPOPS_ENABLE_CUDA) is recorded
+ *                                     like the RSS and must not grow at all after the warm-up.
  * MODEL defaults to ani1x (NNPOPS_MODEL_PATH).  Every step computes energy, forces and virial
  * and checks that they are finite.  Warm-up: 1 % of the steps (at least 10), the first of them at
  * the largest size of the run, so that every buffer reaches its final size.  The log (stdout)
@@ -25,6 +30,18 @@
 #include <unistd.h>
 
 #include "check.h"
+
+#ifdef NNPOPS_SOAK_CUDA
+#include <cuda_runtime.h>
+/* GPU memory in use on the current device (MiB), or -1 when it cannot be read */
+static double gpu_used_mib(void) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return -1.0;
+    return (double)(total_b - free_b) / (1024.0 * 1024.0);
+}
+#else
+static double gpu_used_mib(void) { return -1.0; }
+#endif
 
 static double rss_mib(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -104,7 +121,7 @@ static void setup_large(run *r) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || (strcmp(argv[1], "small") && strcmp(argv[1], "large"))) {
-        fprintf(stderr, "usage: %s small|large [STEPS [MODEL]]\n", argv[0]);
+        fprintf(stderr, "usage: %s small|large [STEPS [MODEL [DEVICE [graphs]]]]\n", argv[0]);
         return 2;
     }
     run r;
@@ -113,6 +130,9 @@ int main(int argc, char **argv) {
     const int large = strcmp(r.kind, "large") == 0;
     r.steps = argc > 2 ? atol(argv[2]) : (large ? 1000 : 100000);
     const char *model_name = argc > 3 ? argv[3] : "ani1x";
+    const char *device = argc > 4 ? argv[4] : "cpu";
+    const int graphs = argc > 5 && strcmp(argv[5], "graphs") == 0;
+    const int on_gpu = strncmp(device, "cuda", 4) == 0;
     CHECK(r.steps >= 20);
     const int64_t cap = large ? 3 * 3334 : 24;
     r.z = malloc(sizeof(int32_t) * cap);
@@ -125,11 +145,13 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < r.max_atoms; i++) r.z[i] = i % 3 == 0 ? 8 : 1;
 
     nnpops_model *m = NULL;
-    nnpops_status st = nnpops_model_load(model_name, "cpu", NNPOPS_FLOAT32, &m);
+    nnpops_status st = nnpops_model_load(model_name, device, NNPOPS_FLOAT32, &m);
     if (st == NNPOPS_ERROR_MODEL_NOT_FOUND) return test_missing_data(model_name);
     CHECK_OK(st);
     nnpops_context *ctx = NULL;
     CHECK_OK(nnpops_context_create(m, &ctx));
+    if (graphs) CHECK_OK(nnpops_context_set_option(ctx, NNPOPS_OPTION_CUDA_GRAPHS, 1));
+    double gpu_warm = -1.0, gpu_peak = -1.0;
 
     const long warmup = r.steps / 100 > 10 ? r.steps / 100 : 10;
     const uint8_t pbc[3] = {1, 1, 1};
@@ -137,9 +159,10 @@ int main(int argc, char **argv) {
     double rss_start = rss_mib(), rss_warm = 0.0, rss_peak = 0.0, e_min = HUGE_VAL, e_max = -HUGE_VAL;
     double t0 = now(), t_warm = 0.0;
     int64_t atoms_min = r.max_atoms, atoms_sum = 0;
-    printf("soak %s: model %s (float32), %ld steps, up to %lld atoms%s, warm-up %ld steps\n",
-           r.kind, model_name, r.steps, (long long)r.max_atoms, r.periodic ? " (periodic)" : "",
-           warmup);
+    printf("soak %s: model %s (float32) on %s%s, %ld steps, up to %lld atoms%s, warm-up %ld "
+           "steps\n",
+           r.kind, model_name, device, graphs ? " (cuda_graphs on)" : "", r.steps,
+           (long long)r.max_atoms, r.periodic ? " (periodic)" : "", warmup);
     printf("  RSS before the first step: %.1f MiB\n", rss_start);
     fflush(stdout);
     for (long step = 0; step < r.steps; step++) {
@@ -167,19 +190,28 @@ int main(int argc, char **argv) {
         if (e > e_max) e_max = e;
         const double rss = rss_mib();
         if (rss > rss_peak) rss_peak = rss;
+        /* GPU memory: read every 100th step (the call costs a driver round trip) and at the marks */
+        const int mark = step + 1 == warmup || (step + 1 > warmup && (step + 1) % (r.steps / 10) == 0);
+        const double gpu = on_gpu && (mark || step % 100 == 0) ? gpu_used_mib() : -1.0;
+        if (gpu > gpu_peak) gpu_peak = gpu;
         if (step + 1 == warmup) {
             rss_warm = rss;
+            gpu_warm = gpu;
             t_warm = now();
-            printf("  after warm-up (step %ld): RSS %.1f MiB\n", step + 1, rss_warm);
+            printf("  after warm-up (step %ld): RSS %.1f MiB", step + 1, rss_warm);
+            if (gpu >= 0) printf(", GPU memory in use %.1f MiB", gpu);
+            printf("\n");
             fflush(stdout);
         }
         if (step + 1 > warmup && (step + 1) % (r.steps / 10) == 0) {
-            printf("  step %7ld: RSS %.1f MiB, %.3f ms/step\n", step + 1, rss,
-                   1e3 * (now() - t_warm) / (double)(step + 1 - warmup));
+            printf("  step %7ld: RSS %.1f MiB", step + 1, rss);
+            if (gpu >= 0) printf(", GPU %.1f MiB", gpu);
+            printf(", %.3f ms/step\n", 1e3 * (now() - t_warm) / (double)(step + 1 - warmup));
             fflush(stdout);
         }
     }
     const double rss_end = rss_mib(), t_end = now();
+    const double gpu_end = on_gpu ? gpu_used_mib() : -1.0;
     nnpops_stats stats;
     memset(&stats, 0, sizeof stats);
     stats.struct_size = sizeof stats;
@@ -190,6 +222,10 @@ int main(int argc, char **argv) {
            e_max);
     printf("  context: %lld steps, %lld neighbor-buffer growths, pair capacity %lld\n",
            (long long)stats.steps, (long long)stats.neighbor_rebuilds, (long long)stats.pair_capacity);
+    if (on_gpu)
+        printf("  graphs: %lld captures, %lld replays, %lld eager fallbacks\n",
+               (long long)stats.graph_captures, (long long)stats.graph_replays,
+               (long long)stats.eager_fallbacks);
     printf("  time: %.1f s in all, %.3f ms/step after warm-up\n", t_end - t0,
            1e3 * (t_end - t_warm) / (double)(r.steps - warmup));
     printf("  RSS: warm-up %.1f MiB, end %.1f MiB, peak %.1f MiB: growth %+.2f %% (limit +5 %%)\n",
@@ -200,7 +236,16 @@ int main(int argc, char **argv) {
     free(r.x0);
     free(r.x);
     free(r.f);
-    const int ok = growth <= 0.05;
+    int ok = growth <= 0.05;
+    if (on_gpu) {
+        /* the context's GPU buffers reach their final size in the warm-up (its first step is the
+         * largest) and are reused: any growth after it is a leak */
+        const int gpu_ok = gpu_warm >= 0 && gpu_end >= 0 && gpu_end <= gpu_warm;
+        printf("  GPU memory in use: warm-up %.1f MiB, end %.1f MiB, peak %.1f MiB (limit: no growth)%s\n",
+               gpu_warm, gpu_end, gpu_peak, gpu_warm < 0 ? " [not readable: build without CUDA]" : "");
+        if (graphs) ok = ok && stats.graph_replays > 0;
+        ok = ok && gpu_ok;
+    }
     printf("soak %s: %s\n", r.kind, ok ? "PASS" : "FAIL (memory grew)");
     return ok ? 0 : 1;
 }

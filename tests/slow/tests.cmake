@@ -4,10 +4,17 @@
 #  slow.soak.large   10^3 steps of a ~10^4-atom periodic water box whose atom count changes
 #                    every step: RSS flat within 5 %
 # A run's log is what tests/bench/results/soak-cpu-<date>.log keeps (docs/reliability.md).
+# GPU runs (test_slow_soak KIND STEPS MODEL cuda [graphs], by hand or by tests/bench/device_run.sh
+# soak) also require the GPU memory in use not to grow after the warm-up.
 if(NOT TARGET test_slow_soak)
   add_executable(test_slow_soak ${CMAKE_CURRENT_LIST_DIR}/soak.c)
   target_include_directories(test_slow_soak PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
   target_link_libraries(test_slow_soak PRIVATE nnpops::nnpops m)
+  if(NNPOPS_ENABLE_CUDA)
+    # GPU soak runs (soak KIND STEPS MODEL cuda [graphs]) read the GPU memory in use
+    target_compile_definitions(test_slow_soak PRIVATE NNPOPS_SOAK_CUDA=1)
+    target_link_libraries(test_slow_soak PRIVATE CUDA::cudart)
+  endif()
 endif()
 foreach(kind small large)
   if(kind STREQUAL "small")
