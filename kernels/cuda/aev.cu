@@ -271,6 +271,83 @@ template <typename R> struct ang_lane {
     }
 };
 
+/* A lane's distinct factor of the pair (role 0: f2 = exp(-eta (dm - shf_a)^2); role 1:
+ * f1 = ((1 + cos(theta - shf_z)) / 2)^zeta, with cos(theta - s) = cs cos(s) + sn sin(s); role 2: 0)
+ * and, for the backward, its derivative (by dm for f2, by the cosine's angle for f1, dtheta =
+ * d(theta) / d(cos_ijk)).  Double: the two branches.  Float: both roles as one exp2 of a selected
+ * argument, so that the roles' lanes do not diverge (log2 is taken by every lane). */
+template <typename R>
+__device__ __forceinline__ R lane_factor(const ang_lane<R> &al, R dm, R cs, R sn) {
+    if (al.role == 0) {
+        const R x = dm - al.shfa;
+        return rexp(-al.eta * x * x);
+    }
+    if (al.role == 1) return rpow(((R)1 + (cs * al.cz + sn * al.sz)) * (R)0.5, al.zeta);
+    return (R)0;
+}
+template <typename R>
+__device__ __forceinline__ void lane_factor_grad(const ang_lane<R> &al, R dm, R cs, R sn, R dtheta,
+                                                 R &v, R &dv) {
+    v = dv = (R)0;
+    if (al.role == 0) {
+        const R x = dm - al.shfa;
+        v = rexp(-al.eta * x * x);
+        dv = (R)-2 * al.eta * x * v;
+    } else if (al.role == 1) {
+        const R base = ((R)1 + (cs * al.cz + sn * al.sz)) * (R)0.5;
+        const R sdiff = sn * al.cz - cs * al.sz; /* sin(theta - shift) */
+        const R dbase = (R)-0.5 * sdiff * dtheta;
+        const R pm1 = rpow(base, al.zeta - (R)1);
+        v = pm1 * base;
+        dv = al.zeta * pm1 * dbase;
+    }
+}
+const float LOG2E_F = 1.4426950408889634f;
+template <>
+__device__ __forceinline__ float lane_factor<float>(const ang_lane<float> &al, float dm, float cs,
+                                                    float sn) {
+    const float x = dm - al.shfa;
+    /* the base clamped into the normal range: 0 (or a rounding below it) gives 2^(-99.7 zeta) = 0 */
+    const float base = fmaxf((1.0f + (cs * al.cz + sn * al.sz)) * 0.5f, 1e-30f);
+    const float arg = al.role == 0 ? -al.eta * x * x * LOG2E_F : al.zeta * log2f(base);
+    return al.role == 2 ? 0.0f : exp2f(arg);
+}
+template <>
+__device__ __forceinline__ void lane_factor_grad<float>(const ang_lane<float> &al, float dm,
+                                                        float cs, float sn, float dtheta, float &v,
+                                                        float &dv) {
+    const float x = dm - al.shfa;
+    const float base = (1.0f + (cs * al.cz + sn * al.sz)) * 0.5f;
+    const float sdiff = sn * al.cz - cs * al.sz; /* sin(theta - shift) */
+    const float dbase = -0.5f * sdiff * dtheta;
+    /* role 0: e = f2; role 1: e = base^(zeta - 1) (1 for zeta = 1: the argument is 0 then) */
+    const float arg =
+        al.role == 0 ? -al.eta * x * x * LOG2E_F : (al.zeta - 1.0f) * log2f(fmaxf(base, 1e-30f));
+    const float e = exp2f(arg);
+    v = al.role == 0 ? e : (al.role == 1 ? e * fmaxf(base, 0.0f) : 0.0f);
+    dv = al.role == 0 ? -2.0f * al.eta * x * e : (al.role == 1 ? al.zeta * e * dbase : 0.0f);
+}
+
+/* The entries listed for the angular terms, at most max_ang: more is flagged (with the count
+ * needed) for the host to grow the list and compute again. */
+template <typename R> __device__ __forceinline__ int listed_count(const aev_args<R> &a, int nang) {
+    if (nang <= a.max_ang) return nang;
+    if (threadIdx.x == 0) {
+        atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_ANGULAR);
+        atomicMax(&a.status->max_angular, nang);
+    }
+    return a.max_ang;
+}
+
+/* cos of the angle between two listed entries (their distances' product kept >= 1e-10) */
+template <typename R>
+__device__ __forceinline__ R pair_cos(const ang_ent<R> &ej, const ang_ent<R> &ek) {
+    const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
+    R den = ej.d * ek.d;
+    if (den < (R)1e-10) den = (R)1e-10;
+    return dot / den;
+}
+
 /* Sum over the G lanes of each group (G = 16 or 32: all 32 lanes call it). */
 template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
     for (int o = G >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(NNPOPS__FULL_MASK, v, o);
@@ -336,14 +413,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         }
     }
     __syncthreads();
-    int na = nang;
-    if (na > a.max_ang) {
-        if (threadIdx.x == 0) {
-            atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_ANGULAR);
-            atomicMax(&a.status->max_angular, na);
-        }
-        na = a.max_ang;
-    }
+    const int na = listed_count(a, nang);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
@@ -353,10 +423,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     bool more = pair_advance(na, a1, a2, vw + 1);
     while (__any_sync(NNPOPS__FULL_MASK, more)) {
         const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
-        const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
-        R den = ej.d * ek.d;
-        if (den < (R)1e-10) den = (R)1e-10;
-        const R cs = (R)0.95 * (dot / den);
+        const R cs = (R)0.95 * pair_cos(ej, ek);
         const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
         const R dm = (ej.d + ek.d) * (R)0.5;
         const R pre = (R)2 * ej.fc * ek.fc;
@@ -364,13 +431,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         R *blk = sm.row + boff;
         unsigned long long *blkq = sm.rowq + boff;
         if (al.shared_factors) {
-            R v = 0;
-            if (al.role == 0) {
-                const R x = dm - al.shfa;
-                v = rexp(-al.eta * x * x);
-            } else if (al.role == 1) {
-                v = rpow(((R)1 + (cs * al.cz + sn * al.sz)) * (R)0.5, al.zeta);
-            }
+            const R v = lane_factor(al, dm, cs, sn);
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
@@ -475,14 +536,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         }
     }
     __syncthreads();
-    int na = nang;
-    if (na > a.max_ang) {
-        if (threadIdx.x == 0) {
-            atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_ANGULAR);
-            atomicMax(&a.status->max_angular, na);
-        }
-        na = a.max_ang;
-    }
+    const int na = listed_count(a, nang);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
@@ -491,10 +545,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     bool more = pair_advance(na, a1, a2, vw + 1);
     while (__any_sync(NNPOPS__FULL_MASK, more)) {
         const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
-        const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
-        R den = ej.d * ek.d;
-        if (den < (R)1e-10) den = (R)1e-10;
-        const R cc = dot / den;
+        const R cc = pair_cos(ej, ek);
         const R cs = (R)0.95 * cc;
         const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
         const R dtheta = (R)-0.95 / rsqrt_((R)1 - (R)0.9025 * cc * cc);
@@ -502,19 +553,8 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         const R *gb = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
         R sc = 0, smv = 0, sv = 0;
         if (al.shared_factors) {
-            R v = 0, dv = 0;
-            if (al.role == 0) {
-                const R x = dm - al.shfa;
-                v = rexp(-al.eta * x * x);
-                dv = (R)-2 * al.eta * x * v;
-            } else if (al.role == 1) {
-                const R base = ((R)1 + (cs * al.cz + sn * al.sz)) * (R)0.5;
-                const R sdiff = sn * al.cz - cs * al.sz; /* sin(theta - shift) */
-                const R dbase = (R)-0.5 * sdiff * dtheta;
-                const R pm1 = rpow(base, al.zeta - (R)1);
-                v = pm1 * base;
-                dv = al.zeta * pm1 * dbase;
-            }
+            R v, dv;
+            lane_factor_grad(al, dm, cs, sn, dtheta, v, dv);
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
