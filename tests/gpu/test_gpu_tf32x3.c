@@ -14,7 +14,7 @@
  *          of the float64 model (|dE|/N <= 1e-5 eV, max |dF| <= 1e-3 eV/A), and the two float32
  *          results differ (the 3xTF32 path ran)
  *   auto   option tensor_cores auto (the default) follows the species' atom count: bitwise equal
- *          to off on the 96-molecule box, to on on a 4,096-molecule box (4,096 O), with option
+ *          to off on the 96-molecule box, to on on a 12,288-molecule box (12,288 O), with option
  *          deterministic on; on and off differ on both
  */
 #include <math.h>
@@ -264,16 +264,16 @@ static int case_model(void) {
 
 /* tensor_cores auto (the default) picks per species by its atom count: with option deterministic
  * on (bitwise reproducible), auto equals off bit for bit on the 288-atom box (192 H, below the
- * 4096 of auto) and equals on bit for bit on a 12,288-atom box (8,192 H and 4,096 O: both above),
- * where on and off differ */
+ * 12,288 of auto) and equals on bit for bit on a 36,864-atom box (24,576 H and 12,288 O: both
+ * at the threshold or above), where on and off differ */
 static int case_auto(void) {
-    enum { NMAX = 12288 };
+    enum { NMAX = 36864 };
     int32_t *z = malloc(sizeof(int32_t) * NMAX);
     double *x = malloc(sizeof(double) * 3 * NMAX), cell[9];
     double *f[3];
     for (int k = 0; k < 3; k++) f[k] = malloc(sizeof(double) * 3 * NMAX);
     for (int big = 0; big < 2; big++) {
-        const int64_t n = big ? water_box(16, 16, 16, z, x, cell) : water_box(6, 4, 4, z, x, cell);
+        const int64_t n = big ? water_box(32, 24, 16, z, x, cell) : water_box(6, 4, 4, z, x, cell);
         double e[3];
         for (int tc = 0; tc < 3; tc++) run_model("float32", NNPOPS_FLOAT32, tc, 1, n, z, x, cell, &e[tc], f[tc]);
         const int same = big ? 1 : 0; /* auto should equal on (big) or off (small) */
