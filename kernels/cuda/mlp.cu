@@ -51,15 +51,38 @@ dim3 ew_grid(int64_t n, int64_t width) {
     return dim3((unsigned)(gx > 0 ? gx : 1), (unsigned)(gy > 0 ? gy : 1), 1);
 }
 
-template <typename R>
+/* Elementwise kernels over (n rows) x (width columns): a thread per V consecutive rows (V = 4:
+ * float only, 16-byte loads and stores, for 16-byte aligned columns; the last rows scalar). */
+template <typename R> __device__ __forceinline__ R celu_of(R x, R al, R inv) {
+    return x > 0 ? x : al * rexpm1(x * inv);
+}
+
+template <typename R, int V>
 __global__ void bias_celu_kernel(int64_t n, int64_t width, R al, R inv, const R *b, R *Z,
                                  int64_t ldz) {
-    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (r >= n) return;
     for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
-        const R x = Z[f * ldz + r] + (b ? b[f] : (R)0);
-        Z[f * ldz + r] = x > 0 ? x : al * rexpm1(x * inv);
+        const R bf = b ? b[f] : (R)0;
+        R *z = Z + f * ldz + r;
+        if constexpr (V == 4 && sizeof(R) == 4) {
+            if (r + 4 <= n) {
+                float4 q = *reinterpret_cast<const float4 *>(z);
+                q.x = celu_of(q.x + bf, al, inv);
+                q.y = celu_of(q.y + bf, al, inv);
+                q.z = celu_of(q.z + bf, al, inv);
+                q.w = celu_of(q.w + bf, al, inv);
+                *reinterpret_cast<float4 *>(z) = q;
+                continue;
+            }
+        }
+        for (int u = 0; u < V && r + u < n; u++) z[u] = celu_of(z[u] + bf, al, inv);
     }
+}
+
+/* Whether V = 4 applies: float, and every column start 16-byte aligned. */
+template <typename R> bool ew_vec4(const void *p, int64_t ld) {
+    return sizeof(R) == 4 && ((uintptr_t)p & 15) == 0 && ld % 4 == 0;
 }
 
 template <typename R>
@@ -85,15 +108,31 @@ __global__ void celu_bwd_kernel(int64_t n, int64_t width, R inv, const R *Z, int
     }
 }
 
-template <typename R>
+template <typename R> __device__ __forceinline__ R celu_grad_of(R x, R da, R inv) {
+    return x > 0 ? da : da * (x * inv + (R)1);
+}
+
+template <typename R, int V>
 __global__ void celu_bwd_act_kernel(int64_t n, int64_t width, R inv, const R *dA, int64_t ldda,
                                     R *A, int64_t lda) {
-    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (r >= n) return;
     for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
-        const R x = A[f * lda + r];
-        const R da = dA[f * ldda + r];
-        A[f * lda + r] = x > 0 ? da : da * (x * inv + (R)1);
+        R *a = A + f * lda + r;
+        const R *g = dA + f * ldda + r;
+        if constexpr (V == 4 && sizeof(R) == 4) {
+            if (r + 4 <= n) {
+                float4 q = *reinterpret_cast<const float4 *>(a);
+                const float4 d = *reinterpret_cast<const float4 *>(g);
+                q.x = celu_grad_of(q.x, d.x, inv);
+                q.y = celu_grad_of(q.y, d.y, inv);
+                q.z = celu_grad_of(q.z, d.z, inv);
+                q.w = celu_grad_of(q.w, d.w, inv);
+                *reinterpret_cast<float4 *>(a) = q;
+                continue;
+            }
+        }
+        for (int u = 0; u < V && r + u < n; u++) a[u] = celu_grad_of(a[u], g[u], inv);
     }
 }
 
@@ -309,8 +348,13 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
                                                           const R *b, R *Z, int64_t ldz,           \
                                                           void *stream) {                          \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                                \
-        bias_celu_kernel<R><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(              \
-            n, width, (R)alpha, (R)(1.0 / alpha), b, Z, ldz);                                      \
+        if (ew_vec4<R>(Z, ldz))                                                                    \
+            bias_celu_kernel<R, 4><<<ew_grid((n + 3) / 4, width), EW_THREADS, 0,                   \
+                                     as_stream(stream)>>>(n, width, (R)alpha, (R)(1.0 / alpha), b, \
+                                                          Z, ldz);                                 \
+        else                                                                                       \
+            bias_celu_kernel<R, 1><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(       \
+                n, width, (R)alpha, (R)(1.0 / alpha), b, Z, ldz);                                  \
         NNPOPS__LAUNCH_CHECK("bias + CELU");                                                       \
         return NNPOPS_OK;                                                                          \
     }                                                                                              \
@@ -318,8 +362,13 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
         int64_t n, int64_t width, double alpha, const R *dA, int64_t ldda, R *A, int64_t lda,      \
         void *stream) {                                                                            \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                                \
-        celu_bwd_act_kernel<R><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(           \
-            n, width, (R)(1.0 / alpha), dA, ldda, A, lda);                                         \
+        if (ew_vec4<R>(A, lda) && ew_vec4<R>(dA, ldda))                                            \
+            celu_bwd_act_kernel<R, 4><<<ew_grid((n + 3) / 4, width), EW_THREADS, 0,                \
+                                        as_stream(stream)>>>(n, width, (R)(1.0 / alpha), dA, ldda, \
+                                                             A, lda);                              \
+        else                                                                                       \
+            celu_bwd_act_kernel<R, 1><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(    \
+                n, width, (R)(1.0 / alpha), dA, ldda, A, lda);                                     \
         NNPOPS__LAUNCH_CHECK("CELU backward (from activations)");                                  \
         return NNPOPS_OK;                                                                          \
     }                                                                                              \

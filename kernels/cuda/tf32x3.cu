@@ -49,17 +49,31 @@ __device__ __forceinline__ void tf32_split(float x, float *hi, float *lo) {
 }
 
 /* x: rows x cols (column major, ld ldx, batch entries stride_x apart) -> hi / lo (ld ld_out,
- * batch entries ld_out * cols apart).  A thread per row element, blockIdx.y over the (column,
- * batch entry) pairs: no per-element index divisions, coalesced loads and stores. */
+ * batch entries ld_out * cols apart).  A thread per V consecutive rows (V = 4: 16-byte loads and
+ * stores, for 16-byte aligned columns on both sides; the last rows scalar), blockIdx.y over the
+ * (column, batch entry) pairs: no per-element index divisions, coalesced loads and stores. */
+template <int V>
 __global__ void split_kernel(int64_t rows, int64_t cols, int64_t batch, const float *__restrict__ x,
                              int64_t ldx, int64_t stride_x, float *__restrict__ hi,
                              float *__restrict__ lo, int64_t ld_out) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (i >= rows) return;
     for (int64_t jt = blockIdx.y; jt < cols * batch; jt += gridDim.y) {
         const int64_t t = jt / cols, j = jt - t * cols;
         const int64_t o = (t * cols + j) * ld_out + i;
-        tf32_split(x[t * stride_x + j * ldx + i], hi + o, lo + o);
+        const float *src = x + t * stride_x + j * ldx + i;
+        if (V == 4 && i + 4 <= rows) {
+            const float4 v = *reinterpret_cast<const float4 *>(src);
+            float4 h, l;
+            tf32_split(v.x, &h.x, &l.x);
+            tf32_split(v.y, &h.y, &l.y);
+            tf32_split(v.z, &h.z, &l.z);
+            tf32_split(v.w, &h.w, &l.w);
+            *reinterpret_cast<float4 *>(hi + o) = h;
+            *reinterpret_cast<float4 *>(lo + o) = l;
+            continue;
+        }
+        for (int u = 0; u < V && i + u < rows; u++) tf32_split(src[u], hi + o + u, lo + o + u);
     }
 }
 
@@ -76,13 +90,21 @@ extern "C" nnpops_status nnpops__tf32_split_cuda(int64_t rows, int64_t cols, int
                                                  float *hi, float *lo, int64_t ld_out,
                                                  void *stream) {
     if (rows <= 0 || cols <= 0 || batch <= 0) return NNPOPS_OK;
-    const int64_t bx = (rows + SPLIT_THREADS - 1) / SPLIT_THREADS, by = cols * batch;
+    const auto a16 = [](const void *p, int64_t ld) { return ((uintptr_t)p & 15) == 0 && ld % 4 == 0; };
+    const int vec = a16(x, ldx) && (batch == 1 || stride_x % 4 == 0) && a16(hi, ld_out) &&
+                    a16(lo, ld_out);
+    const int64_t per = vec ? 4 * SPLIT_THREADS : SPLIT_THREADS;
+    const int64_t bx = (rows + per - 1) / per, by = cols * batch;
     if (bx > INT32_MAX)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "TF32 split of %lld rows is too large",
                             (long long)rows);
     const dim3 grid((unsigned)bx, (unsigned)(by < 65535 ? by : 65535));
-    split_kernel<<<grid, SPLIT_THREADS, 0, as_stream(stream)>>>(rows, cols, batch, x, ldx,
-                                                                 stride_x, hi, lo, ld_out);
+    if (vec)
+        split_kernel<4><<<grid, SPLIT_THREADS, 0, as_stream(stream)>>>(rows, cols, batch, x, ldx,
+                                                                        stride_x, hi, lo, ld_out);
+    else
+        split_kernel<1><<<grid, SPLIT_THREADS, 0, as_stream(stream)>>>(rows, cols, batch, x, ldx,
+                                                                        stride_x, hi, lo, ld_out);
     NNPOPS__LAUNCH_CHECK("TF32 split");
     return NNPOPS_OK;
 }

@@ -1085,9 +1085,10 @@ static int case_fused(void) {
     const double alpha = 0.1;
     for (int f64 = 0; f64 < 2; f64++) {
         const size_t es = f64 ? 8 : 4;
-        /* bias + CELU and CELU' from activations */
-        {
-            const int64_t w = 200, n = 333, ld = 352;
+        /* bias + CELU and CELU' from activations; ld 352: float columns 16-byte aligned (the
+         * 4-row path, with a 1-row tail), ld 333: not (the scalar path) */
+        for (int pass = 0; pass < 2; pass++) {
+            const int64_t w = 200, n = 333, ld = pass ? 333 : 352;
             void *Z = malloc(es * w * ld), *b = malloc(es * w), *dA = malloc(es * w * ld);
             fill(Z, f64, w * ld, -3, 3);
             fill(b, f64, w, -1, 1);

@@ -72,6 +72,25 @@ static int case_split(void) {
     }
     CHECK(bad == 0);
     printf("split: %lld values, hi exact in TF32, hi + lo == x\n", (long long)n);
+    /* the 16-byte path (aligned columns: ld 248, 4 rows per thread; 246 rows: a scalar tail in
+     * every column) gives the same bits as the scalar path above (ld 250) */
+    float *dhi4 = dalloc(sizeof(float) * n), *dlo4 = dalloc(sizeof(float) * n);
+    float *hi4 = malloc(sizeof(float) * n), *lo4 = malloc(sizeof(float) * n);
+    for (int rows = 248; rows >= 246; rows -= 2) {
+        CHECK_OK(nnpops__tf32_split_cuda(rows, 400, 1, dx, 248, 0, dhi4, dlo4, 248, g_stream));
+        to_host(hi4, dhi4, sizeof(float) * 248 * 400);
+        to_host(lo4, dlo4, sizeof(float) * 248 * 400);
+        for (int64_t j = 0; j < 400; j++)
+            for (int64_t i = 0; i < rows; i++) {
+                const int64_t k = j * 248 + i;
+                CHECK(memcmp(&hi4[k], &hi[k], 4) == 0 && memcmp(&lo4[k], &lo[k], 4) == 0);
+            }
+    }
+    printf("split: the 16-byte path (ld 248; 248 and 246 rows) equals the scalar path bit for bit\n");
+    cudaFree(dhi4);
+    cudaFree(dlo4);
+    free(hi4);
+    free(lo4);
     cudaFree(dx);
     cudaFree(dhi);
     cudaFree(dlo);
