@@ -24,9 +24,8 @@
  *   3. The row is stored into column r of the feature-major output, aev[f * ld + r].
  * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
  *   radial terms give dE/dv per entry directly (one thread per entry, its first entry loaded while
- *   the row is read); angular pairs are reduced
- *   per group (sums over the terms of g df1 f2, g f1 df2, g f1 f2, as on the CPU) and its first lane adds
- *   the two entry gradients into per-listed-entry accumulators (shared, double).  Entry gradients
+ *   the row is read); angular pairs are reduced per group (sums over the terms of g df1 f2,
+ *   g f1 df2, g f1 f2, as on the CPU) and its first lane adds the two entry gradients into per-listed-entry accumulators (shared, double).  Entry gradients
  *   go to pair_grad[p] ([n_pairs][3], double) with the entry's sign: atomicAdd in CSR mode (a pair
  *   is seen by both of its centers), a plain store (radial) plus read-add-write (angular, after a
  *   block barrier) in center-list mode, where every entry belongs to exactly one center.
@@ -307,7 +306,7 @@ template <>
 __device__ __forceinline__ float lane_factor<float>(const ang_lane<float> &al, float dm, float cs,
                                                     float sn) {
     const float x = dm - al.shfa;
-    /* the base clamped into the normal range: 0 (or a rounding below it) gives 2^(-99.7 zeta) = 0 */
+    /* the base clamped into the normal range: 0 (or a rounding below) gives 2^(-99.7 zeta) = 0 */
     const float base = fmaxf((1.0f + (cs * al.cz + sn * al.sz)) * 0.5f, 1e-30f);
     const float arg = al.role == 0 ? -al.eta * x * x * LOG2E_F : al.zeta * log2f(base);
     return al.role == 2 ? 0.0f : exp2f(arg);

@@ -90,7 +90,9 @@ extern "C" nnpops_status nnpops__tf32_split_cuda(int64_t rows, int64_t cols, int
                                                  float *hi, float *lo, int64_t ld_out,
                                                  void *stream) {
     if (rows <= 0 || cols <= 0 || batch <= 0) return NNPOPS_OK;
-    const auto a16 = [](const void *p, int64_t ld) { return ((uintptr_t)p & 15) == 0 && ld % 4 == 0; };
+    const auto a16 = [](const void *p, int64_t ld) {
+        return ((uintptr_t)p & 15) == 0 && ld % 4 == 0;
+    };
     const int vec = a16(x, ldx) && (batch == 1 || stride_x % 4 == 0) && a16(hi, ld_out) &&
                     a16(lo, ld_out);
     const int64_t per = vec ? 4 * SPLIT_THREADS : SPLIT_THREADS;
@@ -131,8 +133,8 @@ extern "C" nnpops_status nnpops__gemm_cuda_3xtf32(
     const int64_t ra = trans_a ? k : m, ca = trans_a ? m : k;
     const size_t need = nnpops__gemm_3xtf32_work_bytes(ra, ca, batch);
     if (need > work_bytes)
-        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "3xTF32 GEMM: work space of %zu bytes, %zu needed",
-                            work_bytes, need);
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL,
+                            "3xTF32 GEMM: work space of %zu bytes, %zu needed", work_bytes, need);
     float *A_hi = (float *)work;
     float *A_lo = (float *)((char *)work + need / 2);
     const int64_t lds = split_ld(ra);

@@ -190,7 +190,8 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         size_t need = 0;
         for (int s = 0; s < a->n_species; s++) {
             if (st->col_count[s] <= 0 || sg_small(a, st, s) || !use_tc(a, st, s)) continue;
-            const int64_t cols = st->col_count[s] < ANI_CUDA_CHUNK ? st->col_count[s] : ANI_CUDA_CHUNK;
+            const int64_t cols =
+                st->col_count[s] < ANI_CUDA_CHUNK ? st->col_count[s] : ANI_CUDA_CHUNK;
             const int32_t *w = a->width[s];
             const int64_t M = a->ensemble;
             size_t b = nnpops__gemm_3xtf32_work_bytes(cols, a->aev.aev_len, 1);
@@ -368,14 +369,14 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
 }
 
 /* One GEMM of the cuBLAS path: C = beta C + A op(W), A the activations (m x k, column major), W
- * weights of the model's device arena, species s.  When use_tc: 3xTF32 on the tensor cores (the weights' split halves, the activations split into the layout's tc space); otherwise
- * plain FP32 / FP64 through nnpops__gemm_cuda. */
+ * weights of the model's device arena, species s.  When use_tc: 3xTF32 on the tensor cores (the
+ * weights' split halves, the activations split into the layout's tc space); otherwise plain
+ * FP32 / FP64 through nnpops__gemm_cuda. */
 static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
                               const ani_layout *L, int s, int trans_b, int64_t m, int64_t n,
-                              int64_t k,
-                              const void *A, int64_t lda, int64_t stride_a, const char *Wp,
-                              int64_t ldb, int64_t stride_b, double beta, void *C, int64_t ldc,
-                              int64_t stride_c, int64_t batch) {
+                              int64_t k, const void *A, int64_t lda, int64_t stride_a,
+                              const char *Wp, int64_t ldb, int64_t stride_b, double beta, void *C,
+                              int64_t ldc, int64_t stride_c, int64_t batch) {
     if (use_tc(a, st, s) && dev->split) {
         const size_t off = (size_t)(Wp - (const char *)dev->arena);
         const float *hi = (const float *)((const char *)dev->split + off);
@@ -449,8 +450,8 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, X, ld, 0,
-                                  WPTR(0, moff), Lf, 0, 0.0, ACT(0), ldc, 0, 1));
+            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, X, ld, 0, WPTR(0, moff), Lf,
+                         0, 0.0, ACT(0), ldc, 0, 1));
             if (f64)
                 TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[1], a->alpha,
                                                (const double *)BPTR(0, moff), (double *)ACT(0), ldc,
@@ -461,10 +462,9 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                stream));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l],
-                                      ACT(l - 1), ldc, (int64_t)w[l] * ldc, WPTR(l, moff), w[l],
-                                      (int64_t)w[l + 1] * w[l], 0.0, ACT(l), ldc,
-                                      (int64_t)w[l + 1] * ldc, Me));
+                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l], ACT(l - 1), ldc,
+                             (int64_t)w[l] * ldc, WPTR(l, moff), w[l], (int64_t)w[l + 1] * w[l],
+                             0.0, ACT(l), ldc, (int64_t)w[l + 1] * ldc, Me));
                 if (f64)
                     TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[l + 1], a->alpha,
                                                    (const double *)BPTR(l, moff), (double *)ACT(l),
@@ -503,10 +503,9 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             if (!st->need_grad) continue;
             /* backward through the hidden layers */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], ACT(l),
-                                      ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff), w[l],
-                                      (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
-                                      Me));
+                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], ACT(l), ldc,
+                             (int64_t)w[l + 1] * ldc, WPTR(l, moff), w[l],
+                             (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc, Me));
                 if (f64)
                     TRY(nnpops__celu_backward_act_cuda_f64(cols, Me * w[l], a->alpha,
                                                            (const double *)tmp, ldc,
@@ -517,8 +516,8 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                            (float *)ACT(l - 1), ldc, stream));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], ACT(0), ldc,
-                                  0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
+            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], ACT(0), ldc, 0, WPTR(0, moff),
+                         Lf, 0, 0.0, X, ld, 0, 1));
         }
 #undef ACT
 #undef WPTR
