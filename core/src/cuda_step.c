@@ -614,8 +614,6 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
     ds->max_angular = P->max_angular;
     ds->status = dstatus;
     ds->need_grad = z->need_grad;
-    ds->deterministic = z->det;
-    ds->tensor_cores = z->tc;
     ds->atom_energy = (double *)(d + L->atom_e);
     ds->member_atom_energy = z->want_member ? (double *)(d + L->member_ae) : NULL;
     ds->pair_grad = z->need_grad ? (double *)(d + L->grad) : NULL;
