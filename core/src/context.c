@@ -219,6 +219,29 @@ static const char *element_name(int32_t z) {
     return (z >= 1 && z <= 118) ? nnpops__element_symbols[z] : "?";
 }
 
+/* The checks both entry points make after their own n_atoms / n_systems range checks: a batch
+ * array for more than one system, n_local (< 0: all atoms) within n_atoms, the per-atom arrays,
+ * cells with pbc.  *n_local_out is the resolved local count. */
+static nnpops_status check_arrays(int64_t n_atoms, int64_t n_systems, int64_t n_local_in,
+                                  const void *batch, const void *atomic_numbers,
+                                  const void *positions, const void *pbc, const void *cells,
+                                  int64_t *n_local_out) {
+    if (!batch && n_systems > 1)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "n_systems = %lld needs a batch array (system of each atom)",
+                            (long long)n_systems);
+    const int64_t n_local = n_local_in < 0 ? n_atoms : n_local_in;
+    if (n_local > n_atoms)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_local = %lld exceeds n_atoms = %lld",
+                            (long long)n_local, (long long)n_atoms);
+    if (n_atoms > 0 && (!atomic_numbers || !positions))
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "atomic_numbers or positions is NULL");
+    if (pbc && !cells)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "pbc given without cells");
+    *n_local_out = n_local;
+    return NNPOPS_OK;
+}
+
 /* Checks counts and pointers; fills defaults.  *n_local_out is the resolved local count. */
 static nnpops_status validate(const nnpops_context *ctx, const nnpops_inputs *in,
                               const nnpops_outputs *out, int64_t *n_local_out) {
@@ -242,21 +265,12 @@ static nnpops_status validate(const nnpops_context *ctx, const nnpops_inputs *in
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                             "n_systems = %lld is out of range (at most 2^31 - 1)",
                             (long long)in->n_systems);
-    if (!in->batch && in->n_systems > 1)
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "n_systems = %lld needs a batch array (system of each atom)",
-                            (long long)in->n_systems);
-    int64_t n_local = in->n_local < 0 ? in->n_atoms : in->n_local;
-    if (n_local > in->n_atoms)
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_local = %lld exceeds n_atoms = %lld",
-                            (long long)n_local, (long long)in->n_atoms);
-    if (in->n_atoms > 0 && (!in->atomic_numbers || !in->positions))
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "atomic_numbers or positions is NULL");
-    if (in->pbc && !in->cells)
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "pbc given without cells");
+    nnpops_status st = check_arrays(in->n_atoms, in->n_systems, in->n_local, in->batch,
+                                    in->atomic_numbers, in->positions, in->pbc, in->cells,
+                                    n_local_out);
+    if (st != NNPOPS_OK) return st;
     if (out->member_energies && ctx->model->ensemble_size < 1)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "member energies need an ensemble model");
-    *n_local_out = n_local;
     return NNPOPS_OK;
 }
 
@@ -571,20 +585,8 @@ static nnpops_status validate_device(const nnpops_device_inputs *in,
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                             "n_systems = %lld is out of range (0 = not given, else 1 .. 2^31 - 1)",
                             (long long)in->n_systems);
-    if (!in->batch && in->n_systems > 1)
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "n_systems = %lld needs a batch array (system of each atom)",
-                            (long long)in->n_systems);
-    const int64_t n_local = in->n_local < 0 ? in->n_atoms : in->n_local;
-    if (n_local > in->n_atoms)
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_local = %lld exceeds n_atoms = %lld",
-                            (long long)n_local, (long long)in->n_atoms);
-    if (in->n_atoms > 0 && (!in->atomic_numbers || !in->positions))
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "atomic_numbers or positions is NULL");
-    if (in->pbc && !in->cells)
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "pbc given without cells");
-    *n_local_out = n_local;
-    return NNPOPS_OK;
+    return check_arrays(in->n_atoms, in->n_systems, in->n_local, in->batch, in->atomic_numbers,
+                        in->positions, in->pbc, in->cells, n_local_out);
 }
 #endif
 
