@@ -552,13 +552,14 @@ __device__ __forceinline__ void finish_center(const nbr_args &a, emit_state &es,
  * within cutoff (1 + 1e-9) plus a bound of its rounding (mj below).  Count pass: count and ghost
  * entries (warp-uniform); write pass: entries from `base`.  g: the (valid) frame of system s. ---- */
 template <bool WRITE>
-__device__ void brute_item(const nbr_args &a, const geom &g, int64_t s, int64_t c, int w, int slices,
-                           int64_t base, int64_t &count, int64_t &ghosts) {
+__device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *order, const geom &g,
+                           int64_t s, int64_t c, int w, int slices, int64_t base, int64_t &count,
+                           int64_t &ghosts) {
     const int lane = threadIdx.x & 31;
     count = 0;
     ghosts = 0;
     double xc[3];
-    load3(a.pos, c, xc);
+    load3(pos, c, xc);
     int nc[3];
     for (int q = 0; q < 3; q++) nc[q] = g.per[q] ? (int)floor(frac(g, xc, q)) : 0;
     double hm[3];
@@ -578,8 +579,8 @@ __device__ void brute_item(const nbr_args &a, const geom &g, int64_t s, int64_t 
         int nj[3] = {0, 0, 0};
         double thr2 = -1.0;
         if (valid) {
-            j = a.order[a0 + t];
-            load3(a.pos, j, xj);
+            j = order[a0 + t];
+            load3(pos, j, xj);
             for (int q = 0; q < 3; q++) nj[q] = g.per[q] ? (int)floor(frac(g, xj, q)) : 0;
             for (int d = 0; d < 3; d++)
                 bv[d] = dadd(dsub(xj[d], xc[d]), image_comp(g.h, nc[0] - nj[0], nc[1] - nj[1],
@@ -657,11 +658,14 @@ __global__ void __launch_bounds__(TB) brute_kernel(const nbr_args a) {
             const int64_t s = system_of(a.sys_start, a.n_systems, k);
             int64_t count = 0, gh = 0;
             if (s == s_sys) {
-                if (s_ok) brute_item<WRITE>(a, s_g, s, c, w, a.slices, WRITE ? a.offs[slot] : 0, count, gh);
+                if (s_ok)
+                    brute_item<WRITE>(a, a.pos, a.order, s_g, s, c, w, a.slices,
+                                      WRITE ? a.offs[slot] : 0, count, gh);
             } else {
                 geom g;
                 if (setup_frame(a, s, g, !WRITE && lane == 0))
-                    brute_item<WRITE>(a, g, s, c, w, a.slices, WRITE ? a.offs[slot] : 0, count, gh);
+                    brute_item<WRITE>(a, a.pos, a.order, g, s, c, w, a.slices,
+                                      WRITE ? a.offs[slot] : 0, count, gh);
             }
             if (!WRITE && lane == 0) {
                 a.counts[slot] = count;
@@ -673,15 +677,18 @@ __global__ void __launch_bounds__(TB) brute_kernel(const nbr_args a) {
     else write_epilogue(a);
 }
 
-/* ---- the one-block path: counts in shared memory, block scan, entries; one launch ---- */
+/* ---- the one-block path: positions, order and counts in shared memory, block scan, entries;
+ * one launch ---- */
 template <bool WRITE>
-__device__ __forceinline__ void small_pass(const nbr_args &a, long long *s_off, long long &ghosts) {
+__device__ __forceinline__ void small_pass(const nbr_args &a, const double *s_pos,
+                                           const int32_t *s_order, long long *s_off,
+                                           long long &ghosts) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     geom g;            /* the frame of system gs (a warp's centers mostly share one) */
     int64_t gs = -1;
     bool gok = false;
     for (int64_t k = warp; k < a.n_atoms; k += nw) {
-        const int64_t c = a.order[k];
+        const int64_t c = s_order[k];
         if (c >= a.n_centers) continue; /* warp-uniform */
         const int64_t s = system_of(a.sys_start, a.n_systems, k);
         if (s != gs) {
@@ -689,7 +696,8 @@ __device__ __forceinline__ void small_pass(const nbr_args &a, long long *s_off, 
             gok = setup_frame(a, s, g, !WRITE && lane == 0);
         }
         int64_t count = 0, gh = 0;
-        if (gok) brute_item<WRITE>(a, g, s, c, 0, 1, WRITE ? s_off[c] : 0, count, gh);
+        if (gok)
+            brute_item<WRITE>(a, s_pos, s_order, g, s, c, 0, 1, WRITE ? s_off[c] : 0, count, gh);
         if (!WRITE && lane == 0) {
             s_off[c] = count;
             ghosts += gh;
@@ -699,14 +707,18 @@ __device__ __forceinline__ void small_pass(const nbr_args &a, long long *s_off, 
 
 __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
     __shared__ long long s_off[SMALL_MAX + 1];
+    __shared__ double s_pos[3 * SMALL_MAX];
+    __shared__ int32_t s_order[SMALL_MAX];
     __shared__ long long s_warp[32];
     __shared__ unsigned long long s_ghosts;
-    const int nc = (int)a.n_centers;
+    const int nc = (int)a.n_centers, na = (int)a.n_atoms;
     if (threadIdx.x == 0) s_ghosts = 0;
     for (int c = threadIdx.x; c <= nc; c += blockDim.x) s_off[c] = 0;
+    for (int i = threadIdx.x; i < 3 * na; i += blockDim.x) s_pos[i] = a.pos[i];
+    for (int i = threadIdx.x; i < na; i += blockDim.x) s_order[i] = a.order[i];
     __syncthreads();
     long long ghosts = 0;
-    small_pass<false>(a, s_off, ghosts);
+    small_pass<false>(a, s_pos, s_order, s_off, ghosts);
     if (ghosts) atomicAdd(&s_ghosts, (unsigned long long)ghosts);
     __syncthreads();
     block_scan_shared(s_off, nc + 1, s_warp); /* s_off[nc] (zero) becomes the total */
@@ -718,7 +730,7 @@ __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
         a.status->n_half = (total + (int64_t)s_ghosts) / 2;
         if (total > a.capacity) atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_OVERFLOW);
     }
-    small_pass<true>(a, s_off, ghosts);
+    small_pass<true>(a, s_pos, s_order, s_off, ghosts);
 }
 
 /* After the scan (old flow: general cell list, half mode): start[c] = offsets of every center
