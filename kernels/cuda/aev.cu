@@ -25,7 +25,8 @@
  * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
  *   radial terms give dE/dv per entry directly (one thread per entry, its first entry loaded while
  *   the row is read); angular pairs are reduced per group (sums over the terms of g df1 f2,
- *   g f1 df2, g f1 f2, as on the CPU) and its first lane adds the two entry gradients into per-listed-entry accumulators (shared, double).  Entry gradients
+ *   g f1 df2, g f1 f2, as on the CPU) and six of its lanes add a component each of the two entry
+ *   gradients into per-listed-entry accumulators (shared, double).  Entry gradients
  *   go to pair_grad[p] ([n_pairs][3], double) with the entry's sign: atomicAdd in CSR mode (a pair
  *   is seen by both of its centers), a plain store (radial) plus read-add-write (angular, after a
  *   block barrier) in center-list mode, where every entry belongs to exactly one center.
@@ -589,28 +590,24 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         sc = group_sum(sc, G);
         smv = group_sum(smv, G);
         sv = group_sum(sv, G);
-        if (more && gl == 0) {
+        /* the two entry gradients: lane gl < 6 of the group forms component gl % 3 of entry j
+         * (gl < 3) or k, from the group's sums (every lane holds them); one expression for both
+         * entries, so that swapping j and k gives bitwise the same terms */
+        if (more && gl < 6) {
+            const int x = gl % 3;
+            const bool second = gl >= 3;
+            const ang_ent<R> &eo = second ? ek : ej, &ep = second ? ej : ek; /* own, partner */
             const R fcjk = ej.fc * ek.fc;
             const R dedc = (R)2 * fcjk * sc;
-            const R dm_term = fcjk * smv;
-            /* products written so that swapping j and k gives bitwise the same terms */
-            const R dedj = dm_term + (R)2 * sv * (ej.dfc * ek.fc);
-            const R dedk = dm_term + (R)2 * sv * (ek.dfc * ej.fc);
+            const R dedo = fcjk * smv + (R)2 * sv * (eo.dfc * ep.fc);
             const R inv_jk = (R)1 / (ej.d * ek.d);
-            const R cj = dedc * cc / (ej.d * ej.d), ck = dedc * cc / (ek.d * ek.d);
-            const R rj = dedj / ej.d, rk = dedk / ek.d;
-            for (int x = 0; x < 3; x++) {
-                const R gj = dedc * ek.v[x] * inv_jk - cj * ej.v[x] + rj * ej.v[x];
-                const R gk = dedc * ej.v[x] * inv_jk - ck * ek.v[x] + rk * ek.v[x];
-                if (a.det) {
-                    unsigned long long *q = (unsigned long long *)sm.acc;
-                    atomicAdd(q + 3 * a1 + x, fx_of((double)gj));
-                    atomicAdd(q + 3 * a2 + x, fx_of((double)gk));
-                } else {
-                    atomicAdd(sm.acc + 3 * a1 + x, (double)gj);
-                    atomicAdd(sm.acc + 3 * a2 + x, (double)gk);
-                }
-            }
+            const R co = dedc * cc / (eo.d * eo.d), ro = dedo / eo.d;
+            const R go = dedc * ep.v[x] * inv_jk - co * eo.v[x] + ro * eo.v[x];
+            const int slot = second ? a2 : a1;
+            if (a.det)
+                atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
+            else
+                atomicAdd(sm.acc + 3 * slot + x, (double)go);
         }
         if (more) more = pair_advance(na, a1, a2, nvw);
     }
