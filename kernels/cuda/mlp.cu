@@ -539,7 +539,7 @@ __device__ __forceinline__ void sgn_load(float (&a)[SGN_R][4], const float *cons
 
 /* Trans 0.  Template: NB columns per chunk, D steps of weights in flight ahead of the one summed. */
 template <int NB, int D>
-__global__ void __launch_bounds__(SGN_THREADS, NB == 8 ? 2 : 1) sgn_kernel(const SgLaunch L) {
+__global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
     extern __shared__ __align__(16) float sg_sm[];
     constexpr int V = SGN_R * NB, NO = V / 32;
     const SgProb &Q = L.q[sg_find(L)];
