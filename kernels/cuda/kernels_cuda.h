@@ -364,22 +364,28 @@ nnpops_status nnpops__io_finish_cuda(const nnpops__io_finish_args *args, void *s
 /* ==== end of the device entry section ========================================================== */
 
 /* ---- 3xTF32 GEMMs (kernels/cuda/tf32x3.cu): float32 accuracy on the tensor cores ----
- * nnpops__tf32_split_cuda: x (rows x cols, column major, ld ldx, batch entries stride_x apart)
- * into hi (x rounded to TF32) and lo (x - hi, exact), each with ld ld_out (>= rows) and batch
- * entries ld_out * cols apart.
- * nnpops__gemm_cuda_3xtf32: C = beta C + op(A) op(B) as A_lo B_hi + A_hi B_lo + A_hi B_hi on TF32
- * tensor cores (same arguments as nnpops__gemm_cuda, float32 only); A is split on every call into
- * work (nnpops__gemm_3xtf32_work_bytes(rows of A, columns of A, batch) bytes), B comes split. */
-nnpops_status nnpops__tf32_split_cuda(int64_t rows, int64_t cols, int64_t batch, const float *x,
-                                      int64_t ldx, int64_t stride_x, float *hi, float *lo,
-                                      int64_t ld_out, void *stream);
+ * nnpops__tf32_stack_cuda: x (rows x cols, column major, ld ldx, batch entries stride_x apart)
+ * split into hi (x rounded to TF32) and lo (x - hi, exact) and written three times along the rows
+ * (by_rows) or the columns, by groups of g (g divides that count): group q's rows (columns) go to
+ * 3 g q + b g + (index % g) for the blocks b = 0, 1, 2, block lo_block holding lo and the others
+ * hi; out has ld ld_out and batch entries stride_out apart.
+ * nnpops__gemm_cuda_3xtf32: C = beta C + op(A) op(B) as one TF32 tensor-core GEMM of inner
+ * dimension 3 k, [A_lo | A_hi | A_hi] [B_hi ; B_lo ; B_hi] per group of kg (kg divides k; see
+ * tf32x3.cu), float32 only.  A is stacked on every call into work
+ * (nnpops__gemm_3xtf32_work_bytes(rows of A, columns of A, batch) bytes); B3 comes stacked: op(B3)
+ * is 3 k x n (stacked with lo_block 1, along the rows when trans_b is 0, else along the columns),
+ * ld ldb3, batch entries stride_b3 apart. */
+nnpops_status nnpops__tf32_stack_cuda(int64_t rows, int64_t cols, int64_t batch, const float *x,
+                                      int64_t ldx, int64_t stride_x, float *out, int64_t ld_out,
+                                      int64_t stride_out, int64_t g, int by_rows, int lo_block,
+                                      void *stream);
 size_t nnpops__gemm_3xtf32_work_bytes(int64_t rows_a, int64_t cols_a, int64_t batch);
 nnpops_status nnpops__gemm_cuda_3xtf32(void *blas, void *stream, int trans_a, int trans_b,
-                                       int64_t m, int64_t n, int64_t k, const float *A,
-                                       int64_t lda, int64_t stride_a, const float *B_hi,
-                                       const float *B_lo, int64_t ldb, int64_t stride_b,
-                                       double beta, float *C, int64_t ldc, int64_t stride_c,
-                                       int64_t batch, void *work, size_t work_bytes);
+                                       int64_t m, int64_t n, int64_t k, int64_t kg, const float *A,
+                                       int64_t lda, int64_t stride_a, const float *B3,
+                                       int64_t ldb3, int64_t stride_b3, double beta, float *C,
+                                       int64_t ldc, int64_t stride_c, int64_t batch, void *work,
+                                       size_t work_bytes);
 
 #ifdef __cplusplus
 }

@@ -56,11 +56,33 @@
 typedef struct ani_dev {
     void *arena;
     size_t bytes;
-    /* float32 models: the weights split for the 3xTF32 GEMMs (option tensor_cores), hi = the
-     * weights rounded to TF32 in [0, bytes), lo = the remainders in [bytes, 2 bytes); a weight at
-     * arena + o has its halves at split + o and split + bytes + o */
-    void *split;
+    /* float32 models: the weights of the cuBLAS-path layers (all but the output layer) stacked for
+     * the 3xTF32 GEMMs (option tensor_cores, kernels/cuda/tf32x3.cu), each 3 x bytes; the matrix
+     * at arena + o (bytes) is at stk + 3 o in both:
+     *   stk_n (op(B) = W^T, forward): W^T of all members (n_l x M n_{l+1}), stacked along the
+     *          rows: column j = [hi ; lo ; hi] of W's row j, ld 3 n_l;
+     *   stk_t (op(B) = W, backward): each member's W^T (n_l x n_{l+1}) stacked along the columns,
+     *          [hi | lo | hi], ld n_l. */
+    void *stk_n, *stk_t;
 } ani_dev;
+
+/* Stacks every non-output layer's weights into d->stk_n and d->stk_t (see ani_dev). */
+static nnpops_status stack_weights(const nnpops__ani *a, ani_dev *d) {
+    nnpops_status st = NNPOPS_OK;
+    for (int s = 0; s < a->n_species && st == NNPOPS_OK; s++)
+        for (int l = 0; l + 1 < a->n_layers[s] && st == NNPOPS_OK; l++) {
+            const int64_t in = a->width[s][l], out = a->width[s][l + 1], M = a->ensemble;
+            const size_t o = a->w_off[s][l];
+            const float *w = (const float *)d->arena + o;
+            st = nnpops__tf32_stack_cuda(in, M * out, 1, w, in, 0, (float *)d->stk_n + 3 * o,
+                                         3 * in, 0, in, 1, 1, NULL);
+            if (st == NNPOPS_OK)
+                st = nnpops__tf32_stack_cuda(in, out, M, w, in, in * out,
+                                             (float *)d->stk_t + 3 * o, in, 3 * in * out, out, 0,
+                                             1, NULL);
+        }
+    return st;
+}
 
 nnpops_status nnpops__ani_upload(nnpops_model *model) {
     const nnpops__ani *a = model->impl;
@@ -85,27 +107,28 @@ nnpops_status nnpops__ani_upload(nnpops_model *model) {
                             __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
     }
     if (a->precision == NNPOPS_FLOAT32) {
-        e = cudaMalloc(&d->split, 2 * d->bytes);
         nnpops_status st = NNPOPS_OK;
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            d->split = NULL;
-            st = nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
-                                                             : NNPOPS_ERROR_CUDA,
-                              "%s:%d: cudaMalloc of %zu bytes (ANI weights split for the tensor "
-                              "cores) on %s: %s",
-                              __FILE__, __LINE__, 2 * d->bytes, model->device_name,
-                              cudaGetErrorString(e));
-        } else {
-            const int64_t n = (int64_t)(d->bytes / sizeof(float));
-            st = nnpops__tf32_split_cuda(n, 1, 1, d->arena, n, 0, d->split,
-                                         (float *)((char *)d->split + d->bytes), n, NULL);
-            if (st == NNPOPS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
-                st = nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: splitting the ANI weights on %s: %s",
-                                  __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
+        void **bufs[2] = {&d->stk_n, &d->stk_t};
+        for (int q = 0; q < 2 && st == NNPOPS_OK; q++) {
+            e = cudaMalloc(bufs[q], 3 * d->bytes);
+            if (e == cudaSuccess) e = cudaMemset(*bufs[q], 0, 3 * d->bytes);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                st = nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                                 : NNPOPS_ERROR_CUDA,
+                                  "%s:%d: cudaMalloc of %zu bytes (ANI weights stacked for the "
+                                  "tensor cores) on %s: %s",
+                                  __FILE__, __LINE__, 3 * d->bytes, model->device_name,
+                                  cudaGetErrorString(e));
+            }
         }
+        if (st == NNPOPS_OK) st = stack_weights(a, d);
+        if (st == NNPOPS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
+            st = nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: stacking the ANI weights on %s: %s",
+                              __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
         if (st != NNPOPS_OK) {
-            if (d->split) cudaFree(d->split);
+            if (d->stk_n) cudaFree(d->stk_n);
+            if (d->stk_t) cudaFree(d->stk_t);
             cudaFree(d->arena);
             free(d);
             return st;
@@ -119,7 +142,8 @@ void nnpops__ani_release_device(nnpops_model *model) {
     ani_dev *d = model->device_data;
     if (!d) return;
     cudaFree(d->arena);
-    if (d->split) cudaFree(d->split);
+    if (d->stk_n) cudaFree(d->stk_n);
+    if (d->stk_t) cudaFree(d->stk_t);
     free(d);
     model->device_data = NULL;
 }
@@ -370,20 +394,21 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
 
 /* One GEMM of the cuBLAS path: C = beta C + A op(W), A the activations (m x k, column major), W
  * weights of the model's device arena, species s.  When use_tc: 3xTF32 on the tensor cores (the
- * weights' split halves, the activations split into the layout's tc space); otherwise plain
+ * weights' stacked copy, the activations stacked into the layout's tc space, inner groups of kg:
+ * k, or one member's width when the inner dimension runs over the members); otherwise plain
  * FP32 / FP64 through nnpops__gemm_cuda. */
 static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
                               const ani_layout *L, int s, int trans_b, int64_t m, int64_t n,
-                              int64_t k, const void *A, int64_t lda, int64_t stride_a,
+                              int64_t k, int64_t kg, const void *A, int64_t lda, int64_t stride_a,
                               const char *Wp, int64_t ldb, int64_t stride_b, double beta, void *C,
                               int64_t ldc, int64_t stride_c, int64_t batch) {
-    if (use_tc(a, st, s) && dev->split) {
-        const size_t off = (size_t)(Wp - (const char *)dev->arena);
-        const float *hi = (const float *)((const char *)dev->split + off);
-        const float *lo = (const float *)((const char *)dev->split + dev->bytes + off);
-        return nnpops__gemm_cuda_3xtf32(st->blas, st->stream, 0, trans_b, m, n, k, A, lda, stride_a,
-                                        hi, lo, ldb, stride_b, beta, C, ldc, stride_c, batch,
-                                        (char *)st->work + L->tc, L->tc_bytes);
+    if (use_tc(a, st, s) && dev->stk_n) {
+        const size_t off = 3 * (size_t)(Wp - (const char *)dev->arena);
+        const float *B3 = (const float *)((const char *)(trans_b ? dev->stk_t : dev->stk_n) + off);
+        return nnpops__gemm_cuda_3xtf32(st->blas, st->stream, 0, trans_b, m, n, k, kg, A, lda,
+                                        stride_a, B3, trans_b ? ldb : 3 * ldb, 3 * stride_b, beta,
+                                        C, ldc, stride_c, batch, (char *)st->work + L->tc,
+                                        L->tc_bytes);
     }
     return nnpops__gemm_cuda(st->blas, st->stream, a->precision, 0, trans_b, m, n, k, A, lda,
                              stride_a, Wp, ldb, stride_b, beta, C, ldc, stride_c, batch);
@@ -450,8 +475,8 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, X, ld, 0, WPTR(0, moff), Lf,
-                         0, 0.0, ACT(0), ldc, 0, 1));
+            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, Lf, X, ld, 0, WPTR(0, moff),
+                         Lf, 0, 0.0, ACT(0), ldc, 0, 1));
             if (f64)
                 TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[1], a->alpha,
                                                (const double *)BPTR(0, moff), (double *)ACT(0), ldc,
@@ -462,7 +487,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                stream));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l], ACT(l - 1), ldc,
+                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l], w[l], ACT(l - 1), ldc,
                              (int64_t)w[l] * ldc, WPTR(l, moff), w[l], (int64_t)w[l + 1] * w[l],
                              0.0, ACT(l), ldc, (int64_t)w[l + 1] * ldc, Me));
                 if (f64)
@@ -503,7 +528,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             if (!st->need_grad) continue;
             /* backward through the hidden layers */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], ACT(l), ldc,
+                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], w[l + 1], ACT(l), ldc,
                              (int64_t)w[l + 1] * ldc, WPTR(l, moff), w[l],
                              (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc, Me));
                 if (f64)
@@ -516,8 +541,8 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                            (float *)ACT(l - 1), ldc, stream));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], ACT(0), ldc, 0, WPTR(0, moff),
-                         Lf, 0, 0.0, X, ld, 0, 1));
+            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], w[1], ACT(0), ldc, 0,
+                         WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
         }
 #undef ACT
 #undef WPTR

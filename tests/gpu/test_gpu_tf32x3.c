@@ -2,13 +2,16 @@
  * test_gpu_tf32x3.c - the 3xTF32 GEMMs (kernels/cuda/tf32x3.cu) against a float64 CPU GEMM.
  * One CTest entry per case (label gpu); exit 77 without a GPU.
  *
- *   split  hi has no bits below TF32's 10 explicit mantissa bits, hi + lo == x exactly,
- *          |lo| <= 2^-11 |x|, inf / nan pass through in hi
+ *   stack  hi has no bits below TF32's 10 explicit mantissa bits, hi + lo == x exactly,
+ *          |lo| <= 2^-11 |x|, inf / nan pass through in hi; the three blocks land where the
+ *          stacking puts them (along the columns and, by groups, along the rows), the 16-byte path
+ *          equal to the scalar one bit for bit
  *   gemm   the shapes of the ANI networks (first layer 1008 -> 8 x 256 over a column block, hidden
- *          layers strided-batched over 8 members, the transposed backward products; beta 0 and
- *          1): error / sum of |terms| <= 2e-6 for every element, and a plain TF32 GEMM of the
- *          same inputs (cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32) at least 20x worse, so the split is
- *          what gives float32 accuracy
+ *          layers strided-batched over 8 members, the transposed backward products, the first
+ *          layer's backward stacked by member; beta 0 and 1): error / sum of |terms| <= 2e-6 for
+ *          every element, and a plain TF32 GEMM of the same inputs (cuBLAS
+ *          CUBLAS_COMPUTE_32F_FAST_TF32) at least 20x worse, so the split is what gives float32
+ *          accuracy
  *   model  ANI-2x float32 on a periodic box of 96 water molecules (192 H: the hydrogen networks run
  *          through cuBLAS) with option tensor_cores on and off: both within the float32 tolerances
  *          of the float64 model (|dE|/N <= 1e-5 eV, max |dF| <= 1e-3 eV/A), and the two float32
@@ -32,25 +35,45 @@
 static unsigned long long rng = 0x243f6a8885a308d3ull;
 static double urand(void) { return test_rand(&rng); }
 
-static int case_split(void) {
+/* x (rows x cols, ld ldx) stacked along the rows by groups of g, ld_out 3 rows: every element
+ * where the stacking puts it, equal to hi / lo (ld ldh) */
+static int check_row_stack(const float *out, const float *hi, const float *lo, int64_t rows,
+                           int64_t cols, int64_t ldh, int64_t g) {
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++) {
+            const int64_t base = j * 3 * rows + (i / g) * 3 * g + i % g;
+            for (int b = 0; b < 3; b++)
+                if (memcmp(&out[base + b * g], b == 1 ? &lo[j * ldh + i] : &hi[j * ldh + i], 4)) {
+                    fprintf(stderr, "row stack (g %lld): element (%lld, %lld) block %d misplaced\n",
+                            (long long)g, (long long)i, (long long)j, b);
+                    return 1;
+                }
+        }
+    return 0;
+}
+
+static int case_stack(void) {
     const int64_t n = 100000;
-    float *x = malloc(sizeof(float) * n), *hi = malloc(sizeof(float) * n),
-          *lo = malloc(sizeof(float) * n);
+    float *x = malloc(sizeof(float) * n), *out = malloc(sizeof(float) * 3 * n);
     for (int64_t i = 0; i < n; i++) x[i] = (float)((2 * urand() - 1) * pow(10.0, 8 * urand() - 4));
     x[0] = INFINITY;
     x[1] = -0.0f;
     x[2] = 3.4e38f;
     float *dx = dup_to_device(x, sizeof(float) * n);
-    float *dhi = dalloc(sizeof(float) * n), *dlo = dalloc(sizeof(float) * n);
-    /* as a 250 x 400 matrix with ld 250 */
-    CHECK_OK(nnpops__tf32_split_cuda(250, 400, 1, dx, 250, 0, dhi, dlo, 250, g_stream));
-    to_host(hi, dhi, sizeof(float) * n);
-    to_host(lo, dlo, sizeof(float) * n);
+    float *dout = dalloc(sizeof(float) * 3 * n);
+    /* as a 250 x 400 matrix with ld 250, stacked along the columns: [lo | hi | hi] */
+    CHECK_OK(nnpops__tf32_stack_cuda(250, 400, 1, dx, 250, 0, dout, 250, 0, 400, 0, 0, g_stream));
+    to_host(out, dout, sizeof(float) * 3 * n);
+    const float *lo = out, *hi = out + n;
     int bad = 0;
     for (int64_t i = 0; i < n && bad < 5; i++) {
         uint32_t u;
         memcpy(&u, &hi[i], 4);
         const int finite = isfinite(x[i]);
+        if (memcmp(&hi[i], &out[2 * n + i], 4) != 0) {
+            fprintf(stderr, "element %lld: the two hi blocks differ\n", (long long)i);
+            bad++;
+        }
         if (finite && (u & 0x1fffu) != 0) {
             fprintf(stderr, "element %lld: hi %.9g has bits below TF32\n", (long long)i, hi[i]);
             bad++;
@@ -71,39 +94,51 @@ static int case_split(void) {
         }
     }
     CHECK(bad == 0);
-    printf("split: %lld values, hi exact in TF32, hi + lo == x\n", (long long)n);
-    /* the 16-byte path (aligned columns: ld 248, 4 rows per thread; 246 rows: a scalar tail in
-     * every column) gives the same bits as the scalar path above (ld 250) */
-    float *dhi4 = dalloc(sizeof(float) * n), *dlo4 = dalloc(sizeof(float) * n);
-    float *hi4 = malloc(sizeof(float) * n), *lo4 = malloc(sizeof(float) * n);
+    printf("stack: %lld values, hi exact in TF32, hi + lo == x, blocks [lo | hi | hi]\n",
+           (long long)n);
+    /* hi / lo of x as a 248-row matrix (ld 248), from the scalar path (ld_out 250 keeps it
+     * scalar), to compare the 16-byte paths with */
+    float *hi8 = malloc(sizeof(float) * 248 * 400), *lo8 = malloc(sizeof(float) * 248 * 400);
+    CHECK_OK(nnpops__tf32_stack_cuda(248, 400, 1, dx, 248, 0, dout, 250, 0, 400, 0, 0, g_stream));
+    to_host(out, dout, sizeof(float) * 3 * 250 * 400);
+    for (int64_t j = 0; j < 400; j++)
+        for (int64_t i = 0; i < 248; i++) {
+            lo8[j * 248 + i] = out[j * 250 + i];
+            hi8[j * 248 + i] = out[(400 + j) * 250 + i];
+        }
+    /* along the columns, 16-byte path (ld 248; 248 and 246 rows: a scalar tail in every column) */
     for (int rows = 248; rows >= 246; rows -= 2) {
-        CHECK_OK(nnpops__tf32_split_cuda(rows, 400, 1, dx, 248, 0, dhi4, dlo4, 248, g_stream));
-        to_host(hi4, dhi4, sizeof(float) * 248 * 400);
-        to_host(lo4, dlo4, sizeof(float) * 248 * 400);
+        CHECK_OK(nnpops__tf32_stack_cuda(rows, 400, 1, dx, 248, 0, dout, 248, 0, 400, 0, 0,
+                                         g_stream));
+        to_host(out, dout, sizeof(float) * 3 * 248 * 400);
         for (int64_t j = 0; j < 400; j++)
             for (int64_t i = 0; i < rows; i++) {
                 const int64_t k = j * 248 + i;
-                CHECK(memcmp(&hi4[k], &hi[k], 4) == 0 && memcmp(&lo4[k], &lo[k], 4) == 0);
+                CHECK(memcmp(&out[k], &lo8[k], 4) == 0 && memcmp(&out[400 * 248 + k], &hi8[k], 4) == 0 &&
+                      memcmp(&out[800 * 248 + k], &hi8[k], 4) == 0);
             }
     }
-    printf("split: the 16-byte path (ld 248; 248 and 246 rows) equals the scalar path bit for bit\n");
-    cudaFree(dhi4);
-    cudaFree(dlo4);
-    free(hi4);
-    free(lo4);
+    /* along the rows by groups: g = 124 (16-byte path) and 62 (scalar), blocks [hi ; lo ; hi] */
+    for (int64_t g = 124; g >= 62; g /= 2) {
+        CHECK_OK(nnpops__tf32_stack_cuda(248, 400, 1, dx, 248, 0, dout, 3 * 248, 0, g, 1, 1,
+                                         g_stream));
+        to_host(out, dout, sizeof(float) * 3 * 248 * 400);
+        CHECK(check_row_stack(out, hi8, lo8, 248, 400, 248, g) == 0);
+    }
+    printf("stack: the 16-byte paths equal the scalar path bit for bit; groups along the rows\n");
     cudaFree(dx);
-    cudaFree(dhi);
-    cudaFree(dlo);
+    cudaFree(dout);
     free(x);
-    free(hi);
-    free(lo);
+    free(out);
+    free(hi8);
+    free(lo8);
     return 0;
 }
 
 typedef struct shape {
     const char *what;
     int trans_b;
-    int64_t m, n, k, batch;
+    int64_t m, n, k, kg, batch; /* kg: the stacking group of the inner dimension */
     double beta;
 } shape;
 
@@ -132,12 +167,13 @@ static int case_gemm(void) {
     cublasHandle_t h;
     CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
     const shape shapes[] = {
-        {"first layer forward (300 atoms, 1008 -> 8 x 256)", 0, 300, 2048, 1008, 1, 0.0},
-        {"hidden layer forward, 8 members (200 atoms, 256 -> 192)", 0, 200, 192, 256, 8, 0.0},
+        {"first layer forward (300 atoms, 1008 -> 8 x 256)", 0, 300, 2048, 1008, 1008, 1, 0.0},
+        {"forward, inner groups of 504 (300 atoms, 1008 -> 64)", 0, 300, 64, 1008, 504, 1, 0.0},
+        {"hidden layer forward, 8 members (200 atoms, 256 -> 192)", 0, 200, 192, 256, 256, 8, 0.0},
         {"hidden layer backward, 8 members (200 atoms, 192 -> 256, op(B) = B^T)", 1, 200, 256, 192,
-         8, 0.0},
-        {"first layer backward (97 atoms, 8 x 256 -> 1008, op(B) = B^T), beta 1", 1, 97, 1008, 2048,
-         1, 1.0},
+         192, 8, 0.0},
+        {"first layer backward (97 atoms, 8 x 256 -> 1008, op(B) = B^T, stacked by member), beta 1",
+         1, 97, 1008, 2048, 256, 1, 1.0},
     };
     for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; q++) {
         const shape *s = &shapes[q];
@@ -153,14 +189,21 @@ static int case_gemm(void) {
         for (size_t e = 0; e < nb; e++) B[e] = (float)((2 * urand() - 1) * 0.1);
         for (size_t e = 0; e < nc; e++) C0[e] = (float)(2 * urand() - 1);
         float *dA = dup_to_device(A, sizeof(float) * na), *dB = dup_to_device(B, sizeof(float) * nb);
-        float *dBh = dalloc(sizeof(float) * nb), *dBl = dalloc(sizeof(float) * nb);
+        /* B stacked as the model's weights are: along the inner dimension, [hi ; lo ; hi] */
+        float *dB3 = dalloc(sizeof(float) * 3 * nb);
         float *dC = dup_to_device(C0, sizeof(float) * nc);
-        CHECK_OK(nnpops__tf32_split_cuda((int64_t)nb, 1, 1, dB, (int64_t)nb, 0, dBh, dBl, (int64_t)nb, g_stream));
+        const int64_t ldb3 = s->trans_b ? ldb : 3 * ldb;
+        if (s->trans_b)
+            CHECK_OK(nnpops__tf32_stack_cuda(s->n, s->k, s->batch, dB, ldb, sb, dB3, ldb3, 3 * sb,
+                                             s->kg, 0, 1, g_stream));
+        else
+            CHECK_OK(nnpops__tf32_stack_cuda(s->k, s->n, s->batch, dB, ldb, sb, dB3, ldb3, 3 * sb,
+                                             s->kg, 1, 1, g_stream));
         const size_t wb = nnpops__gemm_3xtf32_work_bytes(s->m, s->k, s->batch);
         void *work = dalloc(wb);
-        CHECK_OK(nnpops__gemm_cuda_3xtf32(h, g_stream, 0, s->trans_b, s->m, s->n, s->k, dA, lda, sa,
-                                          dBh, dBl, ldb, sb, s->beta, dC, ldc, sc, s->batch, work,
-                                          wb));
+        CHECK_OK(nnpops__gemm_cuda_3xtf32(h, g_stream, 0, s->trans_b, s->m, s->n, s->k, s->kg, dA,
+                                          lda, sa, dB3, ldb3, 3 * sb, s->beta, dC, ldc, sc,
+                                          s->batch, work, wb));
         to_host(C, dC, sizeof(float) * nc);
         /* plain TF32 of the same inputs */
         CUDA_CHECK(cudaMemcpy(dC, C0, sizeof(float) * nc, cudaMemcpyHostToDevice));
@@ -182,8 +225,7 @@ static int case_gemm(void) {
         CHECK(e1 >= 20 * e3);
         cudaFree(dA);
         cudaFree(dB);
-        cudaFree(dBh);
-        cudaFree(dBl);
+        cudaFree(dB3);
         cudaFree(dC);
         cudaFree(work);
         free(A);
@@ -311,11 +353,11 @@ static int case_auto(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s split|gemm|model|auto\n", argv[0]);
+        fprintf(stderr, "usage: %s stack|gemm|model|auto\n", argv[0]);
         return 2;
     }
     gpu_init_or_skip();
-    if (!strcmp(argv[1], "split")) return case_split();
+    if (!strcmp(argv[1], "stack")) return case_stack();
     if (!strcmp(argv[1], "gemm")) return case_gemm();
     if (!strcmp(argv[1], "model")) return case_model();
     if (!strcmp(argv[1], "auto")) return case_auto();
