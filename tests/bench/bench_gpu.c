@@ -412,8 +412,12 @@ int main(int argc, char **argv) {
              g_tc_words[g_tc_compare]);
     printf("\n%s\n", hdr);
     if (md) fprintf(md, "%s\n", hdr);
+    /* --only NAME: the system of that exact name when there is one, else every name holding it */
+    int exact = 0;
+    for (int k = 0; only && k < ns; k++) exact |= !strcmp(list[k].name, only);
     for (int k = 0; k < ns; k++) {
-        if (only && !strstr(list[k].name, only)) continue;
+        if (only && (exact ? strcmp(list[k].name, only) != 0 : !strstr(list[k].name, only)))
+            continue;
         if (small && list[k].n > 13000) continue;
         if (small && list[k].periodic && list[k].n != 3000) continue;
         const int steps = steps_opt > 0 ? steps_opt : (list[k].n > 500000 ? 20 : (quick ? 20 : 50));

@@ -9,7 +9,8 @@
 #        [extra bench arguments]
 #   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
-#   systems, PROFILE_NBR="N ..." neighbor-list sizes); soak: GPU soak runs of tests/slow/soak.c.
+#   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex" ncu
+#   sections of some kernels); soak: GPU soak runs of tests/slow/soak.c.
 set -u
 what=${1:-all}
 shift || true
@@ -136,6 +137,17 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
       >> "$out/profile.log" 2>&1
     echo "ncu rc=$? ($sys)"
   done
+  if [ -n "${PROFILE_DETAIL:-}" ]; then
+    # PROFILE_DETAIL="system|kernel regex": ncu sections (throughput, occupancy, warp stalls) of
+    # the matching kernels of one bench system
+    IFS="|" read -r dsys dkern <<< "$PROFILE_DETAIL"
+    echo "---- detail: $dsys / $dkern" >> "$out/profile-detail.log"
+    timeout 200 ncu --clock-control none --kernel-name "regex:$dkern" --launch-count 12 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+      --section MemoryWorkloadAnalysis "$build/tests/bench_gpu" --only "$dsys" --steps 1 \
+      --no-graphs --no-tc-compare >> "$out/profile-detail.log" 2>&1
+    echo "ncu rc=$? (detail $dsys)"
+  fi
   for n in ${PROFILE_NBR:-}; do
     echo "---- neighbors $n" >> "$out/profile.log"
     timeout 100 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
