@@ -600,12 +600,18 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
             for (int d = 0; d < D; d++) sgn_load(a[d], arow, kl, d, lane);
         }
         /* B^T of the slice (every copy in flight at once): j = 128 s + 32 u + l goes to
-         * 128 s + 4 l + u of row r */
-        for (int e = tid; e < (ns << 7) * NB; e += SGN_THREADS) {
-            const int j = e / NB, r = e % NB;
-            const bool ok = j < kl && r < nr;
-            cp_async4(sg_sm + r * kcs + (j & ~127) + ((j & 31) << 2) + ((j >> 5) & 3),
-                      ok ? B + (k0 + j) * ldb + r : B, ok);
+         * 128 s + 4 l + u of row r; a thread keeps one r (SGN_THREADS is a multiple of NB) */
+        {
+            constexpr int JS = SGN_THREADS / NB;
+            const int r = tid % NB;
+            float *dr = sg_sm + r * kcs;
+            const bool rok = r < nr;
+            const float *src = B + (k0 + tid / NB) * ldb + r;
+            const int64_t sstep = (int64_t)JS * ldb;
+            for (int j = tid / NB; j < (ns << 7); j += JS, src += sstep) {
+                const bool ok = rok && j < kl;
+                cp_async4(dr + (j & ~127) + ((j & 31) << 2) + ((j >> 5) & 3), ok ? src : B, ok);
+            }
         }
         cp_async_commit();
         cp_async_wait_pending(0);
@@ -737,11 +743,17 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
                     a[0][uu][q] = (ok && rok[q]) ? __ldg(ap + 8 * q) : 0.0f;
             }
         }
-        /* B rows of the slice (every copy in flight at once) */
-        for (int e = tid; e < (G << 2) * NB; e += blockDim.x) {
-            const int j = e / NB, r = e % NB;
-            const bool ok = j < kl && r < nr;
-            cp_async4(sg_sm + j * NBP + r, ok ? B + (k0 + j) * ldb + r : B, ok);
+        /* B rows of the slice (every copy in flight at once); a thread keeps one r (blockDim.x
+         * is a multiple of NB) */
+        {
+            const int js = (int)blockDim.x / NB, r = tid % NB;
+            const bool rok = r < nr;
+            const float *src = B + (k0 + tid / NB) * ldb + r;
+            const int64_t sstep = (int64_t)js * ldb;
+            for (int j = tid / NB; j < (G << 2); j += js, src += sstep) {
+                const bool ok = rok && j < kl;
+                cp_async4(sg_sm + j * NBP + r, ok ? src : B, ok);
+            }
         }
         cp_async_commit();
         cp_async_wait_pending(0);
