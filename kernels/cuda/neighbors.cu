@@ -550,7 +550,8 @@ __device__ __forceinline__ void finish_center(const nbr_args &a, emit_state &es,
  * the vector to the atom's image in double by increments (the wrapped difference plus i . H, a
  * few additions per image) and runs the exact test (the CPU's expression) only where that is
  * within cutoff (1 + 1e-9) plus a bound of its rounding (mj below).  Count pass: count and ghost
- * entries (warp-uniform); write pass: entries from `base`.  g: the (valid) frame of system s. ---- */
+ * entries (warp-uniform); write pass: entries from `base`.  g: the (valid) frame of system s.
+ * A system without periodic axes has one image, and the exact test alone. ---- */
 template <bool WRITE>
 __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *order, const geom &g,
                            int64_t s, int64_t c, int w, int slices, int64_t base, int64_t &count,
@@ -560,15 +561,45 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
     ghosts = 0;
     double xc[3];
     load3(pos, c, xc);
+    const int64_t a0 = a.sys_start[s], na = a.sys_start[s + 1] - a0;
+    const int64_t per = (na + slices - 1) / slices;
+    const int64_t lo = w * per, hi = min(na, lo + per);
+    if (!g.any_per) {
+        /* no periodic axis: the one image, whose exact test is the whole test */
+        int64_t e = base;
+        for (int64_t t0 = lo; t0 < hi; t0 += 32) {
+            const int64_t t = t0 + lane;
+            bool acc = false;
+            int64_t j = 0;
+            double r[3] = {0, 0, 0}, d2 = 0;
+            if (t < hi) {
+                j = order[a0 + t];
+                double xj[3];
+                load3(pos, j, xj);
+                pair_vector(g.h, xc, xj, 0, 0, 0, r, d2);
+                acc = j != c && d2 < a.cut2 && keep_pair(a, c, j, 0, 0, 0);
+            }
+            const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, acc);
+            if (!WRITE) {
+                count += __popc(b);
+                ghosts += __popc(__ballot_sync(NNPOPS__FULL_MASK, acc && j >= a.n_centers));
+            } else {
+                if (acc) {
+                    const int64_t ee = e + __popc(b & ((1u << lane) - 1u));
+                    if (ee < a.capacity) write_entry(a, ee, c, j, 0, 0, 0, r, d2);
+                    if (d2 < a.min_d2) record_close(a, c, j, d2);
+                }
+                e += __popc(b);
+            }
+        }
+        return;
+    }
     int nc[3];
     for (int q = 0; q < 3; q++) nc[q] = g.per[q] ? (int)floor(frac(g, xc, q)) : 0;
     double hm[3];
     for (int q = 0; q < 3; q++)
         hm[q] = fmax(fabs(g.h[3 * q]), fmax(fabs(g.h[3 * q + 1]), fabs(g.h[3 * q + 2])));
     const double xcm = fmax(fabs(xc[0]), fmax(fabs(xc[1]), fabs(xc[2])));
-    const int64_t a0 = a.sys_start[s], na = a.sys_start[s + 1] - a0;
-    const int64_t per = (na + slices - 1) / slices;
-    const int64_t lo = w * per, hi = min(na, lo + per);
     const int i0n = g.img[0], i1n = g.img[1], i2n = g.img[2];
     int64_t e = base;
     for (int64_t t0 = lo; t0 < hi; t0 += 32) {

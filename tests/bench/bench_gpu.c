@@ -22,7 +22,8 @@
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
  *                  [--small] [--steps K] [--md FILE]
  * --small: only the small rows (13 and 98 atoms, the 1,000 x 13 batch, 1hz5, water 10^3), no
- * neighbor-list part.
+ * neighbor-list part.  --nbr-only N [--nbr-open]: the neighbor list alone at one size (with
+ * --nbr-open the same points without periodic axes, as a molecule is searched).
  * (needs NNPOPS_MODEL_PATH with ani2x and NNPOPS_SHARED_DIR with reference/ and structures/)
  */
 #include <math.h>
@@ -193,6 +194,8 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
 
 /* ---- neighbor list alone ------------------------------------------------------------------- */
 
+static int g_nbr_open = 0; /* --nbr-open: the neighbor list alone without periodic axes */
+
 static void bench_neighbors(int64_t n, FILE *md) {
     const double rho = 0.8, cutoff = cbrt(3.0 * 64 / (4 * 3.14159265358979323846 * rho));
     const double L = cbrt((double)n / rho);
@@ -204,6 +207,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
     int64_t ss[2] = {0, n};
     double cell[9] = {L, 0, 0, 0, L, 0, 0, 0, L};
     uint8_t pbc[3] = {1, 1, 1};
+    if (g_nbr_open) pbc[0] = pbc[1] = pbc[2] = 0; /* the same points as an open cluster */
     nnpops__nbr_plan plan;
     /* NNPOPS_BENCH_NBR_ALG=brute|cell|small|cell-fast forces an algorithm (comparisons) */
     int32_t force = NNPOPS__NBR_AUTO;
@@ -281,8 +285,8 @@ static void bench_neighbors(int64_t n, FILE *md) {
     cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost);
     const cudaError_t err = cudaGetLastError();
     char line[256];
-    snprintf(line, sizeof line, "| %lld | %s | %.4f | %.4f | %lld | %.1f | %s |", (long long)n,
-             nnpops__nbr_cuda_algorithm_name(plan.algorithm), ms / reps, ms_graph,
+    snprintf(line, sizeof line, "| %lld%s | %s | %.4f | %.4f | %lld | %.1f | %s |", (long long)n,
+             g_nbr_open ? " (open)" : "", nnpops__nbr_cuda_algorithm_name(plan.algorithm), ms / reps, ms_graph,
              (long long)st.n_entries, (double)st.n_entries / (double)n,
              err != cudaSuccess ? cudaGetErrorString(err) : (st.flags ? "FLAGS" : "ok"));
     printf("%s\n", line);
@@ -320,6 +324,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[k], "--only") && k + 1 < argc) only = argv[++k];
         else if (!strcmp(argv[k], "--steps") && k + 1 < argc) steps_opt = atoi(argv[++k]);
         else if (!strcmp(argv[k], "--nbr-only") && k + 1 < argc) nbr_only = atoll(argv[++k]);
+        else if (!strcmp(argv[k], "--nbr-open")) g_nbr_open = 1;
     }
     if (nnpops_cuda_device_count() == 0) {
         printf("no CUDA device\n");
