@@ -146,8 +146,8 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, write pass: grid = n_ato
 const int FAST_COUNT_SPLIT = 9; /* fast cell list, count pass: threads per center */
 
 /* Plan thresholds (host). */
-const int64_t PLAN_SMALL_MAX_COST = 16384;
-const double PLAN_BRUTE_MAX_CAND = 8192;
+const int64_t PLAN_SMALL_MAX_COST = 2048;
+const double PLAN_BRUTE_MAX_CAND = 1280;
 
 struct geom {
     double h[9];    /* rows a, b, c */
@@ -1664,20 +1664,20 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  * brute force nimg_s = prod over periodic axes of (2 ceil(cutoff / w_k) + 1).  In this order:
  *   small      when all systems together hold at most SMALL_MAX (1024) atoms and
  *              sum_s n_s^2 nimg_s (x3 for systems with images: their tests add the shift term)
- *              <= 16384.  Reasoning (no measurement): one SM issues about 4 warp instructions per
- *              cycle, half that in FP64; a candidate test costs about 10-25 FP64-heavy instructions
- *              per 32 lanes and runs twice (count, write), so 16384 tests take about 5-10k cycles,
- *              3-6 us at ~1.7 GHz: the cost of the one or two launches (count, write) the
- *              multi-block brute force needs in addition, and of its scheduling over the GPU.
- *              Molecules up to ~128 atoms, and a few tiny periodic cells, qualify;
- *   brute      when the largest n_s nimg_s is at most 8192 (then a warp per 32 atoms of a center
- *              does a few hundred tests; the cell list's ~10 launches would cost more);
+ *              <= 2048;
+ *   brute      when the largest n_s nimg_s is at most 1280;
  *   cell       (general) when some periodic axis is thinner than reach (1 + 1e-6) (stencils of
  *              several bins; the margin keeps the device, whose widths may differ by an ulp, on
  *              stencils of at most 2 bins in the fast kernel should it be forced there);
  *   cell fast  otherwise (every stencil is +-1 bin).
  * slices (brute force): ceil(largest n_s / 32), 1..32: a warp sweeps at most 32 atoms of the
- * system (all their images) for a center. */
+ * system (all their images) for a center.
+ * The thresholds are measured (H200, bench_gpu --nbr-only N --nbr-open, random open clusters of
+ * about 40-50 neighbors per atom, CUDA graph replay, tests/bench/results): the one-block path takes
+ * 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force 10.2 / 9.9 / 10.4 / 10.8
+ * us (its two launches dominate) and 57 / 123 / 292 us at 973 / 2000 / 4096 atoms, the fast cell
+ * list about 0.1 ms from 512 to 16,384 atoms (its ~10 launches): small up to ~45 atoms, brute
+ * force up to ~1300 candidates per center. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
                                       const double *cells, const uint8_t *pbc, double cutoff,
                                       int32_t force, nnpops__nbr_plan *plan) {
