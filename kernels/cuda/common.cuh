@@ -10,6 +10,8 @@
  *  - atomic_add_f64 (native double atomicAdd, sm_60 and newer).
  *  - programmatic dependent launch (sm_90): pdl_wait / pdl_trigger in kernels, pdl_enabled and
  *    launch_pdl on the host; set_dynamic_smem for kernels with more than 48 KiB of shared memory.
+ *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu) and stack3:
+ *    where the three blocks of a stacked column go.
  */
 #ifndef NNPOPS_KERNELS_CUDA_COMMON_CUH
 #define NNPOPS_KERNELS_CUDA_COMMON_CUH
@@ -138,6 +140,28 @@ inline nnpops_status set_dynamic_smem(const void *fn, size_t bytes) {
                             "memory): %s", __FILE__, __LINE__, bytes, cudaGetErrorString(e));
     }
     return NNPOPS_OK;
+}
+
+/* x = hi + lo: hi = x rounded to TF32 (10 explicit mantissa bits, half away from zero), lo = x - hi
+ * (exact); inf / nan pass through in hi (lo 0). */
+__device__ __forceinline__ void tf32_split(float x, float *hi, float *lo) {
+    const uint32_t u = __float_as_uint(x);
+    if ((u & 0x7f800000u) == 0x7f800000u) {
+        *hi = x;
+        *lo = 0.0f;
+        return;
+    }
+    uint32_t r = (u + 0x1000u) & 0xffffe000u;
+    if ((r & 0x7f800000u) == 0x7f800000u) r = u & 0xffffe000u; /* would overflow: truncate */
+    const float h = __uint_as_float(r);
+    *hi = h;
+    *lo = x - h;
+}
+
+/* Column f of an activation stacked along its columns by groups of g (tf32x3.cu): the columns
+ * of blocks 0 (lo), 1 and 2 (hi) are c, c + g and c + 2 g with c = 3 g (f / g) + f % g. */
+__device__ __forceinline__ int64_t stack3_col(int64_t f, int64_t g) {
+    return (f / g) * 3 * g + f % g;
 }
 
 } /* namespace nnpops_cuda */

@@ -380,6 +380,30 @@ nnpops_status nnpops__tf32_stack_cuda(int64_t rows, int64_t cols, int64_t batch,
                                       int64_t stride_out, int64_t g, int by_rows, int lo_block,
                                       void *stream);
 size_t nnpops__gemm_3xtf32_work_bytes(int64_t rows_a, int64_t cols_a, int64_t batch);
+/* The ld of an m-row A stacked by nnpops__gemm_cuda_3xtf32 (a multiple of 32); batch entries of a
+ * stacked m x k A are 3 k ld apart. */
+int64_t nnpops__tf32_stack_ld(int64_t rows);
+/* As nnpops__gemm_cuda_3xtf32 with A already stacked (A3: op(A3) = m x 3 k, ld lda3, batch entries
+ * stride_a3 apart), e.g. by the stacked elementwise kernels below. */
+nnpops_status nnpops__gemm_cuda_3xtf32_stacked(void *blas, void *stream, int trans_a, int trans_b,
+                                               int64_t m, int64_t n, int64_t k, const float *A3,
+                                               int64_t lda3, int64_t stride_a3, const float *B3,
+                                               int64_t ldb3, int64_t stride_b3, double beta,
+                                               float *C, int64_t ldc, int64_t stride_c,
+                                               int64_t batch);
+/* The elementwise step before a 3xTF32 GEMM, fused with the stacking of its result (the next
+ * GEMM's A: n rows, `width` columns stacked along the columns by groups of g, into out3 with ld
+ * ld3, as nnpops__tf32_stack_cuda with lo_block 0):
+ * nnpops__bias_celu_stack_cuda_f32: nnpops__bias_celu_cuda_f32 (Z in place) and the stacked copy;
+ * nnpops__celu_backward_act_stack_cuda_f32: dZ = dA CELU'(A) written only as the stacked copy (A
+ * is left as it is). */
+nnpops_status nnpops__bias_celu_stack_cuda_f32(int64_t n, int64_t width, double alpha,
+                                               const float *b, float *Z, int64_t ldz, int64_t g,
+                                               float *out3, int64_t ld3, void *stream);
+nnpops_status nnpops__celu_backward_act_stack_cuda_f32(int64_t n, int64_t width, double alpha,
+                                                       const float *dA, int64_t ldda,
+                                                       float *A, int64_t lda, int64_t g,
+                                                       float *out3, int64_t ld3, void *stream);
 nnpops_status nnpops__gemm_cuda_3xtf32(void *blas, void *stream, int trans_a, int trans_b,
                                        int64_t m, int64_t n, int64_t k, int64_t kg, const float *A,
                                        int64_t lda, int64_t stride_a, const float *B3,

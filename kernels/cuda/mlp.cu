@@ -57,9 +57,32 @@ template <typename R> __device__ __forceinline__ R celu_of(R x, R al, R inv) {
     return x > 0 ? x : al * rexpm1(x * inv);
 }
 
+/* The stacked copy (float, out3 != NULL; see kernels_cuda.h): V values of column f from row r,
+ * split into lo (block 0) and hi (blocks 1, 2). */
+template <typename R, int V>
+__device__ __forceinline__ void put_stacked(const R (&v)[V], int64_t f, int64_t r, int64_t g,
+                                            R *out3, int64_t ld3) {
+    if constexpr (sizeof(R) == 4) {
+        float h[V], l[V];
+#pragma unroll
+        for (int u = 0; u < V; u++) tf32_split(v[u], &h[u], &l[u]);
+        float *o = out3 + stack3_col(f, g) * ld3 + r;
+        if constexpr (V == 4) {
+            *reinterpret_cast<float4 *>(o) = make_float4(l[0], l[1], l[2], l[3]);
+            *reinterpret_cast<float4 *>(o + g * ld3) = make_float4(h[0], h[1], h[2], h[3]);
+            *reinterpret_cast<float4 *>(o + 2 * g * ld3) = make_float4(h[0], h[1], h[2], h[3]);
+        } else {
+            o[0] = l[0];
+            o[g * ld3] = h[0];
+            o[2 * g * ld3] = h[0];
+        }
+    }
+}
+
+/* out3 == NULL: Z = CELU(Z + b) in place; else also the stacked copy. */
 template <typename R, int V>
 __global__ void bias_celu_kernel(int64_t n, int64_t width, R al, R inv, const R *b, R *Z,
-                                 int64_t ldz) {
+                                 int64_t ldz, int64_t g, R *out3, int64_t ld3) {
     const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (r >= n) return;
     for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
@@ -73,10 +96,15 @@ __global__ void bias_celu_kernel(int64_t n, int64_t width, R al, R inv, const R 
                 q.z = celu_of(q.z + bf, al, inv);
                 q.w = celu_of(q.w + bf, al, inv);
                 *reinterpret_cast<float4 *>(z) = q;
+                if (out3) put_stacked<R, 4>({q.x, q.y, q.z, q.w}, f, r, g, out3, ld3);
                 continue;
             }
         }
-        for (int u = 0; u < V && r + u < n; u++) z[u] = celu_of(z[u] + bf, al, inv);
+        for (int u = 0; u < V && r + u < n; u++) {
+            const R a = celu_of(z[u] + bf, al, inv);
+            z[u] = a;
+            if (out3) put_stacked<R, 1>({a}, f, r + u, g, out3, ld3);
+        }
     }
 }
 
@@ -112,27 +140,33 @@ template <typename R> __device__ __forceinline__ R celu_grad_of(R x, R da, R inv
     return x > 0 ? da : da * (x * inv + (R)1);
 }
 
+/* out3 == NULL: A = dA CELU'(A) in place; else that only into the stacked copy (A unchanged). */
 template <typename R, int V>
 __global__ void celu_bwd_act_kernel(int64_t n, int64_t width, R inv, const R *dA, int64_t ldda,
-                                    R *A, int64_t lda) {
+                                    R *A, int64_t lda, int64_t g, R *out3, int64_t ld3) {
     const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (r >= n) return;
     for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
         R *a = A + f * lda + r;
-        const R *g = dA + f * ldda + r;
+        const R *gr = dA + f * ldda + r;
         if constexpr (V == 4 && sizeof(R) == 4) {
             if (r + 4 <= n) {
                 float4 q = *reinterpret_cast<const float4 *>(a);
-                const float4 d = *reinterpret_cast<const float4 *>(g);
+                const float4 d = *reinterpret_cast<const float4 *>(gr);
                 q.x = celu_grad_of(q.x, d.x, inv);
                 q.y = celu_grad_of(q.y, d.y, inv);
                 q.z = celu_grad_of(q.z, d.z, inv);
                 q.w = celu_grad_of(q.w, d.w, inv);
-                *reinterpret_cast<float4 *>(a) = q;
+                if (out3) put_stacked<R, 4>({q.x, q.y, q.z, q.w}, f, r, g, out3, ld3);
+                else *reinterpret_cast<float4 *>(a) = q;
                 continue;
             }
         }
-        for (int u = 0; u < V && r + u < n; u++) a[u] = celu_grad_of(a[u], g[u], inv);
+        for (int u = 0; u < V && r + u < n; u++) {
+            const R v = celu_grad_of(a[u], gr[u], inv);
+            if (out3) put_stacked<R, 1>({v}, f, r + u, g, out3, ld3);
+            else a[u] = v;
+        }
     }
 }
 
@@ -351,10 +385,10 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
         if (ew_vec4<R>(Z, ldz))                                                                    \
             bias_celu_kernel<R, 4><<<ew_grid((n + 3) / 4, width), EW_THREADS, 0,                   \
                                      as_stream(stream)>>>(n, width, (R)alpha, (R)(1.0 / alpha), b, \
-                                                          Z, ldz);                                 \
+                                                          Z, ldz, 1, nullptr, 0);                  \
         else                                                                                       \
             bias_celu_kernel<R, 1><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(       \
-                n, width, (R)alpha, (R)(1.0 / alpha), b, Z, ldz);                                  \
+                n, width, (R)alpha, (R)(1.0 / alpha), b, Z, ldz, 1, nullptr, 0);                   \
         NNPOPS__LAUNCH_CHECK("bias + CELU");                                                       \
         return NNPOPS_OK;                                                                          \
     }                                                                                              \
@@ -365,10 +399,10 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
         if (ew_vec4<R>(A, lda) && ew_vec4<R>(dA, ldda))                                            \
             celu_bwd_act_kernel<R, 4><<<ew_grid((n + 3) / 4, width), EW_THREADS, 0,                \
                                         as_stream(stream)>>>(n, width, (R)(1.0 / alpha), dA, ldda, \
-                                                             A, lda);                              \
+                                                             A, lda, 1, nullptr, 0);               \
         else                                                                                       \
             celu_bwd_act_kernel<R, 1><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(    \
-                n, width, (R)(1.0 / alpha), dA, ldda, A, lda);                                     \
+                n, width, (R)(1.0 / alpha), dA, ldda, A, lda, 1, nullptr, 0);                      \
         NNPOPS__LAUNCH_CHECK("CELU backward (from activations)");                                  \
         return NNPOPS_OK;                                                                          \
     }                                                                                              \
@@ -389,6 +423,44 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
 
 NNPOPS__MLP_TWINS(f32, float)
 NNPOPS__MLP_TWINS(f64, double)
+
+extern "C" nnpops_status nnpops__bias_celu_stack_cuda_f32(int64_t n, int64_t width, double alpha,
+                                                          const float *b, float *Z, int64_t ldz,
+                                                          int64_t g, float *out3, int64_t ld3,
+                                                          void *stream) {
+    if (n <= 0 || width <= 0) return NNPOPS_OK;
+    if (g <= 0 || width % g != 0)
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "stacked bias + CELU: group %lld, width %lld",
+                            (long long)g, (long long)width);
+    if (ew_vec4<float>(Z, ldz) && ew_vec4<float>(out3, ld3))
+        bias_celu_kernel<float, 4><<<ew_grid((n + 3) / 4, width), EW_THREADS, 0,
+                                     as_stream(stream)>>>(n, width, (float)alpha,
+                                                          (float)(1.0 / alpha), b, Z, ldz, g, out3,
+                                                          ld3);
+    else
+        bias_celu_kernel<float, 1><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(
+            n, width, (float)alpha, (float)(1.0 / alpha), b, Z, ldz, g, out3, ld3);
+    NNPOPS__LAUNCH_CHECK("bias + CELU (stacked)");
+    return NNPOPS_OK;
+}
+
+extern "C" nnpops_status nnpops__celu_backward_act_stack_cuda_f32(
+    int64_t n, int64_t width, double alpha, const float *dA, int64_t ldda, float *A, int64_t lda,
+    int64_t g, float *out3, int64_t ld3, void *stream) {
+    if (n <= 0 || width <= 0) return NNPOPS_OK;
+    if (g <= 0 || width % g != 0)
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "stacked CELU backward: group %lld, width %lld",
+                            (long long)g, (long long)width);
+    if (ew_vec4<float>(A, lda) && ew_vec4<float>(dA, ldda) && ew_vec4<float>(out3, ld3))
+        celu_bwd_act_kernel<float, 4><<<ew_grid((n + 3) / 4, width), EW_THREADS, 0,
+                                        as_stream(stream)>>>(n, width, (float)(1.0 / alpha), dA,
+                                                             ldda, A, lda, g, out3, ld3);
+    else
+        celu_bwd_act_kernel<float, 1><<<ew_grid(n, width), EW_THREADS, 0, as_stream(stream)>>>(
+            n, width, (float)(1.0 / alpha), dA, ldda, A, lda, g, out3, ld3);
+    NNPOPS__LAUNCH_CHECK("CELU backward (stacked)");
+    return NNPOPS_OK;
+}
 
 /* ---- small-n grouped GEMM (float32), twin of nnpops__small_gemm_cpu_f32 ----------------------
  * The networks of species with few atoms (n <= NNPOPS__SG_MAX_COLS columns) are thin products

@@ -44,21 +44,6 @@ namespace {
 
 const int SPLIT_THREADS = 256;
 
-__device__ __forceinline__ void tf32_split(float x, float *hi, float *lo) {
-    const uint32_t u = __float_as_uint(x);
-    if ((u & 0x7f800000u) == 0x7f800000u) { /* inf / nan: passed through */
-        *hi = x;
-        *lo = 0.0f;
-        return;
-    }
-    /* round the magnitude to 10 explicit mantissa bits, half away from zero */
-    uint32_t r = (u + 0x1000u) & 0xffffe000u;
-    if ((r & 0x7f800000u) == 0x7f800000u) r = u & 0xffffe000u; /* would overflow: truncate */
-    const float h = __uint_as_float(r);
-    *hi = h;
-    *lo = x - h;
-}
-
 /* x (rows x cols, column major, ld ldx, batch entries stride_x apart) split and written three
  * times (see the file header): along the rows (by_rows: row i of group q = i / g goes to rows
  * 3 g q + b g + i % g of column j) or along the columns (column j to 3 g q + b g + j % g), block b
@@ -80,7 +65,7 @@ __global__ void stack_kernel(int64_t rows, int64_t cols, int64_t batch, const fl
             o = j * ld_out + (i / g) * 3 * g + i % g;
             step = g;
         } else {
-            o = ((j / g) * 3 * g + j % g) * ld_out + i;
+            o = stack3_col(j, g) * ld_out + i;
             step = g * ld_out;
         }
         if (V == 4 && i + 4 <= rows) {
@@ -176,7 +161,24 @@ extern "C" nnpops_status nnpops__gemm_cuda_3xtf32(
     nnpops_status st = nnpops__tf32_stack_cuda(ra, ca, batch, A, lda, stride_a, A3, lds, stride3,
                                                kg, trans_a, 0, stream);
     if (st != NNPOPS_OK) return st;
+    return nnpops__gemm_cuda_3xtf32_stacked(blas, stream, trans_a, trans_b, m, n, k, A3, lds,
+                                            stride3, B3, ldb3, stride_b3, beta, C, ldc, stride_c,
+                                            batch);
+}
+
+extern "C" int64_t nnpops__tf32_stack_ld(int64_t rows) { return round32(rows); }
+
+extern "C" nnpops_status nnpops__gemm_cuda_3xtf32_stacked(
+    void *blas, void *stream, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+    const float *A3, int64_t lda3, int64_t stride_a3, const float *B3, int64_t ldb3,
+    int64_t stride_b3, double beta, float *C, int64_t ldc, int64_t stride_c, int64_t batch) {
+    if (m <= 0 || n <= 0 || batch <= 0) return NNPOPS_OK;
+    if (m > INT32_MAX || n > INT32_MAX || 3 * k > INT32_MAX || lda3 > INT32_MAX ||
+        ldb3 > INT32_MAX || ldc > INT32_MAX || batch > INT32_MAX)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "GEMM of %lld x %lld x %lld is too large",
+                            (long long)m, (long long)n, (long long)k);
     cublasHandle_t h = (cublasHandle_t)blas;
+    nnpops_status st;
     if ((st = blas_check(cublasSetStream(h, as_stream(stream)), __FILE__, __LINE__,
                          "cublasSetStream")) != NNPOPS_OK)
         return st;
@@ -185,12 +187,12 @@ extern "C" nnpops_status nnpops__gemm_cuda_3xtf32(
     const float one = 1.0f, b0 = (float)beta;
     cublasStatus_t s;
     if (batch == 1)
-        s = cublasGemmEx(h, ta, tb, (int)m, (int)n, (int)(3 * k), &one, A3, CUDA_R_32F, (int)lds,
+        s = cublasGemmEx(h, ta, tb, (int)m, (int)n, (int)(3 * k), &one, A3, CUDA_R_32F, (int)lda3,
                          B3, CUDA_R_32F, (int)ldb3, &b0, C, CUDA_R_32F, (int)ldc,
                          CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
     else
         s = cublasGemmStridedBatchedEx(h, ta, tb, (int)m, (int)n, (int)(3 * k), &one, A3,
-                                       CUDA_R_32F, (int)lds, (long long)stride3, B3, CUDA_R_32F,
+                                       CUDA_R_32F, (int)lda3, (long long)stride_a3, B3, CUDA_R_32F,
                                        (int)ldb3, (long long)stride_b3, &b0, C, CUDA_R_32F,
                                        (int)ldc, (long long)stride_c, (int)batch,
                                        CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);

@@ -394,24 +394,66 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
 
 /* One GEMM of the cuBLAS path: C = beta C + A op(W), A the activations (m x k, column major), W
  * weights of the model's device arena, species s.  When use_tc: 3xTF32 on the tensor cores (the
- * weights' stacked copy, the activations stacked into the layout's tc space, inner groups of kg:
- * k, or one member's width when the inner dimension runs over the members); otherwise plain
- * FP32 / FP64 through nnpops__gemm_cuda. */
+ * weights' stacked copy; the activations stacked into the layout's tc space here, inner groups of
+ * kg: k, or one member's width when the inner dimension runs over the members, or, when
+ * `stacked`, already there from the elementwise step before); otherwise plain FP32 / FP64 through
+ * nnpops__gemm_cuda. */
 static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
                               const ani_layout *L, int s, int trans_b, int64_t m, int64_t n,
-                              int64_t k, int64_t kg, const void *A, int64_t lda, int64_t stride_a,
-                              const char *Wp, int64_t ldb, int64_t stride_b, double beta, void *C,
-                              int64_t ldc, int64_t stride_c, int64_t batch) {
+                              int64_t k, int64_t kg, int stacked, const void *A, int64_t lda,
+                              int64_t stride_a, const char *Wp, int64_t ldb, int64_t stride_b,
+                              double beta, void *C, int64_t ldc, int64_t stride_c, int64_t batch) {
     if (use_tc(a, st, s) && dev->stk_n) {
         const size_t off = 3 * (size_t)(Wp - (const char *)dev->arena);
         const float *B3 = (const float *)((const char *)(trans_b ? dev->stk_t : dev->stk_n) + off);
+        const int64_t ldb3 = trans_b ? ldb : 3 * ldb;
+        float *A3 = (float *)((char *)st->work + L->tc);
+        if (stacked) {
+            const int64_t ld3 = nnpops__tf32_stack_ld(m);
+            return nnpops__gemm_cuda_3xtf32_stacked(st->blas, st->stream, 0, trans_b, m, n, k, A3,
+                                                    ld3, 3 * k * ld3, B3, ldb3, 3 * stride_b,
+                                                    beta, C, ldc, stride_c, batch);
+        }
         return nnpops__gemm_cuda_3xtf32(st->blas, st->stream, 0, trans_b, m, n, k, kg, A, lda,
-                                        stride_a, B3, trans_b ? ldb : 3 * ldb, 3 * stride_b, beta,
-                                        C, ldc, stride_c, batch, (char *)st->work + L->tc,
-                                        L->tc_bytes);
+                                        stride_a, B3, ldb3, 3 * stride_b, beta, C, ldc, stride_c,
+                                        batch, A3, L->tc_bytes);
     }
     return nnpops__gemm_cuda(st->blas, st->stream, a->precision, 0, trans_b, m, n, k, A, lda,
                              stride_a, Wp, ldb, stride_b, beta, C, ldc, stride_c, batch);
+}
+
+/* Bias + CELU of the activations Z (cols x width, ld ldc) in place; stack_g > 0 (float32 with the
+ * tensor cores): also their stacked copy, groups of stack_g, into the tc space for the next GEMM
+ * (net_gemm with `stacked`). */
+static nnpops_status bias_celu_step(const nnpops__ani *a, const nnpops__dstep *st,
+                                    const ani_layout *L, int64_t cols, int64_t width,
+                                    const char *b, char *Z, int64_t ldc, int64_t stack_g) {
+    if (a->precision == NNPOPS_FLOAT64)
+        return nnpops__bias_celu_cuda_f64(cols, width, a->alpha, (const double *)b, (double *)Z,
+                                          ldc, st->stream);
+    if (stack_g > 0)
+        return nnpops__bias_celu_stack_cuda_f32(cols, width, a->alpha, (const float *)b,
+                                                (float *)Z, ldc, stack_g,
+                                                (float *)((char *)st->work + L->tc),
+                                                nnpops__tf32_stack_ld(cols), st->stream);
+    return nnpops__bias_celu_cuda_f32(cols, width, a->alpha, (const float *)b, (float *)Z, ldc,
+                                      st->stream);
+}
+
+/* dZ = dA CELU'(A) (cols x width, ld ldc) over the activations A in place; stack_g > 0: into the
+ * stacked copy only, as bias_celu_step. */
+static nnpops_status celu_bwd_step(const nnpops__ani *a, const nnpops__dstep *st,
+                                   const ani_layout *L, int64_t cols, int64_t width,
+                                   const char *dA, char *A, int64_t ldc, int64_t stack_g) {
+    if (a->precision == NNPOPS_FLOAT64)
+        return nnpops__celu_backward_act_cuda_f64(cols, width, a->alpha, (const double *)dA, ldc,
+                                                  (double *)A, ldc, st->stream);
+    if (stack_g > 0)
+        return nnpops__celu_backward_act_stack_cuda_f32(
+            cols, width, a->alpha, (const float *)dA, ldc, (float *)A, ldc, stack_g,
+            (float *)((char *)st->work + L->tc), nnpops__tf32_stack_ld(cols), st->stream);
+    return nnpops__celu_backward_act_cuda_f32(cols, width, a->alpha, (const float *)dA, ldc,
+                                              (float *)A, ldc, st->stream);
 }
 
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *st) {
@@ -474,30 +516,22 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
         for (int64_t c0 = 0; c0 < ns; c0 += ANI_CUDA_CHUNK) {
             const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
+            /* with the tensor cores, the elementwise step before a GEMM also stacks that GEMM's
+             * operand (activations feeding a GEMM: ACT(l) for l < nl - 2) */
+            const int tc = !f64 && use_tc(a, st, s) && dev->stk_n;
+#define STACK_G(l, g) (tc && (l) < nl - 2 ? (int64_t)(g) : 0)
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, Lf, X, ld, 0, WPTR(0, moff),
+            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
                          Lf, 0, 0.0, ACT(0), ldc, 0, 1));
-            if (f64)
-                TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[1], a->alpha,
-                                               (const double *)BPTR(0, moff), (double *)ACT(0), ldc,
-                                               stream));
-            else
-                TRY(nnpops__bias_celu_cuda_f32(cols, Me * w[1], a->alpha,
-                                               (const float *)BPTR(0, moff), (float *)ACT(0), ldc,
-                                               stream));
+            TRY(bias_celu_step(a, st, &L, cols, Me * w[1], BPTR(0, moff), ACT(0), ldc,
+                               STACK_G(0, w[1])));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l], w[l], ACT(l - 1), ldc,
+                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
                              (int64_t)w[l] * ldc, WPTR(l, moff), w[l], (int64_t)w[l + 1] * w[l],
                              0.0, ACT(l), ldc, (int64_t)w[l + 1] * ldc, Me));
-                if (f64)
-                    TRY(nnpops__bias_celu_cuda_f64(cols, Me * w[l + 1], a->alpha,
-                                                   (const double *)BPTR(l, moff), (double *)ACT(l),
-                                                   ldc, stream));
-                else
-                    TRY(nnpops__bias_celu_cuda_f32(cols, Me * w[l + 1], a->alpha,
-                                                   (const float *)BPTR(l, moff), (float *)ACT(l),
-                                                   ldc, stream));
+                TRY(bias_celu_step(a, st, &L, cols, Me * w[l + 1], BPTR(l, moff), ACT(l), ldc,
+                                   STACK_G(l, w[l + 1])));
             }
             /* output layer, energies, backward seed */
             const int lo = nl - 1;
@@ -526,23 +560,20 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                                 (const float *)BPTR(lo, moff), (float *)ACT(lo - 1),
                                                 stream));
             if (!st->need_grad) continue;
-            /* backward through the hidden layers */
+            /* backward through the hidden layers (ACT(nl - 2), the output kernel's seed, is not
+             * stacked; the CELU' steps stack theirs) */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], w[l + 1], ACT(l), ldc,
-                             (int64_t)w[l + 1] * ldc, WPTR(l, moff), w[l],
-                             (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc, Me));
-                if (f64)
-                    TRY(nnpops__celu_backward_act_cuda_f64(cols, Me * w[l], a->alpha,
-                                                           (const double *)tmp, ldc,
-                                                           (double *)ACT(l - 1), ldc, stream));
-                else
-                    TRY(nnpops__celu_backward_act_cuda_f32(cols, Me * w[l], a->alpha,
-                                                           (const float *)tmp, ldc,
-                                                           (float *)ACT(l - 1), ldc, stream));
+                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], w[l + 1],
+                             tc && l < nl - 2, ACT(l), ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff),
+                             w[l], (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
+                             Me));
+                TRY(celu_bwd_step(a, st, &L, cols, Me * w[l], tmp, ACT(l - 1), ldc,
+                                  STACK_G(l - 1, w[l])));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], w[1], ACT(0), ldc, 0,
-                         WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
+            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
+                         ldc, 0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
+#undef STACK_G
         }
 #undef ACT
 #undef WPTR

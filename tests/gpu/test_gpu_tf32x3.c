@@ -6,6 +6,8 @@
  *          |lo| <= 2^-11 |x|, inf / nan pass through in hi; the three blocks land where the
  *          stacking puts them (along the columns and, by groups, along the rows), the 16-byte path
  *          equal to the scalar one bit for bit
+ *   fused  bias + CELU and CELU' fused with the stacking equal the plain kernels followed by the
+ *          stacking, bit for bit (16-byte and scalar paths)
  *   gemm   the shapes of the ANI networks (first layer 1008 -> 8 x 256 over a column block, hidden
  *          layers strided-batched over 8 members, the transposed backward products, the first
  *          layer's backward stacked by member; beta 0 and 1): error / sum of |terms| <= 2e-6 for
@@ -132,6 +134,71 @@ static int case_stack(void) {
     free(out);
     free(hi8);
     free(lo8);
+    return 0;
+}
+
+/* The elementwise steps fused with the stacking (bias + CELU forward, CELU' backward) against
+ * the plain kernels followed by nnpops__tf32_stack_cuda: bit for bit, on the 16-byte path (ld 304)
+ * and the scalar one (ld 301), 3 members of 40 columns. */
+static int case_fused(void) {
+    const int64_t w = 40, M = 3, width = M * w;
+    for (int64_t ld = 304; ld >= 301; ld -= 3) {
+        const int64_t n = 300, ld3 = nnpops__tf32_stack_ld(n), n3 = 3 * width * ld3;
+        float *Z = malloc(sizeof(float) * ld * width), *G = malloc(sizeof(float) * ld * width);
+        float *b = malloc(sizeof(float) * width);
+        float *r1 = malloc(sizeof(float) * ld * width), *r2 = malloc(sizeof(float) * ld * width);
+        float *s1 = malloc(sizeof(float) * n3), *s2 = malloc(sizeof(float) * n3);
+        for (int64_t e = 0; e < ld * width; e++) {
+            Z[e] = (float)(6 * urand() - 3);
+            G[e] = (float)(2 * urand() - 1);
+        }
+        for (int64_t f = 0; f < width; f++) b[f] = (float)(urand() - 0.5);
+        float *dZ1 = dup_to_device(Z, sizeof(float) * ld * width);
+        float *dZ2 = dup_to_device(Z, sizeof(float) * ld * width);
+        float *dG = dup_to_device(G, sizeof(float) * ld * width);
+        float *db = dup_to_device(b, sizeof(float) * width);
+        float *d31 = dalloc(sizeof(float) * n3), *d32 = dalloc(sizeof(float) * n3);
+        CUDA_CHECK(cudaMemset(d31, 0, sizeof(float) * n3));
+        CUDA_CHECK(cudaMemset(d32, 0, sizeof(float) * n3));
+        /* forward: plain + stack vs fused */
+        CHECK_OK(nnpops__bias_celu_cuda_f32(n, width, 1.7, db, dZ1, ld, g_stream));
+        CHECK_OK(nnpops__tf32_stack_cuda(n, width, 1, dZ1, ld, 0, d31, ld3, 0, w, 0, 0, g_stream));
+        CHECK_OK(nnpops__bias_celu_stack_cuda_f32(n, width, 1.7, db, dZ2, ld, w, d32, ld3,
+                                                  g_stream));
+        to_host(r1, dZ1, sizeof(float) * ld * width);
+        to_host(r2, dZ2, sizeof(float) * ld * width);
+        to_host(s1, d31, sizeof(float) * n3);
+        to_host(s2, d32, sizeof(float) * n3);
+        for (int64_t f = 0; f < width; f++)
+            CHECK(memcmp(r1 + f * ld, r2 + f * ld, sizeof(float) * n) == 0);
+        CHECK(memcmp(s1, s2, sizeof(float) * n3) == 0);
+        /* backward from those activations: plain (in place) + stack vs fused (A unchanged) */
+        CHECK_OK(nnpops__celu_backward_act_cuda_f32(n, width, 1.7, dG, ld, dZ1, ld, g_stream));
+        CHECK_OK(nnpops__tf32_stack_cuda(n, width, 1, dZ1, ld, 0, d31, ld3, 0, w, 0, 0, g_stream));
+        CHECK_OK(nnpops__celu_backward_act_stack_cuda_f32(n, width, 1.7, dG, ld, dZ2, ld, w, d32,
+                                                          ld3, g_stream));
+        to_host(r1, dZ2, sizeof(float) * ld * width);
+        to_host(s1, d31, sizeof(float) * n3);
+        to_host(s2, d32, sizeof(float) * n3);
+        for (int64_t f = 0; f < width; f++)
+            CHECK(memcmp(r1 + f * ld, r2 + f * ld, sizeof(float) * n) == 0); /* A unchanged */
+        CHECK(memcmp(s1, s2, sizeof(float) * n3) == 0);
+        printf("fused (ld %lld): bias + CELU and CELU' stacked equal plain + stack bit for bit\n",
+               (long long)ld);
+        cudaFree(dZ1);
+        cudaFree(dZ2);
+        cudaFree(dG);
+        cudaFree(db);
+        cudaFree(d31);
+        cudaFree(d32);
+        free(Z);
+        free(G);
+        free(b);
+        free(r1);
+        free(r2);
+        free(s1);
+        free(s2);
+    }
     return 0;
 }
 
@@ -353,11 +420,12 @@ static int case_auto(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s stack|gemm|model|auto\n", argv[0]);
+        fprintf(stderr, "usage: %s stack|fused|gemm|model|auto\n", argv[0]);
         return 2;
     }
     gpu_init_or_skip();
     if (!strcmp(argv[1], "stack")) return case_stack();
+    if (!strcmp(argv[1], "fused")) return case_fused();
     if (!strcmp(argv[1], "gemm")) return case_gemm();
     if (!strcmp(argv[1], "model")) return case_model();
     if (!strcmp(argv[1], "auto")) return case_auto();
