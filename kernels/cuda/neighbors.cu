@@ -147,7 +147,9 @@ const int FAST_COUNT_SPLIT = 9; /* fast cell list, count pass: threads per cente
 
 /* Plan thresholds (host). */
 const int64_t PLAN_SMALL_MAX_COST = 2048;
-const double PLAN_BRUTE_MAX_CAND = 1280;
+const double PLAN_BRUTE_MAX_CAND = 8192;
+const double PLAN_BRUTE_MAX_COST = 6e6;     /* tests of one system (x3 with images) */
+const double PLAN_BRUTE_CAND_PER_WARP = 256; /* candidates a warp sweeps for a center */
 
 struct geom {
     double h[9];    /* rows a, b, c */
@@ -1665,24 +1667,25 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  *   small      when all systems together hold at most SMALL_MAX (1024) atoms and
  *              sum_s n_s^2 nimg_s (x3 for systems with images: their tests add the shift term)
  *              <= 2048;
- *   brute      when the largest n_s nimg_s is at most 1280;
+ *   brute      when the largest n_s nimg_s is at most 8192 and the largest n_s^2 nimg_s (x3 with
+ *              images) at most 6e6;
  *   cell       (general) when some periodic axis is thinner than reach (1 + 1e-6) (stencils of
  *              several bins; the margin keeps the device, whose widths may differ by an ulp, on
  *              stencils of at most 2 bins in the fast kernel should it be forced there);
  *   cell fast  otherwise (every stencil is +-1 bin).
- * slices (brute force): ceil(largest n_s / 32), 1..32: a warp sweeps at most 32 atoms of the
- * system (all their images) for a center.
- * The thresholds are measured (H200, bench_gpu --nbr-only N --nbr-open, random open clusters of
- * about 40-50 neighbors per atom, CUDA graph replay, tests/bench/results): the one-block path takes
- * 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force 10.2 / 9.9 / 10.4 / 10.8
- * us (its two launches dominate) and 57 / 123 / 292 us at 973 / 2000 / 4096 atoms, the fast cell
- * list about 0.1 ms from 512 to 16,384 atoms (its ~10 launches): small up to ~45 atoms, brute
- * force up to ~1300 candidates per center. */
+ * slices (brute force): ceil(largest n_s nimg_s / 256), at most ceil(largest n_s / 32), 1..32: a
+ * warp sweeps about 256 candidates (at least 32 atoms, all their images) for a center.
+ * The thresholds are measured (H200, CUDA graph replay, tests/bench/results): on random open
+ * clusters of about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open) the one-block
+ * path takes 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force about 10 us up
+ * to 256 atoms (its two launches), the fast cell list about 0.1 ms from 512 to 16,384 atoms (its
+ * ~10 launches); on a periodic box of 256 atoms and 27 images the brute force takes 31 us, the
+ * cell list 149 us. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
                                       const double *cells, const uint8_t *pbc, double cutoff,
                                       int32_t force, nnpops__nbr_plan *plan) {
     const double reach = cutoff * (1.0 + REACH_REL) + REACH_ABS;
-    double max_cand = 0, max_n = 0, total_n = 0, cost = 0;
+    double max_cand = 0, max_n = 0, total_n = 0, cost = 0, max_cost = 0;
     int thin = 0;
     for (int64_t s = 0; s < n_systems; s++) {
         const double n_s = (double)(sys_start[s + 1] - sys_start[s]);
@@ -1711,18 +1714,22 @@ extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_star
         }
         const double cand = n_s * nimg;
         if (cand > max_cand) max_cand = cand;
-        if (n_s > 0) cost += n_s * cand * (nimg > 1 ? 3.0 : 1.0);
+        const double c_s = n_s * cand * (nimg > 1 ? 3.0 : 1.0);
+        cost += c_s;
+        if (c_s > max_cost) max_cost = c_s;
     }
     if (total_n <= SMALL_MAX && cost <= (double)PLAN_SMALL_MAX_COST)
         plan->algorithm = NNPOPS__NBR_SMALL;
-    else if (max_cand <= PLAN_BRUTE_MAX_CAND)
+    else if (max_cand <= PLAN_BRUTE_MAX_CAND && max_cost <= PLAN_BRUTE_MAX_COST)
         plan->algorithm = NNPOPS__NBR_BRUTE;
     else
         plan->algorithm = thin ? NNPOPS__NBR_CELL : NNPOPS__NBR_CELL_FAST;
     if (force == NNPOPS__NBR_BRUTE || force == NNPOPS__NBR_CELL || force == NNPOPS__NBR_SMALL ||
         force == NNPOPS__NBR_CELL_FAST)
         plan->algorithm = force;
-    int sl = (int)ceil(max_n / 32.0);
+    int sl = (int)ceil(max_cand / PLAN_BRUTE_CAND_PER_WARP);
+    const int sl_atoms = (int)ceil(max_n / 32.0);
+    if (sl > sl_atoms) sl = sl_atoms;
     plan->slices = sl < 1 ? 1 : (sl > 32 ? 32 : sl);
     plan->deterministic = 0;
 }
