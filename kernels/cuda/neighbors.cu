@@ -554,6 +554,27 @@ __device__ __forceinline__ void finish_center(const nbr_args &a, emit_state &es,
  * within cutoff (1 + 1e-9) plus a bound of its rounding (mj below).  Count pass: count and ghost
  * entries (warp-uniform); write pass: entries from `base`.  g: the (valid) frame of system s.
  * A system without periodic axes has one image, and the exact test alone. ---- */
+/* One test of a warp's lanes (acc: accepted): the count pass counts the entries and those whose
+ * neighbor is a ghost (warp-uniform), the write pass writes them from e on. */
+template <bool WRITE>
+__device__ __forceinline__ void brute_emit(const nbr_args &a, bool acc, int64_t c, int64_t j,
+                                           int s0, int s1, int s2, const double r[3], double d2,
+                                           int64_t &e, int64_t &count, int64_t &ghosts) {
+    const int lane = threadIdx.x & 31;
+    const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, acc);
+    if (!WRITE) {
+        count += __popc(b);
+        ghosts += __popc(__ballot_sync(NNPOPS__FULL_MASK, acc && j >= a.n_centers));
+    } else {
+        if (acc) {
+            const int64_t ee = e + __popc(b & ((1u << lane) - 1u));
+            if (ee < a.capacity) write_entry(a, ee, c, j, s0, s1, s2, r, d2);
+            if (d2 < a.min_d2) record_close(a, c, j, d2);
+        }
+        e += __popc(b);
+    }
+}
+
 template <bool WRITE>
 __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *order, const geom &g,
                            int64_t s, int64_t c, int w, int slices, int64_t base, int64_t &count,
@@ -581,18 +602,7 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
                 pair_vector(g.h, xc, xj, 0, 0, 0, r, d2);
                 acc = j != c && d2 < a.cut2 && keep_pair(a, c, j, 0, 0, 0);
             }
-            const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, acc);
-            if (!WRITE) {
-                count += __popc(b);
-                ghosts += __popc(__ballot_sync(NNPOPS__FULL_MASK, acc && j >= a.n_centers));
-            } else {
-                if (acc) {
-                    const int64_t ee = e + __popc(b & ((1u << lane) - 1u));
-                    if (ee < a.capacity) write_entry(a, ee, c, j, 0, 0, 0, r, d2);
-                    if (d2 < a.min_d2) record_close(a, c, j, d2);
-                }
-                e += __popc(b);
-            }
+            brute_emit<WRITE>(a, acc, c, j, 0, 0, 0, r, d2, e, count, ghosts);
         }
         return;
     }
@@ -643,18 +653,7 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
                         acc = d2 < a.cut2 && keep_pair(a, c, j, s0, s1, s2);
                     }
                     for (int d = 0; d < 3; d++) v[d] = dadd(v[d], g.h[6 + d]);
-                    const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, acc);
-                    if (!WRITE) {
-                        count += __popc(b);
-                        ghosts += __popc(__ballot_sync(NNPOPS__FULL_MASK, acc && j >= a.n_centers));
-                    } else {
-                        if (acc) {
-                            const int64_t ee = e + __popc(b & ((1u << lane) - 1u));
-                            if (ee < a.capacity) write_entry(a, ee, c, j, s0, s1, s2, r, d2);
-                            if (d2 < a.min_d2) record_close(a, c, j, d2);
-                        }
-                        e += __popc(b);
-                    }
+                    brute_emit<WRITE>(a, acc, c, j, s0, s1, s2, r, d2, e, count, ghosts);
                 }
             }
         }
