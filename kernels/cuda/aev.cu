@@ -12,9 +12,12 @@
  *      appends the entry, when inside the angular cutoff, to a shared list (v, d, fc, species; at
  *      most max_angular of them): one pass over the entries (the range and each half-warp's first
  *      entry are loaded before the barrier that follows zeroing the row, hiding their latency).
- *   2. The angular terms: a group of G lanes per unordered pair (j, k) of listed entries (G = 16,
- *      two pairs per warp, when a pair's distinct factors fit in 16 lanes, as in ANI; else 32), a
- *      lane per angular term (looping when the block has more than G terms).  A term is the
+ *   2. The angular terms: the listed entries are ordered by species (sort_listed) and the
+ *      unordered pairs (j, k) of them, in row-major order, are cut into one contiguous share per
+ *      group of G lanes (G = 16, two groups per warp, when a pair's distinct factors fit in 16
+ *      lanes, as in ANI; else 32), a lane per angular term (looping when the block has more than G
+ *      terms); a lane sums its terms in registers while consecutive pairs stay in one angular
+ *      block (species pair) and adds them to the row when it changes.  A term is the
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
  *      factor f1 (n_zeta * n_shf_z values): when both fit in one group (ANI: 8 + 4), each distinct
  *      factor is computed by one lane and every term fetches its two with shuffles; otherwise each
@@ -32,8 +35,9 @@
  *   block barrier) in center-list mode, where every entry belongs to exactly one center.
  * The terms are formed in REAL (float or double), summed in REAL in the shared row (forward; order
  * set by the atomics, so the last bits vary from run to run) and in double per entry (backward).
- * Shared memory per block: aev_len REALs, 5 angular_len REALs of tables, and max_angular listed
- * entries (plus 3 doubles each in the backward).
+ * Shared memory per block: aev_len REALs, 5 angular_len REALs of tables (only when the factors do
+ * not fit one warp), and max_angular listed entries and their order (plus 3 doubles each in the
+ * backward).
  * Deterministic twins (*_det_*, option deterministic): the shared sums (the forward row, the
  * backward's per-entry angular gradients) are 64-bit fixed-point integers (2^-40 units, see fx_of),
  * whose atomic additions are exact, so their order no longer matters; every term is computed the
@@ -85,13 +89,22 @@ template <typename R> struct aev_args {
 
 __host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
 
+/* Whether a pair's distinct angular factors fit in one warp (see ang_lane: the shared-factor path,
+ * which needs no per-term tables: then none are allocated). */
+__host__ __device__ inline bool factors_fit(const nnpops__aev_desc &d) {
+    return d.n_zeta * d.n_shf_z + d.n_eta_a * d.n_shf_a <= 32;
+}
+__host__ __device__ inline size_t table_bytes(const nnpops__aev_desc &d, size_t es) {
+    return factors_fit(d) ? 0 : align16(es * 5 * (size_t)d.angular_len);
+}
+
 /* Programmatic dependent launch (common.cuh): the forward lets the next kernel (the small species'
  * first layer, launched with the attribute) start early; the backward is launched with the
  * attribute and reads nothing that the kernels since the forward write before pdl_wait(). */
 
 template <typename R>
 size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward, bool det) {
-    return align16(sizeof(R) * (size_t)d->aev_len) + align16(sizeof(R) * 5 * (size_t)d->angular_len) +
+    return align16(sizeof(R) * (size_t)d->aev_len) + table_bytes(*d, sizeof(R)) +
            align16(sizeof(ang_ent<R>) * (size_t)max_ang) + align16(sizeof(int32_t) * (size_t)max_ang) +
            (backward ? align16(sizeof(double) * 3 * (size_t)max_ang) : 0) +
            (det && !backward ? align16(sizeof(unsigned long long) * (size_t)d->aev_len) : 0);
@@ -148,7 +161,7 @@ template <typename R> struct aev_smem {
         tzeta = ts + A;
         teta = tzeta + A;
         tshfa = teta + A;
-        o += align16(sizeof(R) * 5 * (size_t)A);
+        o += table_bytes(d, sizeof(R));
         ang = (ang_ent<R> *)(base + o);
         o += align16(sizeof(ang_ent<R>) * (size_t)max_ang);
         perm = (int32_t *)(base + o);
@@ -414,7 +427,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
     if (a.det)
         for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
-    sm.tables(d);
+    if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
@@ -580,7 +593,7 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 2 : 1)
     bool have = e0 + threadIdx.x < e1 && load_entry(a, e0 + threadIdx.x, p, rev, v, dd, sp);
     pdl_wait(); /* dE/dAEV comes from the kernel before */
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = a.aev[(int64_t)f * a.ld + col];
-    sm.tables(d);
+    if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
