@@ -12,12 +12,11 @@
  *      appends the entry, when inside the angular cutoff, to a shared list (v, d, fc, species; at
  *      most max_angular of them): one pass over the entries (the range and each half-warp's first
  *      entry are loaded before the barrier that follows zeroing the row, hiding their latency).
- *   2. The angular terms: the listed entries are ordered by species (sort_listed) and the
- *      unordered pairs (j, k) of them, in row-major order, are cut into one contiguous share per
- *      group of G lanes (G = 16, two groups per warp, when a pair's distinct factors fit in 16
- *      lanes, as in ANI; else 32), a lane per angular term (looping when the block has more than G
- *      terms); a lane sums its terms in registers while consecutive pairs stay in one angular
- *      block (species pair) and adds them to the row when it changes.  A term is the
+ *   2. The angular terms: a group of G lanes per unordered pair (j, k) of listed entries (G = 16,
+ *      two pairs per warp, when a pair's distinct factors fit in 16 lanes, as in ANI; else 32), a
+ *      lane per angular term (looping when the block has more than G terms).  (Walking contiguous
+ *      shares of species-sorted pairs with sums kept in registers was tried: no faster forward, a
+ *      32 % slower backward at 41,472 waters, tests/bench/results/082f50b-gpu.log.)  A term is the
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
  *      factor f1 (n_zeta * n_shf_z values): when both fit in one group (ANI: 8 + 4), each distinct
  *      factor is computed by one lane and every term fetches its two with shuffles; otherwise each
@@ -36,8 +35,7 @@
  * The terms are formed in REAL (float or double), summed in REAL in the shared row (forward; order
  * set by the atomics, so the last bits vary from run to run) and in double per entry (backward).
  * Shared memory per block: aev_len REALs, 5 angular_len REALs of tables (only when the factors do
- * not fit one warp), and max_angular listed entries and their order (plus 3 doubles each in the
- * backward).
+ * not fit one warp), and max_angular listed entries (plus 3 doubles each in the backward).
  * Deterministic twins (*_det_*, option deterministic): the shared sums (the forward row, the
  * backward's per-entry angular gradients) are 64-bit fixed-point integers (2^-40 units, see fx_of),
  * whose atomic additions are exact, so their order no longer matters; every term is computed the
@@ -105,7 +103,7 @@ __host__ __device__ inline size_t table_bytes(const nnpops__aev_desc &d, size_t 
 template <typename R>
 size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward, bool det) {
     return align16(sizeof(R) * (size_t)d->aev_len) + table_bytes(*d, sizeof(R)) +
-           align16(sizeof(ang_ent<R>) * (size_t)max_ang) + align16(sizeof(int32_t) * (size_t)max_ang) +
+           align16(sizeof(ang_ent<R>) * (size_t)max_ang) +
            (backward ? align16(sizeof(double) * 3 * (size_t)max_ang) : 0) +
            (det && !backward ? align16(sizeof(unsigned long long) * (size_t)d->aev_len) : 0);
 }
@@ -148,7 +146,6 @@ template <> __device__ __forceinline__ double rpow(double x, double y) { return 
 template <typename R> struct aev_smem {
     R *row, *tc, *ts, *tzeta, *teta, *tshfa;
     ang_ent<R> *ang;
-    int32_t *perm;            /* the listed entries in species order: perm[rank] = slot */
     double *acc;              /* backward: per listed entry; fixed point (same bytes) when det */
     unsigned long long *rowq; /* forward, det: the row in fixed point */
     __device__ aev_smem(const nnpops__aev_desc &d, int max_ang, unsigned char *base) {
@@ -164,8 +161,6 @@ template <typename R> struct aev_smem {
         o += table_bytes(d, sizeof(R));
         ang = (ang_ent<R> *)(base + o);
         o += align16(sizeof(ang_ent<R>) * (size_t)max_ang);
-        perm = (int32_t *)(base + o);
-        o += align16(sizeof(int32_t) * (size_t)max_ang);
         acc = (double *)(base + o);
         rowq = (unsigned long long *)(base + o); /* the forward has no acc */
     }
@@ -364,40 +359,6 @@ __device__ __forceinline__ R pair_cos(const ang_ent<R> &ej, const ang_ent<R> &ek
     return dot / den;
 }
 
-/* The listed entries in species order (stable): perm[rank] = slot.  Then the pairs of a row
- * (a1 fixed, a2 rising) pass through the angular blocks in order, so that a group keeps its sums
- * (and, backward, the block's gradients and entry a1's) in registers over runs of pairs. */
-template <typename R> __device__ __forceinline__ void sort_listed(const aev_smem<R> &sm, int na) {
-    for (int i = threadIdx.x; i < na; i += blockDim.x) {
-        const int sp = sm.ang[i].sp;
-        int rank = 0;
-        for (int j = 0; j < na; j++) {
-            const int sj = sm.ang[j].sp;
-            rank += sj < sp || (sj == sp && j < i);
-        }
-        sm.perm[rank] = i;
-    }
-}
-
-/* A group's contiguous share [q0, q1) of the na (na - 1) / 2 unordered pairs in row-major order
- * (of the sorted entries), walked one pair at a time: (a1, a2) is the current pair while left > 0. */
-struct pair_walk {
-    int a1, a2, left;
-    __device__ __forceinline__ pair_walk(int na, int vw, int nvw) {
-        const int64_t P = (int64_t)na * (na - 1) / 2;
-        const int q0 = (int)(P * vw / nvw), q1 = (int)(P * (vw + 1) / nvw);
-        a1 = a2 = 0;
-        left = q1 - q0;
-        if (left > 0) pair_advance(na, a1, a2, q0 + 1);
-    }
-    __device__ __forceinline__ void next(int na) {
-        if (--left > 0 && ++a2 == na) {
-            a1++;
-            a2 = a1 + 1;
-        }
-    }
-};
-
 /* Sum over the G lanes of each group (G = 16 or 32: all 32 lanes call it). */
 template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
     for (int o = G >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(NNPOPS__FULL_MASK, v, o);
@@ -432,13 +393,6 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     __syncthreads();
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
-    /* the constants of the lane's first radial term q = t */
-    R eta_t = 0, shf_t = 0;
-    if (t < Rl) {
-        const int ie = t / d.n_shf_r, is = t - ie * d.n_shf_r;
-        eta_t = (R)d.eta_r[ie];
-        shf_t = (R)d.shf_r[is];
-    }
     /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
      * the half-warp's first lane lists the entry when inside the angular cutoff */
     {
@@ -461,14 +415,9 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
             const R fc = (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5;
             R *blk = sm.row + sp * Rl;
             for (int q = t; q < Rl; q += 16) {
-                R eta = eta_t, shf = shf_t;
-                if (q != t) {
-                    const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
-                    eta = (R)d.eta_r[ie];
-                    shf = (R)d.shf_r[is];
-                }
-                const R x = dd - shf;
-                const R term = (R)0.25 * rexp(-eta * x * x) * fc;
+                const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
+                const R x = dd - (R)d.shf_r[is];
+                const R term = (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc;
                 if (a.det) atomicAdd(sm.rowq + sp * Rl + q, fx_of((double)term));
                 else atomicAdd(blk + q, term);
             }
@@ -476,55 +425,23 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     }
     __syncthreads();
     const int na = listed_count(a, nang);
-    sort_listed(sm, na);
-    __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
-    /* a group of G lanes per pair, walking its contiguous share of the pairs; a group past its
-     * last pair runs along on its last one, whose results it drops, while the other group of its
-     * warp still has pairs (shuffles need all 32).  Shared factors: a lane's terms t = gl and
-     * gl + G are summed in registers (fixed point when det) while the pairs stay in one angular
-     * block, and added to the row when the block changes and at the end; terms past 2 G (none in
-     * ANI) go to the row at once. */
-    pair_walk pw(na, vw, nvw);
-    ang_ent<R> ej{};
-    if (na > 0) ej = sm.ang[sm.perm[0]];
-    int cj = -1, cur = -1;
-    R s0 = 0, s1 = 0;
-    unsigned long long q0 = 0, q1 = 0;
-    const auto flush = [&]() {
-        if (cur < 0) return;
-        if (a.det) {
-            if (gl < A) atomicAdd(sm.rowq + cur + gl, q0);
-            if (gl + G < A) atomicAdd(sm.rowq + cur + gl + G, q1);
-        } else {
-            if (gl < A) atomicAdd(sm.row + cur + gl, s0);
-            if (gl + G < A) atomicAdd(sm.row + cur + gl + G, s1);
-        }
-        s0 = s1 = (R)0;
-        q0 = q1 = 0ull;
-    };
-    while (__any_sync(NNPOPS__FULL_MASK, pw.left > 0)) {
-        const bool more = pw.left > 0;
-        if (more) {
-            const int sj = sm.perm[pw.a1];
-            if (sj != cj) {
-                ej = sm.ang[sj];
-                cj = sj;
-            }
-        }
-        const ang_ent<R> &ek = sm.ang[sm.perm[more ? pw.a2 : pw.a1]];
+    int a1 = 0, a2 = 0;
+    /* a group of G lanes per pair; a group past its last pair runs along on pair (0, 0), whose
+     * results it drops, while the other group of its warp still has pairs (shuffles need all 32) */
+    bool more = pair_advance(na, a1, a2, vw + 1);
+    while (__any_sync(NNPOPS__FULL_MASK, more)) {
+        const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
         const R cs = (R)0.95 * pair_cos(ej, ek);
         const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
         const R dm = (ej.d + ek.d) * (R)0.5;
         const R pre = (R)2 * ej.fc * ek.fc;
         const int boff = S * Rl + angular_block(ej.sp, ek.sp, S) * A;
+        R *blk = sm.row + boff;
+        unsigned long long *blkq = sm.rowq + boff;
         if (al.shared_factors) {
-            if (more && boff != cur) { /* group-uniform */
-                flush();
-                cur = boff;
-            }
             const R v = lane_factor(al, dm, cs, sn);
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
@@ -533,18 +450,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
                 if (more && t < A) {
-                    const R term = f1 * (f2 * pre);
-                    if (t0 == 0) {
-                        if (a.det) q0 += fx_of((double)term);
-                        else s0 += term;
-                    } else if (t0 == G) {
-                        if (a.det) q1 += fx_of((double)term);
-                        else s1 += term;
-                    } else if (a.det) {
-                        atomicAdd(sm.rowq + boff + t, fx_of((double)term));
-                    } else {
-                        atomicAdd(sm.row + boff + t, term);
-                    }
+                    if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
+                    else atomicAdd(blk + t, f1 * (f2 * pre));
                 }
             }
         } else if (more) {
@@ -553,13 +460,12 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const R f1 = rpow(base, sm.tzeta[t]);
                 const R x = dm - sm.tshfa[t];
                 const R f2 = rexp(-sm.teta[t] * x * x);
-                if (a.det) atomicAdd(sm.rowq + boff + t, fx_of((double)(f1 * (f2 * pre))));
-                else atomicAdd(sm.row + boff + t, f1 * (f2 * pre));
+                if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
+                else atomicAdd(blk + t, f1 * (f2 * pre));
             }
         }
-        if (more) pw.next(na);
+        if (more) more = pair_advance(na, a1, a2, nvw);
     }
-    flush();
     __syncthreads();
     if (a.det)
         for (int f = threadIdx.x; f < L; f += blockDim.x)
@@ -568,9 +474,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
 }
 
-template <typename R>
-__global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 2 : 1)
-    aev_backward_kernel(const aev_args<R> a) {
+template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
@@ -644,56 +548,22 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 2 : 1)
     }
     __syncthreads();
     const int na = listed_count(a, nang);
-    sort_listed(sm, na);
-    __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
-    /* groups of G lanes per pair, walking their shares as in the forward; the block's gradients
-     * of the lane's terms gl and gl + G stay in registers while the block does, and lanes gl < 3
-     * sum their component of entry a1's gradient in registers while a1 does (added to its
-     * accumulator when a1 changes and at the end); entry a2's goes to its accumulator at once */
-    pair_walk pw(na, vw, nvw);
-    ang_ent<R> ej{};
-    if (na > 0) ej = sm.ang[sm.perm[0]];
-    int cj = -1, cur = -1;
-    R g0 = 0, g1 = 0;
-    double hj = 0;          /* entry cj's component gl (gl < 3) */
-    unsigned long long hjq = 0;
-    unsigned long long *accq = (unsigned long long *)sm.acc;
-    const auto flush_j = [&]() {
-        if (cj < 0 || gl >= 3) return;
-        if (a.det) atomicAdd(accq + 3 * cj + gl, hjq);
-        else atomicAdd(sm.acc + 3 * cj + gl, hj);
-        hj = 0;
-        hjq = 0ull;
-    };
-    while (__any_sync(NNPOPS__FULL_MASK, pw.left > 0)) {
-        const bool more = pw.left > 0;
-        if (more) {
-            const int sj = sm.perm[pw.a1];
-            if (sj != cj) { /* group-uniform */
-                flush_j();
-                ej = sm.ang[sj];
-                cj = sj;
-            }
-        }
-        const int sk = sm.perm[more ? pw.a2 : pw.a1];
-        const ang_ent<R> &ek = sm.ang[sk];
+    int a1 = 0, a2 = 0;
+    /* groups of G lanes per pair, as in the forward */
+    bool more = pair_advance(na, a1, a2, vw + 1);
+    while (__any_sync(NNPOPS__FULL_MASK, more)) {
+        const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
         const R cc = pair_cos(ej, ek);
         const R cs = (R)0.95 * cc;
         const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
         const R dtheta = (R)-0.95 / rsqrt_((R)1 - (R)0.9025 * cc * cc);
         const R dm = (ej.d + ek.d) * (R)0.5;
-        const int boff = S * Rl + angular_block(ej.sp, ek.sp, S) * A;
-        const R *gb = sm.row + boff;
+        const R *gb = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
         R sc = 0, smv = 0, sv = 0;
         if (al.shared_factors) {
-            if (more && boff != cur) { /* group-uniform */
-                cur = boff;
-                g0 = gl < A ? gb[gl] : (R)0;
-                g1 = gl + G < A ? gb[gl + G] : (R)0;
-            }
             R v, dv;
             lane_factor_grad(al, dm, cs, sn, dtheta, v, dv);
             for (int t0 = 0; t0 < A; t0 += G) {
@@ -705,7 +575,7 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 2 : 1)
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
                 const R df1 = __shfl_sync(NNPOPS__FULL_MASK, dv, src1, G);
                 if (t < A) {
-                    const R g = t0 == 0 ? g0 : (t0 == G ? g1 : gb[t]);
+                    const R g = gb[t];
                     sc += g * df1 * f2;
                     smv += g * f1 * df2;
                     sv += g * f1 * f2;
@@ -744,18 +614,14 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 2 : 1)
             const R inv_jk = (R)1 / (ej.d * ek.d);
             const R co = dedc * cc / (eo.d * eo.d), ro = dedo / eo.d;
             const R go = dedc * ep.v[x] * inv_jk - co * eo.v[x] + ro * eo.v[x];
-            if (!second) {
-                if (a.det) hjq += fx_of((double)go);
-                else hj += (double)go;
-            } else if (a.det) {
-                atomicAdd(accq + 3 * sk + x, fx_of((double)go));
-            } else {
-                atomicAdd(sm.acc + 3 * sk + x, (double)go);
-            }
+            const int slot = second ? a2 : a1;
+            if (a.det)
+                atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
+            else
+                atomicAdd(sm.acc + 3 * slot + x, (double)go);
         }
-        if (more) pw.next(na);
+        if (more) more = pair_advance(na, a1, a2, nvw);
     }
-    flush_j();
     __syncthreads();
     if (a.det) {
         const unsigned long long *q = (const unsigned long long *)sm.acc;
@@ -847,10 +713,10 @@ extern "C" int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *de
     const size_t fixed = align16(es * (size_t)desc->aev_len) + align16(es * 5 * (size_t)desc->angular_len) +
                          align16(8 * (size_t)desc->aev_len);
     const size_t per = (precision == NNPOPS_FLOAT64 ? sizeof(ang_ent<double>) : sizeof(ang_ent<float>)) +
-                       sizeof(int32_t) + 3 * sizeof(double);
+                       3 * sizeof(double);
     const int limit = smem_optin_limit();
-    if ((size_t)limit <= fixed + 80) return 0;
-    size_t m = ((size_t)limit - fixed - 80) / per;
+    if ((size_t)limit <= fixed + 64) return 0;
+    size_t m = ((size_t)limit - fixed - 64) / per;
     return m > 100000 ? 100000 : (int32_t)m;
 }
 
