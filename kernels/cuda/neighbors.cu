@@ -150,6 +150,7 @@ const int64_t PLAN_SMALL_MAX_COST = 2048;
 const double PLAN_BRUTE_MAX_CAND = 8192;
 const double PLAN_BRUTE_MAX_COST = 6e6;     /* tests of one system (x3 with images) */
 const double PLAN_BRUTE_CAND_PER_WARP = 256; /* candidates a warp sweeps for a center */
+const double PLAN_BRUTE_MIN_WARPS = 2048;     /* ... unless that leaves fewer warps than this */
 
 struct geom {
     double h[9];    /* rows a, b, c */
@@ -1672,8 +1673,11 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  *              several bins; the margin keeps the device, whose widths may differ by an ulp, on
  *              stencils of at most 2 bins in the fast kernel should it be forced there);
  *   cell fast  otherwise (every stencil is +-1 bin).
- * slices (brute force): ceil(largest n_s nimg_s / 256), at most ceil(largest n_s / 32), 1..32: a
- * warp sweeps about 256 candidates (at least 32 atoms, all their images) for a center.
+ * slices (brute force): ceil(largest n_s nimg_s / 256), or ceil(2048 / atoms) when that is more
+ * (small systems: parallelism over latency), at most ceil(largest n_s / 32), 1..32: a warp sweeps
+ * about 256 candidates (at least 32 atoms, all their images) for a center.  Measured (open
+ * clusters): one slice per 32 atoms took 57 / 123 us at 973 / 2000 atoms, candidate slices 33 /
+ * 66 us; but 13.5 / 18.1 us at 98 / 256 atoms, against 10.8 / 13.0 with one slice per 32 atoms.
  * The thresholds are measured (H200, CUDA graph replay, tests/bench/results): on random open
  * clusters of about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open) the one-block
  * path takes 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force about 10 us up
@@ -1727,6 +1731,8 @@ extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_star
         force == NNPOPS__NBR_CELL_FAST)
         plan->algorithm = force;
     int sl = (int)ceil(max_cand / PLAN_BRUTE_CAND_PER_WARP);
+    const int sl_par = total_n > 0 ? (int)ceil(PLAN_BRUTE_MIN_WARPS / total_n) : 1;
+    if (sl < sl_par) sl = sl_par;
     const int sl_atoms = (int)ceil(max_n / 32.0);
     if (sl > sl_atoms) sl = sl_atoms;
     plan->slices = sl < 1 ? 1 : (sl > 32 ? 32 : sl);

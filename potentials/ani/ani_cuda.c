@@ -164,11 +164,13 @@ static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
  * instead of cuBLAS: float32 models, 1 .. NNPOPS__SG_MAX_COLS atoms of the species.  Chosen from
  * the column counts, which are part of the CUDA graph key (core/src/cuda_step.c). */
 /* Option tensor_cores: 3xTF32 GEMMs for the cuBLAS path of species s (float32; 1 on: always,
- * 2 auto: from ANI_TC_AUTO_COLS columns.  Measured on an H200 (tests/bench/results): a gain with
- * 13,824 and more atoms of a species (41,472 waters: 14.5 -> 13.7 ms), none at 5,000-12,000 waters
- * (8,232 and 17,496 waters), a loss for the 16,649-atom protein 1C17 (6.8 -> 9.6 ms, ~8,000 H and
- * ~5,000 C; not understood) and below 1,000 atoms (1hz5: 0.96 -> 1.6 ms)) */
-#define ANI_TC_AUTO_COLS 12288
+ * 2 auto: from ANI_TC_AUTO_COLS columns).  Measured on an H200 with the stacked single-GEMM form
+ * (tests/bench/results/082f50b-gpu.log, every species with more than 64 atoms on the tensor cores
+ * against none): water boxes gain from 648 atoms on (432 H + 216 O: -4 %; 3,000: -14 %; 17,496:
+ * -19 %), the 1,000 x 13-atom batch -19 %; two proteins lose (1hz5 +26 %, 1C17 +25 %), both with
+ * species of about 100 atoms on the tensor cores (1hz5: 77 N, 103 O; 1C17: 102 S), whose
+ * products are latency-bound and three times longer in the inner dimension. */
+#define ANI_TC_AUTO_COLS 1024
 static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     if (a->precision != NNPOPS_FLOAT32) return 0;
     return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);
