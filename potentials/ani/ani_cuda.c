@@ -517,19 +517,24 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #define BPTR(l, m) (W + es * (a->b_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1]))
         for (int64_t c0 = 0; c0 < ns; c0 += ANI_CUDA_CHUNK) {
             const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
+            /* the GEMMs run over the columns rounded up to 4 (inside the species' padding to 32;
+             * the extra rows are independent and never read back): cuBLAS takes its 16-byte
+             * aligned kernels only then (an odd count gave align1 kernels, 1C17: 8.0 ms against
+             * 6.4 with FP32) */
+            const int64_t gm = (cols + 3) & ~(int64_t)3;
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* with the tensor cores, the elementwise step before a GEMM also stacks that GEMM's
              * operand (activations feeding a GEMM: ACT(l) for l < nl - 2) */
             const int tc = !f64 && use_tc(a, st, s) && dev->stk_n;
 #define STACK_G(l, g) (tc && (l) < nl - 2 ? (int64_t)(g) : 0)
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, st, &L, s, 0, cols, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
+            TRY(net_gemm(a, dev, st, &L, s, 0, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
                          Lf, 0, 0.0, ACT(0), ldc, 0, 1));
             TRY(bias_celu_step(a, st, &L, cols, Me * w[1], BPTR(0, moff), ACT(0), ldc,
                                STACK_G(0, w[1])));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, st, &L, s, 0, cols, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
+                TRY(net_gemm(a, dev, st, &L, s, 0, gm, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
                              (int64_t)w[l] * ldc, WPTR(l, moff), w[l], (int64_t)w[l + 1] * w[l],
                              0.0, ACT(l), ldc, (int64_t)w[l + 1] * ldc, Me));
                 TRY(bias_celu_step(a, st, &L, cols, Me * w[l + 1], BPTR(l, moff), ACT(l), ldc,
@@ -565,7 +570,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             /* backward through the hidden layers (ACT(nl - 2), the output kernel's seed, is not
              * stacked; the CELU' steps stack theirs) */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, st, &L, s, 1, cols, w[l], w[l + 1], w[l + 1],
+                TRY(net_gemm(a, dev, st, &L, s, 1, gm, w[l], w[l + 1], w[l + 1],
                              tc && l < nl - 2, ACT(l), ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff),
                              w[l], (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
                              Me));
@@ -573,7 +578,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                   STACK_G(l - 1, w[l])));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, st, &L, s, 1, cols, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
+            TRY(net_gemm(a, dev, st, &L, s, 1, gm, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
                          ldc, 0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
 #undef STACK_G
         }
