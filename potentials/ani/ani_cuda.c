@@ -165,12 +165,13 @@ static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
  * the column counts, which are part of the CUDA graph key (core/src/cuda_step.c). */
 /* Option tensor_cores: 3xTF32 GEMMs for the cuBLAS path of species s (float32; 1 on: always,
  * 2 auto: from ANI_TC_AUTO_COLS columns).  Measured on an H200 with the stacked single-GEMM form
- * (tests/bench/results/082f50b-gpu.log, every species with more than 64 atoms on the tensor cores
- * against none): water boxes gain from 648 atoms on (432 H + 216 O: -4 %; 3,000: -14 %; 17,496:
- * -19 %), the 1,000 x 13-atom batch -19 %; two proteins lose (1hz5 +26 %, 1C17 +25 %), both with
- * species of about 100 atoms on the tensor cores (1hz5: 77 N, 103 O; 1C17: 102 S), whose
- * products are latency-bound and three times longer in the inner dimension. */
-#define ANI_TC_AUTO_COLS 1024
+ * and 16-byte aligned GEMM rows (tests/bench/results/bc00c97-gpu.log, every species with more than
+ * 64 atoms on the tensor cores against auto at 1,024): equal or faster everywhere: 648 waters
+ * (432 H, 216 O) -3 %, 1hz5 (478 H, 314 C, 103 O, 77 N) -1 %; against all off: 3,000 waters
+ * -13 %, 17,496 waters -20 %, the 1,000 x 13-atom batch -21 %, 1C17 -21 %.  (Before the rows were
+ * aligned, odd species counts got align1 TF32 kernels and 1C17 lost 25 %.)  256 keeps species of a
+ * few hundred atoms and more, where the gain was measured. */
+#define ANI_TC_AUTO_COLS 256
 static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     if (a->precision != NNPOPS_FLOAT32) return 0;
     return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);

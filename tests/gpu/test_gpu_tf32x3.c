@@ -392,7 +392,7 @@ static int case_model(void) {
 
 /* tensor_cores auto (the default) picks per species by its atom count: with option deterministic
  * on (bitwise reproducible), auto equals off bit for bit on the 288-atom box (192 H, below the
- * 1,024 of auto) and equals on bit for bit on a 36,864-atom box (24,576 H and 12,288 O: both
+ * 256 of auto) and equals on bit for bit on a 36,864-atom box (24,576 H and 12,288 O: both
  * above the threshold), where on and off differ */
 static int case_auto(void) {
     enum { NMAX = 36864 };
