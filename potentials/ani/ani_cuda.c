@@ -35,12 +35,17 @@
  *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
  *     activation block (32 or 64 columns).
  *  3. AEV adjoint of all columns in one launch: dE/dr of every center-list entry into pair_grad.
+ * The cuBLAS-path GEMMs run over the chunk's columns rounded up to 4 (16-byte aligned kernels).
+ * Option tensor_cores (float32): those GEMMs as one 3xTF32 product each (kernels/cuda/tf32x3.cu:
+ * the weights stacked at upload, the activations stacked by the elementwise step before the
+ * product, or by the product itself for the AEV and the output layer's seed).
  * Option deterministic (step->deterministic): the AEV kernels' fixed-point twins and the output
  * layer with one thread per column summing the members in order (no atomics); cuBLAS GEMMs are
  * bitwise reproducible on one GPU model with one stream and work space as they are used here.
  * Work space: aev (aev_len x n_cols) + per chunk the activations of all hidden layers of all members
  * (M * sum of hidden widths rows) + one scratch block (M * widest hidden layer rows), ldc =
- * min(chunk, largest species count) rounded up to 32.  No per-atom weight copies and no O(N^2)
+ * min(chunk, largest species count) rounded up to 32 (+ the stacked operand of the 3xTF32
+ * products: 3 x columns x widest inner dimension).  No per-atom weight copies and no O(N^2)
  * buffer: memory is linear in the atom count (AEV) plus a constant (the chunk).
  */
 #include <stdlib.h>
@@ -151,7 +156,7 @@ void nnpops__ani_release_device(nnpops_model *model) {
 /* Work space layout (bytes) of one step. */
 typedef struct ani_layout {
     size_t aev, act, tmp, total;
-    size_t tc, tc_bytes;                   /* split activations of the 3xTF32 GEMMs */
+    size_t tc, tc_bytes;                   /* stacked activations of the 3xTF32 GEMMs */
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (32 or 64) */
     int64_t ldc;          /* columns of the chunk buffers */
@@ -212,7 +217,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
     }
     /* 3xTF32 (float32, option tensor_cores): the largest activation operand of the cuBLAS-path
-     * GEMMs, split (hi + lo) on every call */
+     * GEMMs, stacked ([lo | hi | hi]) for each product */
     {
         size_t need = 0;
         for (int s = 0; s < a->n_species; s++) {
