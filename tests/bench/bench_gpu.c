@@ -20,7 +20,9 @@
  * neighbors.cu); NNPOPS_BENCH_NBR_ALG=<name> forces one.
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
- *                  [--small] [--steps K] [--md FILE]
+ *                  [--small] [--steps K] [--md FILE] [--tc-compare off|on] [--no-tc-compare]
+ *                  [--nbr-only N [--nbr-open]]
+ * --only NAME: the system of that exact name, else every system whose name holds NAME.
  * --small: only the small rows (13 and 98 atoms, the 1,000 x 13 batch, 1hz5, water 10^3), no
  * neighbor-list part.  --nbr-only N [--nbr-open]: the neighbor list alone at one size (with
  * --nbr-open the same points without periodic axes, as a molecule is searched).
