@@ -23,6 +23,7 @@
 #define NNPOPS__ANI_MAX_LAYERS 16    /* dense layers per network, output layer included */
 #define NNPOPS__ANI_MAX_WIDTH 65536  /* largest layer width accepted */
 #define NNPOPS__ANI_MAX_ENSEMBLE 1024
+#define NNPOPS__ANI_CUDA_CHUNK 32768 /* GPU: columns (atoms of a species) per network chunk */
 
 typedef struct nnpops__ani {
     nnpops__aev_desc aev;          /* descriptor constants, in angstrom */

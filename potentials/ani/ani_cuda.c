@@ -11,7 +11,7 @@
  *     aev [aev_len][n_cols]: column r is atom centers[r]; the columns of species s are
  *     col_start[s] .. col_start[s] + col_count[s] (col_start a multiple of 32; padding columns have
  *     center -1 and are skipped).
- *  2. Per species and per chunk of at most ANI_CUDA_CHUNK columns, the element network of all
+ *  2. Per species and per chunk of at most NNPOPS__ANI_CUDA_CHUNK columns, the element network of all
  *     ensemble members at once (Me members: all M for the ensemble mean or when member energies are
  *     wanted, else the chosen member alone), activations feature-major [rows][ldc]:
  *       first layer:   ONE GEMM  Z0 (cols x Me*h1) = AEV (cols x L) . W0^T, W0 = [Me*h1][L] (the
@@ -56,7 +56,6 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "potentials/ani/ani.h"
 
-#define ANI_CUDA_CHUNK 32768
 
 typedef struct ani_dev {
     void *arena;
@@ -198,7 +197,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         for (int l = 1; l < a->n_layers[s]; l++) r += a->width[s][l];
         if (r > rows) rows = r;
     }
-    if (maxc > ANI_CUDA_CHUNK) maxc = ANI_CUDA_CHUNK;
+    if (maxc > NNPOPS__ANI_CUDA_CHUNK) maxc = NNPOPS__ANI_CUDA_CHUNK;
     L.ldc = (maxc + 31) / 32 * 32;
     L.act_rows = (int64_t)a->ensemble * rows;
     size_t cur = 0;
@@ -223,7 +222,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         for (int s = 0; s < a->n_species; s++) {
             if (st->col_count[s] <= 0 || sg_small(a, st, s) || !use_tc(a, st, s)) continue;
             const int64_t cols =
-                st->col_count[s] < ANI_CUDA_CHUNK ? st->col_count[s] : ANI_CUDA_CHUNK;
+                st->col_count[s] < NNPOPS__ANI_CUDA_CHUNK ? st->col_count[s] : NNPOPS__ANI_CUDA_CHUNK;
             const int32_t *w = a->width[s];
             const int64_t M = a->ensemble;
             size_t b = nnpops__gemm_3xtf32_work_bytes(cols, a->aev.aev_len, 1);
@@ -521,8 +520,8 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #define ACT(l) (act + es * (size_t)act_off[l] * (size_t)ldc)
 #define WPTR(l, m) (W + es * (a->w_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1] * (size_t)w[l]))
 #define BPTR(l, m) (W + es * (a->b_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1]))
-        for (int64_t c0 = 0; c0 < ns; c0 += ANI_CUDA_CHUNK) {
-            const int64_t cols = ns - c0 < ANI_CUDA_CHUNK ? ns - c0 : ANI_CUDA_CHUNK;
+        for (int64_t c0 = 0; c0 < ns; c0 += NNPOPS__ANI_CUDA_CHUNK) {
+            const int64_t cols = ns - c0 < NNPOPS__ANI_CUDA_CHUNK ? ns - c0 : NNPOPS__ANI_CUDA_CHUNK;
             /* the GEMMs run over the columns rounded up to 4 (inside the species' padding to 32;
              * the extra rows are independent and never read back): cuBLAS takes its 16-byte
              * aligned kernels only then (an odd count gave align1 kernels, 1C17: 8.0 ms against

@@ -18,6 +18,8 @@
  *          through cuBLAS) with option tensor_cores on and off: both within the float32 tolerances
  *          of the float64 model (|dE|/N <= 1e-5 eV, max |dF| <= 1e-3 eV/A), and the two float32
  *          results differ (the 3xTF32 path ran)
+ *   chunks a species over several network chunks: a batch of three identical 18,432-atom boxes
+ *          (36,864 H), float64 and float32, every copy equal to the first to rounding
  *   auto   option tensor_cores auto (the default) follows the species' atom count: bitwise equal
  *          to off on the 96-molecule box, to on on a 12,288-molecule box (12,288 O), with option
  *          deterministic on; on and off differ on both
@@ -33,6 +35,7 @@
 #include "core/src/internal.h"
 #include "gpu_check.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani.h"
 
 static unsigned long long rng = 0x243f6a8885a308d3ull;
 static double urand(void) { return test_rand(&rng); }
@@ -418,9 +421,65 @@ static int case_auto(void) {
     return 0;
 }
 
+/* Species spread over several network chunks (NNPOPS__ANI_CUDA_CHUNK atoms each): a batch of three
+ * copies of one periodic box of 6,144 water molecules (36,864 H in all: two chunks, the third
+ * copy's H straddling the boundary), float64 and float32 (tensor_cores auto: on for both species),
+ * option deterministic on.  Each copy's energy and forces must equal the first copy's to rounding
+ * (float64: |dE|/N <= 1e-10 eV, max |dF| <= 1e-8 eV/A; float32: 1e-6 eV, 1e-4 eV/A): a wrong chunk
+ * offset or column range shows in the third copy. */
+static int case_chunks(void) {
+    enum { NW = 16 * 16 * 24, N1 = 3 * NW, N = 3 * N1 };
+    CHECK(3 * 2 * NW > NNPOPS__ANI_CUDA_CHUNK && 2 * 2 * NW < NNPOPS__ANI_CUDA_CHUNK);
+    int32_t *z = malloc(sizeof(int32_t) * N), *batch = malloc(sizeof(int32_t) * N);
+    double *x = malloc(sizeof(double) * 3 * N), *f = malloc(sizeof(double) * 3 * N);
+    double cells[27];
+    uint8_t pbc[9];
+    CHECK(water_box(16, 16, 24, z, x, cells) == N1);
+    for (int c = 1; c < 3; c++) {
+        memcpy(z + (size_t)c * N1, z, sizeof(int32_t) * N1);
+        memcpy(x + (size_t)c * 3 * N1, x, sizeof(double) * 3 * N1);
+        memcpy(cells + 9 * c, cells, sizeof(double) * 9);
+    }
+    for (int64_t i = 0; i < N; i++) batch[i] = (int32_t)(i / N1);
+    memset(pbc, 1, sizeof pbc);
+    for (int p = 0; p < 2; p++) {
+        const nnpops_precision prec = p ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64;
+        const double tol_e = p ? 1e-6 : 1e-10, tol_f = p ? 1e-4 : 1e-8;
+        nnpops_model *m;
+        CHECK_OK(nnpops_model_load("ani2x", "cuda", prec, &m));
+        nnpops_context *ctx;
+        CHECK_OK(nnpops_context_create(m, &ctx));
+        CHECK_OK(nnpops_context_set_option_by_name(ctx, "deterministic", "on"));
+        nnpops_inputs in = {sizeof in, N, -1, 3, z, x, batch, cells, pbc};
+        double e[3];
+        nnpops_outputs out = {sizeof out, e, f, NULL, NULL, NULL, NULL};
+        CHECK_OK(nnpops_compute(ctx, &in, &out));
+        double worst_f = 0;
+        for (int c = 1; c < 3; c++)
+            for (int64_t k = 0; k < 3 * N1; k++) {
+                const double d = fabs(f[(size_t)c * 3 * N1 + k] - f[k]);
+                if (d > worst_f) worst_f = d;
+            }
+        const double de = fmax(fabs(e[1] - e[0]), fabs(e[2] - e[0])) / N1;
+        printf("%s, 3 x %d atoms (%d H: chunks of %d): energies %.9f %.9f %.9f eV; copies against "
+               "the first: |dE|/N %.3e eV, max |dF| %.3e eV/A\n",
+               p ? "float32" : "float64", (int)N1, 3 * 2 * NW, NNPOPS__ANI_CUDA_CHUNK, e[0], e[1],
+               e[2], de, worst_f);
+        CHECK(de <= tol_e);
+        CHECK(worst_f <= tol_f);
+        nnpops_context_destroy(ctx);
+        nnpops_model_destroy(m);
+    }
+    free(z);
+    free(batch);
+    free(x);
+    free(f);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s stack|fused|gemm|model|auto\n", argv[0]);
+        fprintf(stderr, "usage: %s stack|fused|gemm|model|auto|chunks\n", argv[0]);
         return 2;
     }
     gpu_init_or_skip();
@@ -429,6 +488,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "gemm")) return case_gemm();
     if (!strcmp(argv[1], "model")) return case_model();
     if (!strcmp(argv[1], "auto")) return case_auto();
+    if (!strcmp(argv[1], "chunks")) return case_chunks();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }
