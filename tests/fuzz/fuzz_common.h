@@ -159,6 +159,11 @@ static inline void fuzz_exercise_model(nnpops_model *m) {
     nnpops_status st = nnpops_context_create(m, &ctx);
     fuzz_check_failure("nnpops_context_create", st, st == NNPOPS_OK ? NULL : ctx);
     if (st != NNPOPS_OK) return;
+    /* a small step: a model whose cutoff spans hundreds of cell images (the text may say
+     * "cutoff: 490") would otherwise build millions of pairs; past 512 per atom the step stops
+     * with NEIGHBOR_OVERFLOW after the count, which is the path exercised then */
+    st = nnpops_context_set_option_by_name(ctx, "max_neighbors", "512");
+    if (st != NNPOPS_OK) FUZZ_FAIL("max_neighbors 512: %s", nnpops_last_error());
     enum { N = 5 };
     int32_t z[N];
     for (int i = 0; i < N; i++) z[i] = nnpops_model_species(m, i % ns);
