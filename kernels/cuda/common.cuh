@@ -10,8 +10,9 @@
  *  - atomic_add_f64 (native double atomicAdd, sm_60 and newer).
  *  - programmatic dependent launch (sm_90): pdl_wait / pdl_trigger in kernels, pdl_enabled and
  *    launch_pdl on the host; set_dynamic_smem for kernels with more than 48 KiB of shared memory.
- *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu) and stack3:
- *    where the three blocks of a stacked column go.
+ *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu), put_split3:
+ *    V consecutive values split and written into the three blocks of a stacked operand, and
+ *    stack3_col: where the three blocks of a stacked column go.
  */
 #ifndef NNPOPS_KERNELS_CUDA_COMMON_CUH
 #define NNPOPS_KERNELS_CUDA_COMMON_CUH
@@ -156,6 +157,24 @@ __device__ __forceinline__ void tf32_split(float x, float *hi, float *lo) {
     const float h = __uint_as_float(r);
     *hi = h;
     *lo = x - h;
+}
+
+/* V consecutive values (V = 1, or 4 with o 16-byte aligned) split by tf32_split and written three
+ * times, at o + b step for the blocks b = 0, 1, 2: lo into block lo_block, hi into the others. */
+template <int V>
+__device__ __forceinline__ void put_split3(const float (&v)[V], float *o, int64_t step,
+                                           int lo_block) {
+    float h[V], l[V];
+#pragma unroll
+    for (int u = 0; u < V; u++) tf32_split(v[u], &h[u], &l[u]);
+#pragma unroll
+    for (int b = 0; b < 3; b++) {
+        const float *w = b == lo_block ? l : h;
+        if constexpr (V == 4)
+            *reinterpret_cast<float4 *>(o + b * step) = make_float4(w[0], w[1], w[2], w[3]);
+        else
+            o[b * step] = w[0];
+    }
 }
 
 /* Column f of an activation stacked along its columns by groups of g (tf32x3.cu): the columns

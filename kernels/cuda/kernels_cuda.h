@@ -232,8 +232,12 @@ nnpops_status nnpops__ani_output_group_cuda_f32(int32_t count, const nnpops__ani
                                                 float *const *A, void *stream);
 
 /* C = op(A) op(B) (+ beta C) over `batch` strided problems, column-major (cuBLAS conventions),
- * precision NNPOPS_FLOAT32 (CUBLAS_COMPUTE_32F) or NNPOPS_FLOAT64 (CUBLAS_COMPUTE_64F).  This is
- * the only GEMM entry of the GPU path (the fused ensemble layers of potentials/ani/ani_cuda.c). */
+ * precision NNPOPS_FLOAT32 (CUBLAS_COMPUTE_32F), NNPOPS_FLOAT64 (CUBLAS_COMPUTE_64F) or
+ * NNPOPS__GEMM_FAST_TF32 (float32 data, CUBLAS_COMPUTE_32F_FAST_TF32: the tensor cores, inputs
+ * rounded to TF32; only the 3xTF32 products below use it).  The one cuBLAS call site of the GPU
+ * path (the fused ensemble layers of potentials/ani/ani_cuda.c, directly or through the 3xTF32
+ * products). */
+#define NNPOPS__GEMM_FAST_TF32 2
 nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precision, int trans_a, int trans_b,
                                 int64_t m, int64_t n, int64_t k, const void *A, int64_t lda,
                                 int64_t stride_a, const void *B, int64_t ldb, int64_t stride_b,

@@ -62,21 +62,7 @@ template <typename R> __device__ __forceinline__ R celu_of(R x, R al, R inv) {
 template <typename R, int V>
 __device__ __forceinline__ void put_stacked(const R (&v)[V], int64_t f, int64_t r, int64_t g,
                                             R *out3, int64_t ld3) {
-    if constexpr (sizeof(R) == 4) {
-        float h[V], l[V];
-#pragma unroll
-        for (int u = 0; u < V; u++) tf32_split(v[u], &h[u], &l[u]);
-        float *o = out3 + stack3_col(f, g) * ld3 + r;
-        if constexpr (V == 4) {
-            *reinterpret_cast<float4 *>(o) = make_float4(l[0], l[1], l[2], l[3]);
-            *reinterpret_cast<float4 *>(o + g * ld3) = make_float4(h[0], h[1], h[2], h[3]);
-            *reinterpret_cast<float4 *>(o + 2 * g * ld3) = make_float4(h[0], h[1], h[2], h[3]);
-        } else {
-            o[0] = l[0];
-            o[g * ld3] = h[0];
-            o[2 * g * ld3] = h[0];
-        }
-    }
+    if constexpr (sizeof(R) == 4) put_split3<V>(v, out3 + stack3_col(f, g) * ld3 + r, g * ld3, 0);
 }
 
 /* out3 == NULL: Z = CELU(Z + b) in place; else also the stacked copy. */
@@ -330,7 +316,9 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
     const double a64 = 1.0, b64 = beta;
     const bool f64 = precision == NNPOPS_FLOAT64;
     const cudaDataType dt = f64 ? CUDA_R_64F : CUDA_R_32F;
-    const cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+    const cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F
+                                   : precision == NNPOPS__GEMM_FAST_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                         : CUBLAS_COMPUTE_32F;
     const void *alpha = f64 ? (const void *)&a64 : (const void *)&a32;
     const void *bet = f64 ? (const void *)&b64 : (const void *)&b32;
     if (batch == 1) {

@@ -7,7 +7,7 @@
  * (lo is exact in float32: x and hi share the exponent and the top 11 bits) gives
  *     A B = A_hi B_hi + A_hi B_lo + A_lo B_hi + A_lo B_lo,
  * and the three first products run as ONE TF32 GEMM over a three times longer inner dimension
- * (cuBLAS, CUBLAS_COMPUTE_32F_FAST_TF32, float32 accumulation):
+ * (cuBLAS through nnpops__gemm_cuda, CUBLAS_COMPUTE_32F_FAST_TF32, float32 accumulation):
  *     C = [A_lo | A_hi | A_hi] [B_hi ; B_lo ; B_hi],
  * so that C is written once (three GEMMs accumulating into C read and write it five times: the
  * hidden layers of the ANI networks are bound by that traffic) and one launch replaces three.
@@ -29,8 +29,6 @@
  */
 #include <stdint.h>
 #include <string.h>
-
-#include <cublas_v2.h>
 
 #include "common.cuh"
 
@@ -60,38 +58,18 @@ __global__ void stack_kernel(int64_t rows, int64_t cols, int64_t batch, const fl
         const int64_t t = jt / cols, j = jt - t * cols;
         const float *src = x + t * stride_x + j * ldx + i;
         float *dst = out + t * stride_out;
-        int64_t o, step; /* output of block 0 for row i, and the distance between blocks */
-        if (by_rows) {
-            o = j * ld_out + (i / g) * 3 * g + i % g;
-            step = g;
-        } else {
-            o = stack3_col(j, g) * ld_out + i;
-            step = g * ld_out;
-        }
+        /* output of block 0 for row i, and the distance between blocks */
+        const int64_t o = by_rows ? j * ld_out + stack3_col(i, g) : stack3_col(j, g) * ld_out + i;
+        const int64_t step = by_rows ? g : g * ld_out;
         if (V == 4 && i + 4 <= rows) {
             const float4 v = *reinterpret_cast<const float4 *>(src);
-            float4 h, l;
-            tf32_split(v.x, &h.x, &l.x);
-            tf32_split(v.y, &h.y, &l.y);
-            tf32_split(v.z, &h.z, &l.z);
-            tf32_split(v.w, &h.w, &l.w);
-            for (int b = 0; b < 3; b++)
-                *reinterpret_cast<float4 *>(dst + o + b * step) = b == lo_block ? l : h;
+            put_split3<4>({v.x, v.y, v.z, v.w}, dst + o, step, lo_block);
             continue;
         }
-        for (int u = 0; u < V && i + u < rows; u++) {
-            float h, l;
-            tf32_split(src[u], &h, &l);
-            const int64_t ou = by_rows ? j * ld_out + ((i + u) / g) * 3 * g + (i + u) % g : o + u;
-            for (int b = 0; b < 3; b++) dst[ou + b * step] = b == lo_block ? l : h;
-        }
+        for (int u = 0; u < V && i + u < rows; u++)
+            put_split3<1>({src[u]}, dst + (by_rows ? j * ld_out + stack3_col(i + u, g) : o + u),
+                          step, lo_block);
     }
-}
-
-nnpops_status blas_check(cublasStatus_t s, const char *file, int line, const char *what) {
-    if (s == CUBLAS_STATUS_SUCCESS) return NNPOPS_OK;
-    return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", file, line, what,
-                        cublasGetStatusString(s));
 }
 
 } /* namespace */
@@ -172,29 +150,7 @@ extern "C" nnpops_status nnpops__gemm_cuda_3xtf32_stacked(
     void *blas, void *stream, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
     const float *A3, int64_t lda3, int64_t stride_a3, const float *B3, int64_t ldb3,
     int64_t stride_b3, double beta, float *C, int64_t ldc, int64_t stride_c, int64_t batch) {
-    if (m <= 0 || n <= 0 || batch <= 0) return NNPOPS_OK;
-    if (m > INT32_MAX || n > INT32_MAX || 3 * k > INT32_MAX || lda3 > INT32_MAX ||
-        ldb3 > INT32_MAX || ldc > INT32_MAX || batch > INT32_MAX)
-        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "GEMM of %lld x %lld x %lld is too large",
-                            (long long)m, (long long)n, (long long)k);
-    cublasHandle_t h = (cublasHandle_t)blas;
-    nnpops_status st;
-    if ((st = blas_check(cublasSetStream(h, as_stream(stream)), __FILE__, __LINE__,
-                         "cublasSetStream")) != NNPOPS_OK)
-        return st;
-    const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const float one = 1.0f, b0 = (float)beta;
-    cublasStatus_t s;
-    if (batch == 1)
-        s = cublasGemmEx(h, ta, tb, (int)m, (int)n, (int)(3 * k), &one, A3, CUDA_R_32F, (int)lda3,
-                         B3, CUDA_R_32F, (int)ldb3, &b0, C, CUDA_R_32F, (int)ldc,
-                         CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
-    else
-        s = cublasGemmStridedBatchedEx(h, ta, tb, (int)m, (int)n, (int)(3 * k), &one, A3,
-                                       CUDA_R_32F, (int)lda3, (long long)stride_a3, B3, CUDA_R_32F,
-                                       (int)ldb3, (long long)stride_b3, &b0, C, CUDA_R_32F,
-                                       (int)ldc, (long long)stride_c, (int)batch,
-                                       CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
-    return blas_check(s, __FILE__, __LINE__, "3xTF32 GEMM (cublasGemmEx)");
+    return nnpops__gemm_cuda(blas, stream, NNPOPS__GEMM_FAST_TF32, trans_a, trans_b, m, n, 3 * k,
+                             A3, lda3, stride_a3, B3, ldb3, stride_b3, beta, C, ldc, stride_c,
+                             batch);
 }

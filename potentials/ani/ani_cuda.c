@@ -400,17 +400,17 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
 }
 
 /* One GEMM of the cuBLAS path: C = beta C + A op(W), A the activations (m x k, column major), W
- * weights of the model's device arena, species s.  When use_tc: 3xTF32 on the tensor cores (the
+ * weights of the model's device arena.  When tc (the species' GEMMs on the tensor cores): 3xTF32 on the tensor cores (the
  * weights' stacked copy; the activations stacked into the layout's tc space here, inner groups of
  * kg: k, or one member's width when the inner dimension runs over the members, or, when
  * `stacked`, already there from the elementwise step before); otherwise plain FP32 / FP64 through
  * nnpops__gemm_cuda. */
 static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
-                              const ani_layout *L, int s, int trans_b, int64_t m, int64_t n,
+                              const ani_layout *L, int tc, int trans_b, int64_t m, int64_t n,
                               int64_t k, int64_t kg, int stacked, const void *A, int64_t lda,
                               int64_t stride_a, const char *Wp, int64_t ldb, int64_t stride_b,
                               double beta, void *C, int64_t ldc, int64_t stride_c, int64_t batch) {
-    if (use_tc(a, st, s) && dev->stk_n) {
+    if (tc) {
         const size_t off = 3 * (size_t)(Wp - (const char *)dev->arena);
         const float *B3 = (const float *)((const char *)(trans_b ? dev->stk_t : dev->stk_n) + off);
         const int64_t ldb3 = trans_b ? ldb : 3 * ldb;
@@ -530,16 +530,16 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* with the tensor cores, the elementwise step before a GEMM also stacks that GEMM's
              * operand (activations feeding a GEMM: ACT(l) for l < nl - 2) */
-            const int tc = !f64 && use_tc(a, st, s) && dev->stk_n;
+            const int tc = use_tc(a, st, s) && dev->stk_n != NULL;
 #define STACK_G(l, g) (tc && (l) < nl - 2 ? (int64_t)(g) : 0)
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, st, &L, s, 0, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
+            TRY(net_gemm(a, dev, st, &L, tc, 0, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
                          Lf, 0, 0.0, ACT(0), ldc, 0, 1));
             TRY(bias_celu_step(a, st, &L, cols, Me * w[1], BPTR(0, moff), ACT(0), ldc,
                                STACK_G(0, w[1])));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, st, &L, s, 0, gm, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
+                TRY(net_gemm(a, dev, st, &L, tc, 0, gm, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
                              (int64_t)w[l] * ldc, WPTR(l, moff), w[l], (int64_t)w[l + 1] * w[l],
                              0.0, ACT(l), ldc, (int64_t)w[l + 1] * ldc, Me));
                 TRY(bias_celu_step(a, st, &L, cols, Me * w[l + 1], BPTR(l, moff), ACT(l), ldc,
@@ -575,7 +575,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             /* backward through the hidden layers (ACT(nl - 2), the output kernel's seed, is not
              * stacked; the CELU' steps stack theirs) */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, st, &L, s, 1, gm, w[l], w[l + 1], w[l + 1],
+                TRY(net_gemm(a, dev, st, &L, tc, 1, gm, w[l], w[l + 1], w[l + 1],
                              tc && l < nl - 2, ACT(l), ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff),
                              w[l], (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
                              Me));
@@ -583,7 +583,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                   STACK_G(l - 1, w[l])));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, st, &L, s, 1, gm, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
+            TRY(net_gemm(a, dev, st, &L, tc, 1, gm, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
                          ldc, 0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
 #undef STACK_G
         }
