@@ -1,7 +1,8 @@
 /*
  * cuda_step.c - the GPU step of nnpops_compute for a model loaded on "cuda" / "cuda:N", the
  * experimental device-pointer entry nnpops_compute_device, and the context's GPU state (stream,
- * cuBLAS handle, one device arena per entry, pinned staging buffers).
+ * cuBLAS handle, NNPOPS__SIDE_STREAMS side streams with their own handles and fork / join events,
+ * one device arena per entry, pinned staging buffers).
  *
  * ---- host entry (nnpops_compute) ----
  * context.c validates and prepares the inputs on the host (units, species, grouping by system) and
@@ -35,7 +36,9 @@
  * (cublasSetWorkspace on the arena, bound before the step, so cuBLAS never allocates while
  * capturing), reads the host inputs or the device status is OUTSIDE the enqueued region; inside it
  * there are only async copies from/to the pinned buffers, memsets, kernel launches, cub calls on
- * preallocated work space and cuBLAS GEMMs on the context's stream.  A graph is keyed by every
+ * preallocated work space and cuBLAS GEMMs on the context's stream, and work the potential forks
+ * onto the context's side streams (their own cuBLAS handles) and joins back with events, which a
+ * capture records as parallel branches of the graph.  A graph is keyed by every
  * host-side value baked into it (sizes, column counts per species, neighbor plan, capacity,
  * max_angular, options, arena and staging addresses); a step with another key drops the graph and
  * runs eagerly until graph_warmup_steps steps of the new key have run, then captures again.  A
@@ -195,6 +198,11 @@ struct nnpops__cuda_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
+    /* side streams of the step (nnpops__dstep: concurrent species networks), their cuBLAS handles
+     * and the fork / join events */
+    cudaStream_t side[NNPOPS__SIDE_STREAMS];
+    cublasHandle_t side_blas[NNPOPS__SIDE_STREAMS];
+    cudaEvent_t fork_event, join_event[NNPOPS__SIDE_STREAMS];
     void *dev;
     size_t dev_bytes;
     void *pin_in, *pin_out;
@@ -284,6 +292,13 @@ static void ctx_free(nnpops__cuda_ctx *c) {
     if (c->pin_in) cudaFreeHost(c->pin_in);
     if (c->pin_out) cudaFreeHost(c->pin_out);
     if (c->blas) cublasDestroy(c->blas);
+    for (int k = 0; k < NNPOPS__SIDE_STREAMS; k++) {
+        if (c->side[k]) cudaStreamSynchronize(c->side[k]);
+        if (c->side_blas[k]) cublasDestroy(c->side_blas[k]);
+        if (c->side[k]) cudaStreamDestroy(c->side[k]);
+        if (c->join_event[k]) cudaEventDestroy(c->join_event[k]);
+    }
+    if (c->fork_event) cudaEventDestroy(c->fork_event);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
 }
@@ -322,6 +337,28 @@ static nnpops_status ctx_create(int device, nnpops__cuda_ctx **out) {
     }
     /* plain FP32 / FP64 arithmetic (no TF32); the compute type of every GEMM says so too */
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+    e = cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming);
+    for (int k = 0; k < NNPOPS__SIDE_STREAMS && e == cudaSuccess; k++) {
+        e = cudaStreamCreateWithFlags(&c->side[k], cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->join_event[k], cudaEventDisableTiming);
+        if (e == cudaSuccess) {
+            b = cublasCreate(&c->side_blas[k]);
+            if (b != CUBLAS_STATUS_SUCCESS) {
+                c->side_blas[k] = NULL;
+                ctx_free(c);
+                return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasCreate: %s", __FILE__,
+                                    __LINE__, cublasGetStatusString(b));
+            }
+            cublasSetMathMode(c->side_blas[k], CUBLAS_DEFAULT_MATH);
+            cublasSetStream(c->side_blas[k], c->side[k]);
+        }
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        ctx_free(c);
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: side streams of the GPU context: %s",
+                            __FILE__, __LINE__, cudaGetErrorString(e));
+    }
     *out = c;
     return NNPOPS_OK;
 }
@@ -621,6 +658,13 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
     ds->work_bytes = L->pot_work_bytes;
     ds->stream = stream;
     ds->blas = c->blas;
+    ds->n_side = NNPOPS__SIDE_STREAMS;
+    ds->fork_event = c->fork_event;
+    for (int k = 0; k < NNPOPS__SIDE_STREAMS; k++) {
+        ds->side_stream[k] = c->side[k];
+        ds->side_blas[k] = c->side_blas[k];
+        ds->join_event[k] = c->join_event[k];
+    }
     TRY(m->vt->compute_cuda(m, ds));
 
     /* 5: force scatter, virials, energies */

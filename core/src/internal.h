@@ -110,6 +110,8 @@ typedef enum nnpops__device_kind { NNPOPS__CPU = 0, NNPOPS__CUDA = 1 } nnpops__d
 
 /* ---- models (core/src/model.c) ---- */
 #define NNPOPS__MAX_SPECIES 32
+/* side streams of the GPU step (nnpops__dstep) */
+#define NNPOPS__SIDE_STREAMS 3
 
 struct nnpops__potential_vt;
 struct nnpops__dstep; /* CUDA backend, see the end of this file */
@@ -322,6 +324,16 @@ typedef struct nnpops__dstep {
     size_t work_bytes;
     void *stream;                 /* cudaStream_t */
     void *blas;                   /* cublasHandle_t bound to the device */
+    /* side streams for work that may run concurrently with `stream` (the ANI species networks):
+     * n_side of them, each with its own cuBLAS handle (bound to that stream, its own work space);
+     * a potential forks onto them by recording fork_event on `stream` and making the side stream
+     * wait for it, and joins back by recording join_event[k] on side stream k and making `stream`
+     * wait for it (inside a capture the side streams join the graph through these events) */
+    int n_side;
+    void *side_stream[NNPOPS__SIDE_STREAMS]; /* cudaStream_t */
+    void *side_blas[NNPOPS__SIDE_STREAMS];   /* cublasHandle_t */
+    void *fork_event;                        /* cudaEvent_t */
+    void *join_event[NNPOPS__SIDE_STREAMS];  /* cudaEvent_t */
 } nnpops__dstep;
 
 /* core/src/cuda_step.c: the context's GPU state and the GPU step. */

@@ -6,7 +6,8 @@
  * [member][out][in]) is copied once into one device allocation with the same offsets
  * (model->device_data).  Nothing is copied per step.
  *
- * One step (all on step->stream, no host synchronization, no allocation):
+ * One step (on step->stream and, for the species networks, its side streams; no host
+ * synchronization, no allocation):
  *  1. AEV of all local atoms in one launch, written feature-major into the work space,
  *     aev [aev_len][n_cols]: column r is atom centers[r]; the columns of species s are
  *     col_start[s] .. col_start[s] + col_count[s] (col_start a multiple of 32; padding columns have
@@ -34,6 +35,14 @@
  *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
  *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
  *     activation block (32 or 64 columns).
+ *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
+ *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
+ *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
+ *     with its cuBLAS handle; the branches fork after the AEV (fork_event) and join before its
+ *     adjoint (join_event), and each has its own activation, scratch and stacked-operand
+ *     buffers.  Every branch writes only its species' AEV columns and atoms, so the results are
+ *     those of the serial order, bit for bit.  A protein's H, C, N and O networks (each a chain of
+ *     small GEMMs that leaves most of the GPU idle) overlap instead of queueing.
  *  3. AEV adjoint of all columns in one launch: dE/dr of every center-list entry into pair_grad.
  * The cuBLAS-path GEMMs run over the chunk's columns rounded up to 4 (16-byte aligned kernels).
  * Option tensor_cores (float32): those GEMMs as one 3xTF32 product each (kernels/cuda/tf32x3.cu:
@@ -42,11 +51,12 @@
  * Option deterministic (step->deterministic): the AEV kernels' fixed-point twins and the output
  * layer with one thread per column summing the members in order (no atomics); cuBLAS GEMMs are
  * bitwise reproducible on one GPU model with one stream and work space as they are used here.
- * Work space: aev (aev_len x n_cols) + per chunk the activations of all hidden layers of all members
- * (M * sum of hidden widths rows) + one scratch block (M * widest hidden layer rows), ldc =
- * min(chunk, largest species count) rounded up to 32 (+ the stacked operand of the 3xTF32
- * products: 3 x columns x widest inner dimension).  No per-atom weight copies and no O(N^2)
- * buffer: memory is linear in the atom count (AEV) plus a constant (the chunk).
+ * Work space: aev (aev_len x n_cols) + per branch the activations of all hidden layers of all
+ * members for one chunk (M * sum of hidden widths rows) + one scratch block (M * widest hidden
+ * layer rows), ldc = min(chunk, largest count of the branch's species) rounded up to 32 (+ the
+ * stacked operand of the 3xTF32 products: 3 x columns x widest inner dimension).  No per-atom
+ * weight copies and no O(N^2) buffer: memory is linear in the atom count (AEV) plus a constant
+ * (the chunk, per branch).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -152,14 +162,25 @@ void nnpops__ani_release_device(nnpops_model *model) {
     model->device_data = NULL;
 }
 
+/* Branches: the species on the cuBLAS path run their networks concurrently, on the step's stream
+ * (branch 0, together with the small species' grouped networks) and on up to st->n_side side
+ * streams, each branch with its own activation, scratch and stacked-operand buffers. */
+#define ANI_MAX_BRANCHES (1 + NNPOPS__SIDE_STREAMS)
+typedef struct ani_branch {
+    size_t act, tmp;        /* activations of all hidden layers; one scratch block */
+    size_t tc, tc_bytes;    /* stacked activations of the 3xTF32 GEMMs */
+    int64_t ldc;            /* columns of the branch's buffers */
+} ani_branch;
+
 /* Work space layout (bytes) of one step. */
 typedef struct ani_layout {
-    size_t aev, act, tmp, total;
-    size_t tc, tc_bytes;                   /* stacked activations of the 3xTF32 GEMMs */
+    size_t aev, total;
+    int n_branch;                          /* branches in use (0: no species on the cuBLAS path) */
+    int branch_of[NNPOPS__MAX_SPECIES];    /* the branch of a cuBLAS-path species, else -1 */
+    ani_branch br[ANI_MAX_BRANCHES];
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (32 or 64) */
-    int64_t ldc;          /* columns of the chunk buffers */
-    int64_t act_rows;     /* rows of the activation block */
+    int64_t act_rows;     /* rows of the activation blocks */
 } ani_layout;
 
 static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
@@ -186,27 +207,80 @@ static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
            st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
 }
 
+/* The species' columns in chunks of at most NNPOPS__ANI_CUDA_CHUNK. */
+static int64_t chunk_cols(int64_t n) {
+    return n < NNPOPS__ANI_CUDA_CHUNK ? n : NNPOPS__ANI_CUDA_CHUNK;
+}
+
+/* Stacked-operand bytes of species s's 3xTF32 GEMMs (0 when it does not use them). */
+static size_t tc_need(const nnpops__ani *a, const nnpops__dstep *st, int s) {
+    if (!use_tc(a, st, s)) return 0;
+    const int64_t cols = chunk_cols(st->col_count[s]), M = a->ensemble;
+    const int32_t *w = a->width[s];
+    size_t need = nnpops__gemm_3xtf32_work_bytes(cols, a->aev.aev_len, 1), b;
+    if ((b = nnpops__gemm_3xtf32_work_bytes(cols, M * w[1], 1)) > need) need = b;
+    for (int l = 1; l < a->n_layers[s]; l++) {
+        if ((b = nnpops__gemm_3xtf32_work_bytes(cols, w[l], M)) > need) need = b;
+        if ((b = nnpops__gemm_3xtf32_work_bytes(cols, w[l + 1], M)) > need) need = b;
+    }
+    return need;
+}
+
 static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     ani_layout L;
     memset(&L, 0, sizeof L);
     const size_t es = a->elem_size;
-    int64_t maxc = 1, rows = 1;
+    int64_t rows = 1;
     for (int s = 0; s < a->n_species; s++) {
-        if (st->col_count[s] > maxc) maxc = st->col_count[s];
         int64_t r = 0;
         for (int l = 1; l < a->n_layers[s]; l++) r += a->width[s][l];
         if (r > rows) rows = r;
     }
-    if (maxc > NNPOPS__ANI_CUDA_CHUNK) maxc = NNPOPS__ANI_CUDA_CHUNK;
-    L.ldc = (maxc + 31) / 32 * 32;
     L.act_rows = (int64_t)a->ensemble * rows;
+    /* the cuBLAS-path species, largest first, each to the branch with the fewest columns so far */
+    int order[NNPOPS__MAX_SPECIES], n_big = 0;
+    for (int s = 0; s < a->n_species; s++) {
+        L.branch_of[s] = -1;
+        if (st->col_count[s] <= 0 || sg_small(a, st, s)) continue;
+        int k = n_big++;
+        while (k > 0 && st->col_count[order[k - 1]] < st->col_count[s]) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = s;
+    }
+    const int max_br = 1 + (st->n_side < NNPOPS__SIDE_STREAMS ? st->n_side : NNPOPS__SIDE_STREAMS);
+    L.n_branch = n_big < max_br ? n_big : max_br;
+    int64_t load[ANI_MAX_BRANCHES] = {0}, maxc[ANI_MAX_BRANCHES] = {0};
+    size_t tcb[ANI_MAX_BRANCHES] = {0};
+    for (int q = 0; q < n_big; q++) {
+        const int s = order[q];
+        int b = 0;
+        for (int k = 1; k < L.n_branch; k++)
+            if (load[k] < load[b]) b = k;
+        L.branch_of[s] = b;
+        load[b] += st->col_count[s];
+        const int64_t c = chunk_cols(st->col_count[s]);
+        if (c > maxc[b]) maxc[b] = c;
+        const size_t t = tc_need(a, st, s);
+        if (t > tcb[b]) tcb[b] = t;
+    }
     size_t cur = 0;
     L.aev = cur;
     cur += al256(es * (size_t)a->aev.aev_len * (size_t)(st->n_cols > 0 ? st->n_cols : 1));
-    L.act = cur;
-    cur += al256(es * (size_t)L.act_rows * (size_t)L.ldc);
-    L.tmp = cur;
-    cur += al256(es * (size_t)a->ensemble * (size_t)a->max_width * (size_t)L.ldc);
+    for (int b = 0; b < L.n_branch; b++) {
+        ani_branch *B = &L.br[b];
+        B->ldc = (maxc[b] + 31) / 32 * 32;
+        B->act = cur;
+        cur += al256(es * (size_t)L.act_rows * (size_t)B->ldc);
+        B->tmp = cur;
+        cur += al256(es * (size_t)a->ensemble * (size_t)a->max_width * (size_t)B->ldc);
+        /* 3xTF32 (float32, option tensor_cores): the largest activation operand of the
+         * branch's GEMMs, stacked ([lo | hi | hi]) for each product */
+        B->tc = cur;
+        B->tc_bytes = tcb[b];
+        cur += al256(tcb[b]);
+    }
     for (int s = 0; s < a->n_species; s++) {
         if (!sg_small(a, st, s)) continue;
         int64_t r = 0;
@@ -214,31 +288,6 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         L.small_ld[s] = st->col_count[s] <= 32 ? 32 : 64;
         L.small_act[s] = cur;
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
-    }
-    /* 3xTF32 (float32, option tensor_cores): the largest activation operand of the cuBLAS-path
-     * GEMMs, stacked ([lo | hi | hi]) for each product */
-    {
-        size_t need = 0;
-        for (int s = 0; s < a->n_species; s++) {
-            if (st->col_count[s] <= 0 || sg_small(a, st, s) || !use_tc(a, st, s)) continue;
-            const int64_t cols =
-                st->col_count[s] < NNPOPS__ANI_CUDA_CHUNK ? st->col_count[s] : NNPOPS__ANI_CUDA_CHUNK;
-            const int32_t *w = a->width[s];
-            const int64_t M = a->ensemble;
-            size_t b = nnpops__gemm_3xtf32_work_bytes(cols, a->aev.aev_len, 1);
-            if (b > need) need = b;
-            b = nnpops__gemm_3xtf32_work_bytes(cols, M * w[1], 1);
-            if (b > need) need = b;
-            for (int l = 1; l < a->n_layers[s]; l++) {
-                b = nnpops__gemm_3xtf32_work_bytes(cols, w[l], M);
-                if (b > need) need = b;
-                b = nnpops__gemm_3xtf32_work_bytes(cols, w[l + 1], M);
-                if (b > need) need = b;
-            }
-        }
-        L.tc = cur;
-        L.tc_bytes = need;
-        cur += al256(need);
     }
     L.total = cur;
     return L;
@@ -406,7 +455,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
  * `stacked`, already there from the elementwise step before); otherwise plain FP32 / FP64 through
  * nnpops__gemm_cuda. */
 static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
-                              const ani_layout *L, int tc, int trans_b, int64_t m, int64_t n,
+                              const ani_branch *B, int tc, int trans_b, int64_t m, int64_t n,
                               int64_t k, int64_t kg, int stacked, const void *A, int64_t lda,
                               int64_t stride_a, const char *Wp, int64_t ldb, int64_t stride_b,
                               double beta, void *C, int64_t ldc, int64_t stride_c, int64_t batch) {
@@ -414,7 +463,7 @@ static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nn
         const size_t off = 3 * (size_t)(Wp - (const char *)dev->arena);
         const float *B3 = (const float *)((const char *)(trans_b ? dev->stk_t : dev->stk_n) + off);
         const int64_t ldb3 = trans_b ? ldb : 3 * ldb;
-        float *A3 = (float *)((char *)st->work + L->tc);
+        float *A3 = (float *)((char *)st->work + B->tc);
         if (stacked) {
             const int64_t ld3 = nnpops__tf32_stack_ld(m);
             return nnpops__gemm_cuda_3xtf32_stacked(st->blas, st->stream, 0, trans_b, m, n, k, A3,
@@ -423,7 +472,7 @@ static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nn
         }
         return nnpops__gemm_cuda_3xtf32(st->blas, st->stream, 0, trans_b, m, n, k, kg, A, lda,
                                         stride_a, B3, ldb3, 3 * stride_b, beta, C, ldc, stride_c,
-                                        batch, A3, L->tc_bytes);
+                                        batch, A3, B->tc_bytes);
     }
     return nnpops__gemm_cuda(st->blas, st->stream, a->precision, 0, trans_b, m, n, k, A, lda,
                              stride_a, Wp, ldb, stride_b, beta, C, ldc, stride_c, batch);
@@ -433,7 +482,7 @@ static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nn
  * tensor cores): also their stacked copy, groups of stack_g, into the tc space for the next GEMM
  * (net_gemm with `stacked`). */
 static nnpops_status bias_celu_step(const nnpops__ani *a, const nnpops__dstep *st,
-                                    const ani_layout *L, int64_t cols, int64_t width,
+                                    const ani_branch *B, int64_t cols, int64_t width,
                                     const char *b, char *Z, int64_t ldc, int64_t stack_g) {
     if (a->precision == NNPOPS_FLOAT64)
         return nnpops__bias_celu_cuda_f64(cols, width, a->alpha, (const double *)b, (double *)Z,
@@ -441,7 +490,7 @@ static nnpops_status bias_celu_step(const nnpops__ani *a, const nnpops__dstep *s
     if (stack_g > 0)
         return nnpops__bias_celu_stack_cuda_f32(cols, width, a->alpha, (const float *)b,
                                                 (float *)Z, ldc, stack_g,
-                                                (float *)((char *)st->work + L->tc),
+                                                (float *)((char *)st->work + B->tc),
                                                 nnpops__tf32_stack_ld(cols), st->stream);
     return nnpops__bias_celu_cuda_f32(cols, width, a->alpha, (const float *)b, (float *)Z, ldc,
                                       st->stream);
@@ -450,7 +499,7 @@ static nnpops_status bias_celu_step(const nnpops__ani *a, const nnpops__dstep *s
 /* dZ = dA CELU'(A) (cols x width, ld ldc) over the activations A in place; stack_g > 0: into the
  * stacked copy only, as bias_celu_step. */
 static nnpops_status celu_bwd_step(const nnpops__ani *a, const nnpops__dstep *st,
-                                   const ani_layout *L, int64_t cols, int64_t width,
+                                   const ani_branch *B, int64_t cols, int64_t width,
                                    const char *dA, char *A, int64_t ldc, int64_t stack_g) {
     if (a->precision == NNPOPS_FLOAT64)
         return nnpops__celu_backward_act_cuda_f64(cols, width, a->alpha, (const double *)dA, ldc,
@@ -458,9 +507,17 @@ static nnpops_status celu_bwd_step(const nnpops__ani *a, const nnpops__dstep *st
     if (stack_g > 0)
         return nnpops__celu_backward_act_stack_cuda_f32(
             cols, width, a->alpha, (const float *)dA, ldc, (float *)A, ldc, stack_g,
-            (float *)((char *)st->work + L->tc), nnpops__tf32_stack_ld(cols), st->stream);
+            (float *)((char *)st->work + B->tc), nnpops__tf32_stack_ld(cols), st->stream);
     return nnpops__celu_backward_act_cuda_f32(cols, width, a->alpha, (const float *)dA, ldc,
                                               (float *)A, ldc, st->stream);
+}
+
+/* A CUDA runtime call of the step's stream plumbing (events) as a status. */
+static nnpops_status cuda_call(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return NNPOPS_OK;
+    (void)cudaGetLastError();
+    return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, what,
+                        cudaGetErrorString(e));
 }
 
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *st) {
@@ -479,9 +536,9 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     const int f64 = a->precision == NNPOPS_FLOAT64;
     const size_t es = a->elem_size;
     char *work = st->work;
-    char *aev = work + L.aev, *act = work + L.act, *tmp = work + L.tmp;
+    char *aev = work + L.aev;
     const char *W = dev->arena;
-    const int64_t Lf = a->aev.aev_len, ld = st->n_cols, ldc = L.ldc;
+    const int64_t Lf = a->aev.aev_len, ld = st->n_cols;
     void *stream = st->stream;
 
     const int det = st->deterministic;
@@ -497,10 +554,31 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     const int all = st->member < 0 || st->member_atom_energy != NULL;
     const int64_t Me = all ? a->ensemble : 1;
     const int64_t moff = all ? 0 : st->member;
+    /* the cuBLAS-path species' branches fork off the step's stream after the AEV (branch 0 stays
+     * on it, after the small species' networks) and join it again before the AEV adjoint */
+    nnpops__dstep side[ANI_MAX_BRANCHES];
+    for (int b = 0; b < L.n_branch; b++) {
+        side[b] = *st;
+        if (b == 0) continue;
+        side[b].stream = st->side_stream[b - 1];
+        side[b].blas = st->side_blas[b - 1];
+    }
+    if (L.n_branch > 1) {
+        TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->fork_event, (cudaStream_t)stream),
+                      "cudaEventRecord (fork)"));
+        for (int b = 1; b < L.n_branch; b++)
+            TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)side[b].stream,
+                                              (cudaEvent_t)st->fork_event, 0),
+                          "cudaStreamWaitEvent (fork)"));
+    }
     if (!f64) TRY(sg_networks(model, st, &L, Me, moff));
     for (int s = 0; s < a->n_species; s++) {
         const int64_t ns = st->col_count[s];
-        if (ns <= 0 || sg_small(a, st, s)) continue;
+        if (ns <= 0 || L.branch_of[s] < 0) continue;
+        const ani_branch *B = &L.br[L.branch_of[s]];
+        const nnpops__dstep *sb = &side[L.branch_of[s]];
+        char *act = work + B->act, *tmp = work + B->tmp;
+        const int64_t ldc = B->ldc;
         const int nl = a->n_layers[s];
         const int32_t *w = a->width[s];
         if (nl < 2)
@@ -530,19 +608,19 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* with the tensor cores, the elementwise step before a GEMM also stacks that GEMM's
              * operand (activations feeding a GEMM: ACT(l) for l < nl - 2) */
-            const int tc = use_tc(a, st, s) && dev->stk_n != NULL;
+            const int tc = use_tc(a, sb, s) && dev->stk_n != NULL;
 #define STACK_G(l, g) (tc && (l) < nl - 2 ? (int64_t)(g) : 0)
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, st, &L, tc, 0, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
+            TRY(net_gemm(a, dev, sb, B, tc, 0, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
                          Lf, 0, 0.0, ACT(0), ldc, 0, 1));
-            TRY(bias_celu_step(a, st, &L, cols, Me * w[1], BPTR(0, moff), ACT(0), ldc,
+            TRY(bias_celu_step(a, sb, B, cols, Me * w[1], BPTR(0, moff), ACT(0), ldc,
                                STACK_G(0, w[1])));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, st, &L, tc, 0, gm, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
+                TRY(net_gemm(a, dev, sb, B, tc, 0, gm, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
                              (int64_t)w[l] * ldc, WPTR(l, moff), w[l], (int64_t)w[l + 1] * w[l],
                              0.0, ACT(l), ldc, (int64_t)w[l + 1] * ldc, Me));
-                TRY(bias_celu_step(a, st, &L, cols, Me * w[l + 1], BPTR(l, moff), ACT(l), ldc,
+                TRY(bias_celu_step(a, sb, B, cols, Me * w[l + 1], BPTR(l, moff), ACT(l), ldc,
                                    STACK_G(l, w[l + 1])));
             }
             /* output layer, energies, backward seed */
@@ -566,30 +644,38 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             if (f64)
                 TRY(nnpops__ani_output_cuda_f64(&oa, (const double *)WPTR(lo, moff),
                                                 (const double *)BPTR(lo, moff),
-                                                (double *)ACT(lo - 1), stream));
+                                                (double *)ACT(lo - 1), sb->stream));
             else
                 TRY(nnpops__ani_output_cuda_f32(&oa, (const float *)WPTR(lo, moff),
                                                 (const float *)BPTR(lo, moff), (float *)ACT(lo - 1),
-                                                stream));
+                                                sb->stream));
             if (!st->need_grad) continue;
             /* backward through the hidden layers (ACT(nl - 2), the output kernel's seed, is not
              * stacked; the CELU' steps stack theirs) */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, st, &L, tc, 1, gm, w[l], w[l + 1], w[l + 1],
+                TRY(net_gemm(a, dev, sb, B, tc, 1, gm, w[l], w[l + 1], w[l + 1],
                              tc && l < nl - 2, ACT(l), ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff),
                              w[l], (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
                              Me));
-                TRY(celu_bwd_step(a, st, &L, cols, Me * w[l], tmp, ACT(l - 1), ldc,
+                TRY(celu_bwd_step(a, sb, B, cols, Me * w[l], tmp, ACT(l - 1), ldc,
                                   STACK_G(l - 1, w[l])));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, st, &L, tc, 1, gm, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
+            TRY(net_gemm(a, dev, sb, B, tc, 1, gm, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
                          ldc, 0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
 #undef STACK_G
         }
 #undef ACT
 #undef WPTR
 #undef BPTR
+    }
+    for (int b = 1; b < L.n_branch; b++) {
+        TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->join_event[b - 1],
+                                      (cudaStream_t)side[b].stream),
+                      "cudaEventRecord (join)"));
+        TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)stream,
+                                          (cudaEvent_t)st->join_event[b - 1], 0),
+                      "cudaStreamWaitEvent (join)"));
     }
     if (!st->need_grad) return NNPOPS_OK;
     if (f64)

@@ -10,7 +10,8 @@
 #   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
 #   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex" ncu
-#   sections of some kernels); soak: GPU soak runs of tests/slow/soak.c.
+#   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
+#   alone); soak: GPU soak runs of tests/slow/soak.c.
 set -u
 what=${1:-all}
 shift || true
@@ -128,7 +129,8 @@ if [ $run_model = 1 ]; then
 fi
 if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
   echo "== ncu: GPU time per kernel of 4 steps (3 warm-up + 1) per system, eager"
-  if [ -n "${PROFILE_SYSTEMS:-}" ]; then IFS="|" read -r -a systems <<< "$PROFILE_SYSTEMS"
+  if [ "${PROFILE_SYSTEMS:-}" = none ]; then systems=()   # only the detail / neighbor parts
+  elif [ -n "${PROFILE_SYSTEMS:-}" ]; then IFS="|" read -r -a systems <<< "$PROFILE_SYSTEMS"
   else systems=(alanine 1hz5 "water 10^3"); fi
   for sys in "${systems[@]}"; do
     echo "---- $sys" >> "$out/profile.log"
@@ -147,6 +149,16 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
       --section MemoryWorkloadAnalysis "$build/tests/bench_gpu" --only "$dsys" --steps 1 \
       --no-graphs --no-tc-compare >> "$out/profile-detail.log" 2>&1
     echo "ncu rc=$? (detail $dsys)"
+  fi
+  if [ -n "${PROFILE_NBR_DETAIL:-}" ]; then
+    # PROFILE_NBR_DETAIL="N|kernel regex": the same sections for the neighbor search alone at N atoms
+    IFS="|" read -r nn nkern <<< "$PROFILE_NBR_DETAIL"
+    echo "---- detail: neighbors $nn / $nkern" >> "$out/profile-detail.log"
+    timeout 200 ncu --clock-control none --kernel-name "regex:$nkern" --launch-count 4 \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+      --section MemoryWorkloadAnalysis "$build/tests/bench_gpu" --nbr-only "$nn" \
+      >> "$out/profile-detail.log" 2>&1
+    echo "ncu rc=$? (neighbor detail $nn)"
   fi
   for n in ${PROFILE_NBR:-}; do
     echo "---- neighbors $n" >> "$out/profile.log"
