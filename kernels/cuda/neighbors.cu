@@ -64,11 +64,13 @@
  *                copies their atoms, at most 512 at a time, into shared memory (float position
  *                and listed-bin index, image shift minus wrap count and atom id, original double
  *                position); then a warp per center of the bin: the center moved back by each
- *                listed bin's shift (per warp in shared memory), a lane per candidate, the same
- *                decision as the count pass; accepted vectors recomputed in double (the CPU
- *                expression above); the entries of a 32-candidate batch written at consecutive
- *                positions (ballot + popc), so the stores of a center are contiguous; counts[c]
- *                serves as the cursor between chunks.
+ *                listed bin's shift (per warp in shared memory), a lane per candidate for the
+ *                float pre-test of the decision below; the candidates it does not reject queue
+ *                (per warp, in order) and, 32 at a time, a lane each, get the rest of the
+ *                decision and their vectors in double (the CPU expression above), so the double
+ *                arithmetic runs for them only (about one candidate in six); the entries of a
+ *                batch written at consecutive positions (ballot + popc), so the stores of a
+ *                center are contiguous; counts[c] serves as the cursor between chunks.
  *                The decision, in both passes: t = float(xr_c) - float(h . H) per center and
  *                image h (explicit _rn roundings, the same bits in both passes), d2f = |f_j - t|^2
  *                in float32 (fmaf chain); d2f >= hi2 rejects, d2f < lo2 accepts (the center itself
@@ -144,6 +146,7 @@ const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared mem
 const int FAST_MIN_BLOCKS = 6; /* fast cell list, write pass: blocks per SM the registers must allow */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, write pass: grid = n_atoms / this */
 const int FAST_COUNT_SPLIT = 9; /* fast cell list, count pass: threads per center */
+const int FAST_Q_SURE = 1 << 15; /* write pass: a queued candidate the float test accepted */
 
 /* Plan thresholds (host). */
 const int64_t PLAN_SMALL_MAX_COST = 2048;
@@ -1216,11 +1219,9 @@ __global__ void __launch_bounds__(32 * FAST_COUNT_SPLIT, 4) fast_count_kernel(co
                                                   image_comp(g.h, h0, h1, h2, 1),
                                                   image_comp(g.h, h0, h1, h2, 2));
                     const bool h_zero = (h0 | h1 | h2) == 0;
-#pragma unroll 1
-                    for (int32_t q = q_lo; q < q_hi; q++) {
-                        const float4 f = sf4[q];
+                    const auto test = [&](const float4 f, int32_t q) {
                         const int pt = fast_pretest(f.x, f.y, f.z, t, hi2, lo2);
-                        if (pt == 0) continue;
+                        if (pt == 0) return;
                         const int j = __float_as_int(f.w);
                         bool acc;
                         if (pt == 2) {
@@ -1230,7 +1231,19 @@ __global__ void __launch_bounds__(32 * FAST_COUNT_SPLIT, 4) fast_count_kernel(co
                         }
                         cnt += acc;
                         ghc += acc && j >= n_centers;
+                    };
+                    /* four candidates' loads in flight at a time (the loop waits on them) */
+                    int32_t q = q_lo;
+#pragma unroll 1
+                    for (; q + 4 <= q_hi; q += 4) {
+                        float4 f[4];
+#pragma unroll
+                        for (int u = 0; u < 4; u++) f[u] = sf4[q + u];
+#pragma unroll
+                        for (int u = 0; u < 4; u++) test(f[u], q + u);
                     }
+#pragma unroll 1
+                    for (; q < q_hi; q++) test(sf4[q], q);
                     o2 += run;
                 }
             }
@@ -1255,6 +1268,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
     __shared__ long long s_pre[33];              /* prefix of the listed bins' atom counts */
     __shared__ int4 s_rng[32];                   /* first slot, image shift of each listed bin */
     __shared__ double s_shv[32][3];              /* image shift vector of each listed bin */
+    __shared__ unsigned short s_q[FAST_TB / 32][64]; /* per warp: queued candidates (+ FAST_Q_SURE) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const unsigned lt = (1u << lane) - 1u;
     const int64_t nbins = *a.n_bins_used;
@@ -1344,26 +1358,24 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
                     load3(a.sorted_xd, k, xc);
                     int64_t st = first ? a.offs[c] : __ldcg(a.counts + c);
                     __syncwarp();
-                    for (int i0 = 0; i0 < nch; i0 += 32) {
-                        const int i = i0 + lane;
+                    /* the exact vectors (double) of the queued candidates, n <= 32 of them, a
+                     * lane each; their entries written at consecutive positions */
+                    const auto flush = [&](int n) {
+                        const int qv = lane < n ? (int)s_q[warp][lane] : -1;
                         bool acc = false;
                         int j = 0, s0 = 0, s1 = 0, s2 = 0;
                         double r[3] = {0, 0, 0}, d2 = 0;
-                        if (i < nch) {
-                            const float4 p = s_pos[i];
-                            const int pt = fast_pretest(p.x, p.y, p.z, s_t[warp][__float_as_int(p.w)],
-                                                        hi2, lo2);
-                            if (pt) {
-                                const int4 m = s_meta[i];
-                                j = m.w;
-                                s0 = nc.x + m.x;
-                                s1 = nc.y + m.y;
-                                s2 = nc.z + m.z;
-                                if (!(j == c && (s0 | s1 | s2) == 0)) {
-                                    const double xj[3] = {s_x[3 * i], s_x[3 * i + 1], s_x[3 * i + 2]};
-                                    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
-                                    acc = pt == 2 || d2 < a.cut2;
-                                }
+                        if (qv >= 0) {
+                            const int i = qv & (FAST_Q_SURE - 1);
+                            const int4 m = s_meta[i];
+                            j = m.w;
+                            s0 = nc.x + m.x;
+                            s1 = nc.y + m.y;
+                            s2 = nc.z + m.z;
+                            if (!(j == c && (s0 | s1 | s2) == 0)) {
+                                const double xj[3] = {s_x[3 * i], s_x[3 * i + 1], s_x[3 * i + 2]};
+                                pair_vector(H, xc, xj, s0, s1, s2, r, d2);
+                                acc = (qv & FAST_Q_SURE) != 0 || d2 < a.cut2;
                             }
                         }
                         const unsigned bal = __ballot_sync(NNPOPS__FULL_MASK, acc);
@@ -1391,7 +1403,36 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
                             if (d2 < a.min_d2) record_close(a, c, j, d2);
                         }
                         st += __popc(bal);
+                    };
+                    /* the float pre-test by a lane per candidate; the candidates it does not
+                     * reject (about one in six) queue, in order, and go through the double
+                     * arithmetic 32 at a time, so that lanes run it only for them */
+                    int qn = 0;
+                    for (int i0 = 0; i0 < nch; i0 += 32) {
+                        const int i = i0 + lane;
+                        int pt = 0;
+                        if (i < nch) {
+                            const float4 p = s_pos[i];
+                            pt = fast_pretest(p.x, p.y, p.z, s_t[warp][__float_as_int(p.w)], hi2,
+                                              lo2);
+                        }
+                        const unsigned bq = __ballot_sync(NNPOPS__FULL_MASK, pt != 0);
+                        if (pt)
+                            s_q[warp][qn + __popc(bq & lt)] =
+                                (unsigned short)(i | (pt == 2 ? FAST_Q_SURE : 0));
+                        qn += __popc(bq);
+                        if (qn >= 32) {
+                            __syncwarp();
+                            flush(32);
+                            const unsigned short rest = lane + 32 < qn ? s_q[warp][lane + 32] : 0;
+                            __syncwarp();
+                            if (lane + 32 < qn) s_q[warp][lane] = rest;
+                            qn -= 32;
+                            __syncwarp();
+                        }
                     }
+                    __syncwarp();
+                    if (qn > 0) flush(qn);
                     if (lane == 0) __stcg(a.counts + c, (long long)st);
                     __syncwarp();
                 }

@@ -249,8 +249,9 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         }
         order[k] = s;
     }
-    const int max_br = 1 + (st->n_side < NNPOPS__SIDE_STREAMS ? st->n_side : NNPOPS__SIDE_STREAMS);
-    L.n_branch = n_big < max_br ? n_big : max_br;
+    /* the layout never depends on the step's streams: it sizes the work space first
+     * (nnpops__ani_cuda_work_bytes) */
+    L.n_branch = n_big < ANI_MAX_BRANCHES ? n_big : ANI_MAX_BRANCHES;
     int64_t load[ANI_MAX_BRANCHES] = {0}, maxc[ANI_MAX_BRANCHES] = {0};
     size_t tcb[ANI_MAX_BRANCHES] = {0};
     for (int q = 0; q < n_big; q++) {
@@ -556,17 +557,20 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     const int64_t moff = all ? 0 : st->member;
     /* the cuBLAS-path species' branches fork off the step's stream after the AEV (branch 0 stays
      * on it, after the small species' networks) and join it again before the AEV adjoint */
+    /* (branches beyond the step's side streams run on the step's stream, in turn) */
     nnpops__dstep side[ANI_MAX_BRANCHES];
+    int n_fork = 0; /* branches on side streams: 1 .. n_fork */
     for (int b = 0; b < L.n_branch; b++) {
         side[b] = *st;
-        if (b == 0) continue;
+        if (b == 0 || b > st->n_side || b > NNPOPS__SIDE_STREAMS) continue;
         side[b].stream = st->side_stream[b - 1];
         side[b].blas = st->side_blas[b - 1];
+        n_fork = b;
     }
-    if (L.n_branch > 1) {
+    if (n_fork > 0) {
         TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->fork_event, (cudaStream_t)stream),
                       "cudaEventRecord (fork)"));
-        for (int b = 1; b < L.n_branch; b++)
+        for (int b = 1; b <= n_fork; b++)
             TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)side[b].stream,
                                               (cudaEvent_t)st->fork_event, 0),
                           "cudaStreamWaitEvent (fork)"));
@@ -669,7 +673,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #undef WPTR
 #undef BPTR
     }
-    for (int b = 1; b < L.n_branch; b++) {
+    for (int b = 1; b <= n_fork; b++) {
         TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->join_event[b - 1],
                                       (cudaStream_t)side[b].stream),
                       "cudaEventRecord (join)"));
