@@ -11,7 +11,8 @@
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
 #   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex" ncu
 #   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
-#   alone); soak: GPU soak runs of tests/slow/soak.c.
+#   alone, PROFILE_SECTIONS the ncu sections of both); soak: GPU soak runs of tests/slow/soak.c.
+#   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 set -u
 what=${1:-all}
 shift || true
@@ -78,7 +79,7 @@ fi
 build=$root/build-gpu
 t0=$(date +%s)
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DNNPOPS_TEST_MODEL_DIR="$models" \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-}" -DNNPOPS_TEST_MODEL_DIR="$models" \
   -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 case "$what" in
   *model*|all) targets="";;
@@ -139,14 +140,18 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
       >> "$out/profile.log" 2>&1
     echo "ncu rc=$? ($sys)"
   done
+  # ncu sections of the detail parts (PROFILE_SECTIONS="A B ..." replaces the default list)
+  sections=()
+  for sec in ${PROFILE_SECTIONS:-SpeedOfLight Occupancy WarpStateStats LaunchStats MemoryWorkloadAnalysis}; do
+    sections+=(--section "$sec")
+  done
   if [ -n "${PROFILE_DETAIL:-}" ]; then
     # PROFILE_DETAIL="system|kernel regex": ncu sections (throughput, occupancy, warp stalls) of
     # the matching kernels of one bench system
     IFS="|" read -r dsys dkern <<< "$PROFILE_DETAIL"
     echo "---- detail: $dsys / $dkern" >> "$out/profile-detail.log"
     timeout 200 ncu --clock-control none --kernel-name "regex:$dkern" --launch-count 12 \
-      --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-      --section MemoryWorkloadAnalysis "$build/tests/bench_gpu" --only "$dsys" --steps 1 \
+      "${sections[@]}" "$build/tests/bench_gpu" --only "$dsys" --steps 1 \
       --no-graphs --no-tc-compare >> "$out/profile-detail.log" 2>&1
     echo "ncu rc=$? (detail $dsys)"
   fi
@@ -155,8 +160,7 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
     IFS="|" read -r nn nkern <<< "$PROFILE_NBR_DETAIL"
     echo "---- detail: neighbors $nn / $nkern" >> "$out/profile-detail.log"
     timeout 200 ncu --clock-control none --kernel-name "regex:$nkern" --launch-count 4 \
-      --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-      --section MemoryWorkloadAnalysis "$build/tests/bench_gpu" --nbr-only "$nn" \
+      "${sections[@]}" "$build/tests/bench_gpu" --nbr-only "$nn" \
       >> "$out/profile-detail.log" 2>&1
     echo "ncu rc=$? (neighbor detail $nn)"
   fi
