@@ -8,7 +8,8 @@
  *   1. The center's entries (CSR: start[c] .. start[c+1], entry code 2p + direction, or
  *      entry == NULL for the center lists of the GPU step, entry e = pair e): a half-warp per
  *      entry adds its radial terms (a lane per term, so the shared-memory atomics of one
- *      instruction hit distinct addresses) into a shared row of aev_len values, and its first lane
+ *      instruction hit distinct addresses; when the warp's two entries hit the same species
+ *      block, one half-warp adds both) into a shared row of aev_len values, and its first lane
  *      appends the entry, when inside the angular cutoff, to a shared list (v, d, fc, species; at
  *      most max_angular of them): one pass over the entries (the range and each half-warp's first
  *      entry are loaded before the barrier that follows zeroing the row, hiding their latency).
@@ -20,7 +21,11 @@
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
  *      factor f1 (n_zeta * n_shf_z values): when both fit in one group (ANI: 8 + 4), each distinct
  *      factor is computed by one lane and every term fetches its two with shuffles; otherwise each
- *      lane computes its own from constants tabulated in shared memory.  cos(theta - s) is formed
+ *      lane computes its own from constants tabulated in shared memory.  Float atomics on shared
+ *      memory are compare-and-swap loops on this hardware (sm_90): when the two pairs of a warp
+ *      fall in the same block of the row, the first group adds both pairs' terms (one atomic each
+ *      instead of two that collide; not in deterministic mode).  Float divisions and roots of a
+ *      pair use the reciprocal and reciprocal-root instructions (fdiv, fsqrt, frsqrt).  cos(theta - s) is formed
  *      as cos(theta) cos(s) + sin(theta) sin(s) with cos(theta) = 0.95 cos_ijk and
  *      sin(theta) = sqrt(1 - cos(theta)^2) (no acos).
  *   3. The row is stored into column r of the feature-major output, aev[f * ld + r].
@@ -28,7 +33,8 @@
  *   radial terms give dE/dv per entry directly (one thread per entry, its first entry loaded while
  *   the row is read); angular pairs are reduced per group (sums over the terms of g df1 f2,
  *   g f1 df2, g f1 f2, as on the CPU) and six of its lanes add a component each of the two entry
- *   gradients into per-listed-entry accumulators (shared, double).  Entry gradients
+ *   gradients into per-listed-entry accumulators (shared, double; the two pairs of a warp
+ *   that share an entry add their gradients with one atomic).  Entry gradients
  *   go to pair_grad[p] ([n_pairs][3], double) with the entry's sign: atomicAdd in CSR mode (a pair
  *   is seen by both of its centers), a plain store (radial) plus read-add-write (angular, after a
  *   block barrier) in center-list mode, where every entry belongs to exactly one center.
@@ -131,6 +137,18 @@ template <> __device__ __forceinline__ double rexp(double x) { return exp(x); }
 template <typename R> __device__ __forceinline__ R rsqrt_(R x);
 template <> __device__ __forceinline__ float rsqrt_(float x) { return sqrtf(x); }
 template <> __device__ __forceinline__ double rsqrt_(double x) { return sqrt(x); }
+/* The angular pairs' divisions and roots.  Double: exact (/, sqrt).  Float: a / b as a times the
+ * correctly rounded reciprocal (<= 1.5 ulp instead of 0.5, without the division's range check and
+ * slow path), sqrt(x) as x rsqrt(x) and 1 / sqrt(x) as rsqrt(x) (a few ulp): far inside the
+ * float32 AEV tolerances, and about a tenth of the instructions of a pair. */
+template <typename R> __device__ __forceinline__ R fdiv(R a, R b) { return a / b; }
+template <> __device__ __forceinline__ float fdiv(float a, float b) { return a * __frcp_rn(b); }
+template <typename R> __device__ __forceinline__ R fsqrt(R x) { return sqrt(x); }
+template <> __device__ __forceinline__ float fsqrt(float x) {
+    return x > 0.0f ? x * rsqrtf(x) : 0.0f;
+}
+template <typename R> __device__ __forceinline__ R frsqrt(R x) { return (R)1 / sqrt(x); }
+template <> __device__ __forceinline__ float frsqrt(float x) { return rsqrtf(x); }
 template <typename R> __device__ __forceinline__ R rpow(R x, R y);
 /* float: exp2(y log2(x)) instead of powf, whose extended-precision logarithm made it the costliest
  * part of an angular pair.  x is a (1 + cos) / 2 base here, y > 0 or y == 0 (zeta - 1 with
@@ -356,7 +374,7 @@ __device__ __forceinline__ R pair_cos(const ang_ent<R> &ej, const ang_ent<R> &ek
     const R dot = ej.v[0] * ek.v[0] + ej.v[1] * ek.v[1] + ej.v[2] * ek.v[2];
     R den = ej.d * ek.d;
     if (den < (R)1e-10) den = (R)1e-10;
-    return dot / den;
+    return fdiv(dot, den);
 }
 
 /* Sum over the G lanes of each group (G = 16 or 32: all 32 lanes call it). */
@@ -380,10 +398,10 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     if (!a.entry && e1 > a.capacity) e1 = a.capacity;
     const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
     const int gw = (threadIdx.x >> 5) * 2 + half, ng = (blockDim.x >> 5) * 2;
-    int64_t p;
-    int rev;
-    R v[3], dd;
-    int32_t sp;
+    int64_t p = 0;
+    int rev = 0;
+    R v[3] = {0, 0, 0}, dd = 0;
+    int32_t sp = 0;
     bool have = e0 + gw < e1 && load_entry(a, e0 + gw, p, rev, v, dd, sp);
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
     if (a.det)
@@ -394,12 +412,16 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
     /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
-     * the half-warp's first lane lists the entry when inside the angular cutoff */
+     * the half-warp's first lane lists the entry when inside the angular cutoff.  The warp's two
+     * entries go round together (a warp-uniform loop), and when both add into the same species
+     * block the second half-warp's terms join the first's atomics (non-deterministic mode) */
     {
-        for (int64_t e = e0 + gw; e < e1; e += ng) {
-            if (e != e0 + gw) have = load_entry(a, e, p, rev, v, dd, sp);
-            if (!have) continue;
-            if (t == 0 && dd < rc_a) { /* listed for the angular terms */
+        for (int64_t eb = e0 + (gw & ~1); __any_sync(NNPOPS__FULL_MASK, eb < e1); eb += ng) {
+            const int64_t e = eb + half;
+            bool ok = e < e1;
+            if (ok && e != e0 + gw) have = load_entry(a, e, p, rev, v, dd, sp);
+            ok = ok && have;
+            if (ok && t == 0 && dd < rc_a) { /* listed for the angular terms */
                 const int slot = atomicAdd(&nang, 1);
                 if (slot < a.max_ang) {
                     ang_ent<R> &en = sm.ang[slot];
@@ -411,13 +433,28 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                     en.sp = sp;
                 }
             }
-            if (!(dd < rc_r)) continue;
-            const R fc = (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5;
+            const bool rad = ok && dd < rc_r;
+            bool merge = false, skip = false;
+            if (!a.det) {
+                const int os = __shfl_xor_sync(NNPOPS__FULL_MASK, rad ? sp : -1, 16);
+                merge = rad && os == sp;
+                skip = merge && half == 1;
+            }
+            const R fc = rad ? (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5 : (R)0;
             R *blk = sm.row + sp * Rl;
-            for (int q = t; q < Rl; q += 16) {
-                const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
-                const R x = dd - (R)d.shf_r[is];
-                const R term = (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc;
+            for (int q0 = 0; q0 < Rl; q0 += 16) {
+                const int q = q0 + t;
+                R term = 0;
+                if (rad && q < Rl) {
+                    const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
+                    const R x = dd - (R)d.shf_r[is];
+                    term = (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc;
+                }
+                if (!a.det) {
+                    const R other = __shfl_xor_sync(NNPOPS__FULL_MASK, term, 16);
+                    if (merge) term += other;
+                }
+                if (!rad || q >= Rl || skip) continue;
                 if (a.det) atomicAdd(sm.rowq + sp * Rl + q, fx_of((double)term));
                 else atomicAdd(blk + q, term);
             }
@@ -435,7 +472,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     while (__any_sync(NNPOPS__FULL_MASK, more)) {
         const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
         const R cs = (R)0.95 * pair_cos(ej, ek);
-        const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
+        const R sn = fsqrt(fmax((R)0, (R)1 - cs * cs));
         const R dm = (ej.d + ek.d) * (R)0.5;
         const R pre = (R)2 * ej.fc * ek.fc;
         const int boff = S * Rl + angular_block(ej.sp, ek.sp, S) * A;
@@ -443,15 +480,29 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         unsigned long long *blkq = sm.rowq + boff;
         if (al.shared_factors) {
             const R v = lane_factor(al, dm, cs, sn);
+            /* two pairs per warp (G = 16) in the same block of the row: the second group's terms
+             * are added to the first's and one atomic is issued (otherwise the two groups'
+             * atomics on the same addresses make every compare-and-swap of one of them fail) */
+            bool merge = false, skip = false;
+            if (G == 16 && !a.det) {
+                const int ob = __shfl_xor_sync(NNPOPS__FULL_MASK, more ? boff : -1, 16);
+                merge = more && ob == boff;
+                skip = merge && al.sub == 1;
+            }
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
                 al.sources(d, t0, t, src2, src1);
                 const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
-                if (more && t < A) {
-                    if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
-                    else atomicAdd(blk + t, f1 * (f2 * pre));
+                R term = f1 * (f2 * pre);
+                if (G == 16 && !a.det) {
+                    const R other = __shfl_xor_sync(NNPOPS__FULL_MASK, term, 16);
+                    if (merge) term += other;
+                }
+                if (more && t < A && !skip) {
+                    if (a.det) atomicAdd(blkq + t, fx_of((double)term));
+                    else atomicAdd(blk + t, term);
                 }
             }
         } else if (more) {
@@ -558,8 +609,8 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
         const R cc = pair_cos(ej, ek);
         const R cs = (R)0.95 * cc;
-        const R sn = rsqrt_(fmax((R)0, (R)1 - cs * cs));
-        const R dtheta = (R)-0.95 / rsqrt_((R)1 - (R)0.9025 * cc * cc);
+        const R sn = fsqrt(fmax((R)0, (R)1 - cs * cs));
+        const R dtheta = (R)-0.95 * frsqrt((R)1 - (R)0.9025 * cc * cc);
         const R dm = (ej.d + ek.d) * (R)0.5;
         const R *gb = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
         R sc = 0, smv = 0, sv = 0;
@@ -604,21 +655,36 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         /* the two entry gradients: lane gl < 6 of the group forms component gl % 3 of entry j
          * (gl < 3) or k, from the group's sums (every lane holds them); one expression for both
          * entries, so that swapping j and k gives bitwise the same terms */
+        R go = 0;
+        int slot = -1, x = 0;
         if (more && gl < 6) {
-            const int x = gl % 3;
+            x = gl % 3;
             const bool second = gl >= 3;
             const ang_ent<R> &eo = second ? ek : ej, &ep = second ? ej : ek; /* own, partner */
             const R fcjk = ej.fc * ek.fc;
             const R dedc = (R)2 * fcjk * sc;
             const R dedo = fcjk * smv + (R)2 * sv * (eo.dfc * ep.fc);
-            const R inv_jk = (R)1 / (ej.d * ek.d);
-            const R co = dedc * cc / (eo.d * eo.d), ro = dedo / eo.d;
-            const R go = dedc * ep.v[x] * inv_jk - co * eo.v[x] + ro * eo.v[x];
-            const int slot = second ? a2 : a1;
-            if (a.det)
-                atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
-            else
-                atomicAdd(sm.acc + 3 * slot + x, (double)go);
+            const R inv_jk = fdiv((R)1, ej.d * ek.d);
+            const R co = fdiv(dedc * cc, eo.d * eo.d), ro = fdiv(dedo, eo.d);
+            go = dedc * ep.v[x] * inv_jk - co * eo.v[x] + ro * eo.v[x];
+            slot = second ? a2 : a1;
+        }
+        if (a.det) {
+            if (slot >= 0) atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
+        } else {
+            /* the two pairs of a warp (G = 16) often share an entry (consecutive pairs of one
+             * row): one atomic with both gradients (summed in double) instead of two that
+             * collide */
+            double gd = (double)go;
+            if (G == 16) {
+                const double og = __shfl_xor_sync(NNPOPS__FULL_MASK, gd, 16);
+                const int os = __shfl_xor_sync(NNPOPS__FULL_MASK, slot, 16);
+                if (slot >= 0 && os == slot) {
+                    if (al.sub == 0) gd += og;
+                    else slot = -1;
+                }
+            }
+            if (slot >= 0) atomicAdd(sm.acc + 3 * slot + x, gd);
         }
         if (more) more = pair_advance(na, a1, a2, nvw);
     }
