@@ -8,7 +8,8 @@
  *
  * One step (on step->stream and, for the species networks, its side streams; no host
  * synchronization, no allocation):
- *  1. AEV of all local atoms in one launch, written feature-major into the work space,
+ *  1. AEV of all local atoms in one launch (with concurrent branches, below: one per species, in
+ *     the species' branch), written feature-major into the work space,
  *     aev [aev_len][n_cols]: column r is atom centers[r]; the columns of species s are
  *     col_start[s] .. col_start[s] + col_count[s] (col_start a multiple of 32; padding columns have
  *     center -1 and are skipped).
@@ -38,12 +39,13 @@
  *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
  *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
  *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
- *     with its cuBLAS handle; the branches fork after the AEV (fork_event) and join before its
- *     adjoint (join_event), and each has its own activation, scratch and stacked-operand
+ *     with its cuBLAS handle; the branches fork before the AEV (fork_event) and join after the
+ *     adjoints (join_event), and each has its own activation, scratch and stacked-operand
  *     buffers.  Every branch writes only its species' AEV columns and atoms, so the results are
  *     those of the serial order, bit for bit.  A protein's H, C, N and O networks (each a chain of
  *     small GEMMs that leaves most of the GPU idle) overlap instead of queueing.
- *  3. AEV adjoint of all columns in one launch: dE/dr of every center-list entry into pair_grad.
+ *  3. AEV adjoint of all columns in one launch (with branches: per species, in its branch, right
+ *     after its networks): dE/dr of every center-list entry into pair_grad.
  * The cuBLAS-path GEMMs run over the chunk's columns rounded up to 4 (16-byte aligned kernels).
  * Option tensor_cores (float32): those GEMMs as one 3xTF32 product each (kernels/cuda/tf32x3.cu:
  * the weights stacked at upload, the activations stacked by the elementwise step before the
@@ -513,6 +515,32 @@ static nnpops_status celu_bwd_step(const nnpops__ani *a, const nnpops__dstep *st
                                               (float *)A, ldc, st->stream);
 }
 
+/* The AEV (backward: its adjoint) of the step's columns c0 .. c0 + n, on `stream`. */
+static nnpops_status aev_cols(const nnpops__ani *a, const nnpops__dstep *st, int backward,
+                              int64_t c0, int64_t n, char *aev, void *stream) {
+    const int det = st->deterministic;
+    const int32_t *centers = st->centers + c0;
+    char *X = aev + a->elem_size * (size_t)c0;
+    const int64_t ld = st->n_cols;
+    if (a->precision == NNPOPS_FLOAT64) {
+        if (backward)
+            return (det ? nnpops__aev_backward_det_cuda_f64 : nnpops__aev_backward_cuda_f64)(
+                &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species,
+                (const double *)X, ld, st->pair_grad, st->capacity, st->max_angular, st->status,
+                stream);
+        return (det ? nnpops__aev_forward_det_cuda_f64 : nnpops__aev_forward_cuda_f64)(
+            &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species, (double *)X, ld,
+            st->capacity, st->max_angular, st->status, stream);
+    }
+    if (backward)
+        return (det ? nnpops__aev_backward_det_cuda_f32 : nnpops__aev_backward_cuda_f32)(
+            &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species,
+            (const float *)X, ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream);
+    return (det ? nnpops__aev_forward_det_cuda_f32 : nnpops__aev_forward_cuda_f32)(
+        &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species, (float *)X, ld,
+        st->capacity, st->max_angular, st->status, stream);
+}
+
 /* A CUDA runtime call of the step's stream plumbing (events) as a status. */
 static nnpops_status cuda_call(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return NNPOPS_OK;
@@ -543,21 +571,15 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     void *stream = st->stream;
 
     const int det = st->deterministic;
-    if (f64)
-        TRY((det ? nnpops__aev_forward_det_cuda_f64 : nnpops__aev_forward_cuda_f64)(
-            &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
-            (double *)aev, ld, st->capacity, st->max_angular, st->status, stream));
-    else
-        TRY((det ? nnpops__aev_forward_det_cuda_f32 : nnpops__aev_forward_cuda_f32)(
-            &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
-            (float *)aev, ld, st->capacity, st->max_angular, st->status, stream));
-
     const int all = st->member < 0 || st->member_atom_energy != NULL;
     const int64_t Me = all ? a->ensemble : 1;
     const int64_t moff = all ? 0 : st->member;
-    /* the cuBLAS-path species' branches fork off the step's stream after the AEV (branch 0 stays
-     * on it, after the small species' networks) and join it again before the AEV adjoint */
-    /* (branches beyond the step's side streams run on the step's stream, in turn) */
+    /* the cuBLAS-path species' branches fork off the step's stream (branch 0 stays on it, after
+     * the small species' networks) and join it again at the end; branches beyond the step's side
+     * streams run on the step's stream, in turn.  With branches, each species' AEV and AEV adjoint
+     * run in its branch (a launch over its own columns: the center lists give every entry to one
+     * center, so the adjoints of different species write disjoint entries), so that one species'
+     * AEV overlaps another's networks; without, one launch each over all columns. */
     nnpops__dstep side[ANI_MAX_BRANCHES];
     int n_fork = 0; /* branches on side streams: 1 .. n_fork */
     for (int b = 0; b < L.n_branch; b++) {
@@ -567,15 +589,25 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
         side[b].blas = st->side_blas[b - 1];
         n_fork = b;
     }
-    if (n_fork > 0) {
+    const int split = n_fork > 0;
+    if (split) {
         TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->fork_event, (cudaStream_t)stream),
                       "cudaEventRecord (fork)"));
         for (int b = 1; b <= n_fork; b++)
             TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)side[b].stream,
                                               (cudaEvent_t)st->fork_event, 0),
                           "cudaStreamWaitEvent (fork)"));
+        for (int s = 0; s < a->n_species; s++)
+            if (!f64 && sg_small(a, st, s))
+                TRY(aev_cols(a, st, 0, st->col_start[s], st->col_count[s], aev, stream));
+    } else {
+        TRY(aev_cols(a, st, 0, 0, st->n_cols, aev, stream));
     }
     if (!f64) TRY(sg_networks(model, st, &L, Me, moff));
+    if (split && st->need_grad)
+        for (int s = 0; s < a->n_species; s++)
+            if (!f64 && sg_small(a, st, s))
+                TRY(aev_cols(a, st, 1, st->col_start[s], st->col_count[s], aev, stream));
     for (int s = 0; s < a->n_species; s++) {
         const int64_t ns = st->col_count[s];
         if (ns <= 0 || L.branch_of[s] < 0) continue;
@@ -602,6 +634,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #define ACT(l) (act + es * (size_t)act_off[l] * (size_t)ldc)
 #define WPTR(l, m) (W + es * (a->w_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1] * (size_t)w[l]))
 #define BPTR(l, m) (W + es * (a->b_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1]))
+        if (split) TRY(aev_cols(a, st, 0, st->col_start[s], ns, aev, sb->stream));
         for (int64_t c0 = 0; c0 < ns; c0 += NNPOPS__ANI_CUDA_CHUNK) {
             const int64_t cols = ns - c0 < NNPOPS__ANI_CUDA_CHUNK ? ns - c0 : NNPOPS__ANI_CUDA_CHUNK;
             /* the GEMMs run over the columns rounded up to 4 (inside the species' padding to 32;
@@ -672,6 +705,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #undef ACT
 #undef WPTR
 #undef BPTR
+        if (split && st->need_grad) TRY(aev_cols(a, st, 1, st->col_start[s], ns, aev, sb->stream));
     }
     for (int b = 1; b <= n_fork; b++) {
         TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->join_event[b - 1],
@@ -681,13 +715,6 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                           (cudaEvent_t)st->join_event[b - 1], 0),
                       "cudaStreamWaitEvent (join)"));
     }
-    if (!st->need_grad) return NNPOPS_OK;
-    if (f64)
-        return (det ? nnpops__aev_backward_det_cuda_f64 : nnpops__aev_backward_cuda_f64)(
-            &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
-            (const double *)aev, ld, st->pair_grad, st->capacity, st->max_angular, st->status,
-            stream);
-    return (det ? nnpops__aev_backward_det_cuda_f32 : nnpops__aev_backward_cuda_f32)(
-        &a->aev, st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec, st->species,
-        (const float *)aev, ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream);
+    if (!st->need_grad || split) return NNPOPS_OK;
+    return aev_cols(a, st, 1, 0, st->n_cols, aev, stream);
 }
