@@ -36,14 +36,13 @@
  *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
  *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
  *     activation block (32 or 64 columns).
- *     Concurrency: the species on the cuBLAS path, large ones cut into pieces of about a quarter
- *     of all their columns (at least ANI_PIECE_MIN; a piece is a run of the species' columns, and
- *     the chunks above run within it), are spread over up to 1 + step->n_side branches (largest
- *     piece first, each to the branch with the fewest columns so far); branch 0 runs on
+ *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
+ *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
  *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
  *     with its cuBLAS handle; the branches fork before the AEV (fork_event) and join after the
  *     adjoints (join_event), and each has its own activation, scratch and stacked-operand
- *     buffers.  Every branch writes only its pieces' AEV columns and atoms.  A protein's H, C, N and O networks (each a chain of
+ *     buffers.  Every branch writes only its species' AEV columns and atoms, so the results are
+ *     those of the serial order, bit for bit.  A protein's H, C, N and O networks (each a chain of
  *     small GEMMs that leaves most of the GPU idle) overlap instead of queueing.
  *  3. AEV adjoint of all columns in one launch (with branches: per species, in its branch, right
  *     after its networks): dE/dr of every center-list entry into pair_grad.
@@ -175,22 +174,11 @@ typedef struct ani_branch {
     int64_t ldc;            /* columns of the branch's buffers */
 } ani_branch;
 
-/* A piece: columns col_start[s] + c0 .. + n of species s (a cuBLAS-path species whole, or a part
- * of a large one), run by one branch. */
-typedef struct ani_piece {
-    int s, branch;
-    int64_t c0, n;
-} ani_piece;
-#define ANI_MAX_PIECES (NNPOPS__MAX_SPECIES + ANI_MAX_BRANCHES)
-/* smallest piece a species is split into (columns) */
-#define ANI_PIECE_MIN 128
-
 /* Work space layout (bytes) of one step. */
 typedef struct ani_layout {
     size_t aev, total;
     int n_branch;                          /* branches in use (0: no species on the cuBLAS path) */
-    int n_piece;
-    ani_piece piece[ANI_MAX_PIECES];       /* largest first */
+    int branch_of[NNPOPS__MAX_SPECIES];    /* the branch of a cuBLAS-path species, else -1 */
     ani_branch br[ANI_MAX_BRANCHES];
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (32 or 64) */
@@ -226,11 +214,10 @@ static int64_t chunk_cols(int64_t n) {
     return n < NNPOPS__ANI_CUDA_CHUNK ? n : NNPOPS__ANI_CUDA_CHUNK;
 }
 
-/* Stacked-operand bytes of species s's 3xTF32 GEMMs over n columns (0 when it does not use
- * them). */
-static size_t tc_need(const nnpops__ani *a, const nnpops__dstep *st, int s, int64_t n) {
+/* Stacked-operand bytes of species s's 3xTF32 GEMMs (0 when it does not use them). */
+static size_t tc_need(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     if (!use_tc(a, st, s)) return 0;
-    const int64_t cols = chunk_cols(n), M = a->ensemble;
+    const int64_t cols = chunk_cols(st->col_count[s]), M = a->ensemble;
     const int32_t *w = a->width[s];
     size_t need = nnpops__gemm_3xtf32_work_bytes(cols, a->aev.aev_len, 1), b;
     if ((b = nnpops__gemm_3xtf32_work_bytes(cols, M * w[1], 1)) > need) need = b;
@@ -252,45 +239,33 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         if (r > rows) rows = r;
     }
     L.act_rows = (int64_t)a->ensemble * rows;
-    /* the cuBLAS-path species cut into pieces of about a branch's share of their columns (at
-     * least ANI_PIECE_MIN, starts at multiples of 32), largest first, each to the branch with the
-     * fewest columns so far; the layout never depends on the step's streams: it sizes the work
-     * space first (nnpops__ani_cuda_work_bytes) */
-    int64_t total = 0;
-    for (int s = 0; s < a->n_species; s++)
-        if (st->col_count[s] > 0 && !sg_small(a, st, s)) total += st->col_count[s];
-    const int64_t share = (total + ANI_MAX_BRANCHES - 1) / ANI_MAX_BRANCHES;
+    /* the cuBLAS-path species, largest first, each to the branch with the fewest columns so far */
+    int order[NNPOPS__MAX_SPECIES], n_big = 0;
     for (int s = 0; s < a->n_species; s++) {
-        const int64_t ns = st->col_count[s];
-        if (ns <= 0 || sg_small(a, st, s)) continue;
-        int64_t k = share > 0 ? (ns + share / 2) / share : 1;
-        if (k > ns / ANI_PIECE_MIN) k = ns / ANI_PIECE_MIN;
-        if (k > ANI_MAX_BRANCHES) k = ANI_MAX_BRANCHES;
-        if (k < 1) k = 1;
-        const int64_t psz = ((ns + k - 1) / k + 31) / 32 * 32;
-        for (int64_t c0 = 0; c0 < ns && L.n_piece < ANI_MAX_PIECES; c0 += psz) {
-            ani_piece pc = {s, 0, c0, ns - c0 < psz ? ns - c0 : psz};
-            int q = L.n_piece++;
-            while (q > 0 && L.piece[q - 1].n < pc.n) {
-                L.piece[q] = L.piece[q - 1];
-                q--;
-            }
-            L.piece[q] = pc;
+        L.branch_of[s] = -1;
+        if (st->col_count[s] <= 0 || sg_small(a, st, s)) continue;
+        int k = n_big++;
+        while (k > 0 && st->col_count[order[k - 1]] < st->col_count[s]) {
+            order[k] = order[k - 1];
+            k--;
         }
+        order[k] = s;
     }
-    L.n_branch = L.n_piece < ANI_MAX_BRANCHES ? L.n_piece : ANI_MAX_BRANCHES;
+    /* the layout never depends on the step's streams: it sizes the work space first
+     * (nnpops__ani_cuda_work_bytes) */
+    L.n_branch = n_big < ANI_MAX_BRANCHES ? n_big : ANI_MAX_BRANCHES;
     int64_t load[ANI_MAX_BRANCHES] = {0}, maxc[ANI_MAX_BRANCHES] = {0};
     size_t tcb[ANI_MAX_BRANCHES] = {0};
-    for (int q = 0; q < L.n_piece; q++) {
-        ani_piece *pc = &L.piece[q];
+    for (int q = 0; q < n_big; q++) {
+        const int s = order[q];
         int b = 0;
         for (int k = 1; k < L.n_branch; k++)
             if (load[k] < load[b]) b = k;
-        pc->branch = b;
-        load[b] += pc->n;
-        const int64_t c = chunk_cols(pc->n);
+        L.branch_of[s] = b;
+        load[b] += st->col_count[s];
+        const int64_t c = chunk_cols(st->col_count[s]);
         if (c > maxc[b]) maxc[b] = c;
-        const size_t t = tc_need(a, st, pc->s, pc->n);
+        const size_t t = tc_need(a, st, s);
         if (t > tcb[b]) tcb[b] = t;
     }
     size_t cur = 0;
@@ -633,13 +608,11 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
         for (int s = 0; s < a->n_species; s++)
             if (!f64 && sg_small(a, st, s))
                 TRY(aev_cols(a, st, 1, st->col_start[s], st->col_count[s], aev, stream));
-    for (int q = 0; q < L.n_piece; q++) {
-        const int s = L.piece[q].s;
-        /* the piece's columns p0 .. p0 + ns of species s (piece starts are multiples of 32, so
-         * the GEMM rows rounded up to 4 below never reach another piece's columns) */
-        const int64_t p0 = L.piece[q].c0, ns = L.piece[q].n;
-        const ani_branch *B = &L.br[L.piece[q].branch];
-        const nnpops__dstep *sb = &side[L.piece[q].branch];
+    for (int s = 0; s < a->n_species; s++) {
+        const int64_t ns = st->col_count[s];
+        if (ns <= 0 || L.branch_of[s] < 0) continue;
+        const ani_branch *B = &L.br[L.branch_of[s]];
+        const nnpops__dstep *sb = &side[L.branch_of[s]];
         char *act = work + B->act, *tmp = work + B->tmp;
         const int64_t ldc = B->ldc;
         const int nl = a->n_layers[s];
@@ -661,10 +634,9 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #define ACT(l) (act + es * (size_t)act_off[l] * (size_t)ldc)
 #define WPTR(l, m) (W + es * (a->w_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1] * (size_t)w[l]))
 #define BPTR(l, m) (W + es * (a->b_off[s][l] + (size_t)(m) * (size_t)w[(l) + 1]))
-        if (split) TRY(aev_cols(a, st, 0, st->col_start[s] + p0, ns, aev, sb->stream));
-        for (int64_t c0 = p0; c0 < p0 + ns; c0 += NNPOPS__ANI_CUDA_CHUNK) {
-            const int64_t cols =
-                p0 + ns - c0 < NNPOPS__ANI_CUDA_CHUNK ? p0 + ns - c0 : NNPOPS__ANI_CUDA_CHUNK;
+        if (split) TRY(aev_cols(a, st, 0, st->col_start[s], ns, aev, sb->stream));
+        for (int64_t c0 = 0; c0 < ns; c0 += NNPOPS__ANI_CUDA_CHUNK) {
+            const int64_t cols = ns - c0 < NNPOPS__ANI_CUDA_CHUNK ? ns - c0 : NNPOPS__ANI_CUDA_CHUNK;
             /* the GEMMs run over the columns rounded up to 4 (inside the species' padding to 32;
              * the extra rows are independent and never read back): cuBLAS takes its 16-byte
              * aligned kernels only then (an odd count gave align1 kernels, 1C17: 8.0 ms against
@@ -733,8 +705,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #undef ACT
 #undef WPTR
 #undef BPTR
-        if (split && st->need_grad)
-            TRY(aev_cols(a, st, 1, st->col_start[s] + p0, ns, aev, sb->stream));
+        if (split && st->need_grad) TRY(aev_cols(a, st, 1, st->col_start[s], ns, aev, sb->stream));
     }
     for (int b = 1; b <= n_fork; b++) {
         TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->join_event[b - 1],
