@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs dependencies (apt, pip, LAMMPS build, cached),
-# configures and builds nnpops with the LAMMPS plugin, converts the models, runs `ctest -LE slow`.
+# configures and builds nnpops with the LAMMPS plugin, converts the models, runs `ctest -LE slow`;
+# then builds the CUDA configuration (nvcc, sm_90) and runs its GPU tests (label gpu: they skip
+# cleanly without a GPU and run on a GPU machine) and its unit tests (a CUDA-enabled library on a
+# machine without a device, e.g. unit.model.no_device).
 # Usage: bash .ci/test.sh [extra ctest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +22,23 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=OFF
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
 ctest -LE slow --output-on-failure -j"$(nproc)" "$@"
+
+# The CUDA configuration.  The GPU code must compile wherever the suite runs; only nvcc is needed.
+nvcc_bin=$(command -v nvcc || true)
+[ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc_bin=/usr/local/cuda/bin/nvcc
+if [ -z "$nvcc_bin" ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "test.sh: nvcc not found: the CUDA configuration cannot be built" >&2
+    exit 1
+  fi
+  echo "test.sh: nvcc not found: the CUDA configuration is not built here"
+  exit 0
+fi
+cuda_build=${NNPOPS_CUDA_BUILD:-$root/build-cuda}
+cmake -S "$root" -B "$cuda_build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$nvcc_bin" -DCMAKE_CUDA_ARCHITECTURES=90 -DNNPOPS_BUILD_TESTS=ON \
+    -DNNPOPS_BUILD_LAMMPS=OFF -DCMAKE_C_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache
+cmake --build "$cuda_build" -j"$(nproc)"
+cd "$cuda_build"
+ctest -L "gpu|unit" -LE "slow|lammps|fuzz" --output-on-failure -j"$(nproc)" "$@"
