@@ -337,6 +337,10 @@ static nnpops_status ctx_create(int device, nnpops__cuda_ctx **out) {
     }
     /* plain FP32 / FP64 arithmetic (no TF32); the compute type of every GEMM says so too */
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+    /* bound to the context's stream now: setting a stream resets the handle's work space, which
+     * the step binds to the arena before it runs (nnpops__gemm_cuda sets the stream only when it
+     * changes) */
+    cublasSetStream(c->blas, c->stream);
     e = cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming);
     for (int k = 0; k < NNPOPS__SIDE_STREAMS && e == cudaSuccess; k++) {
         e = cudaStreamCreateWithFlags(&c->side[k], cudaStreamNonBlocking);

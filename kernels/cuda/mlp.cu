@@ -308,7 +308,12 @@ extern "C" nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precisi
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "GEMM of %lld x %lld x %lld is too large",
                             (long long)m, (long long)n, (long long)k);
     cublasHandle_t h = (cublasHandle_t)blas;
-    cublasStatus_t s = cublasSetStream(h, as_stream(stream));
+    /* cublasSetStream also resets the handle's work space to cuBLAS's default pool: only when the
+     * stream changes, so that the work space the GPU step bound (cublasSetWorkspace) stays */
+    cudaStream_t cur = NULL;
+    cublasStatus_t s = cublasGetStream(h, &cur);
+    if (s != CUBLAS_STATUS_SUCCESS || cur != as_stream(stream))
+        s = cublasSetStream(h, as_stream(stream));
     if (s != CUBLAS_STATUS_SUCCESS) return blas_fail(s, __FILE__, __LINE__, "cublasSetStream");
     const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
