@@ -25,8 +25,9 @@
  *      memory are compare-and-swap loops on this hardware (sm_90): when the two pairs of a warp
  *      fall in the same block of the row, the first group adds both pairs' terms (one atomic each
  *      instead of two that collide; not in deterministic mode).  Float divisions and roots of a
- *      pair use the reciprocal and reciprocal-root instructions (fdiv, fsqrt, frsqrt).  cos(theta - s) is formed
- *      as cos(theta) cos(s) + sin(theta) sin(s) with cos(theta) = 0.95 cos_ijk and
+ *      pair use the reciprocal and reciprocal-root instructions (fdiv, fsqrt, frsqrt).
+ *      cos(theta - s) is formed as cos(theta) cos(s) + sin(theta) sin(s) with
+ *      cos(theta) = 0.95 cos_ijk and
  *      sin(theta) = sqrt(1 - cos(theta)^2) (no acos).
  *   3. The row is stored into column r of the feature-major output, aev[f * ld + r].
  * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
@@ -670,7 +671,8 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             slot = second ? a2 : a1;
         }
         if (a.det) {
-            if (slot >= 0) atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
+            if (slot >= 0)
+                atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
         } else {
             /* the two pairs of a warp (G = 16) often share an entry (consecutive pairs of one
              * row): one atomic with both gradients (summed in double) instead of two that
