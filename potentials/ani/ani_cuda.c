@@ -598,7 +598,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                                               (cudaEvent_t)st->fork_event, 0),
                           "cudaStreamWaitEvent (fork)"));
         for (int s = 0; s < a->n_species; s++)
-            if (!f64 && sg_small(a, st, s))
+            if (sg_small(a, st, s))
                 TRY(aev_cols(a, st, 0, st->col_start[s], st->col_count[s], aev, stream));
     } else {
         TRY(aev_cols(a, st, 0, 0, st->n_cols, aev, stream));
@@ -606,7 +606,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     if (!f64) TRY(sg_networks(model, st, &L, Me, moff));
     if (split && st->need_grad)
         for (int s = 0; s < a->n_species; s++)
-            if (!f64 && sg_small(a, st, s))
+            if (sg_small(a, st, s))
                 TRY(aev_cols(a, st, 1, st->col_start[s], st->col_count[s], aev, stream));
     for (int s = 0; s < a->n_species; s++) {
         const int64_t ns = st->col_count[s];
