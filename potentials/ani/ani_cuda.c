@@ -73,18 +73,50 @@ typedef struct ani_dev {
     void *arena;
     size_t bytes;
     /* float32 models: the weights of the cuBLAS-path layers (all but the output layer) stacked for
-     * the 3xTF32 GEMMs (option tensor_cores, kernels/cuda/tf32x3.cu), each 3 x bytes; the matrix
-     * at arena + o (bytes) is at stk + 3 o in both:
-     *   stk_n (op(B) = W^T, forward): W^T of all members (n_l x M n_{l+1}), stacked along the
-     *          rows: column j = [hi ; lo ; hi] of W's row j, ld 3 n_l;
-     *   stk_t (op(B) = W, backward): each member's W^T (n_l x n_{l+1}) stacked along the columns,
-     *          [hi | lo | hi], ld n_l. */
-    void *stk_n, *stk_t;
+     * the 3xTF32 GEMMs (option tensor_cores, kernels/cuda/tf32x3.cu), each 3 x bytes; layer l of
+     * species s (in = n_l inputs, out = n_{l+1} outputs, M members, at arena + o) is at 3 o in
+     * both, and both keep the inner dimension of their product contiguous (the K-major operand
+     * the TF32 tensor-core kernels read without a transposition):
+     *   stk_n (forward, op(B) = W^T): W^T of all members (in x M out), stacked along the rows:
+     *          column j = [hi ; lo ; hi] of W's row j, ld 3 in;
+     *   stk_b (backward, op(B) = W): W of all members (M out x in), stacked along the rows by
+     *          member: column i = member 0's [hi ; lo ; hi] of its column i of W, then member 1's,
+     *          ..., ld 3 M out; member m's block starts 3 m out rows down (the first layer's
+     *          backward runs its inner dimension over the members, the hidden layers' batch
+     *          entries are 3 out apart). */
+    void *stk_n, *stk_b;
 } ani_dev;
 
-/* Stacks every non-output layer's weights into d->stk_n and d->stk_t (see ani_dev). */
-static nnpops_status stack_weights(const nnpops__ani *a, ani_dev *d) {
+/* Stacks every non-output layer's weights into d->stk_n and d->stk_b (see ani_dev); stk_b from
+ * the members' weights transposed on the host (from the model's host arena) and copied to a
+ * temporary device buffer. */
+static nnpops_status stack_weights(const nnpops__ani *a, ani_dev *d, const char *device_name) {
+    const float *hw = a->arena;
+    float *t = malloc(d->bytes);
+    if (!t) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (ANI weights, transposed)");
+    memset(t, 0, d->bytes);
+    for (int s = 0; s < a->n_species; s++)
+        for (int l = 0; l + 1 < a->n_layers[s]; l++) {
+            const int64_t in = a->width[s][l], out = a->width[s][l + 1], M = a->ensemble;
+            const size_t o = a->w_off[s][l];
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t r = 0; r < out; r++)
+                    for (int64_t i = 0; i < in; i++)
+                        t[o + (size_t)(i * M * out + m * out + r)] =
+                            hw[o + (size_t)((m * out + r) * in + i)];
+        }
+    void *dt = NULL;
+    cudaError_t e = cudaMalloc(&dt, d->bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(dt, t, d->bytes, cudaMemcpyHostToDevice);
+    free(t);
     nnpops_status st = NNPOPS_OK;
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                         : NNPOPS_ERROR_CUDA,
+                          "%s:%d: ANI weights, transposed copy on %s: %s", __FILE__, __LINE__,
+                          device_name, cudaGetErrorString(e));
+    }
     for (int s = 0; s < a->n_species && st == NNPOPS_OK; s++)
         for (int l = 0; l + 1 < a->n_layers[s] && st == NNPOPS_OK; l++) {
             const int64_t in = a->width[s][l], out = a->width[s][l + 1], M = a->ensemble;
@@ -93,10 +125,18 @@ static nnpops_status stack_weights(const nnpops__ani *a, ani_dev *d) {
             st = nnpops__tf32_stack_cuda(in, M * out, 1, w, in, 0, (float *)d->stk_n + 3 * o,
                                          3 * in, 0, in, 1, 1, NULL);
             if (st == NNPOPS_OK)
-                st = nnpops__tf32_stack_cuda(in, out, M, w, in, in * out,
-                                             (float *)d->stk_t + 3 * o, in, 3 * in * out, out, 0,
-                                             1, NULL);
+                st = nnpops__tf32_stack_cuda(M * out, in, 1, (const float *)dt + o, M * out, 0,
+                                             (float *)d->stk_b + 3 * o, 3 * M * out, 0, out, 1, 1,
+                                             NULL);
         }
+    /* the stacking kernels ran on the legacy stream: wait for them before freeing their input */
+    if (dt) {
+        e = cudaDeviceSynchronize();
+        if (e != cudaSuccess && st == NNPOPS_OK)
+            st = nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: stacking the ANI weights on %s: %s",
+                              __FILE__, __LINE__, device_name, cudaGetErrorString(e));
+        cudaFree(dt);
+    }
     return st;
 }
 
@@ -124,7 +164,7 @@ nnpops_status nnpops__ani_upload(nnpops_model *model) {
     }
     if (a->precision == NNPOPS_FLOAT32) {
         nnpops_status st = NNPOPS_OK;
-        void **bufs[2] = {&d->stk_n, &d->stk_t};
+        void **bufs[2] = {&d->stk_n, &d->stk_b};
         for (int q = 0; q < 2 && st == NNPOPS_OK; q++) {
             e = cudaMalloc(bufs[q], 3 * d->bytes);
             if (e == cudaSuccess) e = cudaMemset(*bufs[q], 0, 3 * d->bytes);
@@ -138,13 +178,10 @@ nnpops_status nnpops__ani_upload(nnpops_model *model) {
                                   cudaGetErrorString(e));
             }
         }
-        if (st == NNPOPS_OK) st = stack_weights(a, d);
-        if (st == NNPOPS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
-            st = nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: stacking the ANI weights on %s: %s",
-                              __FILE__, __LINE__, model->device_name, cudaGetErrorString(e));
+        if (st == NNPOPS_OK) st = stack_weights(a, d, model->device_name);
         if (st != NNPOPS_OK) {
             if (d->stk_n) cudaFree(d->stk_n);
-            if (d->stk_t) cudaFree(d->stk_t);
+            if (d->stk_b) cudaFree(d->stk_b);
             cudaFree(d->arena);
             free(d);
             return st;
@@ -159,7 +196,7 @@ void nnpops__ani_release_device(nnpops_model *model) {
     if (!d) return;
     cudaFree(d->arena);
     if (d->stk_n) cudaFree(d->stk_n);
-    if (d->stk_t) cudaFree(d->stk_t);
+    if (d->stk_b) cudaFree(d->stk_b);
     free(d);
     model->device_data = NULL;
 }
@@ -181,7 +218,7 @@ typedef struct ani_layout {
     int branch_of[NNPOPS__MAX_SPECIES];    /* the branch of a cuBLAS-path species, else -1 */
     ani_branch br[ANI_MAX_BRANCHES];
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
-    int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (32 or 64) */
+    int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (the atoms rounded up to 32) */
     int64_t act_rows;     /* rows of the activation blocks */
 } ani_layout;
 
@@ -239,10 +276,15 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         if (r > rows) rows = r;
     }
     L.act_rows = (int64_t)a->ensemble * rows;
-    /* the cuBLAS-path species, largest first, each to the branch with the fewest columns so far */
+    /* the cuBLAS-path species, largest first, each to the branch with the fewest columns so far;
+     * the small species' grouped networks run on branch 0's stream first, so their columns count
+     * as branch 0's load (and, when there are any, the cuBLAS-path species may use every side
+     * stream) */
     int order[NNPOPS__MAX_SPECIES], n_big = 0;
+    int64_t small_cols = 0;
     for (int s = 0; s < a->n_species; s++) {
         L.branch_of[s] = -1;
+        if (sg_small(a, st, s)) small_cols += st->col_count[s];
         if (st->col_count[s] <= 0 || sg_small(a, st, s)) continue;
         int k = n_big++;
         while (k > 0 && st->col_count[order[k - 1]] < st->col_count[s]) {
@@ -253,8 +295,9 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     }
     /* the layout never depends on the step's streams: it sizes the work space first
      * (nnpops__ani_cuda_work_bytes) */
-    L.n_branch = n_big < ANI_MAX_BRANCHES ? n_big : ANI_MAX_BRANCHES;
-    int64_t load[ANI_MAX_BRANCHES] = {0}, maxc[ANI_MAX_BRANCHES] = {0};
+    const int want = n_big > 0 ? n_big + (small_cols > 0) : 0;
+    L.n_branch = want < ANI_MAX_BRANCHES ? want : ANI_MAX_BRANCHES;
+    int64_t load[ANI_MAX_BRANCHES] = {small_cols}, maxc[ANI_MAX_BRANCHES] = {0};
     size_t tcb[ANI_MAX_BRANCHES] = {0};
     for (int q = 0; q < n_big; q++) {
         const int s = order[q];
@@ -288,7 +331,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         if (!sg_small(a, st, s)) continue;
         int64_t r = 0;
         for (int l = 1; l < a->n_layers[s]; l++) r += a->width[s][l];
-        L.small_ld[s] = st->col_count[s] <= 32 ? 32 : 64;
+        L.small_ld[s] = (st->col_count[s] + 31) / 32 * 32;
         L.small_act[s] = cur;
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
     }
@@ -452,33 +495,39 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
 }
 
 /* One GEMM of the cuBLAS path: C = beta C + A op(W), A the activations (m x k, column major), W
- * weights of the model's device arena.  When tc (the species' GEMMs on the tensor cores): 3xTF32 on the tensor cores (the
- * weights' stacked copy; the activations stacked into the layout's tc space here, inner groups of
- * kg: k, or one member's width when the inner dimension runs over the members, or, when
- * `stacked`, already there from the elementwise step before); otherwise plain FP32 / FP64 through
- * nnpops__gemm_cuda. */
+ * layer l of species s from member moff on (op(W) = W^T forward, W backward, `trans_b`; batch
+ * entries one member apart).  When tc (the species' GEMMs on the tensor cores): 3xTF32 with the
+ * weights' stacked copy (stk_n forward, stk_b backward: both K-major, so both products run as
+ * op(B) = B) and the activations stacked into the layout's tc space here (inner groups of kg: k,
+ * or one member's width when the inner dimension runs over the members) or, when `stacked`,
+ * already there from the elementwise step before; otherwise plain FP32 / FP64 through
+ * nnpops__gemm_cuda on the arena. */
 static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
-                              const ani_branch *B, int tc, int trans_b, int64_t m, int64_t n,
-                              int64_t k, int64_t kg, int stacked, const void *A, int64_t lda,
-                              int64_t stride_a, const char *Wp, int64_t ldb, int64_t stride_b,
+                              const ani_branch *B, int tc, int trans_b, int s, int l,
+                              int64_t moff, int64_t m, int64_t n, int64_t k, int64_t kg,
+                              int stacked, const void *A, int64_t lda, int64_t stride_a,
                               double beta, void *C, int64_t ldc, int64_t stride_c, int64_t batch) {
+    const int64_t in = a->width[s][l], out = a->width[s][l + 1], M = a->ensemble;
+    const size_t o = a->w_off[s][l];
     if (tc) {
-        const size_t off = 3 * (size_t)(Wp - (const char *)dev->arena);
-        const float *B3 = (const float *)((const char *)(trans_b ? dev->stk_t : dev->stk_n) + off);
-        const int64_t ldb3 = trans_b ? ldb : 3 * ldb;
+        const float *B3 = trans_b ? (const float *)dev->stk_b + 3 * o + (size_t)(3 * out * moff)
+                                  : (const float *)dev->stk_n + 3 * (o + (size_t)(moff * out * in));
+        const int64_t ldb3 = trans_b ? 3 * M * out : 3 * in;
+        const int64_t stride_b3 = trans_b ? 3 * out : 3 * out * in;
         float *A3 = (float *)((char *)st->work + B->tc);
         if (stacked) {
             const int64_t ld3 = nnpops__tf32_stack_ld(m);
-            return nnpops__gemm_cuda_3xtf32_stacked(st->blas, st->stream, 0, trans_b, m, n, k, A3,
-                                                    ld3, 3 * k * ld3, B3, ldb3, 3 * stride_b,
-                                                    beta, C, ldc, stride_c, batch);
+            return nnpops__gemm_cuda_3xtf32_stacked(st->blas, st->stream, 0, 0, m, n, k, A3, ld3,
+                                                    3 * k * ld3, B3, ldb3, stride_b3, beta, C,
+                                                    ldc, stride_c, batch);
         }
-        return nnpops__gemm_cuda_3xtf32(st->blas, st->stream, 0, trans_b, m, n, k, kg, A, lda,
-                                        stride_a, B3, ldb3, 3 * stride_b, beta, C, ldc, stride_c,
-                                        batch, A3, B->tc_bytes);
+        return nnpops__gemm_cuda_3xtf32(st->blas, st->stream, 0, 0, m, n, k, kg, A, lda, stride_a,
+                                        B3, ldb3, stride_b3, beta, C, ldc, stride_c, batch, A3,
+                                        B->tc_bytes);
     }
+    const char *Wp = (const char *)dev->arena + a->elem_size * (o + (size_t)(moff * out * in));
     return nnpops__gemm_cuda(st->blas, st->stream, a->precision, 0, trans_b, m, n, k, A, lda,
-                             stride_a, Wp, ldb, stride_b, beta, C, ldc, stride_c, batch);
+                             stride_a, Wp, in, out * in, beta, C, ldc, stride_c, batch);
 }
 
 /* Bias + CELU of the activations Z (cols x width, ld ldc) in place; stack_g > 0 (float32 with the
@@ -648,15 +697,15 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             const int tc = use_tc(a, sb, s) && dev->stk_n != NULL;
 #define STACK_G(l, g) (tc && (l) < nl - 2 ? (int64_t)(g) : 0)
             /* first layer of all Me members: one GEMM, then bias + CELU */
-            TRY(net_gemm(a, dev, sb, B, tc, 0, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, WPTR(0, moff),
-                         Lf, 0, 0.0, ACT(0), ldc, 0, 1));
+            TRY(net_gemm(a, dev, sb, B, tc, 0, s, 0, moff, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, 0.0,
+                         ACT(0), ldc, 0, 1));
             TRY(bias_celu_step(a, sb, B, cols, Me * w[1], BPTR(0, moff), ACT(0), ldc,
                                STACK_G(0, w[1])));
             /* hidden layers: strided-batched over members */
             for (int l = 1; l + 1 < nl; l++) {
-                TRY(net_gemm(a, dev, sb, B, tc, 0, gm, w[l + 1], w[l], w[l], tc, ACT(l - 1), ldc,
-                             (int64_t)w[l] * ldc, WPTR(l, moff), w[l], (int64_t)w[l + 1] * w[l],
-                             0.0, ACT(l), ldc, (int64_t)w[l + 1] * ldc, Me));
+                TRY(net_gemm(a, dev, sb, B, tc, 0, s, l, moff, gm, w[l + 1], w[l], w[l], tc,
+                             ACT(l - 1), ldc, (int64_t)w[l] * ldc, 0.0, ACT(l), ldc,
+                             (int64_t)w[l + 1] * ldc, Me));
                 TRY(bias_celu_step(a, sb, B, cols, Me * w[l + 1], BPTR(l, moff), ACT(l), ldc,
                                    STACK_G(l, w[l + 1])));
             }
@@ -690,16 +739,15 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             /* backward through the hidden layers (ACT(nl - 2), the output kernel's seed, is not
              * stacked; the CELU' steps stack theirs) */
             for (int l = nl - 2; l >= 1; l--) {
-                TRY(net_gemm(a, dev, sb, B, tc, 1, gm, w[l], w[l + 1], w[l + 1],
-                             tc && l < nl - 2, ACT(l), ldc, (int64_t)w[l + 1] * ldc, WPTR(l, moff),
-                             w[l], (int64_t)w[l + 1] * w[l], 0.0, tmp, ldc, (int64_t)w[l] * ldc,
-                             Me));
+                TRY(net_gemm(a, dev, sb, B, tc, 1, s, l, moff, gm, w[l], w[l + 1], w[l + 1],
+                             tc && l < nl - 2, ACT(l), ldc, (int64_t)w[l + 1] * ldc, 0.0, tmp, ldc,
+                             (int64_t)w[l] * ldc, Me));
                 TRY(celu_bwd_step(a, sb, B, cols, Me * w[l], tmp, ACT(l - 1), ldc,
                                   STACK_G(l - 1, w[l])));
             }
             /* dE/dAEV = sum over members of dZ0_m . W0_m: one GEMM over the stacked members */
-            TRY(net_gemm(a, dev, sb, B, tc, 1, gm, Lf, Me * w[1], w[1], tc && nl > 2, ACT(0),
-                         ldc, 0, WPTR(0, moff), Lf, 0, 0.0, X, ld, 0, 1));
+            TRY(net_gemm(a, dev, sb, B, tc, 1, s, 0, moff, gm, Lf, Me * w[1], w[1], tc && nl > 2,
+                         ACT(0), ldc, 0, 0.0, X, ld, 0, 1));
 #undef STACK_G
         }
 #undef ACT

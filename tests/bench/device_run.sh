@@ -13,6 +13,8 @@
 #   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
 #   alone, PROFILE_SECTIONS the ncu sections of both); soak: GPU soak runs of tests/slow/soak.c.
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
+#   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
+#   definitions (see below).
 set -u
 what=${1:-all}
 shift || true
@@ -107,6 +109,28 @@ if [ $run_bench = 1 ]; then
   timeout "${BENCH_TIMEOUT:-300}" "$build/tests/bench_gpu" --md "$out/bench.md" "$@" > "$out/bench.log" 2>&1
   echo "bench rc=$?"
   cat "$out/bench.log"
+fi
+if [ -n "${VARIANT_DEFS:-}" ]; then
+  # A/B on one GPU: a second build of bench_gpu with the C / CUDA definitions VARIANT_DEFS
+  # (e.g. "-DNNPOPS__SG_MAX_COLS=128"), then bench_gpu $VARIANT_BENCH_ARGS on the main build and
+  # the variant in turn, twice each
+  vb=$root/build-gpu-variant
+  echo "== variant build: $VARIANT_DEFS"
+  if cmake -S "$root" -B "$vb" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
+       -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_FLAGS="$VARIANT_DEFS" \
+       -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-} $VARIANT_DEFS" -DNNPOPS_TEST_MODEL_DIR="$models" \
+       -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake-variant.log" 2>&1 &&
+     cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
+    for rep in 1 2; do
+      for b in "$build" "$vb"; do
+        echo "-- $(basename "$b"), run $rep: bench_gpu ${VARIANT_BENCH_ARGS:-}"
+        timeout 120 "$b/tests/bench_gpu" ${VARIANT_BENCH_ARGS:-} 2>&1 | grep -E "^\| [a-z0-9]" | grep -v "^| system"
+      done
+    done
+  else
+    echo "variant build failed"; grep -E "error" "$out/build-variant.log" | head -20
+  fi
+  rm -f "$out/cmake-variant.log" "$out/build-variant.log"
 fi
 case "$what" in *soak*|all) run_soak=1;; *) run_soak=0;; esac
 if [ $run_soak = 1 ]; then

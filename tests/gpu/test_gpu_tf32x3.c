@@ -9,15 +9,16 @@
  *   fused  bias + CELU and CELU' fused with the stacking equal the plain kernels followed by the
  *          stacking, bit for bit (16-byte and scalar paths)
  *   gemm   the shapes of the ANI networks (first layer 1008 -> 8 x 256 over a column block, hidden
- *          layers strided-batched over 8 members, the transposed backward products, the first
- *          layer's backward stacked by member; beta 0 and 1): error / sum of |terms| <= 2e-6 for
+ *          layers strided-batched over 8 members, the backward products with op(B) = B^T and in
+ *          the model's K-major form (B not transposed: the hidden layers' 8 members interleaved
+ *          in one matrix, the first layer's stacked by member); beta 0 and 1): error / sum of |terms| <= 2e-6 for
  *          every element, and a plain TF32 GEMM of the same inputs (cuBLAS
  *          CUBLAS_COMPUTE_32F_FAST_TF32) at least 20x worse, so the split is what gives float32
  *          accuracy
  *   model  ANI-2x float32 on a periodic box of 96 water molecules (192 H: the hydrogen networks run
- *          through cuBLAS) with option tensor_cores on and off: both within the float32 tolerances
- *          of the float64 model (|dE|/N <= 1e-5 eV, max |dF| <= 1e-3 eV/A), and the two float32
- *          results differ (the 3xTF32 path ran)
+ *          through cuBLAS) with option tensor_cores on and off, the ensemble mean and member 5
+ *          alone: both within the float32 tolerances of the float64 model (|dE|/N <= 1e-5 eV,
+ *          max |dF| <= 1e-3 eV/A), and the two float32 results differ (the 3xTF32 path ran)
  *   chunks a species over several network chunks: a batch of three identical 18,432-atom boxes
  *          (36,864 H), float64 and float32, every copy equal to the first to rounding
  *   auto   option tensor_cores auto (the default) follows the species' atom count: bitwise equal
@@ -210,6 +211,8 @@ typedef struct shape {
     int trans_b;
     int64_t m, n, k, kg, batch; /* kg: the stacking group of the inner dimension */
     double beta;
+    int interleave; /* batch entry t's B is rows t k .. of one (batch k x n) matrix (the model's
+                     * backward weights, stk_b in potentials/ani/ani_cuda.c) */
 } shape;
 
 /* worst |C - ref| / (sum |a b| + |beta C0|) over all elements */
@@ -244,13 +247,19 @@ static int case_gemm(void) {
          192, 8, 0.0},
         {"first layer backward (97 atoms, 8 x 256 -> 1008, op(B) = B^T, stacked by member), beta 1",
          1, 97, 1008, 2048, 256, 1, 1.0},
+        {"hidden layer backward as the model runs it (200 atoms, 192 -> 256, 8 members' B "
+         "interleaved in one K-major matrix)", 0, 200, 256, 192, 192, 8, 0.0, 1},
+        {"first layer backward as the model runs it (97 atoms, 8 x 256 -> 1008, K-major B stacked "
+         "by member)", 0, 97, 1008, 2048, 256, 1, 0.0},
     };
     for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; q++) {
         const shape *s = &shapes[q];
         const int64_t lda = s->m + 3, ldc = s->m + 5;
-        const int64_t ldb = s->trans_b ? s->n : s->k;
-        const int64_t sa = lda * s->k, sb = ldb * (s->trans_b ? s->k : s->n), sc = ldc * s->n;
-        const size_t na = (size_t)(sa * s->batch), nb = (size_t)(sb * s->batch),
+        const int64_t ldb = s->trans_b ? s->n : s->interleave ? s->batch * s->k : s->k;
+        const int64_t sa = lda * s->k, sb = s->interleave ? s->k : ldb * (s->trans_b ? s->k : s->n),
+                      sc = ldc * s->n;
+        const size_t na = (size_t)(sa * s->batch),
+                     nb = (size_t)(s->interleave ? ldb * s->n : sb * s->batch),
                      nc = (size_t)(sc * s->batch);
         float *A = malloc(sizeof(float) * na), *B = malloc(sizeof(float) * nb),
               *C0 = malloc(sizeof(float) * nc), *C = malloc(sizeof(float) * nc),
@@ -266,6 +275,9 @@ static int case_gemm(void) {
         if (s->trans_b)
             CHECK_OK(nnpops__tf32_stack_cuda(s->n, s->k, s->batch, dB, ldb, sb, dB3, ldb3, 3 * sb,
                                              s->kg, 0, 1, g_stream));
+        else if (s->interleave)
+            CHECK_OK(nnpops__tf32_stack_cuda(ldb, s->n, 1, dB, ldb, 0, dB3, ldb3, 0, s->kg, 1, 1,
+                                             g_stream));
         else
             CHECK_OK(nnpops__tf32_stack_cuda(s->k, s->n, s->batch, dB, ldb, sb, dB3, ldb3, 3 * sb,
                                              s->kg, 1, 1, g_stream));
@@ -345,24 +357,31 @@ static int64_t water_box(int nx, int ny, int nz, int32_t *z, double *x, double *
 
 static const char *const tc_words[] = {"off", "on", "auto"};
 
-/* tc: 0 off, 1 on, 2 auto; det: option deterministic */
-static void run_model(const char *prec_name, nnpops_precision prec, int tc, int det, int64_t n,
-                      const int32_t *z, const double *x, const double *cell, double *e,
-                      double *f) {
+/* tc: 0 off, 1 on, 2 auto; det: option deterministic; member: option ensemble_member (-1: the
+ * ensemble mean) */
+static void run_member(const char *prec_name, nnpops_precision prec, int tc, int det, int member,
+                       int64_t n, const int32_t *z, const double *x, const double *cell, double *e,
+                       double *f) {
     nnpops_model *m;
     CHECK_OK(nnpops_model_load("ani2x", "cuda", prec, &m));
     nnpops_context *ctx;
     CHECK_OK(nnpops_context_create(m, &ctx));
     CHECK_OK(nnpops_context_set_option_by_name(ctx, "tensor_cores", tc_words[tc]));
     CHECK_OK(nnpops_context_set_option_by_name(ctx, "deterministic", det ? "on" : "off"));
+    CHECK_OK(nnpops_context_set_option(ctx, NNPOPS_OPTION_ENSEMBLE_MEMBER, member));
     const uint8_t pbc[3] = {1, 1, 1};
     nnpops_inputs in = {sizeof in, n, -1, 1, z, x, NULL, cell, pbc};
     nnpops_outputs out = {sizeof out, e, f, NULL, NULL, NULL, NULL};
     CHECK_OK(nnpops_compute(ctx, &in, &out));
-    printf("ani2x %s, %lld atoms, tensor_cores %s, deterministic %s: energy %.9f eV\n", prec_name,
-           (long long)n, tc_words[tc], det ? "on" : "off", *e);
+    printf("ani2x %s, %lld atoms, tensor_cores %s, deterministic %s, member %d: energy %.9f eV\n",
+           prec_name, (long long)n, tc_words[tc], det ? "on" : "off", member, *e);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
+}
+static void run_model(const char *prec_name, nnpops_precision prec, int tc, int det, int64_t n,
+                      const int32_t *z, const double *x, const double *cell, double *e,
+                      double *f) {
+    run_member(prec_name, prec, tc, det, -1, n, z, x, cell, e, f);
 }
 
 static int case_model(void) {
@@ -372,21 +391,26 @@ static int case_model(void) {
     double e64, e_on, e_off;
     double *f64 = malloc(sizeof(double) * 3 * n), *f_on = malloc(sizeof(double) * 3 * n),
            *f_off = malloc(sizeof(double) * 3 * n);
-    run_model("float64", NNPOPS_FLOAT64, 1, 0, n, z, x, cell, &e64, f64);
-    run_model("float32", NNPOPS_FLOAT32, 1, 0, n, z, x, cell, &e_on, f_on);
-    run_model("float32", NNPOPS_FLOAT32, 0, 0, n, z, x, cell, &e_off, f_off);
-    double df_on = 0, df_off = 0, differ = 0;
-    for (int64_t k = 0; k < 3 * n; k++) {
-        df_on = fmax(df_on, fabs(f_on[k] - f64[k]));
-        df_off = fmax(df_off, fabs(f_off[k] - f64[k]));
-        differ = fmax(differ, fabs(f_on[k] - f_off[k]));
+    /* member: the ensemble mean, then one member alone (member 5: the stacked weights are read
+     * from that member's block on) */
+    for (int member = -1; member <= 5; member += 6) {
+        run_member("float64", NNPOPS_FLOAT64, 1, 0, member, n, z, x, cell, &e64, f64);
+        run_member("float32", NNPOPS_FLOAT32, 1, 0, member, n, z, x, cell, &e_on, f_on);
+        run_member("float32", NNPOPS_FLOAT32, 0, 0, member, n, z, x, cell, &e_off, f_off);
+        double df_on = 0, df_off = 0, differ = 0;
+        for (int64_t k = 0; k < 3 * n; k++) {
+            df_on = fmax(df_on, fabs(f_on[k] - f64[k]));
+            df_off = fmax(df_off, fabs(f_off[k] - f64[k]));
+            differ = fmax(differ, fabs(f_on[k] - f_off[k]));
+        }
+        printf("%lld atoms, member %d: |dE|/N on %.2e off %.2e eV; max |dF| on %.2e off %.2e eV/A; "
+               "on vs off max |dF| %.2e\n",
+               (long long)n, member, fabs(e_on - e64) / n, fabs(e_off - e64) / n, df_on, df_off,
+               differ);
+        CHECK(fabs(e_on - e64) / n <= 1e-5 && fabs(e_off - e64) / n <= 1e-5);
+        CHECK(df_on <= 1e-3 && df_off <= 1e-3);
+        CHECK(differ > 0 || e_on != e_off);
     }
-    printf("%lld atoms: |dE|/N on %.2e off %.2e eV; max |dF| on %.2e off %.2e eV/A; on vs off "
-           "max |dF| %.2e\n",
-           (long long)n, fabs(e_on - e64) / n, fabs(e_off - e64) / n, df_on, df_off, differ);
-    CHECK(fabs(e_on - e64) / n <= 1e-5 && fabs(e_off - e64) / n <= 1e-5);
-    CHECK(df_on <= 1e-3 && df_off <= 1e-3);
-    CHECK(differ > 0 || e_on != e_off);
     free(f64);
     free(f_on);
     free(f_off);
