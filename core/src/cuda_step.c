@@ -32,9 +32,9 @@
  * from its own thread).
  *
  * CUDA graphs (option cuda_graphs, launch_step): device steps 1-6 are exactly what a graph holds.
- * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work space
- * (cublasSetWorkspace on the arena, bound before the step, so cuBLAS never allocates while
- * capturing), reads the host inputs or the device status is OUTSIDE the enqueued region; inside it
+ * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work spaces
+ * (cublasSetWorkspace on the arena for the main and every side-stream handle, bound before the
+ * step, so cuBLAS never allocates while capturing), reads the host inputs or the device status is OUTSIDE the enqueued region; inside it
  * there are only async copies from/to the pinned buffers, memsets, kernel launches, cub calls on
  * preallocated work space and cuBLAS GEMMs on the context's stream, and work the potential forks
  * onto the context's side streams (their own cuBLAS handles) and joins back with events, which a
@@ -316,6 +316,34 @@ void nnpops__cuda_ctx_destroy(nnpops__cuda_ctx *c) {
     (void)cudaGetLastError();
 }
 
+/* A cuBLAS handle bound to `stream`: plain FP32 / FP64 arithmetic (no TF32; the compute type of
+ * every GEMM says so too), and the stream set now, since setting a stream resets the handle's
+ * work space, which the step binds to the arena before it runs (set_workspaces;
+ * nnpops__gemm_cuda sets the stream only when it changes).  *h is NULL on failure. */
+static nnpops_status new_blas(cublasHandle_t *h, cudaStream_t stream) {
+    cublasStatus_t b = cublasCreate(h);
+    if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetMathMode(*h, CUBLAS_DEFAULT_MATH);
+    if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(*h, stream);
+    if (b == CUBLAS_STATUS_SUCCESS) return NNPOPS_OK;
+    if (*h) cublasDestroy(*h);
+    *h = NULL;
+    return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: creating a cuBLAS handle: %s", __FILE__,
+                        __LINE__, cublasGetStatusString(b));
+}
+
+/* The cuBLAS work spaces of the context's handles in the arena from `work` on: the main handle's,
+ * then each side stream handle's, CUBLAS_WORK_BYTES each, so that no GEMM of a step (nor of a
+ * captured graph) uses cuBLAS's own pool. */
+static nnpops_status set_workspaces(nnpops__cuda_ctx *c, char *work) {
+    cublasStatus_t b = cublasSetWorkspace(c->blas, work, CUBLAS_WORK_BYTES);
+    for (int k = 0; k < NNPOPS__SIDE_STREAMS && b == CUBLAS_STATUS_SUCCESS; k++)
+        b = cublasSetWorkspace(c->side_blas[k], work + (size_t)(k + 1) * CUBLAS_WORK_BYTES,
+                               CUBLAS_WORK_BYTES);
+    if (b == CUBLAS_STATUS_SUCCESS) return NNPOPS_OK;
+    return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasSetWorkspace: %s", __FILE__, __LINE__,
+                        cublasGetStatusString(b));
+}
+
 static nnpops_status ctx_create(int device, nnpops__cuda_ctx **out) {
     nnpops__cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (GPU context state)");
@@ -328,33 +356,18 @@ static nnpops_status ctx_create(int device, nnpops__cuda_ctx **out) {
         return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cudaStreamCreateWithFlags: %s", __FILE__,
                             __LINE__, cudaGetErrorString(e));
     }
-    cublasStatus_t b = cublasCreate(&c->blas);
-    if (b != CUBLAS_STATUS_SUCCESS) {
-        c->blas = NULL;
+    nnpops_status st = new_blas(&c->blas, c->stream);
+    if (st != NNPOPS_OK) {
         ctx_free(c);
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasCreate: %s", __FILE__, __LINE__,
-                            cublasGetStatusString(b));
+        return st;
     }
-    /* plain FP32 / FP64 arithmetic (no TF32); the compute type of every GEMM says so too */
-    cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
-    /* bound to the context's stream now: setting a stream resets the handle's work space, which
-     * the step binds to the arena before it runs (nnpops__gemm_cuda sets the stream only when it
-     * changes) */
-    cublasSetStream(c->blas, c->stream);
     e = cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming);
     for (int k = 0; k < NNPOPS__SIDE_STREAMS && e == cudaSuccess; k++) {
         e = cudaStreamCreateWithFlags(&c->side[k], cudaStreamNonBlocking);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->join_event[k], cudaEventDisableTiming);
-        if (e == cudaSuccess) {
-            b = cublasCreate(&c->side_blas[k]);
-            if (b != CUBLAS_STATUS_SUCCESS) {
-                c->side_blas[k] = NULL;
-                ctx_free(c);
-                return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasCreate: %s", __FILE__,
-                                    __LINE__, cublasGetStatusString(b));
-            }
-            cublasSetMathMode(c->side_blas[k], CUBLAS_DEFAULT_MATH);
-            cublasSetStream(c->side_blas[k], c->side[k]);
+        if (e == cudaSuccess && (st = new_blas(&c->side_blas[k], c->side[k])) != NNPOPS_OK) {
+            ctx_free(c);
+            return st;
         }
     }
     if (e != cudaSuccess) {
@@ -449,7 +462,7 @@ static void layout_of(const step_sizes *z, size_t pot_work, step_layout *L) {
     TAKE(grad, z->need_grad ? sizeof(double) * 3 * z->capacity : 0);
     L->nbr_work_bytes = nnpops__nbr_cuda_work_bytes(z->n, z->ns, z->n_local, &z->plan);
     TAKE(nbr_work, L->nbr_work_bytes);
-    TAKE(blas_work, CUBLAS_WORK_BYTES);
+    TAKE(blas_work, (1 + NNPOPS__SIDE_STREAMS) * CUBLAS_WORK_BYTES); /* set_workspaces */
     L->pot_work_bytes = pot_work;
     TAKE(pot_work, pot_work);
     L->det_work_bytes = z->det ? nnpops__center_reduce_det_work_bytes(z->n, z->capacity) : 0;
@@ -856,11 +869,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
         TRY(grow_pinned(&c->pin_out, &c->pin_out_bytes, L->d2h_end - L->out0,
                         "GPU output staging"));
         if (c->blas_work != (char *)c->dev + L->blas_work) {
-            cublasStatus_t bs = cublasSetWorkspace(c->blas, (char *)c->dev + L->blas_work,
-                                                   CUBLAS_WORK_BYTES);
-            if (bs != CUBLAS_STATUS_SUCCESS)
-                return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasSetWorkspace: %s", __FILE__,
-                                    __LINE__, cublasGetStatusString(bs));
+            TRY(set_workspaces(c, (char *)c->dev + L->blas_work));
             c->blas_work = (char *)c->dev + L->blas_work;
         }
         TRY(launch_step(c, m, &P, g));
@@ -1039,15 +1048,14 @@ static nnpops_status check_dev_ptr(const void *p, const char *what, int device) 
     return NNPOPS_OK;
 }
 
-/* cuBLAS on the caller's stream with the device arena's work space, for one call. */
+/* cuBLAS on the caller's stream with the device arena's work spaces, for one call. */
 static nnpops_status bind_blas(nnpops__cuda_ctx *c, cudaStream_t stream, void *work) {
     c->blas_work = NULL; /* the host entry sets its own work space again */
     cublasStatus_t b = cublasSetStream(c->blas, stream);
-    if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetWorkspace(c->blas, work, CUBLAS_WORK_BYTES);
     if (b != CUBLAS_STATUS_SUCCESS)
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasSetStream/cublasSetWorkspace: %s",
-                            __FILE__, __LINE__, cublasGetStatusString(b));
-    return NNPOPS_OK;
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasSetStream: %s", __FILE__, __LINE__,
+                            cublasGetStatusString(b));
+    return set_workspaces(c, work);
 }
 
 static void unbind_blas(nnpops__cuda_ctx *c) {
