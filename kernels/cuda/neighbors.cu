@@ -366,8 +366,12 @@ __device__ void record_close(const nbr_args &a, int64_t c, int64_t j, double d2)
 /* Writes entry e (already checked against capacity). */
 __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_t c, int64_t j,
                                             int s0, int s1, int s2, const double r[3], double d2) {
-    a.pairs[2 * e] = (int32_t)c;
-    a.pairs[2 * e + 1] = (int32_t)j;
+    if (((uintptr_t)a.pairs & 7) == 0) { /* the pair as one 8-byte store */
+        reinterpret_cast<int2 *>(a.pairs)[e] = make_int2((int32_t)c, (int32_t)j);
+    } else {
+        a.pairs[2 * e] = (int32_t)c;
+        a.pairs[2 * e + 1] = (int32_t)j;
+    }
     if (a.shifts) {
         a.shifts[3 * e] = s0;
         a.shifts[3 * e + 1] = s1;
@@ -1274,7 +1278,6 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
     const int n_centers = (int)a.n_centers;
-    const bool pairs8 = ((uintptr_t)a.pairs & 7) == 0;
     for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
         const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
         int has = 0;
@@ -1378,31 +1381,9 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
                                 acc = (qv & FAST_Q_SURE) != 0 || d2 < a.cut2;
                             }
                         }
-                        const unsigned bal = __ballot_sync(NNPOPS__FULL_MASK, acc);
-                        if (acc) {
-                            const int64_t e = st + __popc(bal & lt);
-                            if (e < a.capacity) {
-                                if (pairs8) {
-                                    reinterpret_cast<int2 *>(a.pairs)[e] = make_int2(c, j);
-                                } else {
-                                    a.pairs[2 * e] = c;
-                                    a.pairs[2 * e + 1] = j;
-                                }
-                                if (a.shifts) {
-                                    a.shifts[3 * e] = s0;
-                                    a.shifts[3 * e + 1] = s1;
-                                    a.shifts[3 * e + 2] = s2;
-                                }
-                                if (a.vec) {
-                                    a.vec[3 * e] = r[0];
-                                    a.vec[3 * e + 1] = r[1];
-                                    a.vec[3 * e + 2] = r[2];
-                                }
-                                if (a.dist) a.dist[e] = sqrt(d2);
-                            }
-                            if (d2 < a.min_d2) record_close(a, c, j, d2);
-                        }
-                        st += __popc(bal);
+                        int64_t unused_count = 0, unused_ghosts = 0;
+                        brute_emit<true>(a, acc, c, j, s0, s1, s2, r, d2, st, unused_count,
+                                         unused_ghosts);
                     };
                     /* the float pre-test by a lane per candidate; the candidates it does not
                      * reject (about one in six) queue, in order, and go through the double
