@@ -235,7 +235,9 @@ static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
  * -13 %, 17,496 waters -20 %, the 1,000 x 13-atom batch -21 %, 1C17 -21 %.  (Before the rows were
  * aligned, odd species counts got align1 TF32 kernels and 1C17 lost 25 %.)  256 keeps species of a
  * few hundred atoms and more, where the gain was measured. */
+#ifndef ANI_TC_AUTO_COLS /* a build may set another bound (-D) to measure the choice */
 #define ANI_TC_AUTO_COLS 256
+#endif
 static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     if (a->precision != NNPOPS_FLOAT32) return 0;
     return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);
