@@ -3,10 +3,8 @@
  * (same definition, constants and index layout: see kernels/cpu/kernels.h), float and double.
  *
  * Forward: one thread block per column r, i.e. per center atom centers[r] (128 threads; 512 when
- * the whole AEV matrix has at most AEV_SMALL_COLS columns (ld) or the launch at most AEV_FEW_COLS,
- * so that a small system's few centers spread their angular pairs over 16 warps: latency, not
- * throughput, bounds those; a launch over one species' columns of a larger system, which runs
- * beside the other species' work, takes 128).
+ * there are at most AEV_SMALL_COLS columns, so that a small system's few centers spread their
+ * angular pairs over 16 warps: latency, not throughput, bounds those).
  *   1. The center's entries (CSR: start[c] .. start[c+1], entry code 2p + direction, or
  *      entry == NULL for the center lists of the GPU step, entry e = pair e): a half-warp per
  *      entry adds its radial terms (a lane per term, so the shared-memory atomics of one
@@ -66,14 +64,10 @@ using namespace nnpops_cuda;
 
 namespace {
 
-/* Threads per block (a block per column): 512 when the AEV matrix has at most AEV_SMALL_COLS
- * columns (a small system) or the launch at most AEV_FEW_COLS (a small species' columns): every
- * center's angular pairs spread over 16 warps, for latency; else 128.  The per-species launches of
- * the ANI step on concurrent streams (1hz5: 478 H, 314 C, 103 O, 77 N in 1,056 columns) took
- * 248 us of GPU time with 512 threads (ncu, results/d2fac16-profile-gpu.log), one launch of 128
- * threads over all columns 140 us (results/9dfde3d-profile-gpu.log). */
+/* Threads per block (a block per column): 512 for up to AEV_SMALL_COLS columns (small systems:
+ * every center's angular pairs spread over 16 warps, for latency), else 128. */
 const int AEV_THREADS = 128, AEV_THREADS_SMALL = 512;
-const int64_t AEV_SMALL_COLS = 640, AEV_FEW_COLS = 64;
+const int64_t AEV_SMALL_COLS = 640;
 const double PI = 3.14159265358979323846;
 
 template <typename R> struct ang_ent {
@@ -765,7 +759,7 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.pair_grad = pair_grad;
     a.det = det ? 1 : 0;
     cudaStream_t st = as_stream(stream);
-    const int threads = ld <= AEV_SMALL_COLS || n <= AEV_FEW_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
+    const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
     if (backward) {
         NNPOPS__TRY(set_dynamic_smem((const void *)aev_backward_kernel<R>, sm));
         NNPOPS__TRY(launch_pdl(aev_backward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
