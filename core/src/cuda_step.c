@@ -33,8 +33,8 @@
  *
  * CUDA graphs (option cuda_graphs, launch_step): device steps 1-6 are exactly what a graph holds.
  * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work spaces
- * (cublasSetWorkspace on the arena for the main and every side-stream handle, bound before the
- * step, so cuBLAS never allocates while capturing), reads the host inputs or the device status is OUTSIDE the enqueued region; inside it
+ * (cublasSetWorkspace on the arena for the main handle and the side-stream handles the potential's
+ * step uses, bound before the step, so cuBLAS never allocates while capturing), reads the host inputs or the device status is OUTSIDE the enqueued region; inside it
  * there are only async copies from/to the pinned buffers, memsets, kernel launches, cub calls on
  * preallocated work space and cuBLAS GEMMs on the context's stream, and work the potential forks
  * onto the context's side streams (their own cuBLAS handles) and joins back with events, which a
@@ -118,6 +118,7 @@ typedef struct step_layout {
         io, zero_end;
     size_t start, pairs, vec, grad, nbr_work, nbr_work_bytes, blas_work, pot_work, pot_work_bytes,
         det_work, det_work_bytes, total;
+    int blas_sides; /* side-stream cuBLAS handles with a work space after the main one's */
 } step_layout;
 
 typedef struct step_sizes {
@@ -211,6 +212,7 @@ struct nnpops__cuda_ctx {
     double entries_per_center; /* largest ratio seen, for the first capacity of a new size */
     int32_t max_angular;
     void *blas_work;           /* where cuBLAS's work space was last set (NULL: set it again) */
+    int blas_sides;            /* and for how many side-stream handles */
     /* CUDA graph of the last shape (option cuda_graphs) */
     cudaGraphExec_t graph_exec;
     int have_graph, have_key, same_steps, capture_failed;
@@ -332,11 +334,12 @@ static nnpops_status new_blas(cublasHandle_t *h, cudaStream_t stream) {
 }
 
 /* The cuBLAS work spaces of the context's handles in the arena from `work` on: the main handle's,
- * then each side stream handle's, CUBLAS_WORK_BYTES each, so that no GEMM of a step (nor of a
- * captured graph) uses cuBLAS's own pool. */
-static nnpops_status set_workspaces(nnpops__cuda_ctx *c, char *work) {
+ * then those of the first `sides` side-stream handles (the ones the potential's step uses,
+ * vt->cuda_side_streams), CUBLAS_WORK_BYTES each, so that no GEMM of a step (nor of a captured
+ * graph) uses cuBLAS's own pool. */
+static nnpops_status set_workspaces(nnpops__cuda_ctx *c, char *work, int sides) {
     cublasStatus_t b = cublasSetWorkspace(c->blas, work, CUBLAS_WORK_BYTES);
-    for (int k = 0; k < NNPOPS__SIDE_STREAMS && b == CUBLAS_STATUS_SUCCESS; k++)
+    for (int k = 0; k < sides && k < NNPOPS__SIDE_STREAMS && b == CUBLAS_STATUS_SUCCESS; k++)
         b = cublasSetWorkspace(c->side_blas[k], work + (size_t)(k + 1) * CUBLAS_WORK_BYTES,
                                CUBLAS_WORK_BYTES);
     if (b == CUBLAS_STATUS_SUCCESS) return NNPOPS_OK;
@@ -424,7 +427,12 @@ static nnpops_status grow_pinned(void **p, size_t *have, size_t bytes, const cha
     return NNPOPS_OK;
 }
 
-static void layout_of(const step_sizes *z, size_t pot_work, step_layout *L) {
+/* The side streams the potential's step uses (their cuBLAS handles get work space in the arena). */
+static int side_streams(const nnpops_model *m, const nnpops__dstep *ds) {
+    return m->vt->cuda_side_streams ? m->vt->cuda_side_streams(m, ds) : 0;
+}
+
+static void layout_of(const step_sizes *z, size_t pot_work, int sides, step_layout *L) {
     size_t cur = 0;
 #define TAKE(field, bytes)                                                                        \
     do {                                                                                          \
@@ -462,7 +470,8 @@ static void layout_of(const step_sizes *z, size_t pot_work, step_layout *L) {
     TAKE(grad, z->need_grad ? sizeof(double) * 3 * z->capacity : 0);
     L->nbr_work_bytes = nnpops__nbr_cuda_work_bytes(z->n, z->ns, z->n_local, &z->plan);
     TAKE(nbr_work, L->nbr_work_bytes);
-    TAKE(blas_work, (1 + NNPOPS__SIDE_STREAMS) * CUBLAS_WORK_BYTES); /* set_workspaces */
+    L->blas_sides = sides < 0 ? 0 : (sides > NNPOPS__SIDE_STREAMS ? NNPOPS__SIDE_STREAMS : sides);
+    TAKE(blas_work, (1 + (size_t)L->blas_sides) * CUBLAS_WORK_BYTES); /* set_workspaces */
     L->pot_work_bytes = pot_work;
     TAKE(pot_work, pot_work);
     L->det_work_bytes = z->det ? nnpops__center_reduce_det_work_bytes(z->n, z->capacity) : 0;
@@ -848,7 +857,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
     nnpops__dstep *ds = &P.ds;
 
     /* pinned inputs (their layout does not depend on the capacity) */
-    layout_of(z, 0, &P.L);
+    layout_of(z, 0, 0, &P.L);
     const step_layout *L = &P.L;
     TRY(grow_pinned(&c->pin_in, &c->pin_in_bytes, L->in_bytes, "GPU input staging"));
     {
@@ -864,13 +873,14 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
         P.max_angular = c->max_angular;
         /* the potential's work space depends on the columns only */
         const size_t pot = m->vt->cuda_work_bytes ? m->vt->cuda_work_bytes(m, ds) : 0;
-        layout_of(z, pot, &P.L);
+        layout_of(z, pot, side_streams(m, ds), &P.L);
         TRY(grow_arena(&c->dev, &c->dev_bytes, L->total, c->stream, c->device, "GPU work space"));
         TRY(grow_pinned(&c->pin_out, &c->pin_out_bytes, L->d2h_end - L->out0,
                         "GPU output staging"));
-        if (c->blas_work != (char *)c->dev + L->blas_work) {
-            TRY(set_workspaces(c, (char *)c->dev + L->blas_work));
+        if (c->blas_work != (char *)c->dev + L->blas_work || c->blas_sides != L->blas_sides) {
+            TRY(set_workspaces(c, (char *)c->dev + L->blas_work, L->blas_sides));
             c->blas_work = (char *)c->dev + L->blas_work;
+            c->blas_sides = L->blas_sides;
         }
         TRY(launch_step(c, m, &P, g));
         NNPOPS__CUDA_CALL(cudaStreamSynchronize(c->stream));
@@ -1049,13 +1059,13 @@ static nnpops_status check_dev_ptr(const void *p, const char *what, int device) 
 }
 
 /* cuBLAS on the caller's stream with the device arena's work spaces, for one call. */
-static nnpops_status bind_blas(nnpops__cuda_ctx *c, cudaStream_t stream, void *work) {
+static nnpops_status bind_blas(nnpops__cuda_ctx *c, cudaStream_t stream, void *work, int sides) {
     c->blas_work = NULL; /* the host entry sets its own work space again */
     cublasStatus_t b = cublasSetStream(c->blas, stream);
     if (b != CUBLAS_STATUS_SUCCESS)
         return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasSetStream: %s", __FILE__, __LINE__,
                             cublasGetStatusString(b));
-    return set_workspaces(c, work);
+    return set_workspaces(c, work, sides);
 }
 
 static void unbind_blas(nnpops__cuda_ctx *c) {
@@ -1171,7 +1181,7 @@ static nnpops_status dev_enqueue_body(nnpops__cuda_ctx *c, const nnpops_model *m
 
 static nnpops_status dev_enqueue(nnpops__cuda_ctx *c, const nnpops_model *m,
                                  const nnpops__cuda_dev_args *a, step_plan *P, int plan_call) {
-    TRY(bind_blas(c, (cudaStream_t)a->stream, (char *)c->dv.dev + P->L.blas_work));
+    TRY(bind_blas(c, (cudaStream_t)a->stream, (char *)c->dv.dev + P->L.blas_work, P->L.blas_sides));
     const nnpops_status st = dev_enqueue_body(c, m, a, P, plan_call);
     unbind_blas(c);
     return st;
@@ -1298,7 +1308,7 @@ static nnpops_status device_plan(nnpops__cuda_ctx *c, const nnpops_model *m,
         ds->capacity = z->capacity;
         P.max_angular = c->max_angular;
         const size_t pot = m->vt->cuda_work_bytes ? m->vt->cuda_work_bytes(m, ds) : 0;
-        layout_of(z, pot, &P.L);
+        layout_of(z, pot, side_streams(m, ds), &P.L);
         const step_layout *L = &P.L;
         TRY(grow_arena(&v->dev, &v->dev_bytes, L->total, stream, c->device,
                        "GPU work space of the device entry"));

@@ -345,6 +345,11 @@ size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dste
     return layout_of(model->impl, step).total;
 }
 
+int nnpops__ani_cuda_side_streams(const nnpops_model *model, const nnpops__dstep *step) {
+    const int n = layout_of(model->impl, step).n_branch - 1;
+    return n < 0 ? 0 : (n > NNPOPS__SIDE_STREAMS ? NNPOPS__SIDE_STREAMS : n);
+}
+
 #define TRY(x) NNPOPS__TRY(x)
 
 /* The networks of the small species (sg_small) of one step, grouped over species: one launch per
