@@ -668,9 +668,22 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
     }
 }
 
+/* Blocks per SM the brute-force kernels are compiled for.  The compiler's own choice (114 / 80
+ * registers for count / write: 2 / 3 blocks of 256 threads per SM, a quarter of the SM's warps;
+ * ncu, results/d4ce95a-nbr-profile-gpu.log) against 4 (64 registers, 250-500 bytes of spills), one
+ * H200 (results/<this commit's log>): open clusters of 1,024 atoms 0.0326 -> 0.0272 ms, but periodic
+ * boxes of 256 atoms (27 images, the longer loop) 0.0306 -> 0.0358 and 1hz5 even; the compiler's
+ * choice stays (1).  The frame lives in shared memory for every warp (a warp whose system differs
+ * from the block's first one computes its own into s_gw), so brute_item is inlined once: 128
+ * registers with spills before, 0.0318 -> 0.0306 ms at 256 atoms. */
+#ifndef NBR_BRUTE_MIN_BLOCKS
+#define NBR_BRUTE_MIN_BLOCKS 1
+#endif
 template <bool WRITE>
-__global__ void __launch_bounds__(TB) brute_kernel(const nbr_args a) {
+__global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const nbr_args a) {
     __shared__ geom s_g;      /* the frame of the system of the block's first item */
+    __shared__ geom s_gw[TB / 32]; /* a warp's own frame, when its system is another */
+    __shared__ int s_okw[TB / 32];
     __shared__ int64_t s_sys;
     __shared__ int s_ok;
     const int lane = threadIdx.x & 31;
@@ -697,16 +710,19 @@ __global__ void __launch_bounds__(TB) brute_kernel(const nbr_args a) {
             const int64_t slot = c * a.slices + w;
             const int64_t s = system_of(a.sys_start, a.n_systems, k);
             int64_t count = 0, gh = 0;
-            if (s == s_sys) {
-                if (s_ok)
-                    brute_item<WRITE>(a, a.pos, a.order, s_g, s, c, w, a.slices,
-                                      WRITE ? a.offs[slot] : 0, count, gh);
-            } else {
-                geom g;
-                if (setup_frame(a, s, g, !WRITE && lane == 0))
-                    brute_item<WRITE>(a, a.pos, a.order, g, s, c, w, a.slices,
-                                      WRITE ? a.offs[slot] : 0, count, gh);
+            /* the frame in shared memory either way (one brute_item, no frame in registers) */
+            const geom *gp = &s_g;
+            int ok = s_ok;
+            if (s != s_sys) {
+                const int wi = (int)(threadIdx.x >> 5);
+                if (lane == 0) s_okw[wi] = setup_frame(a, s, s_gw[wi], !WRITE);
+                __syncwarp();
+                gp = &s_gw[wi];
+                ok = s_okw[wi];
             }
+            if (ok)
+                brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices,
+                                  WRITE ? a.offs[slot] : 0, count, gh);
             if (!WRITE && lane == 0) {
                 a.counts[slot] = count;
                 ghosts = gh;

@@ -68,6 +68,12 @@ EOF
   echo "libyaml from _carry_gpu/debs (pkg-config: $(command -v pkg-config))"
 fi
 
+# structures carried compressed (name.pdb.xz: the carried tree is limited in size)
+for f in "$root"/_carry_gpu/shared/structures/*.pdb.xz; do
+  [ -e "$f" ] || continue
+  python3 -c "import lzma, sys; open(sys.argv[1][:-3], 'wb').write(lzma.open(sys.argv[1]).read())" "$f"
+done
+
 # models: converted from the carried NeuroChem archives, in the background while building
 models=$root/_carry_gpu/models
 if [ ! -f "$models/ani2x.yaml" ] || [ ! -f "$models/ani1x.yaml" ]; then
@@ -121,10 +127,15 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
        -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-} $VARIANT_DEFS" -DNNPOPS_TEST_MODEL_DIR="$models" \
        -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake-variant.log" 2>&1 &&
      cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
+    # VARIANT_BENCH_ARGS: one or more argument sets separated by ';'
+    IFS=';' read -r -a arg_sets <<< "${VARIANT_BENCH_ARGS:-}"
+    [ ${#arg_sets[@]} -eq 0 ] && arg_sets=("")
     for rep in 1 2; do
       for b in "$build" "$vb"; do
-        echo "-- $(basename "$b"), run $rep: bench_gpu ${VARIANT_BENCH_ARGS:-}"
-        timeout 120 "$b/tests/bench_gpu" ${VARIANT_BENCH_ARGS:-} 2>&1 | grep -E "^\| [a-z0-9]" | grep -v "^| system"
+        for args in "${arg_sets[@]}"; do
+          echo "-- $(basename "$b"), run $rep: bench_gpu $args"
+          timeout 120 "$b/tests/bench_gpu" $args 2>&1 | grep -E "^\| [a-z0-9]" | grep -v "^| system"
+        done
       done
     done
   else
