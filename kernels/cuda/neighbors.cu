@@ -668,14 +668,14 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
     }
 }
 
-/* Blocks per SM the brute-force kernels are compiled for.  The compiler's own choice (114 / 80
- * registers for count / write: 2 / 3 blocks of 256 threads per SM, a quarter of the SM's warps;
- * ncu, results/d4ce95a-nbr-profile-gpu.log) against 4 (64 registers, 250-500 bytes of spills), one
- * H200 (results/e013f55-gpu.log): open clusters of 1,024 atoms 0.0326 -> 0.0272 ms, but periodic
- * boxes of 256 atoms (27 images, the longer loop) 0.0306 -> 0.0358 and 1hz5 even; the compiler's
- * choice stays (1).  The frame lives in shared memory for every warp (a warp whose system differs
- * from the block's first one computes its own into s_gw), so brute_item is inlined once: 128
- * registers with spills before, 0.0318 -> 0.0306 ms at 256 atoms. */
+/* Blocks per SM the brute-force kernels are compiled for.  The frame lives in shared memory for
+ * every warp (a warp whose system differs from the block's first one computes its own into s_gw),
+ * so brute_item is inlined once: 113 / 114 registers (count / write) without spills, against 128
+ * with spills before (2 blocks of 256 threads per SM, a quarter of the SM's warps; ncu,
+ * results/d4ce95a-nbr-profile-gpu.log); 256-atom periodic list 0.0318 -> 0.0306 ms.  At 4 blocks per
+ * SM (64 registers, 250-500 bytes of spills) one H200 (results/e013f55-gpu.log) gave open clusters of
+ * 1,024 atoms 0.0326 -> 0.0272 ms but periodic boxes of 256 atoms (27 images, the longer loop)
+ * 0.0306 -> 0.0358 and 1hz5 even: 1 stays. */
 #ifndef NBR_BRUTE_MIN_BLOCKS
 #define NBR_BRUTE_MIN_BLOCKS 1
 #endif
