@@ -42,3 +42,12 @@ nnpops_unit_cases(model ${CMAKE_CURRENT_LIST_DIR}/test_model.c
   unknown_key bad_units bad_name device_not_built no_device bad_device bad_args accessors_null
   ani_ok ani_no_weights weights_checksum weights_missing_file weights_bad_sha wrong_tensor_shape
   missing_tensor potential_error)
+
+# The ANI GPU step's host-side plan (potentials/ani/ani_cuda.c: side streams, work space); built
+# with the CUDA backend, needs no device.
+if(NNPOPS_ENABLE_CUDA)
+  nnpops_unit_cases(ani_layout ${CMAKE_CURRENT_LIST_DIR}/test_ani_layout.c
+    protein water small one_large float64 single work)
+  target_compile_definitions(test_unit_ani_layout_protein PRIVATE NNPOPS_HAVE_CUDA=1)
+  target_link_libraries(test_unit_ani_layout_protein PRIVATE CUDA::cudart CUDA::cublas)
+endif()

@@ -1,0 +1,156 @@
+/*
+ * test_ani_layout.c - the host-side plan of the ANI GPU step (potentials/ani/ani_cuda.c), which
+ * needs no device: how many side streams a step uses (nnpops__ani_cuda_side_streams: their cuBLAS
+ * handles get work space in the arena only then) and its work space (nnpops__ani_cuda_work_bytes).
+ * The networks have ANI-2x's widths (1008 inputs, 7 species, 8 members); the column counts are
+ * those of the bench systems.  Built with the CUDA backend only (label unit: no GPU needed).
+ *
+ *   protein   float32, 1hz5's species (478 H, 314 C, 77 N, 103 O, 1 S): S on the small-n path, the
+ *             four others on concurrent branches: 3 side streams
+ *   water     float32, 2,000 H and 1,000 O: 2 branches, 1 side stream
+ *   small     float32, alanine (7 H, 3 C, 1 N, 2 O): every species on the small-n path, 0
+ *   one_large float32, 100 H beside 40 C: the large species runs on a side stream beside the small
+ *             species' networks on the step's stream: 1
+ *   float64   float64 with 1hz5's species: no small-n path, five species on four branches: 3
+ *   single    float64, one species: 0
+ *   work      the work space grows with the columns and is the same for float32 with the tensor
+ *             cores on or off only where no species uses them (fewer than 256 atoms each)
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "internal.h"
+#include "potentials/ani/ani.h"
+
+static nnpops__ani g_ani;
+static nnpops_model g_model;
+
+/* ANI-2x's network widths (H, C, N, O, S, F, Cl), 8 members */
+static void setup(nnpops_precision prec) {
+    static const int32_t w[7][5] = {
+        {1008, 256, 192, 160, 1}, {1008, 224, 192, 160, 1}, {1008, 192, 160, 128, 1},
+        {1008, 192, 160, 128, 1}, {1008, 160, 128, 96, 1},  {1008, 160, 128, 96, 1},
+        {1008, 160, 128, 96, 1},
+    };
+    memset(&g_ani, 0, sizeof g_ani);
+    memset(&g_model, 0, sizeof g_model);
+    g_ani.aev.aev_len = 1008;
+    g_ani.n_species = 7;
+    g_ani.ensemble = 8;
+    g_ani.precision = prec;
+    g_ani.elem_size = prec == NNPOPS_FLOAT64 ? 8 : 4;
+    for (int s = 0; s < 7; s++) {
+        g_ani.n_layers[s] = 4;
+        for (int l = 0; l < 5; l++) g_ani.width[s][l] = w[s][l];
+    }
+    g_ani.max_width = 256;
+    g_ani.max_width1 = 256;
+    g_ani.max_hidden_sum = 352;
+    g_model.impl = &g_ani;
+}
+
+/* A step with these atoms per species (H, C, N, O, S, F, Cl); tensor_cores auto. */
+static nnpops__dstep step_of(const int64_t counts[7]) {
+    nnpops__dstep st;
+    memset(&st, 0, sizeof st);
+    int64_t cols = 0;
+    for (int s = 0; s < 7; s++) {
+        st.col_count[s] = counts[s];
+        st.col_start[s] = cols;
+        cols += (counts[s] + 31) / 32 * 32;
+    }
+    st.n_cols = cols;
+    st.tensor_cores = 2;
+    st.n_side = NNPOPS__SIDE_STREAMS;
+    return st;
+}
+
+static int sides(nnpops_precision prec, const int64_t counts[7]) {
+    setup(prec);
+    const nnpops__dstep st = step_of(counts);
+    const int n = nnpops__ani_cuda_side_streams(&g_model, &st);
+    printf("%s, atoms per species %lld %lld %lld %lld %lld %lld %lld: %d side streams, %zu bytes of "
+           "work space\n",
+           prec == NNPOPS_FLOAT64 ? "float64" : "float32", (long long)counts[0],
+           (long long)counts[1], (long long)counts[2], (long long)counts[3], (long long)counts[4],
+           (long long)counts[5], (long long)counts[6], n,
+           nnpops__ani_cuda_work_bytes(&g_model, &st));
+    return n;
+}
+
+static int case_protein(void) {
+    const int64_t c[7] = {478, 314, 77, 103, 1, 0, 0};
+    CHECK(sides(NNPOPS_FLOAT32, c) == 3);
+    return 0;
+}
+
+static int case_water(void) {
+    const int64_t c[7] = {2000, 0, 0, 1000, 0, 0, 0};
+    CHECK(sides(NNPOPS_FLOAT32, c) == 1);
+    return 0;
+}
+
+static int case_small(void) {
+    const int64_t c[7] = {7, 3, 1, 2, 0, 0, 0};
+    CHECK(sides(NNPOPS_FLOAT32, c) == 0);
+    return 0;
+}
+
+static int case_one_large(void) {
+    const int64_t c[7] = {100, 40, 0, 0, 0, 0, 0};
+    CHECK(sides(NNPOPS_FLOAT32, c) == 1);
+    return 0;
+}
+
+static int case_float64(void) {
+    const int64_t c[7] = {478, 314, 77, 103, 1, 0, 0};
+    CHECK(sides(NNPOPS_FLOAT64, c) == 3);
+    return 0;
+}
+
+static int case_single(void) {
+    const int64_t c[7] = {0, 0, 0, 50, 0, 0, 0};
+    CHECK(sides(NNPOPS_FLOAT64, c) == 0);
+    return 0;
+}
+
+static int case_work(void) {
+    setup(NNPOPS_FLOAT32);
+    const int64_t a[7] = {200, 100, 0, 0, 0, 0, 0}, b[7] = {2000, 1000, 0, 0, 0, 0, 0};
+    nnpops__dstep sa = step_of(a), sb = step_of(b);
+    const size_t wa = nnpops__ani_cuda_work_bytes(&g_model, &sa),
+                 wb = nnpops__ani_cuda_work_bytes(&g_model, &sb);
+    printf("work space: %zu bytes (200 H, 100 C), %zu bytes (2,000 H, 1,000 C)\n", wa, wb);
+    CHECK(wa > 0 && wb > wa);
+    /* below 256 atoms per species, tensor_cores auto uses no stacked operands: equal to off */
+    nnpops__dstep off = sa;
+    off.tensor_cores = 0;
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off) == wa);
+    /* above, the stacked operands of the 3xTF32 products are extra work space */
+    off = sb;
+    off.tensor_cores = 0;
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off) < wb);
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(void);
+} cases[] = {
+    {"protein", case_protein}, {"water", case_water},     {"small", case_small},
+    {"one_large", case_one_large}, {"float64", case_float64}, {"single", case_single},
+    {"work", case_work},
+};
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CASE\n", argv[0]);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) return cases[i].fn();
+    }
+    fprintf(stderr, "unknown case '%s'\n", argv[1]);
+    return 2;
+}
