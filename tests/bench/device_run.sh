@@ -3,7 +3,8 @@
 # the GPU benchmark, and write the logs under $OUT (default ./device-out).  Run from the repository
 # root.  Inputs that are not in the repository come from _carry_gpu/ (git-ignored):
 #   _carry_gpu/neurochem/   ani-2x_8x / ani-1x_8x archives + .info  (converted here into _carry_gpu/models)
-#   _carry_gpu/shared/      reference/*.json and structures/*.pdb   (NNPOPS_SHARED_DIR)
+#   _carry_gpu/shared/      reference/*.json and structures/*.pdb (or *.pdb.xz, unpacked here)
+#                           (NNPOPS_SHARED_DIR)
 #   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
 # Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|all|tests+bench+model...]
 #        [extra bench arguments]
