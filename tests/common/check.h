@@ -61,6 +61,23 @@ static inline double test_rand(unsigned long long *state) {
     return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
+/* The cases of a test program: main() runs the one its only argument names. */
+typedef struct test_case {
+    const char *name;
+    int (*fn)(void);
+} test_case;
+
+static inline int test_main(int argc, char **argv, const test_case *cases, size_t n) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CASE\n", argv[0]);
+        return 2;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(argv[1], cases[i].name) == 0) return cases[i].fn();
+    fprintf(stderr, "unknown case '%s'\n", argv[1]);
+    return 2;
+}
+
 /* Reference data: under CI=true a missing file is a failure, elsewhere a skip. */
 static inline int test_missing_data(const char *path) {
     const char *ci = getenv("CI");

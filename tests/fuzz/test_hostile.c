@@ -485,11 +485,6 @@ static int case_network_larger_than_weights(void) {
     return 0;
 }
 
-typedef struct test_case {
-    const char *name;
-    int (*run)(void);
-} test_case;
-
 static const test_case cases[] = {
     {"tiny_ok", case_tiny_ok},
     {"weights_directory", case_weights_directory},
@@ -512,12 +507,5 @@ static const test_case cases[] = {
 };
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strcmp(argv[1], cases[i].name) == 0) return cases[i].run();
-    fprintf(stderr, "unknown case '%s'\n", argv[1]);
-    return 2;
+    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

@@ -134,23 +134,12 @@ static int case_work(void) {
     return 0;
 }
 
-static const struct {
-    const char *name;
-    int (*fn)(void);
-} cases[] = {
+static const test_case cases[] = {
     {"protein", case_protein}, {"water", case_water},     {"small", case_small},
     {"one_large", case_one_large}, {"float64", case_float64}, {"single", case_single},
     {"work", case_work},
 };
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) return cases[i].fn();
-    }
-    fprintf(stderr, "unknown case '%s'\n", argv[1]);
-    return 2;
+    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

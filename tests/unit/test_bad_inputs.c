@@ -858,11 +858,6 @@ static int case_zero_atoms(void) {
     return 0;
 }
 
-typedef struct test_case {
-    const char *name;
-    int (*run)(void);
-} test_case;
-
 static const test_case cases[] = {
     {"struct_size", case_struct_size},
     {"null_pointers", case_null_pointers},
@@ -897,7 +892,7 @@ int main(int argc, char **argv) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             int rc = load_model();
             if (rc) return rc;
-            rc = cases[i].run();
+            rc = cases[i].fn();
             nnpops_model_destroy(model);
             return rc;
         }

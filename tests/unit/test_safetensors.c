@@ -458,10 +458,7 @@ static int case_many_tensors(void) {
     return 0;
 }
 
-static const struct {
-    const char *name;
-    int (*fn)(void);
-} cases[] = {
+static const test_case cases[] = {
     {"valid", case_valid},
     {"wrong_dtype", case_wrong_dtype},
     {"wrong_shape", case_wrong_shape},
@@ -481,13 +478,5 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) return cases[i].fn();
-    }
-    fprintf(stderr, "unknown case '%s'\n", argv[1]);
-    return 2;
+    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }

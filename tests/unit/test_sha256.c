@@ -77,23 +77,12 @@ static int case_boundaries(void) {
     return 0;
 }
 
-static const struct {
-    const char *name;
-    int (*fn)(void);
-} cases[] = {
+static const test_case cases[] = {
     {"empty", case_empty},         {"abc", case_abc},
     {"448bit", case_448bit},       {"896bit", case_896bit},
     {"million_a", case_million_a}, {"boundaries", case_boundaries},
 };
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) return cases[i].fn();
-    }
-    fprintf(stderr, "unknown case '%s'\n", argv[1]);
-    return 2;
+    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
