@@ -15,7 +15,7 @@
 #   alone, PROFILE_SECTIONS the ncu sections of both); soak: GPU soak runs of tests/slow/soak.c.
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
-#   definitions (see below).
+#   definitions (see below).  TESTS_REGEX: only the GPU tests whose names match (ctest -R).
 set -u
 what=${1:-all}
 shift || true
@@ -107,7 +107,7 @@ case "$what" in *profile*|all) run_profile=1;; *) run_profile=0;; esac
 case "$what" in *model*|all) run_model=1;; *) run_model=0;; esac
 if [ $run_tests = 1 ]; then
   echo "== ctest -L gpu"
-  (cd "$build" && ctest -L gpu -FA models --output-on-failure -V --timeout 150 -j 3 \
+  (cd "$build" && ctest -L gpu ${TESTS_REGEX:+-R "$TESTS_REGEX"} -FA models --output-on-failure -V --timeout 150 -j 3 \
      > "$out/ctest.log" 2>&1; echo "ctest rc=$?" >> "$out/ctest.log")
   grep -E "Test +#|tests passed|tests failed|ctest rc|\*\*\*" "$out/ctest.log"
 fi
