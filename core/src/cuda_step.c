@@ -34,7 +34,8 @@
  * CUDA graphs (option cuda_graphs, launch_step): device steps 1-6 are exactly what a graph holds.
  * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work spaces
  * (cublasSetWorkspace on the arena for the main handle and the side-stream handles the potential's
- * step uses, bound before the step, so cuBLAS never allocates while capturing), reads the host inputs or the device status is OUTSIDE the enqueued region; inside it
+ * step uses, bound before the step, so cuBLAS never allocates while capturing), reads the host
+ * inputs or the device status is OUTSIDE the enqueued region; inside it
  * there are only async copies from/to the pinned buffers, memsets, kernel launches, cub calls on
  * preallocated work space and cuBLAS GEMMs on the context's stream, and work the potential forks
  * onto the context's side streams (their own cuBLAS handles) and joins back with events, which a
@@ -335,7 +336,7 @@ static nnpops_status new_blas(cublasHandle_t *h, cudaStream_t stream) {
 
 /* The cuBLAS work spaces of the context's handles in the arena from `work` on: the main handle's,
  * then those of the first `sides` side-stream handles (the ones the potential's step uses,
- * vt->cuda_side_streams), CUBLAS_WORK_BYTES each, so that no GEMM of a step (nor of a captured
+ * vt->cuda_work_bytes), CUBLAS_WORK_BYTES each, so that no GEMM of a step (nor of a captured
  * graph) uses cuBLAS's own pool. */
 static nnpops_status set_workspaces(nnpops__cuda_ctx *c, char *work, int sides) {
     cublasStatus_t b = cublasSetWorkspace(c->blas, work, CUBLAS_WORK_BYTES);
@@ -427,11 +428,6 @@ static nnpops_status grow_pinned(void **p, size_t *have, size_t bytes, const cha
     return NNPOPS_OK;
 }
 
-/* The side streams the potential's step uses (their cuBLAS handles get work space in the arena). */
-static int side_streams(const nnpops_model *m, const nnpops__dstep *ds) {
-    return m->vt->cuda_side_streams ? m->vt->cuda_side_streams(m, ds) : 0;
-}
-
 static void layout_of(const step_sizes *z, size_t pot_work, int sides, step_layout *L) {
     size_t cur = 0;
 #define TAKE(field, bytes)                                                                        \
@@ -478,6 +474,15 @@ static void layout_of(const step_sizes *z, size_t pot_work, int sides, step_layo
     TAKE(det_work, L->det_work_bytes);
     L->total = cur;
 #undef TAKE
+}
+
+/* The layout of a step with the potential's needs for it: its work space and the side streams
+ * whose cuBLAS handles get work space (vt->cuda_work_bytes). */
+static void step_layout_of(const nnpops_model *m, const step_sizes *z, const nnpops__dstep *ds,
+                           step_layout *L) {
+    int sides = 0;
+    const size_t pot = m->vt->cuda_work_bytes ? m->vt->cuda_work_bytes(m, ds, &sides) : 0;
+    layout_of(z, pot, sides, L);
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
@@ -872,8 +877,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
         ds->capacity = z->capacity;
         P.max_angular = c->max_angular;
         /* the potential's work space depends on the columns only */
-        const size_t pot = m->vt->cuda_work_bytes ? m->vt->cuda_work_bytes(m, ds) : 0;
-        layout_of(z, pot, side_streams(m, ds), &P.L);
+        step_layout_of(m, z, ds, &P.L);
         TRY(grow_arena(&c->dev, &c->dev_bytes, L->total, c->stream, c->device, "GPU work space"));
         TRY(grow_pinned(&c->pin_out, &c->pin_out_bytes, L->d2h_end - L->out0,
                         "GPU output staging"));
@@ -1307,8 +1311,7 @@ static nnpops_status device_plan(nnpops__cuda_ctx *c, const nnpops_model *m,
         z->capacity = v->capacity;
         ds->capacity = z->capacity;
         P.max_angular = c->max_angular;
-        const size_t pot = m->vt->cuda_work_bytes ? m->vt->cuda_work_bytes(m, ds) : 0;
-        layout_of(z, pot, side_streams(m, ds), &P.L);
+        step_layout_of(m, z, ds, &P.L);
         const step_layout *L = &P.L;
         TRY(grow_arena(&v->dev, &v->dev_bytes, L->total, stream, c->device,
                        "GPU work space of the device entry"));

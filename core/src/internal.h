@@ -180,11 +180,11 @@ typedef struct nnpops__potential_vt {
     nnpops_status (*upload)(nnpops_model *model);
     /* Frees model->device_data (never fails; called before destroy). */
     void (*release_device)(nnpops_model *model);
-    /* Device work space (bytes) that compute_cuda needs for this step's sizes. */
-    size_t (*cuda_work_bytes)(const nnpops_model *model, const struct nnpops__dstep *step);
-    /* How many of the step's side streams (step->side_stream[0 ..]) compute_cuda uses for these
-     * sizes (0 .. NNPOPS__SIDE_STREAMS; NULL: none): their cuBLAS handles get work space. */
-    int (*cuda_side_streams)(const nnpops_model *model, const struct nnpops__dstep *step);
+    /* Device work space (bytes) that compute_cuda needs for this step's sizes, and in
+     * *side_streams how many of the step's side streams (step->side_stream[0 ..]) it uses
+     * (0 .. NNPOPS__SIDE_STREAMS): their cuBLAS handles get work space too. */
+    size_t (*cuda_work_bytes)(const nnpops_model *model, const struct nnpops__dstep *step,
+                              int *side_streams);
     /* One step on the device: enqueues kernels on step->stream; never allocates or syncs. */
     nnpops_status (*compute_cuda)(const nnpops_model *model, const struct nnpops__dstep *step);
 } nnpops__potential_vt;
@@ -425,8 +425,8 @@ void nnpops__cuda_model_release(nnpops_model *model);
 /* potentials/ani/ani_cuda.c: the ANI GPU hooks (listed in nnpops__ani_vt). */
 nnpops_status nnpops__ani_upload(nnpops_model *model);
 void nnpops__ani_release_device(nnpops_model *model);
-size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step);
-int nnpops__ani_cuda_side_streams(const nnpops_model *model, const nnpops__dstep *step);
+size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
+                                   int *side_streams);
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
 #endif /* NNPOPS_HAVE_CUDA */
 /* ==== end of the CUDA backend block ============================================================ */

@@ -545,7 +545,6 @@ const nnpops__potential_vt nnpops__ani_vt = {
     .upload = nnpops__ani_upload,
     .release_device = nnpops__ani_release_device,
     .cuda_work_bytes = nnpops__ani_cuda_work_bytes,
-    .cuda_side_streams = nnpops__ani_cuda_side_streams,
     .compute_cuda = nnpops__ani_compute_cuda,
 #endif
 };

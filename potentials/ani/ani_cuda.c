@@ -35,7 +35,7 @@
  *     no work space): one launch per layer over all small species, forward and backward, and one
  *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
  *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
- *     activation block (32 or 64 columns).
+ *     activation block (its atoms rounded up to 32 columns).
  *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
  *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
  *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
@@ -341,13 +341,13 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     return L;
 }
 
-size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step) {
-    return layout_of(model->impl, step).total;
-}
-
-int nnpops__ani_cuda_side_streams(const nnpops_model *model, const nnpops__dstep *step) {
-    const int n = layout_of(model->impl, step).n_branch - 1;
-    return n < 0 ? 0 : (n > NNPOPS__SIDE_STREAMS ? NNPOPS__SIDE_STREAMS : n);
+size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
+                                   int *side_streams) {
+    const ani_layout L = layout_of(model->impl, step);
+    /* branch b > 0 runs on side stream b - 1 */
+    const int n = L.n_branch - 1;
+    *side_streams = n < 0 ? 0 : (n > NNPOPS__SIDE_STREAMS ? NNPOPS__SIDE_STREAMS : n);
+    return L.total;
 }
 
 #define TRY(x) NNPOPS__TRY(x)

@@ -1,7 +1,7 @@
 /*
  * test_ani_layout.c - the host-side plan of the ANI GPU step (potentials/ani/ani_cuda.c), which
- * needs no device: how many side streams a step uses (nnpops__ani_cuda_side_streams: their cuBLAS
- * handles get work space in the arena only then) and its work space (nnpops__ani_cuda_work_bytes).
+ * needs no device: its work space and how many side streams the step uses (both from
+ * nnpops__ani_cuda_work_bytes; the side streams' cuBLAS handles get work space only then).
  * The networks have ANI-2x's widths (1008 inputs, 7 species, 8 members); the column counts are
  * those of the bench systems.  Built with the CUDA backend only (label unit: no GPU needed).
  *
@@ -86,13 +86,14 @@ static const plan_case plans[] = {
 static int run_plan(const plan_case *p) {
     setup(p->prec);
     const nnpops__dstep st = step_of(p->counts);
-    const int n = nnpops__ani_cuda_side_streams(&g_model, &st);
+    int n = -1;
+    const size_t bytes = nnpops__ani_cuda_work_bytes(&g_model, &st, &n);
     const int64_t *c = p->counts;
     printf("%s, atoms per species %lld %lld %lld %lld %lld %lld %lld: %d side streams (want %d), "
            "%zu bytes of work space\n",
            p->prec == NNPOPS_FLOAT64 ? "float64" : "float32", (long long)c[0], (long long)c[1],
            (long long)c[2], (long long)c[3], (long long)c[4], (long long)c[5], (long long)c[6], n,
-           p->want, nnpops__ani_cuda_work_bytes(&g_model, &st));
+           p->want, bytes);
     CHECK(n == p->want);
     return 0;
 }
@@ -101,18 +102,19 @@ static int case_work(void) {
     setup(NNPOPS_FLOAT32);
     const int64_t a[7] = {200, 100, 0, 0, 0, 0, 0}, b[7] = {2000, 1000, 0, 0, 0, 0, 0};
     nnpops__dstep sa = step_of(a), sb = step_of(b);
-    const size_t wa = nnpops__ani_cuda_work_bytes(&g_model, &sa),
-                 wb = nnpops__ani_cuda_work_bytes(&g_model, &sb);
+    int sides = 0;
+    const size_t wa = nnpops__ani_cuda_work_bytes(&g_model, &sa, &sides),
+                 wb = nnpops__ani_cuda_work_bytes(&g_model, &sb, &sides);
     printf("work space: %zu bytes (200 H, 100 C), %zu bytes (2,000 H, 1,000 C)\n", wa, wb);
     CHECK(wa > 0 && wb > wa);
     /* below 256 atoms per species, tensor_cores auto uses no stacked operands: equal to off */
     nnpops__dstep off = sa;
     off.tensor_cores = 0;
-    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off) == wa);
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) == wa);
     /* above, the stacked operands of the 3xTF32 products are extra work space */
     off = sb;
     off.tensor_cores = 0;
-    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off) < wb);
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) < wb);
     return 0;
 }
 
