@@ -87,9 +87,13 @@ fi
 
 build=$root/build-gpu
 t0=$(date +%s)
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-}" -DNNPOPS_TEST_MODEL_DIR="$models" \
-  -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+# configure_cuda DIR DEFS: the CUDA build in DIR, with the C / CUDA definitions DEFS
+configure_cuda() {
+  cmake -S "$root" -B "$1" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_FLAGS="$2" -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-} $2" \
+    -DNNPOPS_TEST_MODEL_DIR="$models" -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared"
+}
+configure_cuda "$build" "" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 case "$what" in
   *model*|all) targets="";;
   *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu test_slow_soak";;
@@ -123,10 +127,7 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
   # the variant in turn, twice each
   vb=$root/build-gpu-variant
   echo "== variant build: $VARIANT_DEFS"
-  if cmake -S "$root" -B "$vb" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
-       -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_FLAGS="$VARIANT_DEFS" \
-       -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-} $VARIANT_DEFS" -DNNPOPS_TEST_MODEL_DIR="$models" \
-       -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared" > "$out/cmake-variant.log" 2>&1 &&
+  if configure_cuda "$vb" "$VARIANT_DEFS" > "$out/cmake-variant.log" 2>&1 &&
      cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
     # VARIANT_BENCH_ARGS: one or more argument sets separated by ';'
     IFS=';' read -r -a arg_sets <<< "${VARIANT_BENCH_ARGS:-}"
