@@ -12,7 +12,8 @@
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
 #   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex" ncu
 #   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
-#   alone, PROFILE_SECTIONS the ncu sections of both); soak: GPU soak runs of tests/slow/soak.c.
+#   alone, PROFILE_SECTIONS the ncu sections of both, PROFILE_CACHE=none keeps the caches warm between
+#   the kernels of the per-kernel times: ncu flushes them by default); soak: GPU soak runs of tests/slow/soak.c.
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
 #   definitions (see below).  TESTS_REGEX: only the GPU tests whose names match (ctest -R).
@@ -172,8 +173,8 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
   else systems=(alanine 1hz5 "water 10^3"); fi
   for sys in "${systems[@]}"; do
     echo "---- $sys" >> "$out/profile.log"
-    timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
-      --launch-count 600 "$build/tests/bench_gpu" --only "$sys" --steps 1 --no-graphs --no-tc-compare \
+    timeout 150 ncu --clock-control none --cache-control "${PROFILE_CACHE:-all}" --metrics gpu__time_duration.sum \
+      --print-summary per-kernel --launch-count 600 "$build/tests/bench_gpu" --only "$sys" --steps 1 --no-graphs --no-tc-compare \
       >> "$out/profile.log" 2>&1
     echo "ncu rc=$? ($sys)"
   done
@@ -203,8 +204,8 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
   fi
   for n in ${PROFILE_NBR:-}; do
     echo "---- neighbors $n" >> "$out/profile.log"
-    timeout 100 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
-      --launch-count 60 "$build/tests/bench_gpu" --nbr-only "$n" >> "$out/profile.log" 2>&1
+    timeout 100 ncu --clock-control none --cache-control "${PROFILE_CACHE:-all}" --metrics gpu__time_duration.sum \
+      --print-summary per-kernel --launch-count 60 "$build/tests/bench_gpu" --nbr-only "$n" >> "$out/profile.log" 2>&1
     echo "ncu rc=$? (neighbors $n)"
   done
 fi
