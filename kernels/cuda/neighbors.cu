@@ -37,7 +37,11 @@
  *                lane forms the vector to each image in double by increments (a few additions per
  *                image) and runs the exact test only where that is within cutoff (1 + 1e-9) plus
  *                a bound of its rounding; the frame of a system is computed once per block (the
- *                system of the block's first item) instead of once per warp.  For small systems,
+ *                system of the block's first item) instead of once per warp.  A wide cell (every
+ *                periodic width at least 2 reach (1 + 1e-6)) skips the image loop: an atom has at
+ *                most one image within reach, the one nearest in wrapped fractional offset on
+ *                every periodic axis, and its exact test decides (the plan counts one candidate
+ *                per atom there, 1.5 times an open system's test).  For small systems,
  *                where the launches of a cell list cost more than the tests.  Center mode: two
  *                launches (count, write) when the counts are few enough for the last block of the
  *                count kernel to scan them (see "Launches" below), else four.
@@ -135,6 +139,7 @@ using namespace nnpops_cuda;
 namespace {
 
 const double REACH_REL = 1e-9, REACH_ABS = 1e-9;
+const double WIDE_MARGIN = 1e-6; /* relative margin of the wide-cell test (wide_cell) */
 const double FLT_REL = 1e-5; /* relative margin of the float32 thresholds of the fast cell list */
 
 const int TB = 256;           /* threads per block of the multi-block kernels */
@@ -152,6 +157,7 @@ const int FAST_Q_SURE = 1 << 15; /* write pass: a queued candidate the float tes
 const int64_t PLAN_SMALL_MAX_COST = 2048;
 const double PLAN_BRUTE_MAX_CAND = 8192;
 const double PLAN_BRUTE_MAX_COST = 6e6;     /* tests of one system (x3 with images) */
+const double PLAN_WIDE_FACTOR = 1.5;         /* cost of a wide cell's test (fractional offsets) */
 const double PLAN_BRUTE_CAND_PER_WARP = 256; /* candidates a warp sweeps for a center */
 const double PLAN_BRUTE_MIN_WARPS = 2048;     /* ... unless that leaves fewer warps than this */
 
@@ -314,6 +320,17 @@ __device__ __forceinline__ void load3(const double *p, int64_t i, double x[3]) {
 
 __device__ __forceinline__ double frac(const geom &g, const double x[3], int k) {
     return dot3(x, g.rec + 3 * k);
+}
+
+/* Every periodic axis of the frame at least twice the reach wide (with a margin far above the
+ * rounding of the fractional offsets): an atom has at most one image within the reach of a
+ * center.  A system without periodic axes is not `wide` (it has one image anyway). */
+__device__ __forceinline__ bool wide_cell(const nbr_args &a, const geom &g) {
+    if (!g.any_per) return false;
+    const double need = 2.0 * a.reach * (1.0 + WIDE_MARGIN);
+    for (int q = 0; q < 3; q++)
+        if (g.per[q] && !(g.w[q] >= need)) return false;
+    return true;
 }
 
 /* h . H for an integer image h (explicit roundings). */
@@ -616,6 +633,41 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
     }
     int nc[3];
     for (int q = 0; q < 3; q++) nc[q] = g.per[q] ? (int)floor(frac(g, xc, q)) : 0;
+    if (wide_cell(a, g)) {
+        /* every periodic width at least twice the reach: of an atom's images at most one lies
+         * within the reach of c, the one whose wrapped fractional offset fb from c is nearest to
+         * zero on every periodic axis (|fb_q + i_q| w_q <= |v| < reach <= w_q / 2 leaves one
+         * i_q = -rint(fb_q)); its exact test is the whole test (the same shift, vector and
+         * decision as the image loop below, which accepts no other image) */
+        double fc[3] = {0, 0, 0};
+        for (int q = 0; q < 3; q++)
+            if (g.per[q]) fc[q] = dsub(frac(g, xc, q), (double)nc[q]);
+        int64_t e = base;
+        for (int64_t t0 = lo; t0 < hi; t0 += 32) {
+            const int64_t t = t0 + lane;
+            bool acc = false;
+            int64_t j = 0;
+            int sh[3] = {0, 0, 0};
+            double r[3] = {0, 0, 0}, d2 = 0;
+            if (t < hi) {
+                j = order[a0 + t];
+                double xj[3];
+                load3(pos, j, xj);
+                for (int q = 0; q < 3; q++) {
+                    if (!g.per[q]) continue;
+                    const double fj = frac(g, xj, q), nj = floor(fj);
+                    /* shift = image i_q + nc_q - nj_q, as in the loop */
+                    sh[q] = nc[q] - (int)nj - (int)rint(dsub(dsub(fj, nj), fc[q]));
+                }
+                if (!(j == c && (sh[0] | sh[1] | sh[2]) == 0)) {
+                    pair_vector(g.h, xc, xj, sh[0], sh[1], sh[2], r, d2);
+                    acc = d2 < a.cut2 && keep_pair(a, c, j, sh[0], sh[1], sh[2]);
+                }
+            }
+            brute_emit<WRITE>(a, acc, c, j, sh[0], sh[1], sh[2], r, d2, e, count, ghosts);
+        }
+        return;
+    }
     double hm[3];
     for (int q = 0; q < 3; q++)
         hm[q] = fmax(fabs(g.h[3 * q]), fmax(fabs(g.h[3 * q + 1]), fabs(g.h[3 * q + 2])));
@@ -738,9 +790,11 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
 template <bool WRITE>
 __device__ __forceinline__ void small_pass(const nbr_args &a, const double *s_pos,
                                            const int32_t *s_order, long long *s_off,
-                                           long long &ghosts) {
+                                           geom *s_gw, int *s_okw, long long &ghosts) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    geom g;            /* the frame of system gs (a warp's centers mostly share one) */
+    /* the frame of system gs (a warp's centers mostly share one), in shared memory: lane 0
+     * computes it, and the item code reads it from there (no frame in registers) */
+    const geom &g = s_gw[warp];
     int64_t gs = -1;
     bool gok = false;
     for (int64_t k = warp; k < a.n_atoms; k += nw) {
@@ -749,7 +803,10 @@ __device__ __forceinline__ void small_pass(const nbr_args &a, const double *s_po
         const int64_t s = system_of(a.sys_start, a.n_systems, k);
         if (s != gs) {
             gs = s;
-            gok = setup_frame(a, s, g, !WRITE && lane == 0);
+            __syncwarp();
+            if (lane == 0) s_okw[warp] = setup_frame(a, s, s_gw[warp], !WRITE);
+            __syncwarp();
+            gok = s_okw[warp] != 0;
         }
         int64_t count = 0, gh = 0;
         if (gok)
@@ -766,6 +823,8 @@ __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
     __shared__ double s_pos[3 * SMALL_MAX];
     __shared__ int32_t s_order[SMALL_MAX];
     __shared__ long long s_warp[32];
+    __shared__ geom s_gw[SMALL_TB / 32];
+    __shared__ int s_okw[SMALL_TB / 32];
     __shared__ unsigned long long s_ghosts;
     const int nc = (int)a.n_centers, na = (int)a.n_atoms;
     if (threadIdx.x == 0) s_ghosts = 0;
@@ -774,7 +833,7 @@ __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
     for (int i = threadIdx.x; i < na; i += blockDim.x) s_order[i] = a.order[i];
     __syncthreads();
     long long ghosts = 0;
-    small_pass<false>(a, s_pos, s_order, s_off, ghosts);
+    small_pass<false>(a, s_pos, s_order, s_off, s_gw, s_okw, ghosts);
     if (ghosts) atomicAdd(&s_ghosts, (unsigned long long)ghosts);
     __syncthreads();
     block_scan_shared(s_off, nc + 1, s_warp); /* s_off[nc] (zero) becomes the total */
@@ -786,7 +845,7 @@ __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
         a.status->n_half = (total + (int64_t)s_ghosts) / 2;
         if (total > a.capacity) atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_OVERFLOW);
     }
-    small_pass<true>(a, s_pos, s_order, s_off, ghosts);
+    small_pass<true>(a, s_pos, s_order, s_off, s_gw, s_okw, ghosts);
 }
 
 /* After the scan (old flow: general cell list, half mode): start[c] = offsets of every center
@@ -1733,7 +1792,9 @@ extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_star
         if (n_s > max_n) max_n = n_s;
         total_n += n_s;
         double nimg = 1;
+        int wide = 0;
         if (cells && pbc && (pbc[3 * s] || pbc[3 * s + 1] || pbc[3 * s + 2])) {
+            wide = 1;
             const double *h = cells + 9 * s;
             double cr[3][3], det = 0;
             for (int k = 0; k < 3; k++) {
@@ -1751,11 +1812,13 @@ extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_star
                 if (!(im < 1e6)) im = 1e6;
                 nimg *= 2 * im + 1;
                 if (!(wk >= reach * (1.0 + 1e-6))) thin = 1;
+                if (!(wk >= 2.0 * reach * (1.0 + WIDE_MARGIN))) wide = 0;
             }
         }
-        const double cand = n_s * nimg;
+        /* a wide cell (wide_cell): one image per candidate, found without the image loop */
+        const double cand = wide ? n_s : n_s * nimg;
         if (cand > max_cand) max_cand = cand;
-        const double c_s = n_s * cand * (nimg > 1 ? 3.0 : 1.0);
+        const double c_s = n_s * cand * (wide ? PLAN_WIDE_FACTOR : (nimg > 1 ? 3.0 : 1.0));
         cost += c_s;
         if (c_s > max_cost) max_cost = c_s;
     }
