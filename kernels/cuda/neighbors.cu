@@ -41,7 +41,7 @@
  *                periodic width at least 2 reach (1 + 1e-6)) skips the image loop: an atom has at
  *                most one image within reach, the one nearest in wrapped fractional offset on
  *                every periodic axis, and its exact test decides (the plan counts one candidate
- *                per atom there, 1.5 times an open system's test).  For small systems,
+ *                per atom there, 3.5 times an open system's test).  For small systems,
  *                where the launches of a cell list cost more than the tests.  Center mode: two
  *                launches (count, write) when the counts are few enough for the last block of the
  *                count kernel to scan them (see "Launches" below), else four.
@@ -157,7 +157,10 @@ const int FAST_Q_SURE = 1 << 15; /* write pass: a queued candidate the float tes
 const int64_t PLAN_SMALL_MAX_COST = 2048;
 const double PLAN_BRUTE_MAX_CAND = 8192;
 const double PLAN_BRUTE_MAX_COST = 6e6;     /* tests of one system (x3 with images) */
-const double PLAN_WIDE_FACTOR = 1.5;         /* cost of a wide cell's test (fractional offsets) */
+/* cost of a wide cell's test against an open system's: measured crossover of brute force and the
+ * fast cell list on random periodic boxes with 64 neighbors per atom near 1,300 atoms (brute 1,024:
+ * 0.057 ms, 2,048: 0.158; cell-fast 0.083 for both; results/9b4d812-gpu.log) */
+const double PLAN_WIDE_FACTOR = 3.5;
 const double PLAN_BRUTE_CAND_PER_WARP = 256; /* candidates a warp sweeps for a center */
 const double PLAN_BRUTE_MIN_WARPS = 2048;     /* ... unless that leaves fewer warps than this */
 
