@@ -216,6 +216,26 @@ __device__ __forceinline__ bool load_entry(const aev_args<R> &a, int64_t e, int6
     return true;
 }
 
+/* The two half-warps of the forward kernels (lanes l and l ^ 16) may add their terms into the same
+ * block of the row (the same neighbor species, the same species pair): where both are active with
+ * the same key, the upper half's term joins the lower half's (term) and the upper half skips its
+ * atomic (skip), so that one atomic is issued per address (two on one address make every
+ * compare-and-swap of one of them fail).  The default (no exchange) merges nothing. */
+struct half_merge {
+    bool merge = false, skip = false;
+    template <typename R> __device__ __forceinline__ R term(R t) const {
+        const R other = __shfl_xor_sync(NNPOPS__FULL_MASK, t, 16);
+        return merge ? t + other : t;
+    }
+};
+__device__ __forceinline__ half_merge half_merge_of(bool active, int key, bool upper) {
+    half_merge h;
+    const int other = __shfl_xor_sync(NNPOPS__FULL_MASK, active ? key : -1, 16);
+    h.merge = active && other == key;
+    h.skip = h.merge && upper;
+    return h;
+}
+
 /* Walks the unordered pairs (a1 < a2) of na entries in row-major order, `step` pairs at a time
  * (start with a1 = a2 = 0 and step = first pair + 1); false once past the last pair. */
 __device__ __forceinline__ bool pair_advance(int na, int &a1, int &a2, int step) {
@@ -435,12 +455,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 }
             }
             const bool rad = ok && dd < rc_r;
-            bool merge = false, skip = false;
-            if (!a.det) {
-                const int os = __shfl_xor_sync(NNPOPS__FULL_MASK, rad ? sp : -1, 16);
-                merge = rad && os == sp;
-                skip = merge && half == 1;
-            }
+            half_merge hm;
+            if (!a.det) hm = half_merge_of(rad, sp, half == 1);
             const R fc = rad ? (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5 : (R)0;
             R *blk = sm.row + sp * Rl;
             for (int q0 = 0; q0 < Rl; q0 += 16) {
@@ -451,11 +467,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                     const R x = dd - (R)d.shf_r[is];
                     term = (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc;
                 }
-                if (!a.det) {
-                    const R other = __shfl_xor_sync(NNPOPS__FULL_MASK, term, 16);
-                    if (merge) term += other;
-                }
-                if (!rad || q >= Rl || skip) continue;
+                if (!a.det) term = hm.term(term);
+                if (!rad || q >= Rl || hm.skip) continue;
                 if (a.det) atomicAdd(sm.rowq + sp * Rl + q, fx_of((double)term));
                 else atomicAdd(blk + q, term);
             }
@@ -484,12 +497,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
             /* two pairs per warp (G = 16) in the same block of the row: the second group's terms
              * are added to the first's and one atomic is issued (otherwise the two groups'
              * atomics on the same addresses make every compare-and-swap of one of them fail) */
-            bool merge = false, skip = false;
-            if (G == 16 && !a.det) {
-                const int ob = __shfl_xor_sync(NNPOPS__FULL_MASK, more ? boff : -1, 16);
-                merge = more && ob == boff;
-                skip = merge && al.sub == 1;
-            }
+            half_merge hm;
+            if (G == 16 && !a.det) hm = half_merge_of(more, boff, al.sub == 1);
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
@@ -497,11 +506,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
                 R term = f1 * (f2 * pre);
-                if (G == 16 && !a.det) {
-                    const R other = __shfl_xor_sync(NNPOPS__FULL_MASK, term, 16);
-                    if (merge) term += other;
-                }
-                if (more && t < A && !skip) {
+                if (G == 16 && !a.det) term = hm.term(term);
+                if (more && t < A && !hm.skip) {
                     if (a.det) atomicAdd(blkq + t, fx_of((double)term));
                     else atomicAdd(blk + t, term);
                 }

@@ -10,7 +10,7 @@
 #        [extra bench arguments]
 #   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
-#   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex" ncu
+#   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex[;...]" ncu
 #   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
 #   alone, PROFILE_SECTIONS the ncu sections of both, PROFILE_CACHE=none keeps the caches warm between
 #   the kernels of the per-kernel times: ncu flushes them by default); soak: GPU soak runs of tests/slow/soak.c.
@@ -184,14 +184,17 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
     sections+=(--section "$sec")
   done
   if [ -n "${PROFILE_DETAIL:-}" ]; then
-    # PROFILE_DETAIL="system|kernel regex": ncu sections (throughput, occupancy, warp stalls) of
-    # the matching kernels of one bench system
-    IFS="|" read -r dsys dkern <<< "$PROFILE_DETAIL"
-    echo "---- detail: $dsys / $dkern" >> "$out/profile-detail.log"
-    timeout 200 ncu --clock-control none --kernel-name "regex:$dkern" --launch-count 12 \
-      "${sections[@]}" "$build/tests/bench_gpu" --only "$dsys" --steps 1 \
-      --no-graphs --no-tc-compare >> "$out/profile-detail.log" 2>&1
-    echo "ncu rc=$? (detail $dsys)"
+    # PROFILE_DETAIL="system|kernel regex[;system|kernel regex...]": ncu sections (throughput,
+    # occupancy, warp stalls) of the matching kernels of one bench system, per entry
+    IFS=";" read -r -a dentries <<< "$PROFILE_DETAIL"
+    for dent in "${dentries[@]}"; do
+      IFS="|" read -r dsys dkern <<< "$dent"
+      echo "---- detail: $dsys / $dkern" >> "$out/profile-detail.log"
+      timeout 200 ncu --clock-control none --cache-control "${PROFILE_CACHE:-all}" \
+        --kernel-name "regex:$dkern" --launch-count 12 "${sections[@]}" "$build/tests/bench_gpu" \
+        --only "$dsys" --steps 1 --no-graphs --no-tc-compare >> "$out/profile-detail.log" 2>&1
+      echo "ncu rc=$? (detail $dsys)"
+    done
   fi
   if [ -n "${PROFILE_NBR_DETAIL:-}" ]; then
     # PROFILE_NBR_DETAIL="N|kernel regex": the same sections for the neighbor search alone at N atoms
