@@ -470,7 +470,11 @@ extern "C" nnpops_status nnpops__celu_backward_act_stack_cuda_f32(
  * zeros past n and k; k in slices of L.kc when longer) in shared memory with cp.async, every copy
  * in flight at once, and past that one barrier the warps run free: each step's weights load
  * while the previous step is summed (two steps ahead for NB = 8); the epilogue's inputs (bias,
- * activation) are fetched early.
+ * activation) are fetched early.  The loops are issue-bound at these sizes (ncu, 13 atoms: a
+ * quarter occupancy, L2 hit rate 82 %, DRAM 8 %), so their overhead is kept off the FMAs: the
+ * weights of a step or round wholly inside the slice load without bounds tests from a fixed
+ * stride, and the register buffers are used in turn (trans 0 with NB = 8: the step loop fully
+ * unrolled over a ring of D + 1 steps; trans 1: two round buffers) instead of being copied.
  *   trans 0 (forward: A = W [m][k], rows contiguous in k): 8 warps of 4 rows.  The lanes of a warp
  *     stride over k (lane l takes j = 128 s + 32 u + l, u < 4: each weight load is a coalesced
  *     128-byte row segment, each weight read once per column chunk); B^T is staged permuted so
@@ -591,14 +595,23 @@ __device__ __forceinline__ void sg_half(float *v, int lane, int o) {
 }
 
 /* The weights of one trans-0 step s (128 values of k) of a warp's rows (rows past m read row
- * m - 1; their sums are never written). */
+ * m - 1; their sums are never written); arow: the rows from the lane's first value on.  A step
+ * wholly inside the slice loads without bounds tests (the step loop is unrolled: s is a constant
+ * there, and the offsets are immediates). */
 __device__ __forceinline__ void sgn_load(float (&a)[SGN_R][4], const float *const (&arow)[SGN_R],
                                          int kl, int s, int lane) {
+    if (((s + 1) << 7) <= kl) {
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int q = 0; q < SGN_R; q++) a[q][u] = __ldg(arow[q] + (s << 7) + (u << 5));
+        return;
+    }
 #pragma unroll
     for (int u = 0; u < 4; u++) {
         const int j = (s << 7) + (u << 5) + lane;
 #pragma unroll
-        for (int q = 0; q < SGN_R; q++) a[q][u] = j < kl ? __ldg(arow[q] + j) : 0.0f;
+        for (int q = 0; q < SGN_R; q++) a[q][u] = j < kl ? __ldg(arow[q] + (j - lane)) : 0.0f;
     }
 }
 
@@ -630,15 +643,17 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
         pre[u] = (i0 + q < m && r < nr) ? sg_pre(p, t, i0 + q, C + (i0 + q) * p.ldc + r, false)
                                         : 0.0f;
     }
-    const float *arow[SGN_R];
+    const float *arow[SGN_R]; /* the rows from the lane's first value on */
 #pragma unroll
-    for (int q = 0; q < SGN_R; q++) arow[q] = p.A + t * p.stride_a + min(i0 + q, m - 1) * p.lda;
+    for (int q = 0; q < SGN_R; q++)
+        arow[q] = p.A + t * p.stride_a + min(i0 + q, m - 1) * p.lda + lane;
     const int kc = L.kc, kcs = kc + 4;
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; v++) acc[v] = 0.0f;
     /* the first weights into registers and the rest of the warp's rows into L2, before waiting
-     * for the kernels that write B (and C) */
+     * for the kernels that write B (and C); a holds D + 1 steps as a ring (step s in a[s % (D + 1)]:
+     * the unrolled step loop indexes it with constants, no register moves) */
     float a[D + 1][SGN_R][4];
     {
         const int kl = (int)(k < kc ? k : kc);
@@ -646,7 +661,7 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
         for (int d = 0; d < D; d++) sgn_load(a[d], arow, kl, d, lane);
         for (int q = 0; q < SGN_R; q++)
             for (int64_t j = (int64_t)D * 128 + 32 * lane; j < k; j += 32 * 32)
-                prefetch_l2(arow[q] + j);
+                prefetch_l2(arow[q] - lane + j);
     }
     pdl_wait();
 #pragma unroll
@@ -681,8 +696,9 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
         cp_async_commit();
         cp_async_wait_pending(0);
         __syncthreads();
-        for (int s = 0; s < ns; s++) {
-            sgn_load(a[D], arow, kl, s + D, lane);
+        /* the steps: fully unrolled for NB = 8 (the ring indexed with constants); for NB = 16
+         * (D = 1) the unrolled loop spills, so the ring rotates by register moves there */
+        const auto step = [&](const float(&w)[SGN_R][4], int s) {
             const float *bt = sg_sm + (s << 7) + (lane << 2);
 #pragma unroll
             for (int r = 0; r < NB; r++) {
@@ -690,19 +706,32 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
 #pragma unroll
                 for (int q = 0; q < SGN_R; q++) {
                     float c = acc[q * NB + r];
-                    c = fmaf(a[0][q][0], b.x, c);
-                    c = fmaf(a[0][q][1], b.y, c);
-                    c = fmaf(a[0][q][2], b.z, c);
-                    c = fmaf(a[0][q][3], b.w, c);
+                    c = fmaf(w[q][0], b.x, c);
+                    c = fmaf(w[q][1], b.y, c);
+                    c = fmaf(w[q][2], b.z, c);
+                    c = fmaf(w[q][3], b.w, c);
                     acc[q * NB + r] = c;
                 }
             }
+        };
+        if constexpr (NB == 8) {
 #pragma unroll
-            for (int d = 0; d < D; d++)
+            for (int s = 0; s < SGN_KC / 128; s++) {
+                if (s >= ns) break;
+                sgn_load(a[(s + D) % (D + 1)], arow, kl, s + D, lane);
+                step(a[s % (D + 1)], s);
+            }
+        } else {
+            for (int s = 0; s < ns; s++) {
+                sgn_load(a[D], arow, kl, s + D, lane);
+                step(a[0], s);
 #pragma unroll
-                for (int q = 0; q < SGN_R; q++)
+                for (int d = 0; d < D; d++)
 #pragma unroll
-                    for (int u = 0; u < 4; u++) a[d][q][u] = a[d + 1][q][u];
+                    for (int q = 0; q < SGN_R; q++)
+#pragma unroll
+                        for (int u = 0; u < 4; u++) a[d][q][u] = a[d + 1][q][u];
+            }
         }
     }
     sg_half<V / 2>(acc, lane, 16);
@@ -757,26 +786,59 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
             }
         }
     }
-    bool rok[4];
+    /* the lane's rows ib + 8 q; rows past m read row m - 1 (their sums are never written) */
+    int qoff[4];
 #pragma unroll
-    for (int q = 0; q < 4; q++) rok[q] = ib + 8 * q < m;
+    for (int q = 0; q < 4; q++) qoff[q] = (int)(min(ib + 8 * q, m - 1) - ib);
     const int kc = L.kc;
     float acc[4 * NB];
 #pragma unroll
     for (int v = 0; v < 4 * NB; v++) acc[v] = 0.0f;
-    /* the first round's weights into registers and the block's weight columns into L2, before
-     * waiting for the kernels that write B (and C) */
-    float a[2][U][4];
-    {
-        const int kl = (int)(k < kc ? k : kc), G = (kl + 3) >> 2;
+    /* round rd of a slice (Ak: its first k-row, kl long, G groups of 4 k-rows): group g = warp +
+     * nw (rd U + uu) of the warp, k-row j = 4 g + lj; a round wholly inside the slice loads
+     * without bounds tests (the warp's k-rows are a fixed stride apart) */
+    const int64_t gstep = (int64_t)4 * nw * lda;
+    const auto load_round = [&](float(&buf)[U][4], const float *Ak, int kl, int rd) {
+        const float *aw = Ak + (int64_t)(4 * warp + lj) * lda + (int64_t)(rd * U) * gstep;
+        if (4 * (warp + nw * (rd * U + U - 1)) + 3 < kl) {
+#pragma unroll
+            for (int uu = 0; uu < U; uu++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) buf[uu][q] = __ldg(aw + uu * gstep + qoff[q]);
+            return;
+        }
 #pragma unroll
         for (int uu = 0; uu < U; uu++) {
-            const int g = warp + nw * uu, j = (g << 2) + lj;
-            const bool ok = g < G && j < kl;
-            const float *ap = Ab + (int64_t)(ok ? j : 0) * lda;
+            const int j = 4 * (warp + nw * (rd * U + uu)) + lj;
 #pragma unroll
-            for (int q = 0; q < 4; q++) a[0][uu][q] = (ok && rok[q]) ? __ldg(ap + 8 * q) : 0.0f;
+            for (int q = 0; q < 4; q++)
+                buf[uu][q] = j < kl ? __ldg(aw + uu * gstep + qoff[q]) : 0.0f;
         }
+    };
+    const auto sum_round = [&](const float(&buf)[U][4], int G, int rd) {
+#pragma unroll
+        for (int uu = 0; uu < U; uu++) {
+            const int g = warp + nw * (rd * U + uu);
+            const float *bs = sg_sm + (g < G ? (g << 2) + lj : 0) * NBP;
+#pragma unroll
+            for (int c = 0; c < NB / 4; c++) {
+                const float4 b = *reinterpret_cast<const float4 *>(bs + 4 * c);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float *x = acc + q * NB + 4 * c;
+                    x[0] = fmaf(buf[uu][q], b.x, x[0]);
+                    x[1] = fmaf(buf[uu][q], b.y, x[1]);
+                    x[2] = fmaf(buf[uu][q], b.z, x[2]);
+                    x[3] = fmaf(buf[uu][q], b.w, x[3]);
+                }
+            }
+        }
+    };
+    /* the first round's weights into registers and the block's weight columns into L2, before
+     * waiting for the kernels that write B (and C); two round buffers, used in turn */
+    float a[2][U][4];
+    {
+        load_round(a[0], Ab, (int)(k < kc ? k : kc), 0);
         const float *A0 = Ab - li; /* column mi * 32 of the tile, up to its last column in m */
         const int64_t last = min(mi * SG_ROWS + SG_ROWS - 1, m - 1) - mi * SG_ROWS;
         for (int64_t j = tid; j < k; j += blockDim.x) {
@@ -797,16 +859,7 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
         const float *Ak = Ab + k0 * lda;
         if (k0 > 0) {
             __syncthreads();
-            /* weights of round 0 of this slice */
-#pragma unroll
-            for (int uu = 0; uu < U; uu++) {
-                const int g = warp + nw * uu, j = (g << 2) + lj;
-                const bool ok = g < G && j < kl;
-                const float *ap = Ak + (int64_t)(ok ? j : 0) * lda;
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    a[0][uu][q] = (ok && rok[q]) ? __ldg(ap + 8 * q) : 0.0f;
-            }
+            load_round(a[0], Ak, kl, 0);
         }
         /* B rows of the slice (every copy in flight at once); a thread keeps one r (blockDim.x
          * is a multiple of NB) */
@@ -823,39 +876,14 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
         cp_async_commit();
         cp_async_wait_pending(0);
         __syncthreads();
-        /* the warps run free from here: no barrier until the reduction */
-        for (int rd = 0; rd < nrounds; rd++) {
-            /* weights of the next round */
-#pragma unroll
-            for (int uu = 0; uu < U; uu++) {
-                const int g = warp + nw * ((rd + 1) * U + uu), j = (g << 2) + lj;
-                const bool ok = g < G && j < kl;
-                const float *ap = Ak + (int64_t)(ok ? j : 0) * lda;
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    a[1][uu][q] = (ok && rok[q]) ? __ldg(ap + 8 * q) : 0.0f;
-            }
-#pragma unroll
-            for (int uu = 0; uu < U; uu++) {
-                const int g = warp + nw * (rd * U + uu);
-                const float *bs = sg_sm + (g < G ? (g << 2) + lj : 0) * NBP;
-#pragma unroll
-                for (int c = 0; c < NB / 4; c++) {
-                    const float4 b = *reinterpret_cast<const float4 *>(bs + 4 * c);
-#pragma unroll
-                    for (int q = 0; q < 4; q++) {
-                        float *x = acc + q * NB + 4 * c;
-                        x[0] = fmaf(a[0][uu][q], b.x, x[0]);
-                        x[1] = fmaf(a[0][uu][q], b.y, x[1]);
-                        x[2] = fmaf(a[0][uu][q], b.z, x[2]);
-                        x[3] = fmaf(a[0][uu][q], b.w, x[3]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int uu = 0; uu < U; uu++)
-#pragma unroll
-                for (int q = 0; q < 4; q++) a[0][uu][q] = a[1][uu][q];
+        /* the warps run free from here: no barrier until the reduction; the next round's
+         * weights load while one is summed */
+        for (int rd = 0; rd < nrounds; rd += 2) {
+            load_round(a[1], Ak, kl, rd + 1);
+            sum_round(a[0], G, rd);
+            if (rd + 1 >= nrounds) break;
+            load_round(a[0], Ak, kl, rd + 2);
+            sum_round(a[1], G, rd + 1);
         }
     }
     __syncthreads();
