@@ -145,7 +145,12 @@ const double FLT_REL = 1e-5; /* relative margin of the float32 thresholds of the
 const int TB = 256;           /* threads per block of the multi-block kernels */
 const int SMALL_TB = 512;     /* the one-block path */
 const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes */
-const int64_t LB_SCAN_MAX = 8192; /* counts scanned by the last block of a count kernel */
+/* counts scanned by the last block of a count kernel (more: cub's scan between the passes); a
+ * build may set NBR_LB_SCAN_MAX (0: always cub) for comparisons */
+#ifndef NBR_LB_SCAN_MAX
+#define NBR_LB_SCAN_MAX 8192
+#endif
+const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
 const int FAST_TB = 128;      /* fast cell list: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_MIN_BLOCKS = 6; /* fast cell list, write pass: blocks per SM the registers must allow */
