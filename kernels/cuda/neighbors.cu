@@ -43,9 +43,8 @@
  *                every periodic axis, and its exact test decides (the plan counts one candidate
  *                per atom there, 3.5 times an open system's test).  For small systems,
  *                where the launches of a cell list cost more than the tests.  Center mode: two
- *                launches (count, write) when the counts are few (at most LB_SCAN_MAX): then the
- *                write kernel's blocks sum the counts below their own items (brute_prefix), with
- *                no scan between the passes; else four (cub's scan).
+ *                launches (count, write) when the counts are few enough for the last block of the
+ *                count kernel to scan them (see "Launches" below), else four.
  *   cell list:   per system, bins along the three fractional axes at least `reach` (cutoff plus a
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
@@ -108,11 +107,8 @@
  *
  * Launches.  Center mode of the brute force and the fast cell list counts each center's entries
  * and, for the status word, the entries whose neighbor is a ghost (j >= n_centers): n_half =
- * (n_entries + ghost entries) / 2, since each local-local pair is two entries.  The brute force
- * with at most 8192 counts runs no scan: each block of its write kernel sums the counts below its
- * warps' items itself (brute_prefix; integer sums, exact), writes their start[] entries, and block 0
- * the total and the status.  For the fast cell list with at most 8192 counts, the count kernel's
- * blocks take tickets on status->n_entries (zero on entry:
+ * (n_entries + ghost entries) / 2, since each local-local pair is two entries.  When at most 8192
+ * counts are scanned, the count kernel's blocks take tickets on status->n_entries (zero on entry:
  * the caller zeroes the status) after writing their counts, and the last block scans the counts
  * (offsets written straight into start[] when there is one per center), writes n_entries, n_half
  * and the overflow flag; otherwise cub scans them (also straight into start[] where it can) and
@@ -155,11 +151,6 @@ const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes 
 #define NBR_LB_SCAN_MAX 8192
 #endif
 const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
-/* brute force with at most LB_SCAN_MAX counts: the write kernel sums them (brute_prefix) instead
- * of the count kernel's last block scanning them; 0 for comparisons */
-#ifndef NBR_PREFIX_IN_WRITE
-#define NBR_PREFIX_IN_WRITE 1
-#endif
 const int FAST_TB = 128;      /* fast cell list: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_MIN_BLOCKS = 6; /* fast cell list, write pass: blocks per SM the registers must allow */
@@ -203,8 +194,7 @@ struct nbr_args {
     int32_t ghost_nhalf;     /* center mode: n_half from the ghost entries counted by the count pass */
     int32_t lb_scan;         /* the last block of the count kernel scans and finishes */
     int32_t finish_in_write; /* the write kernel finishes (copies start[], fills the status) */
-    int32_t prefix_in_write; /* brute force, few counts: the write kernel's blocks sum the counts
-                              * before their items themselves (no scan between the passes) */
+    int32_t pad;
     int64_t capacity, n_items;
     /* outputs */
     int32_t *pairs, *shifts;
@@ -738,61 +728,6 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
     }
 }
 
-/* Write pass of the brute force with prefix_in_write (the counts are few): the block's first
- * entries, one per warp (s_base), from the counts of the count pass: every thread sums the counts
- * of its share of the slots below each warp's slot (integers: exact, in any order), the block adds
- * the shares.  Block 0 also sums all of them: start[n_centers] and the status.  Every thread of
- * the block calls it; has_item: the warp has an item (gw). */
-__device__ void brute_prefix(const nbr_args &a, bool has_item, int64_t gw, long long *s_base) {
-    constexpr int NW = TB / 32;
-    __shared__ int64_t s_slot[NW];
-    __shared__ long long s_part[NW + 1][NW];
-    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
-    if (lane == 0) {
-        int64_t slot = -1;
-        if (has_item) {
-            const int64_t k = gw / a.slices;
-            const int64_t c = a.order[k];
-            if (c < a.n_centers) slot = c * a.slices + (gw - k * a.slices);
-        }
-        s_slot[wi] = slot;
-    }
-    __syncthreads();
-    const bool first = blockIdx.x == 0;
-    int64_t lim = first ? a.n_items : 0;
-    int64_t slot[NW];
-#pragma unroll
-    for (int w = 0; w < NW; w++) {
-        slot[w] = s_slot[w];
-        lim = max(lim, slot[w]);
-    }
-    long long acc[NW + 1];
-#pragma unroll
-    for (int w = 0; w <= NW; w++) acc[w] = 0;
-    for (int64_t i = threadIdx.x; i < lim; i += blockDim.x) {
-        const long long v = __ldcg(a.counts + i);
-#pragma unroll
-        for (int w = 0; w < NW; w++) acc[w] += i < slot[w] ? v : 0;
-        acc[NW] += v;
-    }
-#pragma unroll
-    for (int w = 0; w <= NW; w++) {
-        const long long x = warp_sum(acc[w]);
-        if (lane == 0) s_part[w][wi] = x;
-    }
-    __syncthreads();
-    if (threadIdx.x <= NW) {
-        long long x = 0;
-        for (int u = 0; u < NW; u++) x += s_part[threadIdx.x][u];
-        if (threadIdx.x < NW) s_base[threadIdx.x] = x;
-        else if (first) { /* the total */
-            if (a.start) a.start[a.n_centers] = x;
-            finish_status(a, x);
-        }
-    }
-    __syncthreads();
-}
-
 /* Blocks per SM the brute-force kernels are compiled for.  The frame lives in shared memory for
  * every warp (a warp whose system differs from the block's first one computes its own into s_gw),
  * so brute_item is inlined once: 113 / 114 registers (count / write) without spills, against 128
@@ -811,7 +746,6 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
     __shared__ int s_okw[TB / 32];
     __shared__ int64_t s_sys;
     __shared__ int s_ok;
-    __shared__ long long s_base[TB / 32]; /* prefix_in_write: each warp's first entry */
     const int lane = threadIdx.x & 31;
     const int64_t gt = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t gw = gt >> 5;
@@ -827,7 +761,6 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
         }
     }
     __syncthreads();
-    if (WRITE && a.prefix_in_write) brute_prefix(a, gw < n_warps, gw, s_base);
     long long ghosts = 0;
     if (gw < n_warps) { /* warp-uniform */
         const int64_t k = gw / a.slices;
@@ -847,10 +780,9 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
                 gp = &s_gw[wi];
                 ok = s_okw[wi];
             }
-            const int64_t base =
-                !WRITE ? 0 : (a.prefix_in_write ? s_base[threadIdx.x >> 5] : a.offs[slot]);
-            if (WRITE && a.prefix_in_write && w == 0 && a.start) a.start[c] = base;
-            if (ok) brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices, base, count, gh);
+            if (ok)
+                brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices,
+                                  WRITE ? a.offs[slot] : 0, count, gh);
             if (!WRITE && lane == 0) {
                 a.counts[slot] = count;
                 ghosts = gh;
@@ -1714,13 +1646,6 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         a.ghost_nhalf = 1;
         a.lb_scan = a.n_items + 1 <= LB_SCAN_MAX;
         a.finish_in_write = !a.lb_scan;
-        /* brute force with few counts: no scan at all, the write kernel's blocks sum the counts
-         * themselves (the last-block scan serialized the count kernel's end: ncu at 973 atoms,
-         * 42k cycles elapsed against 23k of the write kernel) */
-        if (alg == NNPOPS__NBR_BRUTE && a.lb_scan && NBR_PREFIX_IN_WRITE) {
-            a.lb_scan = 0;
-            a.prefix_in_write = 1;
-        }
         if (start && a.slices == 1) a.offs = start; /* the scan writes start[] itself */
     }
     if (alg == NNPOPS__NBR_SMALL) {
