@@ -38,7 +38,9 @@ extern "C" {
  *   NNPOPS__NBR_SMALL      one launch of one block (brute force, counts scanned in shared memory)
  *                          for tiny inputs: at most 1024 atoms and centers; center lists only;
  *   NNPOPS__NBR_BRUTE      brute force over all atoms of the center's system and all image shifts
- *                          within the cutoff (warps split each center's atoms into `slices`);
+ *                          within the cutoff (warps split each center's atoms into `slices`; in a
+ *                          cell whose periodic widths are all at least twice the reach, the one
+ *                          image of each atom that can be within it);
  *   NNPOPS__NBR_CELL       cell list, a warp per center (bins in fractional coordinates, any
  *                          triclinic cell, stencils several bins wide when the cutoff exceeds the
  *                          cell width): the general one;

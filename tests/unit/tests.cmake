@@ -50,4 +50,9 @@ if(NNPOPS_ENABLE_CUDA)
     protein water small one_large float64 single work)
   target_compile_definitions(test_unit_ani_layout_protein PRIVATE NNPOPS_HAVE_CUDA=1)
   target_link_libraries(test_unit_ani_layout_protein PRIVATE CUDA::cudart CUDA::cublas)
+  # The GPU neighbor search's choice of algorithm (kernels/cuda/neighbors.cu, host code).
+  nnpops_unit_cases(nbr_plan ${CMAKE_CURRENT_LIST_DIR}/test_nbr_plan.c
+    wide_box wide_water wide_large thin triclinic_wide mixed batch tiny very_thin)
+  target_compile_definitions(test_unit_nbr_plan_wide_box PRIVATE NNPOPS_HAVE_CUDA=1)
+  target_link_libraries(test_unit_nbr_plan_wide_box PRIVATE CUDA::cudart)
 endif()
