@@ -18,6 +18,15 @@ function(nnpops_unit_cases program source)
         FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
     endif()
   endforeach()
+  set(NNPOPS_UNIT_TARGET ${target} PARENT_SCOPE) # the program's target, for more settings
+endfunction()
+
+# nnpops_cuda_host_cases(PROGRAM SOURCE CASE...): nnpops_unit_cases for host code of the CUDA
+# backend (built with it, needs no device).
+function(nnpops_cuda_host_cases program source)
+  nnpops_unit_cases(${program} ${source} ${ARGN})
+  target_compile_definitions(${NNPOPS_UNIT_TARGET} PRIVATE NNPOPS_HAVE_CUDA=1)
+  target_link_libraries(${NNPOPS_UNIT_TARGET} PRIVATE CUDA::cudart CUDA::cublas)
 endfunction()
 
 # SHA-256 (core/src/sha256.c): FIPS 180-4 example vectors and padding boundaries.
@@ -46,13 +55,9 @@ nnpops_unit_cases(model ${CMAKE_CURRENT_LIST_DIR}/test_model.c
 # The ANI GPU step's host-side plan (potentials/ani/ani_cuda.c: side streams, work space); built
 # with the CUDA backend, needs no device.
 if(NNPOPS_ENABLE_CUDA)
-  nnpops_unit_cases(ani_layout ${CMAKE_CURRENT_LIST_DIR}/test_ani_layout.c
+  nnpops_cuda_host_cases(ani_layout ${CMAKE_CURRENT_LIST_DIR}/test_ani_layout.c
     protein water small one_large float64 single work)
-  target_compile_definitions(test_unit_ani_layout_protein PRIVATE NNPOPS_HAVE_CUDA=1)
-  target_link_libraries(test_unit_ani_layout_protein PRIVATE CUDA::cudart CUDA::cublas)
   # The GPU neighbor search's choice of algorithm (kernels/cuda/neighbors.cu, host code).
-  nnpops_unit_cases(nbr_plan ${CMAKE_CURRENT_LIST_DIR}/test_nbr_plan.c
+  nnpops_cuda_host_cases(nbr_plan ${CMAKE_CURRENT_LIST_DIR}/test_nbr_plan.c
     wide_box wide_water wide_large thin triclinic_wide mixed batch tiny very_thin)
-  target_compile_definitions(test_unit_nbr_plan_wide_box PRIVATE NNPOPS_HAVE_CUDA=1)
-  target_link_libraries(test_unit_nbr_plan_wide_box PRIVATE CUDA::cudart)
 endif()
