@@ -13,7 +13,7 @@
 #   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex[;...]" ncu
 #   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
 #   alone, PROFILE_SECTIONS the ncu sections of both, PROFILE_CACHE=none keeps the caches warm between
-#   the kernels of the per-kernel times: ncu flushes them by default); soak: GPU soak runs of tests/slow/soak.c.
+#   the kernels in every ncu run: ncu flushes them by default); soak: GPU soak runs of tests/slow/soak.c.
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
 #   definitions (see below).  TESTS_REGEX: only the GPU tests whose names match (ctest -R).
@@ -168,12 +168,14 @@ if [ $run_model = 1 ]; then
 fi
 if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
   echo "== ncu: GPU time per kernel of 4 steps (3 warm-up + 1) per system, eager"
+  # every ncu run: clocks left alone, caches flushed between kernels unless PROFILE_CACHE=none
+  ncu_run=(ncu --clock-control none --cache-control "${PROFILE_CACHE:-all}")
   if [ "${PROFILE_SYSTEMS:-}" = none ]; then systems=()   # only the detail / neighbor parts
   elif [ -n "${PROFILE_SYSTEMS:-}" ]; then IFS="|" read -r -a systems <<< "$PROFILE_SYSTEMS"
   else systems=(alanine 1hz5 "water 10^3"); fi
   for sys in "${systems[@]}"; do
     echo "---- $sys" >> "$out/profile.log"
-    timeout 150 ncu --clock-control none --cache-control "${PROFILE_CACHE:-all}" --metrics gpu__time_duration.sum \
+    timeout 150 "${ncu_run[@]}" --metrics gpu__time_duration.sum \
       --print-summary per-kernel --launch-count 600 "$build/tests/bench_gpu" --only "$sys" --steps 1 --no-graphs --no-tc-compare \
       >> "$out/profile.log" 2>&1
     echo "ncu rc=$? ($sys)"
@@ -190,7 +192,7 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
     for dent in "${dentries[@]}"; do
       IFS="|" read -r dsys dkern <<< "$dent"
       echo "---- detail: $dsys / $dkern" >> "$out/profile-detail.log"
-      timeout 200 ncu --clock-control none --cache-control "${PROFILE_CACHE:-all}" \
+      timeout 200 "${ncu_run[@]}" \
         --kernel-name "regex:$dkern" --launch-count 12 "${sections[@]}" "$build/tests/bench_gpu" \
         --only "$dsys" --steps 1 --no-graphs --no-tc-compare >> "$out/profile-detail.log" 2>&1
       echo "ncu rc=$? (detail $dsys)"
@@ -200,14 +202,14 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
     # PROFILE_NBR_DETAIL="N|kernel regex": the same sections for the neighbor search alone at N atoms
     IFS="|" read -r nn nkern <<< "$PROFILE_NBR_DETAIL"
     echo "---- detail: neighbors $nn / $nkern" >> "$out/profile-detail.log"
-    timeout 200 ncu --clock-control none --kernel-name "regex:$nkern" --launch-count 4 \
+    timeout 200 "${ncu_run[@]}" --kernel-name "regex:$nkern" --launch-count 4 \
       "${sections[@]}" "$build/tests/bench_gpu" --nbr-only "$nn" \
       >> "$out/profile-detail.log" 2>&1
     echo "ncu rc=$? (neighbor detail $nn)"
   fi
   for n in ${PROFILE_NBR:-}; do
     echo "---- neighbors $n" >> "$out/profile.log"
-    timeout 100 ncu --clock-control none --cache-control "${PROFILE_CACHE:-all}" --metrics gpu__time_duration.sum \
+    timeout 100 "${ncu_run[@]}" --metrics gpu__time_duration.sum \
       --print-summary per-kernel --launch-count 60 "$build/tests/bench_gpu" --nbr-only "$n" >> "$out/profile.log" 2>&1
     echo "ncu rc=$? (neighbors $n)"
   done
