@@ -56,27 +56,26 @@
  *                every (j, s') is met once).  Two kernels search the stencils:
  *     fast (NNPOPS__NBR_CELL_FAST, center mode; the plan's choice when every periodic axis is at
  *                least one reach wide, i.e. r_k == 1; any r_k is handled):
- *                count pass (fast_count_kernel): a thread per (center, (o0, o1) column of the
- *                stencil): blocks of 32 slots (centers in bin order) x 9 warps, warp w taking the
- *                columns w, w + 9, ... for the 32 slots, so the lanes of a warp read the same bins
- *                (L1 broadcast); along the third axis the column's bins with one image shift are
- *                one contiguous range of sorted atoms, read as float4 (float32 position xr, id in
- *                .w); per-column counts summed into counts[c] with integer atomics.
- *                write pass (fast_write_kernel): a BLOCK per bin (128 threads, bins in turn over a
- *                grid of about n_atoms / 16 blocks).  Warp 0 lists up to 32 stencil bins (27 for
- *                r_k == 1; more in groups of 32) with a prefix sum of their atom counts; the block
- *                copies their atoms, at most 512 at a time, into shared memory (float position
- *                and listed-bin index, image shift minus wrap count and atom id, original double
- *                position); then a warp per center of the bin: the center moved back by each
- *                listed bin's shift (per warp in shared memory), a lane per candidate for the
- *                float pre-test of the decision below; the candidates it does not reject queue
- *                (per warp, in order) and, 32 at a time, a lane each, get the rest of the
- *                decision and their vectors in double (the CPU expression above), so the double
- *                arithmetic runs for them only (about one candidate in six); the entries of a
- *                batch written at consecutive positions (ballot + popc), so the stores of a
- *                center are contiguous; counts[c] serves as the cursor between chunks.
- *                The decision, in both passes: t = float(xr_c) - float(h . H) per center and
- *                image h (explicit _rn roundings, the same bits in both passes), d2f = |f_j - t|^2
+ *                search pass (fast_search_kernel): a BLOCK per bin (128 threads, bins in turn
+ *                over a grid of about n_atoms / 16 blocks).  Warp 0 lists up to 32 stencil bins
+ *                (27 for r_k == 1; more in groups of 32) with a prefix sum of their atom counts;
+ *                the block copies their atoms, at most 512 at a time, into shared memory (float
+ *                position xr with the id, slot, listed-bin index); then a warp per center of the
+ *                bin: the center moved back by each listed bin's shift (per warp in shared
+ *                memory), a lane per candidate for the decision below; the count goes to
+ *                counts[c] (also the cursor between chunks), and the accepted candidates' codes
+ *                (slot | listed bin << 27, in order, ballot + popc) to the center's row of FAST_K
+ *                (128) codes while they fit (only with at most 32 listed bins and fewer than 2^27
+ *                atoms).
+ *                emit pass (fast_emit_kernel): a warp per slot (centers in bin order), a lane per
+ *                code: the listed bin's image shift (lane l works out listed bin l's; a shuffle
+ *                fetches it), the candidate's wrap count, id and original position, the vector
+ *                in double (the CPU expression above), the entry at offs[c] + its rank: no
+ *                float test again, stores of a center contiguous.  A center whose codes were not
+ *                all kept (more than FAST_K entries: dense systems) searches its stencil again in
+ *                the emit pass, bin by bin in the same order, with the same decisions.
+ *                The decision: t = float(xr_c) - float(h . H) per center and image h (explicit
+ *                _rn roundings, the same bits wherever it is repeated), d2f = |f_j - t|^2
  *                in float32 (fmaf chain); d2f >= hi2 rejects, d2f < lo2 accepts (the center itself
  *                excepted), anything between (or a NaN) goes to the exact double test from the
  *                original positions (thresholds below).
@@ -102,8 +101,8 @@
  *     hi2 = hi^2 rounded up to float, lo2 = lo^2 rounded down (or -1 when lo <= 0),
  * so d2f >= hi2 only for pairs the CPU rejects and d2f < lo2 only for pairs it accepts (the 1e-5
  * relative part covers the few-u relative errors many times over).  If M >= 1e30 or hi >= 1e18
- * hi2 is NaN: every candidate goes to the double test.  Both passes compute the same bits for
- * every decision, so the write pass writes exactly the entries the count pass counted.
+ * hi2 is NaN: every candidate goes to the double test.  A second search (emit pass) computes the
+ * same bits for every decision, so it writes exactly the entries the search pass counted.
  *
  * Launches.  Center mode of the brute force and the fast cell list counts each center's entries
  * and, for the status word, the entries whose neighbor is a ghost (j >= n_centers): n_half =
@@ -122,7 +121,8 @@
  * and the min/max of fractional coordinates and of |x|, per atom its bin, system, rank in the bin
  * and wrap count, per bin a count and start (int32, at most 2 N + 27 ns bins), and the atoms in bin
  * order (id, wrap count, double position: wrapped for the general kernel, original for the fast
- * one, and the float position xr with the id in .w).
+ * one, and the float position xr with the id in .w); the fast cell list's codes, FAST_K int32
+ * per center.
  */
 #include <string.h>
 
@@ -153,10 +153,18 @@ const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes 
 const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
 const int FAST_TB = 128;      /* fast cell list: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
-const int FAST_MIN_BLOCKS = 6; /* fast cell list, write pass: blocks per SM the registers must allow */
-const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, write pass: grid = n_atoms / this */
-const int FAST_COUNT_SPLIT = 9; /* fast cell list, count pass: threads per center */
-const int FAST_Q_SURE = 1 << 15; /* write pass: a queued candidate the float test accepted */
+const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
+#ifndef NBR_FAST_MIN_BLOCKS
+#define NBR_FAST_MIN_BLOCKS 6
+#endif
+const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS; /* fast cell list, search pass: blocks per SM */
+const int FAST_EMIT_MIN_BLOCKS = 4; /* fast cell list, emit pass (256 threads): blocks per SM */
+/* fast cell list: codes kept per center by the search pass (a build may set NBR_FAST_K) */
+#ifndef NBR_FAST_K
+#define NBR_FAST_K 128
+#endif
+const int FAST_K = NBR_FAST_K;
+const int FAST_SLOT_BITS = 27; /* a code: slot | listed bin (0..31) << FAST_SLOT_BITS */
 
 /* Plan thresholds (host). */
 const int64_t PLAN_SMALL_MAX_COST = 2048;
@@ -207,6 +215,7 @@ struct nbr_args {
     unsigned long long *bbox; /* [ns][8]: encoded min f_k, then ~encoded max f_k, ~encoded max |x|
                                * (atomicMin all) */
     int32_t *atom_bin, *atom_sys, *atom_rank, *bin_count, *bin_start, *sorted_id;
+    int32_t *fast_ids; /* fast cell list: [n_centers][FAST_K] codes (NULL: none kept) */
     int4 *atom_wrap, *sorted_wrap;
     double *sorted_xd; /* [n][3]: wrapped (general cell list) or original (fast) positions */
     float4 *sorted_f4; /* fast cell list: float xr, id in .w */
@@ -1216,10 +1225,10 @@ __global__ void cell_kernel(const nbr_args a) {
     finish_center<WRITE>(a, es, c);
 }
 
-/* Fast cell list, both passes: the float32 pre-test of a candidate (raw float position f) against
+/* Fast cell list: the float32 pre-test of a candidate (raw float position f) against
  * a center whose position moved by the candidate's image shift is t (t = cf - float(h . H)):
  * 2: accept without more (below lo2), 1: between the thresholds or NaN (the exact double test
- * decides), 0: reject.  Explicit roundings: both passes compute the same bits. */
+ * decides), 0: reject.  Explicit roundings: every repetition computes the same bits. */
 __device__ __forceinline__ int fast_pretest(float fx, float fy, float fz, float4 t, float hi2,
                                             float lo2) {
     const float dx = __fsub_rn(fx, t.x), dy = __fsub_rn(fy, t.y), dz = __fsub_rn(fz, t.z);
@@ -1233,9 +1242,9 @@ __device__ __forceinline__ float4 fast_shifted(float4 cf, double sv0, double sv1
                        __fsub_rn(cf.z, __double2float_rn(sv2)), 0.0f);
 }
 
-/* Fast cell list, count pass: the exact double test of slot q moved by image h against center c
- * (slot qc), for candidates between the float thresholds (rare: out of line, so that the loop
- * keeps few registers). */
+/* Fast cell list: the exact double test of slot q moved by image h against center c (slot qc),
+ * for candidates between the float thresholds (rare: out of line, so that the loops keep few
+ * registers). */
 __device__ __noinline__ bool fast_count_exact(const nbr_args &a, const double *H, int64_t qc,
                                               int32_t q, int h0, int h1, int h2, int4 nc, int c,
                                               int j) {
@@ -1249,118 +1258,53 @@ __device__ __noinline__ bool fast_count_exact(const nbr_args &a, const double *H
     return d2 < a.cut2;
 }
 
-/* Fast cell list, count pass: FAST_COUNT_SPLIT threads per center, in blocks of 32 slots (in bin
- * order) x FAST_COUNT_SPLIT warps; warp w takes the (o0, o1) columns w, w + FAST_COUNT_SPLIT, ...
- * of the stencil (9 columns for r == 1: one each) for the 32 slots, so the lanes of a warp read
- * the same bins; a column's bins as in cell_kernel (runs of bins along the third axis with one
- * image shift).  counts[c] (zeroed by bbox_kernel) += the
- * column's entries (integer atomics: the sum is exact); ghost entries to status->n_half. */
-__global__ void __launch_bounds__(32 * FAST_COUNT_SPLIT, 4) fast_count_kernel(const nbr_args a) {
-    /* warp `part` of the block takes that column for the block's 32 consecutive slots: the lanes
-     * of a warp read the same bins */
-    const int64_t qc = (int64_t)blockIdx.x * 32 + (threadIdx.x & 31);
-    const int part = (int)(threadIdx.x >> 5);
-    const int n_centers = (int)a.n_centers;
-    const float4 *__restrict__ sf4 = a.sorted_f4;
-    long long cnt = 0, ghc = 0;
-    int c = n_centers;
-    if (qc < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[qc];
-    if (c < n_centers) {
-        const int4 nc = a.sorted_wrap[qc];
-        const geom &g = a.g[nc.w];
-        const float4 cf = sf4[qc];
-        const int nb0 = g.nb[0], nb1 = g.nb[1], nb2 = g.nb[2];
-        const int64_t bin0 = g.bin0;
-        const int64_t local = a.atom_bin[c] - bin0;
-        const int b2 = (int)(local % nb2);
-        const int b1 = (int)((local / nb2) % nb1);
-        const int b0 = (int)(local / ((int64_t)nb2 * nb1));
-        const float hi2 = g.hi2, lo2 = g.lo2;
-        const int r0 = g.r[0], r1 = g.r[1], r2 = g.r[2];
-        const int w1 = 2 * r1 + 1, n01 = (2 * r0 + 1) * w1;
-        /* this thread's (o0, o1) columns of the stencil: part, part + SPLIT, ... */
-        for (int m01 = part; m01 < n01; m01 += FAST_COUNT_SPLIT) {
-            const int o0 = m01 / w1 - r0, o1 = m01 % w1 - r1;
-            int t0 = b0 + o0, h0;
-            if (!wrap_bin(t0, nb0, g.per[0], h0)) continue;
-            {
-                int t1 = b1 + o1, h1;
-                if (!wrap_bin(t1, nb1, g.per[1], h1)) continue;
-                int o2 = -r2;
-                while (o2 <= r2) {
-                    int t2 = b2 + o2, h2 = 0;
-                    if (g.per[2]) {
-                        h2 = floordiv(t2, nb2);
-                        t2 -= h2 * nb2;
-                    } else if (t2 < 0) {
-                        o2 -= t2;
-                        continue;
-                    } else if (t2 >= nb2) {
-                        break;
-                    }
-                    int run = r2 - o2 + 1;
-                    if (run > nb2 - t2) run = nb2 - t2;
-                    const int64_t tb = bin0 + ((int64_t)t0 * nb1 + t1) * nb2 + t2;
-                    const int32_t q_lo = a.bin_start[tb], q_hi = a.bin_start[tb + run];
-                    const float4 t = fast_shifted(cf, image_comp(g.h, h0, h1, h2, 0),
-                                                  image_comp(g.h, h0, h1, h2, 1),
-                                                  image_comp(g.h, h0, h1, h2, 2));
-                    const bool h_zero = (h0 | h1 | h2) == 0;
-                    const auto test = [&](const float4 f, int32_t q) {
-                        const int pt = fast_pretest(f.x, f.y, f.z, t, hi2, lo2);
-                        if (pt == 0) return;
-                        const int j = __float_as_int(f.w);
-                        bool acc;
-                        if (pt == 2) {
-                            acc = !(h_zero && q == qc); /* the center itself */
-                        } else {
-                            acc = fast_count_exact(a, g.h, qc, q, h0, h1, h2, nc, c, j);
-                        }
-                        cnt += acc;
-                        ghc += acc && j >= n_centers;
-                    };
-                    /* four candidates' loads in flight at a time (the loop waits on them) */
-                    int32_t q = q_lo;
-#pragma unroll 1
-                    for (; q + 4 <= q_hi; q += 4) {
-                        float4 f[4];
-#pragma unroll
-                        for (int u = 0; u < 4; u++) f[u] = sf4[q + u];
-#pragma unroll
-                        for (int u = 0; u < 4; u++) test(f[u], q + u);
-                    }
-#pragma unroll 1
-                    for (; q < q_hi; q++) test(sf4[q], q);
-                    o2 += run;
-                }
-            }
-        }
-        if (cnt) atomicAdd((unsigned long long *)(a.counts + c), (unsigned long long)cnt);
-    }
-    count_epilogue(a, ghc);
+/* The bin of slot k's atom c as (b0, b1, b2) inside its system's grid. */
+__device__ __forceinline__ void bin_coords(const nbr_args &a, const geom &g, int c, int &b0,
+                                           int &b1, int &b2) {
+    const int64_t local = a.atom_bin[c] - g.bin0;
+    const int nb1 = g.nb[1], nb2 = g.nb[2];
+    b2 = (int)(local % nb2);
+    b1 = (int)((local / nb2) % nb1);
+    b0 = (int)(local / ((int64_t)nb2 * nb1));
 }
 
-/* Fast cell list, write pass (see the header): a block per bin, grid-stride over the bins in use;
- * the candidates staged in shared memory (raw float position and listed-bin index, image shift
- * minus wrap count and atom id, original double position), then a warp per center: its center
- * moved by each listed bin's shift (t, per warp in shared memory), a lane per candidate, the
- * same decision as the count pass, the accepted vectors recomputed in double and the entries of
- * 32 candidates written at consecutive positions (ballot); counts[c] is the cursor between
- * chunks. */
-__global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(const nbr_args a) {
-    __shared__ float4 s_pos[FAST_CAP];           /* raw float position, listed-bin index in .w */
-    __shared__ int4 s_meta[FAST_CAP];            /* image shift - wrap count (3), atom id */
-    __shared__ double s_x[3 * FAST_CAP];         /* original positions */
-    __shared__ float4 s_t[FAST_TB / 32][32];     /* per warp: its center moved by each listed shift */
-    __shared__ long long s_pre[33];              /* prefix of the listed bins' atom counts */
-    __shared__ int4 s_rng[32];                   /* first slot, image shift of each listed bin */
-    __shared__ double s_shv[32][3];              /* image shift vector of each listed bin */
-    __shared__ unsigned short s_q[FAST_TB / 32][64]; /* per warp: queued candidates (+ FAST_Q_SURE) */
+/* Stencil bin number idx (lexicographic in (o0, o1, o2), o_k in [-r_k, r_k]) around bin b:
+ * false when a non-periodic axis has no such bin; else the global bin tb and its image shift. */
+__device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b2, int64_t idx,
+                                            int64_t &tb, int hh[3]) {
+    const int w1 = 2 * g.r[1] + 1, w2 = 2 * g.r[2] + 1;
+    const int o2 = (int)(idx % w2) - g.r[2];
+    const int64_t tq = idx / w2;
+    const int o1 = (int)(tq % w1) - g.r[1];
+    const int o0 = (int)(tq / w1) - g.r[0];
+    int t[3] = {b0 + o0, b1 + o1, b2 + o2};
+    for (int q = 0; q < 3; q++)
+        if (!wrap_bin(t[q], g.nb[q], g.per[q], hh[q])) return false;
+    tb = g.bin0 + ((int64_t)t[0] * g.nb[1] + t[1]) * g.nb[2] + t[2];
+    return true;
+}
+
+/* Fast cell list, search pass (see the header): a block per bin, grid-stride over the bins in
+ * use; the stencil's candidates staged in shared memory (float position with the atom id, slot,
+ * listed-bin index), then a warp per center of the bin: its center moved by each listed bin's
+ * shift (t, per warp in shared memory), a lane per candidate, the float pre-test and, between the
+ * thresholds, the exact test; the accepted candidates' codes (slot | listed bin << 27) go to the
+ * center's row of FAST_K (in order, while they fit), the count to counts[c] (also the cursor
+ * between chunks), the ghost entries to the status. */
+__global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(const nbr_args a) {
+    __shared__ float4 s_pos[FAST_CAP];       /* raw float position, atom id in .w */
+    __shared__ int32_t s_q[FAST_CAP];        /* slot */
+    __shared__ unsigned char s_l[FAST_CAP];  /* listed-bin index */
+    __shared__ float4 s_t[FAST_TB / 32][32]; /* per warp: its center moved by each listed shift */
+    __shared__ long long s_pre[33];          /* prefix of the listed bins' atom counts */
+    __shared__ int4 s_rng[32];               /* first slot, image shift of each listed bin */
+    __shared__ double s_shv[32][3];          /* image shift vector of each listed bin */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const unsigned lt = (1u << lane) - 1u;
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
     const int n_centers = (int)a.n_centers;
+    long long ghc = 0;
     for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
         const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
         int has = 0;
@@ -1368,45 +1312,24 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
             has |= a.sorted_id[q] < n_centers;
         if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
         const geom &g = a.g[a.sorted_wrap[q0].w];
-        const int nb0 = g.nb[0], nb1 = g.nb[1], nb2 = g.nb[2];
-        const int64_t local = b - g.bin0;
-        const int bb2 = (int)(local % nb2);
-        const int bb1 = (int)((local / nb2) % nb1);
-        const int bb0 = (int)(local / ((int64_t)nb2 * nb1));
-        const int r0 = g.r[0], r1 = g.r[1], r2 = g.r[2];
-        const int w1 = 2 * r1 + 1, w2 = 2 * r2 + 1;
-        const int64_t R = (int64_t)(2 * r0 + 1) * w1 * w2;
+        int bb0, bb1, bb2;
+        bin_coords(a, g, a.sorted_id[q0], bb0, bb1, bb2);
+        const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
         const float hi2 = g.hi2, lo2 = g.lo2;
         const double *H = g.h;
+        const bool keep = a.fast_ids != nullptr && R <= 32; /* codes hold 5 bits of listed bin */
         for (int64_t gr = 0; gr < R; gr += 32) {
-            if (warp == 0) { /* list up to 32 stencil bins: (o0, o1, o2) in lexicographic order */
+            if (warp == 0) { /* list up to 32 stencil bins */
                 const int64_t idx = gr + lane;
-                int len = 0;
+                int len = 0, hh[3] = {0, 0, 0};
+                int64_t tb = 0;
                 int4 rng = make_int4(0, 0, 0, 0);
                 double sv[3] = {0, 0, 0};
-                if (idx < R) {
-                    const int o2 = (int)(idx % w2) - r2;
-                    const int64_t tq = idx / w2;
-                    const int o1 = (int)(tq % w1) - r1;
-                    const int o0 = (int)(tq / w1) - r0;
-                    int t[3] = {bb0 + o0, bb1 + o1, bb2 + o2}, hh[3] = {0, 0, 0};
-                    const int nbq[3] = {nb0, nb1, nb2};
-                    bool in = true;
-                    for (int q = 0; q < 3; q++) {
-                        if (g.per[q]) {
-                            hh[q] = floordiv(t[q], nbq[q]);
-                            t[q] -= hh[q] * nbq[q];
-                        } else if (t[q] < 0 || t[q] >= nbq[q]) {
-                            in = false;
-                        }
-                    }
-                    if (in) {
-                        const int64_t tb = g.bin0 + ((int64_t)t[0] * nb1 + t[1]) * nb2 + t[2];
-                        const int32_t qlo = a.bin_start[tb];
-                        len = a.bin_start[tb + 1] - qlo;
-                        rng = make_int4(qlo, hh[0], hh[1], hh[2]);
-                        for (int d = 0; d < 3; d++) sv[d] = image_comp(H, hh[0], hh[1], hh[2], d);
-                    }
+                if (idx < R && stencil_bin(g, bb0, bb1, bb2, idx, tb, hh)) {
+                    const int32_t qlo = a.bin_start[tb];
+                    len = a.bin_start[tb + 1] - qlo;
+                    rng = make_int4(qlo, hh[0], hh[1], hh[2]);
+                    for (int d = 0; d < 3; d++) sv[d] = image_comp(H, hh[0], hh[1], hh[2], d);
                 }
                 const long long incl = warp_incl_scan(len);
                 s_pre[lane + 1] = incl;
@@ -1416,7 +1339,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
             }
             __syncthreads();
             const long long total = s_pre[32];
-            /* at least one chunk, so that every center's cursor is initialized in group 0 */
+            /* at least one chunk, so that every center's count is initialized in group 0 */
             for (long long co = 0; co == 0 || co < total; co += FAST_CAP) {
                 const int nch = (int)min((long long)FAST_CAP, total - co);
                 for (int i = threadIdx.x; i < nch; i += blockDim.x) {
@@ -1424,13 +1347,10 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
                     int l = 0;
                     for (int step = 16; step; step >>= 1)
                         if (s_pre[l + step] <= idx) l += step;
-                    const int4 rg = s_rng[l];
-                    const int32_t q = rg.x + (int32_t)(idx - s_pre[l]);
-                    const float4 f = sf4[q];
-                    const int4 wr = a.sorted_wrap[q];
-                    s_pos[i] = make_float4(f.x, f.y, f.z, __int_as_float(l));
-                    s_meta[i] = make_int4(rg.y - wr.x, rg.z - wr.y, rg.w - wr.z, __float_as_int(f.w));
-                    for (int d = 0; d < 3; d++) s_x[3 * i + d] = a.sorted_xd[3 * (int64_t)q + d];
+                    const int32_t q = s_rng[l].x + (int32_t)(idx - s_pre[l]);
+                    s_pos[i] = sf4[q];
+                    s_q[i] = q;
+                    s_l[i] = (unsigned char)l;
                 }
                 __syncthreads();
                 const bool first = gr == 0 && co == 0;
@@ -1440,68 +1360,148 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
                     const float4 cf = sf4[k];
                     const int4 nc = a.sorted_wrap[k];
                     s_t[warp][lane] = fast_shifted(cf, s_shv[lane][0], s_shv[lane][1], s_shv[lane][2]);
-                    double xc[3];
-                    load3(a.sorted_xd, k, xc);
-                    int64_t st = first ? a.offs[c] : __ldcg(a.counts + c);
+                    long long n = first ? 0 : __ldcg(a.counts + c);
+                    int32_t *ids = keep ? a.fast_ids + (int64_t)c * FAST_K : nullptr;
                     __syncwarp();
-                    /* the exact vectors (double) of the queued candidates, n <= 32 of them, a
-                     * lane each; their entries written at consecutive positions */
-                    const auto flush = [&](int n) {
-                        const int qv = lane < n ? (int)s_q[warp][lane] : -1;
-                        bool acc = false;
-                        int j = 0, s0 = 0, s1 = 0, s2 = 0;
-                        double r[3] = {0, 0, 0}, d2 = 0;
-                        if (qv >= 0) {
-                            const int i = qv & (FAST_Q_SURE - 1);
-                            const int4 m = s_meta[i];
-                            j = m.w;
-                            s0 = nc.x + m.x;
-                            s1 = nc.y + m.y;
-                            s2 = nc.z + m.z;
-                            if (!(j == c && (s0 | s1 | s2) == 0)) {
-                                const double xj[3] = {s_x[3 * i], s_x[3 * i + 1], s_x[3 * i + 2]};
-                                pair_vector(H, xc, xj, s0, s1, s2, r, d2);
-                                acc = (qv & FAST_Q_SURE) != 0 || d2 < a.cut2;
-                            }
-                        }
-                        int64_t unused_count = 0, unused_ghosts = 0;
-                        brute_emit<true>(a, acc, c, j, s0, s1, s2, r, d2, st, unused_count,
-                                         unused_ghosts);
-                    };
-                    /* the float pre-test by a lane per candidate; the candidates it does not
-                     * reject (about one in six) queue, in order, and go through the double
-                     * arithmetic 32 at a time, so that lanes run it only for them */
-                    int qn = 0;
                     for (int i0 = 0; i0 < nch; i0 += 32) {
                         const int i = i0 + lane;
-                        int pt = 0;
+                        bool acc = false;
+                        int j = 0, l = 0;
+                        int32_t q = 0;
                         if (i < nch) {
                             const float4 p = s_pos[i];
-                            pt = fast_pretest(p.x, p.y, p.z, s_t[warp][__float_as_int(p.w)], hi2,
-                                              lo2);
+                            l = s_l[i];
+                            const int pt = fast_pretest(p.x, p.y, p.z, s_t[warp][l], hi2, lo2);
+                            if (pt) {
+                                q = s_q[i];
+                                j = __float_as_int(p.w);
+                                const int4 rg = s_rng[l];
+                                if (pt == 2)
+                                    acc = !(q == k && (rg.y | rg.z | rg.w) == 0); /* not itself */
+                                else
+                                    acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, nc, c, j);
+                            }
                         }
-                        const unsigned bq = __ballot_sync(NNPOPS__FULL_MASK, pt != 0);
-                        if (pt)
-                            s_q[warp][qn + __popc(bq & lt)] =
-                                (unsigned short)(i | (pt == 2 ? FAST_Q_SURE : 0));
-                        qn += __popc(bq);
-                        if (qn >= 32) {
-                            __syncwarp();
-                            flush(32);
-                            const unsigned short rest = lane + 32 < qn ? s_q[warp][lane + 32] : 0;
-                            __syncwarp();
-                            if (lane + 32 < qn) s_q[warp][lane] = rest;
-                            qn -= 32;
-                            __syncwarp();
+                        const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
+                        const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && j >= n_centers);
+                        if (acc && ids) {
+                            const long long slot = n + __popc(bm & lt);
+                            if (slot < FAST_K) ids[slot] = q | (l << FAST_SLOT_BITS);
                         }
+                        n += __popc(bm);
+                        if (lane == 0) ghc += __popc(bg);
                     }
-                    __syncwarp();
-                    if (qn > 0) flush(qn);
-                    if (lane == 0) __stcg(a.counts + c, (long long)st);
+                    if (lane == 0) __stcg(a.counts + c, n);
                     __syncwarp();
                 }
                 __syncthreads();
             }
+        }
+    }
+    count_epilogue(a, ghc);
+}
+
+/* Fast cell list, emit pass for a center whose candidates were not all kept (more than FAST_K,
+ * or more than 32 listed bins, or too many atoms for the codes): the warp searches the stencil
+ * again from global memory, bin by bin in the search pass's order, with the same decisions, and
+ * writes the entries from e on. */
+__device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64_t k, int c, int4 nc,
+                                         int64_t e) {
+    const int lane = threadIdx.x & 31;
+    double xc[3];
+    load3(a.sorted_xd, k, xc);
+    const float4 *__restrict__ sf4 = a.sorted_f4;
+    const float4 cf = sf4[k];
+    const float hi2 = g.hi2, lo2 = g.lo2;
+    const double *H = g.h;
+    int b0, b1, b2;
+    bin_coords(a, g, c, b0, b1, b2);
+    const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
+    int64_t unused_count = 0, unused_ghosts = 0;
+    for (int64_t idx = 0; idx < R; idx++) {
+        int64_t tb;
+        int hh[3];
+        if (!stencil_bin(g, b0, b1, b2, idx, tb, hh)) continue;
+        const int32_t q_lo = a.bin_start[tb], q_hi = a.bin_start[tb + 1];
+        const float4 t = fast_shifted(cf, image_comp(H, hh[0], hh[1], hh[2], 0),
+                                      image_comp(H, hh[0], hh[1], hh[2], 1),
+                                      image_comp(H, hh[0], hh[1], hh[2], 2));
+        for (int32_t qb = q_lo; qb < q_hi; qb += 32) {
+            const int32_t q = qb + lane;
+            bool acc = false;
+            int j = 0, s0 = 0, s1 = 0, s2 = 0;
+            double r[3] = {0, 0, 0}, d2 = 0;
+            if (q < q_hi) {
+                const float4 f = sf4[q];
+                const int pt = fast_pretest(f.x, f.y, f.z, t, hi2, lo2);
+                if (pt) {
+                    j = __float_as_int(f.w);
+                    const int4 nj = a.sorted_wrap[q];
+                    s0 = hh[0] + nc.x - nj.x;
+                    s1 = hh[1] + nc.y - nj.y;
+                    s2 = hh[2] + nc.z - nj.z;
+                    if (!(j == c && (s0 | s1 | s2) == 0)) {
+                        double xj[3];
+                        load3(a.sorted_xd, q, xj);
+                        pair_vector(H, xc, xj, s0, s1, s2, r, d2);
+                        acc = pt == 2 || d2 < a.cut2; /* the search pass's decision */
+                    }
+                }
+            }
+            brute_emit<true>(a, acc, c, j, s0, s1, s2, r, d2, e, unused_count, unused_ghosts);
+        }
+    }
+}
+
+/* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
+ * the same candidates), a lane per kept code: the listed bin's image shift (lane l of the warp
+ * works out listed bin l's, fetched with a shuffle), the candidate's wrap count, id and original
+ * position, the vector in double (the CPU expression) and the entry at offs[c] + its rank.  The
+ * entries come in the search pass's order; centers whose codes were not all kept search again
+ * (fast_rescan). */
+__global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS) fast_emit_kernel(const __grid_constant__ nbr_args a) {
+    const int lane = threadIdx.x & 31;
+    const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int n_centers = (int)a.n_centers;
+    int c = n_centers;
+    if (k < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[k];
+    if (c < n_centers) {
+        const int4 nc = a.sorted_wrap[k];
+        const geom &g = a.g[nc.w];
+        const int64_t n = a.counts[c];
+        const int64_t e = a.offs[c];
+        const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
+        if (a.fast_ids && R <= 32 && n <= FAST_K) {
+            double xc[3];
+            load3(a.sorted_xd, k, xc);
+            int b0, b1, b2;
+            bin_coords(a, g, c, b0, b1, b2);
+            int hh[3] = {0, 0, 0};
+            int64_t tb;
+            if (lane < R) stencil_bin(g, b0, b1, b2, lane, tb, hh);
+            const int32_t *ids = a.fast_ids + (int64_t)c * FAST_K;
+            const double *H = g.h;
+            for (int64_t e0 = 0; e0 < n; e0 += 32) {
+                const int64_t idx = e0 + lane;
+                const int32_t code = idx < n ? ids[idx] : 0;
+                const int l = (int)((uint32_t)code >> FAST_SLOT_BITS);
+                const int32_t q = code & ((1 << FAST_SLOT_BITS) - 1);
+                const int h0 = __shfl_sync(NNPOPS__FULL_MASK, hh[0], l);
+                const int h1 = __shfl_sync(NNPOPS__FULL_MASK, hh[1], l);
+                const int h2 = __shfl_sync(NNPOPS__FULL_MASK, hh[2], l);
+                if (idx < n) {
+                    const int j = a.sorted_id[q];
+                    const int4 nj = a.sorted_wrap[q];
+                    const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
+                    double xj[3], r[3], d2;
+                    load3(a.sorted_xd, q, xj);
+                    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
+                    if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2);
+                    if (d2 < a.min_d2) record_close(a, c, j, d2);
+                }
+            }
+        } else {
+            fast_rescan(a, g, k, c, nc, e);
         }
     }
     write_epilogue(a);
@@ -1511,7 +1511,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_write_kernel(co
 struct nbr_layout {
     size_t counts, offs, scan_tmp, scan_tmp_bytes, g, bbox, atom_bin, atom_sys, atom_rank,
         atom_wrap, bin_count, bin_start, sorted_id, sorted_wrap, sorted_xd, sorted_f4, n_bins_used,
-        total;
+        fast_ids, total;
     int64_t n_items, n_bins_bound;
 };
 
@@ -1566,6 +1566,8 @@ nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
         L.sorted_xd = take(sizeof(double) * 3 * (size_t)n_atoms);
         L.sorted_f4 = take(sizeof(float4) * (size_t)n_atoms);
         L.n_bins_used = take(sizeof(int64_t));
+        if (plan->algorithm == NNPOPS__NBR_CELL_FAST)
+            L.fast_ids = take(sizeof(int32_t) * (size_t)FAST_K * (size_t)n_centers);
     }
     L.total = cur;
     return L;
@@ -1703,15 +1705,17 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     }
     scan_bytes = L.scan_tmp_bytes;
     if (a.fast) {
-        fast_count_kernel<<<grid_for(a.n_atoms, 32), 32 * FAST_COUNT_SPLIT, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, count)");
+        /* codes hold slots below 2^FAST_SLOT_BITS */
+        if (a.n_atoms < ((int64_t)1 << FAST_SLOT_BITS)) a.fast_ids = (int32_t *)(w + L.fast_ids);
+        int64_t blocks = (a.n_atoms + FAST_ATOMS_PER_BLOCK - 1) / FAST_ATOMS_PER_BLOCK;
+        if (blocks > L.n_bins_bound) blocks = L.n_bins_bound;
+        fast_search_kernel<<<grid_for(blocks, 1), FAST_TB, 0, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, search)");
         if (!a.lb_scan)
             NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
                                                             (int64_t)(a.n_items + 1), st));
-        int64_t blocks = (a.n_atoms + FAST_ATOMS_PER_BLOCK - 1) / FAST_ATOMS_PER_BLOCK;
-        if (blocks > L.n_bins_bound) blocks = L.n_bins_bound;
-        fast_write_kernel<<<grid_for(blocks, 1), FAST_TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, write)");
+        fast_emit_kernel<<<grid_for(a.n_atoms * 32, TB), TB, 0, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, emit)");
         return NNPOPS_OK;
     }
     const unsigned gw = grid_for(a.n_atoms * 32, TB);
