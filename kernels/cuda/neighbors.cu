@@ -122,7 +122,7 @@
  * and wrap count, per bin a count and start (int32, at most 2 N + 27 ns bins), and the atoms in bin
  * order (id, wrap count, double position: wrapped for the general kernel, original for the fast
  * one, and the float position xr with the id in .w); the fast cell list's codes, FAST_K int32
- * per center.
+ * per slot.
  */
 #include <string.h>
 
@@ -215,7 +215,7 @@ struct nbr_args {
     unsigned long long *bbox; /* [ns][8]: encoded min f_k, then ~encoded max f_k, ~encoded max |x|
                                * (atomicMin all) */
     int32_t *atom_bin, *atom_sys, *atom_rank, *bin_count, *bin_start, *sorted_id;
-    int32_t *fast_ids; /* fast cell list: [n_centers][FAST_K] codes (NULL: none kept) */
+    int32_t *fast_ids; /* fast cell list: [n_atoms][FAST_K] codes by slot (NULL: none kept) */
     int4 *atom_wrap, *sorted_wrap;
     double *sorted_xd; /* [n][3]: wrapped (general cell list) or original (fast) positions */
     float4 *sorted_f4; /* fast cell list: float xr, id in .w */
@@ -397,11 +397,22 @@ __device__ void record_close(const nbr_args &a, int64_t c, int64_t j, double d2)
     }
 }
 
+/* Stores of the output lists and of the fast cell list's codes: plain, or (a build with
+ * NBR_CS_STORES=1, for comparisons) evict-first, so that a large list streaming through L2 does
+ * not push the sorted atoms out. */
+#ifndef NBR_CS_STORES
+#define NBR_CS_STORES 0
+#endif
+template <typename T> __device__ __forceinline__ void out_store(T *p, T v) {
+    if (NBR_CS_STORES) __stcs(p, v);
+    else *p = v;
+}
+
 /* Writes entry e (already checked against capacity). */
 __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_t c, int64_t j,
                                             int s0, int s1, int s2, const double r[3], double d2) {
     if (((uintptr_t)a.pairs & 7) == 0) { /* the pair as one 8-byte store */
-        reinterpret_cast<int2 *>(a.pairs)[e] = make_int2((int32_t)c, (int32_t)j);
+        out_store(reinterpret_cast<int2 *>(a.pairs) + e, make_int2((int32_t)c, (int32_t)j));
     } else {
         a.pairs[2 * e] = (int32_t)c;
         a.pairs[2 * e + 1] = (int32_t)j;
@@ -412,9 +423,9 @@ __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_
         a.shifts[3 * e + 2] = s2;
     }
     if (a.vec) {
-        a.vec[3 * e] = r[0];
-        a.vec[3 * e + 1] = r[1];
-        a.vec[3 * e + 2] = r[2];
+        out_store(a.vec + 3 * e, r[0]);
+        out_store(a.vec + 3 * e + 1, r[1]);
+        out_store(a.vec + 3 * e + 2, r[2]);
     }
     if (a.dist) a.dist[e] = sqrt(d2);
 }
@@ -1246,9 +1257,9 @@ __device__ __forceinline__ float4 fast_shifted(float4 cf, double sv0, double sv1
  * for candidates between the float thresholds (rare: out of line, so that the loops keep few
  * registers). */
 __device__ __noinline__ bool fast_count_exact(const nbr_args &a, const double *H, int64_t qc,
-                                              int32_t q, int h0, int h1, int h2, int4 nc, int c,
-                                              int j) {
-    const int4 nj = a.sorted_wrap[q];
+                                              int32_t q, int h0, int h1, int h2, int c) {
+    const int j = a.sorted_id[q];
+    const int4 nc = a.sorted_wrap[qc], nj = a.sorted_wrap[q];
     const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
     if (j == c && (s0 | s1 | s2) == 0) return false;
     double xc[3], xj[3], r[3], d2;
@@ -1285,25 +1296,26 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
 }
 
 /* Fast cell list, search pass (see the header): a block per bin, grid-stride over the bins in
- * use; the stencil's candidates staged in shared memory (float position with the atom id, slot,
- * listed-bin index), then a warp per center of the bin: its center moved by each listed bin's
- * shift (t, per warp in shared memory), a lane per candidate, the float pre-test and, between the
- * thresholds, the exact test; the accepted candidates' codes (slot | listed bin << 27) go to the
- * center's row of FAST_K (in order, while they fit), the count to counts[c] (also the cursor
- * between chunks), the ghost entries to the status. */
-__global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(const nbr_args a) {
-    __shared__ float4 s_pos[FAST_CAP];       /* raw float position, atom id in .w */
-    __shared__ int32_t s_q[FAST_CAP];        /* slot */
-    __shared__ unsigned char s_l[FAST_CAP];  /* listed-bin index */
+ * use; the stencil's candidates staged in shared memory (float position with the slot in .w,
+ * listed-bin index with a ghost bit), then a warp per center of the bin: its center moved by each
+ * listed bin's shift (t, per warp in shared memory), a lane per candidate, the float pre-test and,
+ * between the thresholds, the exact test; the accepted candidates' codes (slot | listed bin << 27)
+ * go to the center's row of FAST_K (in order, while they fit; rows by slot k), the count to
+ * counts[c] (also the cursor between chunks), the ghost entries to the status. */
+__global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(const __grid_constant__ nbr_args a) {
+    __shared__ float4 s_pos[FAST_CAP];       /* raw float position, slot in .w */
+    __shared__ unsigned char s_l[FAST_CAP];  /* listed-bin index | ghost (j >= n_centers) << 7 */
     __shared__ float4 s_t[FAST_TB / 32][32]; /* per warp: its center moved by each listed shift */
     __shared__ long long s_pre[33];          /* prefix of the listed bins' atom counts */
     __shared__ int4 s_rng[32];               /* first slot, image shift of each listed bin */
     __shared__ double s_shv[32][3];          /* image shift vector of each listed bin */
+    __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const unsigned lt = (1u << lane) - 1u;
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
     const int n_centers = (int)a.n_centers;
+    const bool ghosts = a.n_centers < a.n_atoms; /* otherwise no entry has a ghost neighbor */
     long long ghc = 0;
     for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
         const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
@@ -1325,20 +1337,27 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                 int64_t tb = 0;
                 int4 rng = make_int4(0, 0, 0, 0);
                 double sv[3] = {0, 0, 0};
+                bool zero = false;
                 if (idx < R && stencil_bin(g, bb0, bb1, bb2, idx, tb, hh)) {
                     const int32_t qlo = a.bin_start[tb];
                     len = a.bin_start[tb + 1] - qlo;
                     rng = make_int4(qlo, hh[0], hh[1], hh[2]);
+                    zero = (hh[0] | hh[1] | hh[2]) == 0;
                     for (int d = 0; d < 3; d++) sv[d] = image_comp(H, hh[0], hh[1], hh[2], d);
                 }
                 const long long incl = warp_incl_scan(len);
+                const unsigned zm = __ballot_sync(NNPOPS__FULL_MASK, zero);
                 s_pre[lane + 1] = incl;
-                if (lane == 0) s_pre[0] = 0;
+                if (lane == 0) {
+                    s_pre[0] = 0;
+                    s_zero = zm;
+                }
                 s_rng[lane] = rng;
                 for (int d = 0; d < 3; d++) s_shv[lane][d] = sv[d];
             }
             __syncthreads();
             const long long total = s_pre[32];
+            const unsigned zmask = s_zero;
             /* at least one chunk, so that every center's count is initialized in group 0 */
             for (long long co = 0; co == 0 || co < total; co += FAST_CAP) {
                 const int nch = (int)min((long long)FAST_CAP, total - co);
@@ -1348,9 +1367,9 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     for (int step = 16; step; step >>= 1)
                         if (s_pre[l + step] <= idx) l += step;
                     const int32_t q = s_rng[l].x + (int32_t)(idx - s_pre[l]);
-                    s_pos[i] = sf4[q];
-                    s_q[i] = q;
-                    s_l[i] = (unsigned char)l;
+                    const float4 f = sf4[q];
+                    s_pos[i] = make_float4(f.x, f.y, f.z, __int_as_float(q));
+                    s_l[i] = (unsigned char)(l | (__float_as_int(f.w) >= n_centers ? 128 : 0));
                 }
                 __syncthreads();
                 const bool first = gr == 0 && co == 0;
@@ -1358,40 +1377,38 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     const int c = a.sorted_id[k];
                     if (c >= n_centers) continue; /* warp-uniform */
                     const float4 cf = sf4[k];
-                    const int4 nc = a.sorted_wrap[k];
                     s_t[warp][lane] = fast_shifted(cf, s_shv[lane][0], s_shv[lane][1], s_shv[lane][2]);
-                    long long n = first ? 0 : __ldcg(a.counts + c);
-                    int32_t *ids = keep ? a.fast_ids + (int64_t)c * FAST_K : nullptr;
+                    int n = first ? 0 : (int)__ldcg(a.counts + c);
+                    int32_t *ids = keep ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
                     __syncwarp();
                     for (int i0 = 0; i0 < nch; i0 += 32) {
                         const int i = i0 + lane;
                         bool acc = false;
-                        int j = 0, l = 0;
-                        int32_t q = 0;
+                        int l = 0, q = 0;
                         if (i < nch) {
                             const float4 p = s_pos[i];
                             l = s_l[i];
-                            const int pt = fast_pretest(p.x, p.y, p.z, s_t[warp][l], hi2, lo2);
-                            if (pt) {
-                                q = s_q[i];
-                                j = __float_as_int(p.w);
-                                const int4 rg = s_rng[l];
-                                if (pt == 2)
-                                    acc = !(q == k && (rg.y | rg.z | rg.w) == 0); /* not itself */
-                                else
-                                    acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, nc, c, j);
+                            const int pt = fast_pretest(p.x, p.y, p.z, s_t[warp][l & 31], hi2, lo2);
+                            q = __float_as_int(p.w);
+                            if (pt == 2) {
+                                acc = !(q == k && ((zmask >> (l & 31)) & 1u)); /* not itself */
+                            } else if (pt == 1) {
+                                const int4 rg = s_rng[l & 31];
+                                acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
                             }
                         }
                         const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
-                        const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && j >= n_centers);
                         if (acc && ids) {
-                            const long long slot = n + __popc(bm & lt);
-                            if (slot < FAST_K) ids[slot] = q | (l << FAST_SLOT_BITS);
+                            const int slot = n + __popc(bm & lt);
+                            if (slot < FAST_K) out_store(ids + slot, q | ((l & 31) << FAST_SLOT_BITS));
                         }
                         n += __popc(bm);
-                        if (lane == 0) ghc += __popc(bg);
+                        if (ghosts) {
+                            const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && l >= 128);
+                            if (lane == 0) ghc += __popc(bg);
+                        }
                     }
-                    if (lane == 0) __stcg(a.counts + c, n);
+                    if (lane == 0) __stcg(a.counts + c, (long long)n);
                     __syncwarp();
                 }
                 __syncthreads();
@@ -1457,21 +1474,29 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
  * the same candidates), a lane per kept code: the listed bin's image shift (lane l of the warp
  * works out listed bin l's, fetched with a shuffle), the candidate's wrap count, id and original
  * position, the vector in double (the CPU expression) and the entry at offs[c] + its rank.  The
- * entries come in the search pass's order; centers whose codes were not all kept search again
- * (fast_rescan). */
-__global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS) fast_emit_kernel(const __grid_constant__ nbr_args a) {
+ * first 32 codes of the row (rows by slot) are read with the center's own data, and their
+ * candidates' data with the center's counts, so that the loads of a warp wait on two round trips
+ * rather than four.  The entries come in the search pass's order; centers whose codes were not all
+ * kept search again (fast_rescan). */
+__global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
+    fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
     const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_centers = (int)a.n_centers;
+    const int32_t mask = (1 << FAST_SLOT_BITS) - 1;
     int c = n_centers;
     if (k < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[k];
+    const int32_t *ids = a.fast_ids ? a.fast_ids + k * FAST_K : nullptr;
+    /* the first round's code, read before the center's count is known (a row's later codes may
+     * be stale: the slot is kept in range and the result used only below the count) */
+    int32_t code = (ids && c < n_centers) ? ids[lane] : 0;
     if (c < n_centers) {
         const int4 nc = a.sorted_wrap[k];
         const geom &g = a.g[nc.w];
-        const int64_t n = a.counts[c];
+        const int n = (int)a.counts[c];
         const int64_t e = a.offs[c];
         const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
-        if (a.fast_ids && R <= 32 && n <= FAST_K) {
+        if (ids && R <= 32 && n <= FAST_K) {
             double xc[3];
             load3(a.sorted_xd, k, xc);
             int b0, b1, b2;
@@ -1479,22 +1504,23 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS) fast_emit_kernel(con
             int hh[3] = {0, 0, 0};
             int64_t tb;
             if (lane < R) stencil_bin(g, b0, b1, b2, lane, tb, hh);
-            const int32_t *ids = a.fast_ids + (int64_t)c * FAST_K;
             const double *H = g.h;
-            for (int64_t e0 = 0; e0 < n; e0 += 32) {
-                const int64_t idx = e0 + lane;
-                const int32_t code = idx < n ? ids[idx] : 0;
+            for (int e0 = 0; e0 < n; e0 += 32) {
+                const int idx = e0 + lane;
+                if (e0 > 0) code = idx < n ? ids[idx] : 0;
+                int32_t q = code & mask;
+                if (q >= a.n_atoms) q = 0;
                 const int l = (int)((uint32_t)code >> FAST_SLOT_BITS);
-                const int32_t q = code & ((1 << FAST_SLOT_BITS) - 1);
                 const int h0 = __shfl_sync(NNPOPS__FULL_MASK, hh[0], l);
                 const int h1 = __shfl_sync(NNPOPS__FULL_MASK, hh[1], l);
                 const int h2 = __shfl_sync(NNPOPS__FULL_MASK, hh[2], l);
+                const int j = a.sorted_id[q];
+                const int4 nj = a.sorted_wrap[q];
+                double xj[3];
+                load3(a.sorted_xd, q, xj);
                 if (idx < n) {
-                    const int j = a.sorted_id[q];
-                    const int4 nj = a.sorted_wrap[q];
                     const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
-                    double xj[3], r[3], d2;
-                    load3(a.sorted_xd, q, xj);
+                    double r[3], d2;
                     pair_vector(H, xc, xj, s0, s1, s2, r, d2);
                     if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2);
                     if (d2 < a.min_d2) record_close(a, c, j, d2);
@@ -1567,7 +1593,7 @@ nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
         L.sorted_f4 = take(sizeof(float4) * (size_t)n_atoms);
         L.n_bins_used = take(sizeof(int64_t));
         if (plan->algorithm == NNPOPS__NBR_CELL_FAST)
-            L.fast_ids = take(sizeof(int32_t) * (size_t)FAST_K * (size_t)n_centers);
+            L.fast_ids = take(sizeof(int32_t) * (size_t)FAST_K * (size_t)n_atoms);
     }
     L.total = cur;
     return L;
