@@ -151,7 +151,10 @@ const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes 
 #define NBR_LB_SCAN_MAX 8192
 #endif
 const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
-const int FAST_TB = 128;      /* fast cell list: threads per block */
+#ifndef NBR_FAST_TB
+#define NBR_FAST_TB 128
+#endif
+const int FAST_TB = NBR_FAST_TB; /* fast cell list, search pass: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
 #ifndef NBR_FAST_MIN_BLOCKS
@@ -408,9 +411,10 @@ template <typename T> __device__ __forceinline__ void out_store(T *p, T v) {
     else *p = v;
 }
 
-/* Writes entry e (already checked against capacity). */
+/* Writes entry e (already checked against capacity), its vector too when with_vec. */
 __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_t c, int64_t j,
-                                            int s0, int s1, int s2, const double r[3], double d2) {
+                                            int s0, int s1, int s2, const double r[3], double d2,
+                                            bool with_vec = true) {
     if (((uintptr_t)a.pairs & 7) == 0) { /* the pair as one 8-byte store */
         out_store(reinterpret_cast<int2 *>(a.pairs) + e, make_int2((int32_t)c, (int32_t)j));
     } else {
@@ -422,12 +426,31 @@ __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_
         a.shifts[3 * e + 1] = s1;
         a.shifts[3 * e + 2] = s2;
     }
-    if (a.vec) {
+    if (a.vec && with_vec) {
         out_store(a.vec + 3 * e, r[0]);
         out_store(a.vec + 3 * e + 1, r[1]);
         out_store(a.vec + 3 * e + 2, r[2]);
     }
     if (a.dist) a.dist[e] = sqrt(d2);
+}
+
+/* The vectors of entries e .. e + cnt - 1 (cnt <= 32), entry e + i held by lane i, written by the
+ * whole warp so that each store instruction covers 32 consecutive doubles (lane l of round m
+ * writes double l + 32 m of the block, fetched with shuffles): a strided store per component
+ * would carry three times the bytes to L2.  Entries at or past the capacity are not written. */
+__device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3]) {
+    if (!a.vec) return;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int m = 0; m < 3; m++) {
+        const int t = lane + 32 * m, i = t / 3, comp = t - 3 * i;
+        const int src = i < 32 ? i : 31;
+        const double v0 = __shfl_sync(NNPOPS__FULL_MASK, r[0], src);
+        const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], src);
+        const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], src);
+        const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
+        if (i < cnt && e + i < a.capacity) out_store(a.vec + 3 * e + t, v);
+    }
 }
 
 /* ---- status, scans and the ends of the count / write kernels ---- */
@@ -1240,10 +1263,13 @@ __global__ void cell_kernel(const nbr_args a) {
  * a center whose position moved by the candidate's image shift is t (t = cf - float(h . H)):
  * 2: accept without more (below lo2), 1: between the thresholds or NaN (the exact double test
  * decides), 0: reject.  Explicit roundings: every repetition computes the same bits. */
+__device__ __forceinline__ float fast_d2f(float fx, float fy, float fz, float4 t) {
+    const float dx = __fsub_rn(fx, t.x), dy = __fsub_rn(fy, t.y), dz = __fsub_rn(fz, t.z);
+    return __fmaf_rn(dz, dz, __fmaf_rn(dy, dy, __fmul_rn(dx, dx)));
+}
 __device__ __forceinline__ int fast_pretest(float fx, float fy, float fz, float4 t, float hi2,
                                             float lo2) {
-    const float dx = __fsub_rn(fx, t.x), dy = __fsub_rn(fy, t.y), dz = __fsub_rn(fz, t.z);
-    const float d2f = __fmaf_rn(dz, dz, __fmaf_rn(dy, dy, __fmul_rn(dx, dx)));
+    const float d2f = fast_d2f(fx, fy, fz, t);
     return d2f < lo2 ? 2 : (d2f >= hi2 ? 0 : 1);
 }
 
@@ -1381,21 +1407,20 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     int n = first ? 0 : (int)__ldcg(a.counts + c);
                     int32_t *ids = keep ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
                     __syncwarp();
+                    /* branch-free but for the (rare) candidates between the thresholds */
                     for (int i0 = 0; i0 < nch; i0 += 32) {
                         const int i = i0 + lane;
-                        bool acc = false;
-                        int l = 0, q = 0;
-                        if (i < nch) {
-                            const float4 p = s_pos[i];
-                            l = s_l[i];
-                            const int pt = fast_pretest(p.x, p.y, p.z, s_t[warp][l & 31], hi2, lo2);
-                            q = __float_as_int(p.w);
-                            if (pt == 2) {
-                                acc = !(q == k && ((zmask >> (l & 31)) & 1u)); /* not itself */
-                            } else if (pt == 1) {
-                                const int4 rg = s_rng[l & 31];
-                                acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
-                            }
+                        const bool in = i < nch;
+                        const float4 p = s_pos[in ? i : 0];
+                        const int l = s_l[in ? i : 0];
+                        const float d2f = fast_d2f(p.x, p.y, p.z, s_t[warp][l & 31]);
+                        const int q = __float_as_int(p.w);
+                        const bool self = q == k && ((zmask >> (l & 31)) & 1u);
+                        bool acc = in && d2f < lo2 && !self;
+                        const bool maybe = in && !(d2f < lo2) && !(d2f >= hi2);
+                        if (__any_sync(NNPOPS__FULL_MASK, maybe) && maybe) {
+                            const int4 rg = s_rng[l & 31];
+                            acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
                         }
                         const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
                         if (acc && ids) {
@@ -1516,15 +1541,15 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
                 const int h2 = __shfl_sync(NNPOPS__FULL_MASK, hh[2], l);
                 const int j = a.sorted_id[q];
                 const int4 nj = a.sorted_wrap[q];
-                double xj[3];
+                double xj[3], r[3] = {0, 0, 0}, d2 = 0;
                 load3(a.sorted_xd, q, xj);
                 if (idx < n) {
                     const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
-                    double r[3], d2;
                     pair_vector(H, xc, xj, s0, s1, s2, r, d2);
-                    if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2);
+                    if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2, false);
                     if (d2 < a.min_d2) record_close(a, c, j, d2);
                 }
+                store_vecs(a, e + e0, min(32, n - e0), r);
             }
         } else {
             fast_rescan(a, g, k, c, nc, e);
