@@ -60,20 +60,21 @@
  *                over a grid of about n_atoms / 16 blocks).  Warp 0 lists up to 32 stencil bins
  *                (27 for r_k == 1; more in groups of 32) with a prefix sum of their atom counts;
  *                the block copies their atoms, at most 512 at a time, into shared memory (float
- *                position xr with the id, slot, listed-bin index); then a warp per center of the
- *                bin: the center moved back by each listed bin's shift (per warp in shared
- *                memory), a lane per candidate for the decision below; the count goes to
- *                counts[c] (also the cursor between chunks), and the accepted candidates' codes
- *                (slot | listed bin << 27, in order, ballot + popc) to the center's row of FAST_K
- *                (128) codes while they fit (only with at most 32 listed bins and fewer than 2^27
- *                atoms).
+ *                position xr with the slot, listed-bin index); then a warp per center of the bin:
+ *                the center moved back by each listed bin's shift (per warp in shared memory), a
+ *                lane per candidate for the decision below; the count goes to counts[c] (also the
+ *                cursor between chunks), and the accepted candidates' codes (slot | image shift
+ *                << 27: with stencils of one bin a shift is one of 27 values, in {-1, 0, 1}^3) in
+ *                order (ballot + popc) to the center's row of FAST_K (128) codes while they fit
+ *                (rows by slot; only with one-bin stencils and fewer than 2^27 atoms).
  *                emit pass (fast_emit_kernel): a warp per slot (centers in bin order), a lane per
- *                code: the listed bin's image shift (lane l works out listed bin l's; a shuffle
- *                fetches it), the candidate's wrap count, id and original position, the vector
- *                in double (the CPU expression above), the entry at offs[c] + its rank: no
- *                float test again, stores of a center contiguous.  A center whose codes were not
- *                all kept (more than FAST_K entries: dense systems) searches its stencil again in
- *                the emit pass, bin by bin in the same order, with the same decisions.
+ *                code: the image shift from the code, the candidate's wrap count, id and
+ *                original position, the vector in double (the CPU expression above), the entry
+ *                at offs[c] + its rank: no float test again, the pairs of a round stored at
+ *                consecutive positions and its vectors as 32 consecutive doubles per store.  A
+ *                center whose codes were not all kept (more than FAST_K entries: dense systems;
+ *                thin cells) searches its stencil again in the emit pass, bin by bin in the same
+ *                order, with the same decisions.
  *                The decision: t = float(xr_c) - float(h . H) per center and image h (explicit
  *                _rn roundings, the same bits wherever it is repeated), d2f = |f_j - t|^2
  *                in float32 (fmaf chain); d2f >= hi2 rejects, d2f < lo2 accepts (the center itself
@@ -1298,11 +1299,17 @@ __device__ __noinline__ bool fast_count_exact(const nbr_args &a, const double *H
 /* The bin of slot k's atom c as (b0, b1, b2) inside its system's grid. */
 __device__ __forceinline__ void bin_coords(const nbr_args &a, const geom &g, int c, int &b0,
                                            int &b1, int &b2) {
-    const int64_t local = a.atom_bin[c] - g.bin0;
+    const int local = (int)(a.atom_bin[c] - g.bin0); /* bins are counted in int32 */
     const int nb1 = g.nb[1], nb2 = g.nb[2];
-    b2 = (int)(local % nb2);
-    b1 = (int)((local / nb2) % nb1);
-    b0 = (int)(local / ((int64_t)nb2 * nb1));
+    b2 = local % nb2;
+    b1 = (local / nb2) % nb1;
+    b0 = local / (nb2 * nb1);
+}
+
+/* Whether the search pass keeps codes for a system: stencils of one bin along every axis (27
+ * listed bins, image shifts in {-1, 0, 1}: a code holds the shift's 27 values in its top bits). */
+__device__ __forceinline__ bool codes_kept(const nbr_args &a, const geom &g) {
+    return a.fast_ids != nullptr && g.r[0] == 1 && g.r[1] == 1 && g.r[2] == 1;
 }
 
 /* Stencil bin number idx (lexicographic in (o0, o1, o2), o_k in [-r_k, r_k]) around bin b:
@@ -1325,7 +1332,7 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
  * use; the stencil's candidates staged in shared memory (float position with the slot in .w,
  * listed-bin index with a ghost bit), then a warp per center of the bin: its center moved by each
  * listed bin's shift (t, per warp in shared memory), a lane per candidate, the float pre-test and,
- * between the thresholds, the exact test; the accepted candidates' codes (slot | listed bin << 27)
+ * between the thresholds, the exact test; the accepted candidates' codes (slot | image shift << 27)
  * go to the center's row of FAST_K (in order, while they fit; rows by slot k), the count to
  * counts[c] (also the cursor between chunks), the ghost entries to the status. */
 __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(const __grid_constant__ nbr_args a) {
@@ -1336,6 +1343,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     __shared__ int4 s_rng[32];               /* first slot, image shift of each listed bin */
     __shared__ double s_shv[32][3];          /* image shift vector of each listed bin */
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
+    __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const unsigned lt = (1u << lane) - 1u;
     const int64_t nbins = *a.n_bins_used;
@@ -1355,7 +1363,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
         const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
         const float hi2 = g.hi2, lo2 = g.lo2;
         const double *H = g.h;
-        const bool keep = a.fast_ids != nullptr && R <= 32; /* codes hold 5 bits of listed bin */
+        const bool keep = codes_kept(a, g);
         for (int64_t gr = 0; gr < R; gr += 32) {
             if (warp == 0) { /* list up to 32 stencil bins */
                 const int64_t idx = gr + lane;
@@ -1379,6 +1387,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     s_zero = zm;
                 }
                 s_rng[lane] = rng;
+                s_hc[lane] = ((hh[0] + 1) * 9 + (hh[1] + 1) * 3 + (hh[2] + 1)) << FAST_SLOT_BITS;
                 for (int d = 0; d < 3; d++) s_shv[lane][d] = sv[d];
             }
             __syncthreads();
@@ -1425,7 +1434,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                         const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
                         if (acc && ids) {
                             const int slot = n + __popc(bm & lt);
-                            if (slot < FAST_K) out_store(ids + slot, q | ((l & 31) << FAST_SLOT_BITS));
+                            if (slot < FAST_K) out_store(ids + slot, q | s_hc[l & 31]);
                         }
                         n += __popc(bm);
                         if (ghosts) {
@@ -1496,9 +1505,9 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
 }
 
 /* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
- * the same candidates), a lane per kept code: the listed bin's image shift (lane l of the warp
- * works out listed bin l's, fetched with a shuffle), the candidate's wrap count, id and original
- * position, the vector in double (the CPU expression) and the entry at offs[c] + its rank.  The
+ * the same candidates), a lane per kept code: the image shift from the code, the candidate's
+ * wrap count, id and original position, the vector in double (the CPU expression) and the entry
+ * at offs[c] + its rank.  The
  * first 32 codes of the row (rows by slot) are read with the center's own data, and their
  * candidates' data with the center's counts, so that the loads of a warp wait on two round trips
  * rather than four.  The entries come in the search pass's order; centers whose codes were not all
@@ -1520,25 +1529,17 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
         const geom &g = a.g[nc.w];
         const int n = (int)a.counts[c];
         const int64_t e = a.offs[c];
-        const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
-        if (ids && R <= 32 && n <= FAST_K) {
+        if (codes_kept(a, g) && n <= FAST_K) {
             double xc[3];
             load3(a.sorted_xd, k, xc);
-            int b0, b1, b2;
-            bin_coords(a, g, c, b0, b1, b2);
-            int hh[3] = {0, 0, 0};
-            int64_t tb;
-            if (lane < R) stencil_bin(g, b0, b1, b2, lane, tb, hh);
             const double *H = g.h;
             for (int e0 = 0; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
                 if (e0 > 0) code = idx < n ? ids[idx] : 0;
                 int32_t q = code & mask;
                 if (q >= a.n_atoms) q = 0;
-                const int l = (int)((uint32_t)code >> FAST_SLOT_BITS);
-                const int h0 = __shfl_sync(NNPOPS__FULL_MASK, hh[0], l);
-                const int h1 = __shfl_sync(NNPOPS__FULL_MASK, hh[1], l);
-                const int h2 = __shfl_sync(NNPOPS__FULL_MASK, hh[2], l);
+                const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
+                const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
                 const int j = a.sorted_id[q];
                 const int4 nj = a.sorted_wrap[q];
                 double xj[3], r[3] = {0, 0, 0}, d2 = 0;
