@@ -152,10 +152,7 @@ const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes 
 #define NBR_LB_SCAN_MAX 8192
 #endif
 const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
-#ifndef NBR_FAST_TB
-#define NBR_FAST_TB 128
-#endif
-const int FAST_TB = NBR_FAST_TB; /* fast cell list, search pass: threads per block */
+const int FAST_TB = 128;      /* fast cell list, search pass: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
 #ifndef NBR_FAST_MIN_BLOCKS
@@ -401,23 +398,12 @@ __device__ void record_close(const nbr_args &a, int64_t c, int64_t j, double d2)
     }
 }
 
-/* Stores of the output lists and of the fast cell list's codes: plain, or (a build with
- * NBR_CS_STORES=1, for comparisons) evict-first, so that a large list streaming through L2 does
- * not push the sorted atoms out. */
-#ifndef NBR_CS_STORES
-#define NBR_CS_STORES 0
-#endif
-template <typename T> __device__ __forceinline__ void out_store(T *p, T v) {
-    if (NBR_CS_STORES) __stcs(p, v);
-    else *p = v;
-}
-
 /* Writes entry e (already checked against capacity), its vector too when with_vec. */
 __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_t c, int64_t j,
                                             int s0, int s1, int s2, const double r[3], double d2,
                                             bool with_vec = true) {
     if (((uintptr_t)a.pairs & 7) == 0) { /* the pair as one 8-byte store */
-        out_store(reinterpret_cast<int2 *>(a.pairs) + e, make_int2((int32_t)c, (int32_t)j));
+        reinterpret_cast<int2 *>(a.pairs)[e] = make_int2((int32_t)c, (int32_t)j);
     } else {
         a.pairs[2 * e] = (int32_t)c;
         a.pairs[2 * e + 1] = (int32_t)j;
@@ -428,9 +414,9 @@ __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_
         a.shifts[3 * e + 2] = s2;
     }
     if (a.vec && with_vec) {
-        out_store(a.vec + 3 * e, r[0]);
-        out_store(a.vec + 3 * e + 1, r[1]);
-        out_store(a.vec + 3 * e + 2, r[2]);
+        a.vec[3 * e] = r[0];
+        a.vec[3 * e + 1] = r[1];
+        a.vec[3 * e + 2] = r[2];
     }
     if (a.dist) a.dist[e] = sqrt(d2);
 }
@@ -450,7 +436,7 @@ __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt
         const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], src);
         const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], src);
         const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
-        if (i < cnt && e + i < a.capacity) out_store(a.vec + 3 * e + t, v);
+        if (i < cnt && e + i < a.capacity) a.vec[3 * e + t] = v;
     }
 }
 
@@ -941,28 +927,40 @@ __global__ void bbox_kernel(const nbr_args a) {
         }
     }
     const warp_runs runs(s);
-    for (int q = 0; q < 4; q++) {
-        /* q < 3: min of f (encoded) and min of the complement of encoded f (= max);
-         * q == 3: the complement of encoded |x| (its min is the max) */
-        const bool need = ok && (q == 3 || !g.per[q]);
-        unsigned long long lo = need ? (q < 3 ? enc_double(f[q]) : ~enc_double(xabs)) : ~0ull;
-        unsigned long long hi = need && q < 3 ? ~enc_double(f[q]) : ~0ull;
+    /* v[q], q < 3: min of f_q (encoded); v[3 + q]: min of the complement of encoded f_q (= max);
+     * v[6]: the complement of encoded |x| (its min is the max); ~0: nothing */
+    unsigned long long v[7];
+    for (int q = 0; q < 3; q++) {
+        const bool need = ok && !g.per[q];
+        v[q] = need ? enc_double(f[q]) : ~0ull;
+        v[3 + q] = need ? ~enc_double(f[q]) : ~0ull;
+    }
+    v[6] = ok ? ~enc_double(xabs) : ~0ull;
+    for (int m = 0; m < 7; m++)
         for (int o = 1; o < 32; o <<= 1) {
-            const unsigned long long ul = __shfl_down_sync(NNPOPS__FULL_MASK, lo, o);
-            const unsigned long long uh = __shfl_down_sync(NNPOPS__FULL_MASK, hi, o);
-            if (runs.lane + o <= runs.run_end) {
-                lo = ul < lo ? ul : lo;
-                hi = uh < hi ? uh : hi;
-            }
+            const unsigned long long u = __shfl_down_sync(NNPOPS__FULL_MASK, v[m], o);
+            if (runs.lane + o <= runs.run_end && u < v[m]) v[m] = u;
         }
-        if (runs.head && valid && lo != ~0ull) {
-            if (q < 3) {
-                atomicMin(a.bbox + 8 * s + q, lo);
-                atomicMin(a.bbox + 8 * s + 3 + q, hi);
-            } else {
-                atomicMin(a.bbox + 8 * s + 6, lo);
-            }
+    /* a block whose atoms are all of one system (large systems): the warps' minima meet in shared
+     * memory and one thread issues the atomics (else every run's head does), so that thousands of
+     * warps do not queue on the same seven words */
+    __shared__ int64_t s_sys0;
+    __shared__ unsigned long long s_v[TB / 32][7];
+    if (threadIdx.x == 0) s_sys0 = s;
+    __syncthreads();
+    const bool one = __syncthreads_and(!valid || s == s_sys0) && s_sys0 >= 0;
+    if (one) {
+        if (runs.lane == 0)
+            for (int m = 0; m < 7; m++) s_v[threadIdx.x >> 5][m] = v[m];
+        __syncthreads();
+        if (threadIdx.x < 7) {
+            unsigned long long w = ~0ull;
+            for (int t = 0; t < (int)(blockDim.x >> 5); t++) w = s_v[t][threadIdx.x] < w ? s_v[t][threadIdx.x] : w;
+            if (w != ~0ull) atomicMin(a.bbox + 8 * s_sys0 + threadIdx.x, w);
         }
+    } else if (runs.head && valid) {
+        for (int m = 0; m < 7; m++)
+            if (v[m] != ~0ull) atomicMin(a.bbox + 8 * s + m, v[m]);
     }
 }
 
@@ -1434,7 +1432,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                         const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
                         if (acc && ids) {
                             const int slot = n + __popc(bm & lt);
-                            if (slot < FAST_K) out_store(ids + slot, q | s_hc[l & 31]);
+                            if (slot < FAST_K) ids[slot] = q | s_hc[l & 31];
                         }
                         n += __popc(bm);
                         if (ghosts) {
