@@ -156,9 +156,11 @@ const int FAST_TB = 128;      /* fast cell list, search pass: threads per block 
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
 #ifndef NBR_FAST_MIN_BLOCKS
-#define NBR_FAST_MIN_BLOCKS 6
+#define NBR_FAST_MIN_BLOCKS 8
 #endif
-const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS; /* fast cell list, search pass: blocks per SM */
+/* fast cell list, search pass: blocks per SM the registers allow (8: 64 registers with a few spills;
+ * 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6, results/b61d4eb-gpu.log) */
+const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 const int FAST_EMIT_MIN_BLOCKS = 4; /* fast cell list, emit pass (256 threads): blocks per SM */
 /* fast cell list: codes kept per center by the search pass (a build may set NBR_FAST_K) */
 #ifndef NBR_FAST_K
@@ -911,12 +913,23 @@ __global__ void bbox_kernel(const nbr_args a) {
     for (int64_t t = k; t <= a.n_items; t += stride) a.counts[t] = 0;
     const bool valid = k < a.n_atoms;
     const int64_t s = valid ? system_of(a.sys_start, a.n_systems, k) : -1;
-    geom g;
+    /* the frame of the system of the block's first atom, set up once (a thread of another system
+     * sets up its own) */
+    __shared__ geom s_g;
+    __shared__ int s_ok;
+    __shared__ int64_t s_sys;
+    if (threadIdx.x == 0) {
+        s_sys = s;
+        s_ok = setup_frame(a, s, s_g, false);
+    }
+    __syncthreads();
+    geom own;
+    const bool mine = s == s_sys;
+    const geom &g = mine ? s_g : own;
     bool ok = false;
     double f[3] = {0, 0, 0}, xabs = 0;
-    g.per[0] = g.per[1] = g.per[2] = 0;
     if (valid) {
-        ok = setup_frame(a, s, g, false);
+        ok = mine ? s_ok != 0 : setup_frame(a, s, own, false);
         if (ok) {
             double x[3];
             load3(a.pos, a.order[k], x);
@@ -927,40 +940,28 @@ __global__ void bbox_kernel(const nbr_args a) {
         }
     }
     const warp_runs runs(s);
-    /* v[q], q < 3: min of f_q (encoded); v[3 + q]: min of the complement of encoded f_q (= max);
-     * v[6]: the complement of encoded |x| (its min is the max); ~0: nothing */
-    unsigned long long v[7];
-    for (int q = 0; q < 3; q++) {
-        const bool need = ok && !g.per[q];
-        v[q] = need ? enc_double(f[q]) : ~0ull;
-        v[3 + q] = need ? ~enc_double(f[q]) : ~0ull;
-    }
-    v[6] = ok ? ~enc_double(xabs) : ~0ull;
-    for (int m = 0; m < 7; m++)
+    for (int q = 0; q < 4; q++) {
+        /* q < 3: min of f (encoded) and min of the complement of encoded f (= max);
+         * q == 3: the complement of encoded |x| (its min is the max) */
+        const bool need = ok && (q == 3 || !g.per[q]);
+        unsigned long long lo = need ? (q < 3 ? enc_double(f[q]) : ~enc_double(xabs)) : ~0ull;
+        unsigned long long hi = need && q < 3 ? ~enc_double(f[q]) : ~0ull;
         for (int o = 1; o < 32; o <<= 1) {
-            const unsigned long long u = __shfl_down_sync(NNPOPS__FULL_MASK, v[m], o);
-            if (runs.lane + o <= runs.run_end && u < v[m]) v[m] = u;
+            const unsigned long long ul = __shfl_down_sync(NNPOPS__FULL_MASK, lo, o);
+            const unsigned long long uh = __shfl_down_sync(NNPOPS__FULL_MASK, hi, o);
+            if (runs.lane + o <= runs.run_end) {
+                lo = ul < lo ? ul : lo;
+                hi = uh < hi ? uh : hi;
+            }
         }
-    /* a block whose atoms are all of one system (large systems): the warps' minima meet in shared
-     * memory and one thread issues the atomics (else every run's head does), so that thousands of
-     * warps do not queue on the same seven words */
-    __shared__ int64_t s_sys0;
-    __shared__ unsigned long long s_v[TB / 32][7];
-    if (threadIdx.x == 0) s_sys0 = s;
-    __syncthreads();
-    const bool one = __syncthreads_and(!valid || s == s_sys0) && s_sys0 >= 0;
-    if (one) {
-        if (runs.lane == 0)
-            for (int m = 0; m < 7; m++) s_v[threadIdx.x >> 5][m] = v[m];
-        __syncthreads();
-        if (threadIdx.x < 7) {
-            unsigned long long w = ~0ull;
-            for (int t = 0; t < (int)(blockDim.x >> 5); t++) w = s_v[t][threadIdx.x] < w ? s_v[t][threadIdx.x] : w;
-            if (w != ~0ull) atomicMin(a.bbox + 8 * s_sys0 + threadIdx.x, w);
+        if (runs.head && valid && lo != ~0ull) {
+            if (q < 3) {
+                atomicMin(a.bbox + 8 * s + q, lo);
+                atomicMin(a.bbox + 8 * s + 3 + q, hi);
+            } else {
+                atomicMin(a.bbox + 8 * s + 6, lo);
+            }
         }
-    } else if (runs.head && valid) {
-        for (int m = 0; m < 7; m++)
-            if (v[m] != ~0ull) atomicMin(a.bbox + 8 * s + m, v[m]);
     }
 }
 
