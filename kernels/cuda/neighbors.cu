@@ -42,9 +42,8 @@
  *                most one image within reach, the one nearest in wrapped fractional offset on
  *                every periodic axis, and its exact test decides (the plan counts one candidate
  *                per atom there, 3.5 times an open system's test).  For small systems,
- *                where the launches of a cell list cost more than the tests.  Center mode: two
- *                launches (count, write) when the counts are few enough for the last block of the
- *                count kernel to scan them (see "Launches" below), else four.
+ *                where the launches of a cell list cost more than the tests.  Center mode: count,
+ *                cub's scan (two launches), write (see "Launches" below).
  *   cell list:   per system, bins along the three fractional axes at least `reach` (cutoff plus a
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
@@ -107,12 +106,15 @@
  *
  * Launches.  Center mode of the brute force and the fast cell list counts each center's entries
  * and, for the status word, the entries whose neighbor is a ghost (j >= n_centers): n_half =
- * (n_entries + ghost entries) / 2, since each local-local pair is two entries.  When at most 8192
- * counts are scanned, the count kernel's blocks take tickets on status->n_entries (zero on entry:
+ * (n_entries + ghost entries) / 2, since each local-local pair is two entries.  When the fast cell
+ * list scans at most 8192 counts, the count kernel's blocks take tickets on status->n_entries (zero on entry:
  * the caller zeroes the status) after writing their counts, and the last block scans the counts
  * (offsets written straight into start[] when there is one per center), writes n_entries, n_half
  * and the overflow flag; otherwise cub scans them (also straight into start[] where it can) and
- * the write kernel finishes the status.  The small path does all of it in its one block.
+ * the write kernel finishes the status; the brute force always takes cub's scan (with graphs its
+ * two short launches cost less than the last block's tail: 256 atoms 0.0189-0.0190 ms against
+ * 0.0198, 1hz5's step 0.536-0.537 against 0.542-0.543, results/7f9bd2c-gpu.log).  The small path
+ * does all of it in its one block.
  * Either way the entries of a center are contiguous and the output needs no atomics; only the
  * counters of the status word use them.  The general cell list and half mode keep count, scan,
  * write and a finish kernel.
@@ -146,8 +148,8 @@ const double FLT_REL = 1e-5; /* relative margin of the float32 thresholds of the
 const int TB = 256;           /* threads per block of the multi-block kernels */
 const int SMALL_TB = 512;     /* the one-block path */
 const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes */
-/* counts scanned by the last block of a count kernel (more: cub's scan between the passes); a
- * build may set NBR_LB_SCAN_MAX (0: always cub) for comparisons */
+/* counts scanned by the last block of the fast cell list's count kernel (more: cub's scan between
+ * the passes); a build may set NBR_LB_SCAN_MAX (0: always cub) for comparisons */
 #ifndef NBR_LB_SCAN_MAX
 #define NBR_LB_SCAN_MAX 8192
 #endif
@@ -1697,7 +1699,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     const bool newflow = !half && alg != NNPOPS__NBR_CELL;
     if (newflow) {
         a.ghost_nhalf = 1;
-        a.lb_scan = a.n_items + 1 <= LB_SCAN_MAX;
+        a.lb_scan = alg != NNPOPS__NBR_BRUTE && a.n_items + 1 <= LB_SCAN_MAX;
         a.finish_in_write = !a.lb_scan;
         if (start && a.slices == 1) a.offs = start; /* the scan writes start[] itself */
     }
@@ -1841,7 +1843,7 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  * The thresholds are measured (H200, CUDA graph replay, tests/bench/results): on random open
  * clusters of about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open) the one-block
  * path takes 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force about 10 us up
- * to 256 atoms (its two launches), the fast cell list about 0.1 ms from 512 to 16,384 atoms (its
+ * to 256 atoms (then with two launches), the fast cell list about 0.1 ms from 512 to 16,384 atoms (its
  * ~10 launches); on a periodic box of 256 atoms and 27 images the brute force takes 31 us, the
  * cell list 149 us. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
