@@ -45,9 +45,11 @@ extern "C" {
  *                          triclinic cell, stencils several bins wide when the cutoff exceeds the
  *                          cell width): the general one;
  *   NNPOPS__NBR_CELL_FAST  cell list with a float32 pre-test (decisions still the CPU's double
- *                          test): count pass a thread per (center, stencil column), write pass a
- *                          block per bin with the candidates in shared memory; center lists only;
- *                          chosen when every periodic axis is at least a cutoff wide.
+ *                          test): search pass a block per bin with the candidates in shared
+ *                          memory, keeping each center's accepted candidates as codes (128 per
+ *                          atom of work space), emit pass a warp per center writing the entries
+ *                          from them; center lists only; chosen when every periodic axis is at
+ *                          least a cutoff wide.
  * nnpops__nbr_cuda_plan picks one from host copies of the geometry (cells/pbc may be NULL); a
  * force_algorithm other than NNPOPS__NBR_AUTO is taken as is (tests).  Launchers fall back where a
  * plan's algorithm cannot serve the call, within the same work space: the half list runs SMALL as
