@@ -164,12 +164,13 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
  * 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6, results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 const int FAST_EMIT_MIN_BLOCKS = 4; /* fast cell list, emit pass (256 threads): blocks per SM */
-/* fast cell list: codes kept per center by the search pass (a build may set NBR_FAST_K) */
+/* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
+ * NBR_FAST_K) */
 #ifndef NBR_FAST_K
 #define NBR_FAST_K 128
 #endif
 const int FAST_K = NBR_FAST_K;
-const int FAST_SLOT_BITS = 27; /* a code: slot | listed bin (0..31) << FAST_SLOT_BITS */
+const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
 
 /* Plan thresholds (host). */
 const int64_t PLAN_SMALL_MAX_COST = 2048;
