@@ -107,14 +107,14 @@
  * Launches.  Center mode of the brute force and the fast cell list counts each center's entries
  * and, for the status word, the entries whose neighbor is a ghost (j >= n_centers): n_half =
  * (n_entries + ghost entries) / 2, since each local-local pair is two entries.  When the fast cell
- * list scans at most 8192 counts, the count kernel's blocks take tickets on status->n_entries (zero on entry:
- * the caller zeroes the status) after writing their counts, and the last block scans the counts
- * (offsets written straight into start[] when there is one per center), writes n_entries, n_half
- * and the overflow flag; otherwise cub scans them (also straight into start[] where it can) and
- * the write kernel finishes the status; the brute force always takes cub's scan (with graphs its
- * two short launches cost less than the last block's tail: 256 atoms 0.0189-0.0190 ms against
- * 0.0198, 1hz5's step 0.536-0.537 against 0.542-0.543, results/7f9bd2c-gpu.log).  The small path
- * does all of it in its one block.
+ * list scans at most 8192 counts, the search kernel's blocks take tickets on status->n_entries
+ * (zero on entry: the caller zeroes the status) after writing their counts, and the last block
+ * scans the counts (offsets written straight into start[] when there is one per center), writes
+ * n_entries, n_half and the overflow flag; otherwise cub scans them (also straight into start[]
+ * where it can) and the emit kernel finishes the status.  The brute force always takes cub's scan,
+ * its write kernel finishing the status (with graphs cub's two short launches cost less than the
+ * last block's tail: 256 atoms 0.0189-0.0190 ms against 0.0198, 1hz5's step 0.536-0.537 against
+ * 0.542-0.543, results/7f9bd2c-gpu.log).  The small path does all of it in its one block.
  * Either way the entries of a center are contiguous and the output needs no atomics; only the
  * counters of the status word use them.  The general cell list and half mode keep count, scan,
  * write and a finish kernel.
