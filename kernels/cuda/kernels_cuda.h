@@ -46,10 +46,10 @@ extern "C" {
  *                          cell width): the general one;
  *   NNPOPS__NBR_CELL_FAST  cell list with a float32 pre-test (decisions still the CPU's double
  *                          test): search pass a block per bin with the candidates in shared
- *                          memory, keeping each center's accepted candidates as codes (128 per
- *                          atom of work space), emit pass a warp per center writing the entries
- *                          from them; center lists only; chosen when every periodic axis is at
- *                          least a cutoff wide.
+ *                          memory, keeping each center's accepted candidates as codes (at most
+ *                          128, int32, per atom of work space), emit pass a warp per center
+ *                          writing the entries from them; center lists only; chosen when every
+ *                          periodic axis is at least a cutoff wide.
  * nnpops__nbr_cuda_plan picks one from host copies of the geometry (cells/pbc may be NULL); a
  * force_algorithm other than NNPOPS__NBR_AUTO is taken as is (tests).  Launchers fall back where a
  * plan's algorithm cannot serve the call, within the same work space: the half list runs SMALL as

@@ -148,8 +148,8 @@ const double FLT_REL = 1e-5; /* relative margin of the float32 thresholds of the
 const int TB = 256;           /* threads per block of the multi-block kernels */
 const int SMALL_TB = 512;     /* the one-block path */
 const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes */
-/* counts scanned by the last block of the fast cell list's count kernel (more: cub's scan between
- * the passes); a build may set NBR_LB_SCAN_MAX (0: always cub) for comparisons */
+/* counts scanned by the last block of the fast cell list's search kernel (more: cub's scan
+ * between the passes); a build may set NBR_LB_SCAN_MAX (0: always cub) for comparisons */
 #ifndef NBR_LB_SCAN_MAX
 #define NBR_LB_SCAN_MAX 8192
 #endif
