@@ -435,11 +435,10 @@ __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int m = 0; m < 3; m++) {
-        const int t = lane + 32 * m, i = t / 3, comp = t - 3 * i;
-        const int src = i < 32 ? i : 31;
-        const double v0 = __shfl_sync(NNPOPS__FULL_MASK, r[0], src);
-        const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], src);
-        const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], src);
+        const int t = lane + 32 * m, i = t / 3, comp = t - 3 * i; /* i <= 31 */
+        const double v0 = __shfl_sync(NNPOPS__FULL_MASK, r[0], i);
+        const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
+        const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
         const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
         if (i < cnt && e + i < a.capacity) a.vec[3 * e + t] = v;
     }
@@ -675,16 +674,19 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
         return;
     }
     int nc[3];
-    for (int q = 0; q < 3; q++) nc[q] = g.per[q] ? (int)floor(frac(g, xc, q)) : 0;
+    double fx[3]; /* the center's fractional coordinates on the periodic axes */
+    for (int q = 0; q < 3; q++) {
+        fx[q] = g.per[q] ? frac(g, xc, q) : 0.0;
+        nc[q] = (int)floor(fx[q]);
+    }
     if (wide_cell(a, g)) {
         /* every periodic width at least twice the reach: of an atom's images at most one lies
          * within the reach of c, the one whose wrapped fractional offset fb from c is nearest to
          * zero on every periodic axis (|fb_q + i_q| w_q <= |v| < reach <= w_q / 2 leaves one
          * i_q = -rint(fb_q)); its exact test is the whole test (the same shift, vector and
          * decision as the image loop below, which accepts no other image) */
-        double fc[3] = {0, 0, 0};
-        for (int q = 0; q < 3; q++)
-            if (g.per[q]) fc[q] = dsub(frac(g, xc, q), (double)nc[q]);
+        double fc[3];
+        for (int q = 0; q < 3; q++) fc[q] = dsub(fx[q], (double)nc[q]);
         int64_t e = base;
         for (int64_t t0 = lo; t0 < hi; t0 += 32) {
             const int64_t t = t0 + lane;
@@ -774,6 +776,17 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
 #ifndef NBR_BRUTE_MIN_BLOCKS
 #define NBR_BRUTE_MIN_BLOCKS 1
 #endif
+/* The frame of system s for the calling warp, set up by its lane 0 in shared memory (gw, ok in
+ * okw; the warp's lanes wait for one another before and after, so that a frame still being read
+ * is not overwritten); returns whether the cell is usable. */
+__device__ __forceinline__ bool warp_frame(const nbr_args &a, int64_t s, geom &gw, int &okw,
+                                           bool count) {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) okw = setup_frame(a, s, gw, count);
+    __syncwarp();
+    return okw != 0;
+}
+
 template <bool WRITE>
 __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const nbr_args a) {
     __shared__ geom s_g;      /* the frame of the system of the block's first item */
@@ -810,10 +823,8 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
             int ok = s_ok;
             if (s != s_sys) {
                 const int wi = (int)(threadIdx.x >> 5);
-                if (lane == 0) s_okw[wi] = setup_frame(a, s, s_gw[wi], !WRITE);
-                __syncwarp();
+                ok = warp_frame(a, s, s_gw[wi], s_okw[wi], !WRITE);
                 gp = &s_gw[wi];
-                ok = s_okw[wi];
             }
             if (ok)
                 brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices,
@@ -846,10 +857,7 @@ __device__ __forceinline__ void small_pass(const nbr_args &a, const double *s_po
         const int64_t s = system_of(a.sys_start, a.n_systems, k);
         if (s != gs) {
             gs = s;
-            __syncwarp();
-            if (lane == 0) s_okw[warp] = setup_frame(a, s, s_gw[warp], !WRITE);
-            __syncwarp();
-            gok = s_okw[warp] != 0;
+            gok = warp_frame(a, s, s_gw[warp], s_okw[warp], !WRITE);
         }
         int64_t count = 0, gh = 0;
         if (gok)
