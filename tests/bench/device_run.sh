@@ -27,7 +27,7 @@ log=$out/device.log
 exec > >(tee -a "$log") 2>&1
 
 echo "== nnpops device run ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
-echo "HEAD: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+echo "tree under test: ${TREE_COMMIT:-not given (TREE_COMMIT)}; the copy's git HEAD: $(git rev-parse HEAD 2>/dev/null || echo unknown)"
 echo "uncommitted changes (git status --short):"
 git status --short 2>/dev/null | sed 's/^/  /'
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -123,28 +123,33 @@ if [ $run_bench = 1 ]; then
   cat "$out/bench.log"
 fi
 if [ -n "${VARIANT_DEFS:-}" ]; then
-  # A/B on one GPU: a second build of bench_gpu with the C / CUDA definitions VARIANT_DEFS
-  # (e.g. "-DNNPOPS__SG_MAX_COLS=128"), then bench_gpu $VARIANT_BENCH_ARGS on the main build and
-  # the variant in turn, twice each
-  vb=$root/build-gpu-variant
-  echo "== variant build: $VARIANT_DEFS"
-  if configure_cuda "$vb" "$VARIANT_DEFS" > "$out/cmake-variant.log" 2>&1 &&
-     cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
-    # VARIANT_BENCH_ARGS: one or more argument sets separated by ';'
-    IFS=';' read -r -a arg_sets <<< "${VARIANT_BENCH_ARGS:-}"
-    [ ${#arg_sets[@]} -eq 0 ] && arg_sets=("")
-    for rep in 1 2; do
-      for b in "$build" "$vb"; do
-        for args in "${arg_sets[@]}"; do
-          echo "-- $(basename "$b"), run $rep: bench_gpu $args"
-          timeout 120 "$b/tests/bench_gpu" $args 2>&1 | grep -E "^\| [a-z0-9]" | grep -v "^| system"
-        done
+  # A/B on one GPU: further builds of bench_gpu with the C / CUDA definitions of VARIANT_DEFS
+  # (e.g. "-DNNPOPS__SG_MAX_COLS=128"; several variants separated by '|', each its own build), then
+  # bench_gpu $VARIANT_BENCH_ARGS on the main build and each variant in turn, twice each
+  IFS='|' read -r -a def_sets <<< "$VARIANT_DEFS"
+  builds=("$build")
+  for i in "${!def_sets[@]}"; do
+    vb=$root/build-gpu-variant-$i
+    echo "== variant $i build: ${def_sets[$i]}"
+    if configure_cuda "$vb" "${def_sets[$i]}" > "$out/cmake-variant.log" 2>&1 &&
+       cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
+      builds+=("$vb")
+    else
+      echo "variant $i build failed"; grep -E "error" "$out/build-variant.log" | head -20
+    fi
+  done
+  rm -f "$out/cmake-variant.log" "$out/build-variant.log"
+  # VARIANT_BENCH_ARGS: one or more argument sets separated by ';'
+  IFS=';' read -r -a arg_sets <<< "${VARIANT_BENCH_ARGS:-}"
+  [ ${#arg_sets[@]} -eq 0 ] && arg_sets=("")
+  for rep in 1 2; do
+    for b in "${builds[@]}"; do
+      for args in "${arg_sets[@]}"; do
+        echo "-- $(basename "$b"), run $rep: bench_gpu $args"
+        timeout 120 "$b/tests/bench_gpu" $args 2>&1 | grep -E "^\| [a-z0-9]" | grep -v "^| system"
       done
     done
-  else
-    echo "variant build failed"; grep -E "error" "$out/build-variant.log" | head -20
-  fi
-  rm -f "$out/cmake-variant.log" "$out/build-variant.log"
+  done
 fi
 case "$what" in *soak*|all) run_soak=1;; *) run_soak=0;; esac
 if [ $run_soak = 1 ]; then
