@@ -112,11 +112,6 @@ typedef enum nnpops__device_kind { NNPOPS__CPU = 0, NNPOPS__CUDA = 1 } nnpops__d
 #define NNPOPS__MAX_SPECIES 32
 /* side streams of the GPU step (nnpops__dstep) */
 #define NNPOPS__SIDE_STREAMS 3
-/* 1: side stream 0, which carries the largest species' network branch, runs at the device's
- * greatest stream priority (kernel nodes keep it in the step's CUDA graph). */
-#ifndef NNPOPS_BRANCH_PRIORITY
-#define NNPOPS_BRANCH_PRIORITY 0
-#endif
 
 struct nnpops__potential_vt;
 struct nnpops__dstep; /* CUDA backend, see the end of this file */

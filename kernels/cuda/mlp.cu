@@ -45,56 +45,10 @@ template <typename R> __device__ __forceinline__ R rexp_(R x);
 template <> __device__ __forceinline__ float rexp_(float x) { return expf(x); }
 template <> __device__ __forceinline__ double rexp_(double x) { return exp(x); }
 
-/* Elementwise kernels over (n rows) x (width columns), a thread per V consecutive rows of a column
- * (q = ceil(n / V) items per column).  NNPOPS_EW_FLAT 1: a 1-D grid over the q x width items,
- * every thread of a block busy; 0: a 2-D grid, x over the items of a column, y over the columns
- * (looping when there are more than 65535), which leaves most of a block idle when a species has
- * few atoms. */
-#ifndef NNPOPS_EW_FLAT
-#define NNPOPS_EW_FLAT 0
-#endif
-dim3 ew_grid(int64_t q, int64_t width) {
-#if NNPOPS_EW_FLAT
-    const int64_t gx = (q * width + EW_THREADS - 1) / EW_THREADS;
-    return dim3((unsigned)(gx > 0 ? gx : 1), 1, 1);
-#else
-    const int64_t gx = (q + EW_THREADS - 1) / EW_THREADS;
+dim3 ew_grid(int64_t n, int64_t width) {
+    const int64_t gx = (n + EW_THREADS - 1) / EW_THREADS;
     const int64_t gy = width < 65535 ? width : 65535;
     return dim3((unsigned)(gx > 0 ? gx : 1), (unsigned)(gy > 0 ? gy : 1), 1);
-#endif
-}
-
-/* This thread's column f and first row r (ew_grid's mapping); false past the items. */
-__device__ __forceinline__ bool ew_item(int64_t n, int64_t width, int v, int64_t &f, int64_t &r) {
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-#if NNPOPS_EW_FLAT
-    const int64_t q = (n + v - 1) / v;
-    if (t >= q * width) return false;
-    if (q * width <= (int64_t)UINT32_MAX) {
-        const uint32_t fu = (uint32_t)t / (uint32_t)q;
-        f = fu;
-        r = (int64_t)((uint32_t)t - fu * (uint32_t)q) * v;
-    } else {
-        f = t / q;
-        r = (t - f * q) * v;
-    }
-    return true;
-#else
-    f = blockIdx.y;
-    r = t * v;
-    return r < n && f < width;
-#endif
-}
-/* The next column of this thread (the 2-D grid loops over the columns). */
-__device__ __forceinline__ bool ew_next(int64_t width, int64_t &f) {
-#if NNPOPS_EW_FLAT
-    (void)width;
-    (void)f;
-    return false;
-#else
-    f += gridDim.y;
-    return f < width;
-#endif
 }
 
 /* Elementwise kernels over (n rows) x (width columns): a thread per V consecutive rows (V = 4:
@@ -115,9 +69,9 @@ __device__ __forceinline__ void put_stacked(const R (&v)[V], int64_t f, int64_t 
 template <typename R, int V>
 __global__ void bias_celu_kernel(int64_t n, int64_t width, R al, R inv, const R *b, R *Z,
                                  int64_t ldz, int64_t g, R *out3, int64_t ld3) {
-    int64_t f, r;
-    if (!ew_item(n, width, V, f, r)) return;
-    do {
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (r >= n) return;
+    for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
         const R bf = b ? b[f] : (R)0;
         R *z = Z + f * ldz + r;
         if constexpr (V == 4 && sizeof(R) == 4) {
@@ -137,7 +91,7 @@ __global__ void bias_celu_kernel(int64_t n, int64_t width, R al, R inv, const R 
             z[u] = a;
             if (out3) put_stacked<R, 1>({a}, f, r + u, g, out3, ld3);
         }
-    } while (ew_next(width, f));
+    }
 }
 
 /* Whether V = 4 applies: float, and every column start 16-byte aligned. */
@@ -148,24 +102,24 @@ template <typename R> bool ew_vec4(const void *p, int64_t ld) {
 template <typename R>
 __global__ void celu_fwd_kernel(int64_t n, int64_t width, R al, R inv, const R *Z, int64_t ldz, R *A,
                                 int64_t lda) {
-    int64_t f, r;
-    if (!ew_item(n, width, 1, f, r)) return;
-    do {
+    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
         const R x = Z[f * ldz + r];
         A[f * lda + r] = x > 0 ? x : al * rexpm1(x * inv);
-    } while (ew_next(width, f));
+    }
 }
 
 template <typename R>
 __global__ void celu_bwd_kernel(int64_t n, int64_t width, R inv, const R *Z, int64_t ldz,
                                 const R *dA, int64_t ldda, R *dZ, int64_t lddz) {
-    int64_t f, r;
-    if (!ew_item(n, width, 1, f, r)) return;
-    do {
+    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
         const R x = Z[f * ldz + r];
         const R da = dA[f * ldda + r];
         dZ[f * lddz + r] = x > 0 ? da : da * rexp_(x * inv);
-    } while (ew_next(width, f));
+    }
 }
 
 template <typename R> __device__ __forceinline__ R celu_grad_of(R x, R da, R inv) {
@@ -176,9 +130,9 @@ template <typename R> __device__ __forceinline__ R celu_grad_of(R x, R da, R inv
 template <typename R, int V>
 __global__ void celu_bwd_act_kernel(int64_t n, int64_t width, R inv, const R *dA, int64_t ldda,
                                     R *A, int64_t lda, int64_t g, R *out3, int64_t ld3) {
-    int64_t f, r;
-    if (!ew_item(n, width, V, f, r)) return;
-    do {
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (r >= n) return;
+    for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
         R *a = A + f * lda + r;
         const R *gr = dA + f * ldda + r;
         if constexpr (V == 4 && sizeof(R) == 4) {
@@ -199,15 +153,14 @@ __global__ void celu_bwd_act_kernel(int64_t n, int64_t width, R inv, const R *dA
             if (out3) put_stacked<R, 1>({v}, f, r + u, g, out3, ld3);
             else a[u] = v;
         }
-    } while (ew_next(width, f));
+    }
 }
 
 template <typename R>
 __global__ void broadcast_rows_kernel(int64_t n, int64_t width, const R *b, R *Y, int64_t ldy) {
-    int64_t f, r;
-    if (!ew_item(n, width, 1, f, r)) return;
-    do Y[f * ldy + r] = b[f];
-    while (ew_next(width, f));
+    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    for (int64_t f = blockIdx.y; f < width; f += gridDim.y) Y[f * ldy + r] = b[f];
 }
 
 /* The backward seed dE/dy of member gm's output: 1/ensemble for the mean, 1 or 0 for one member. */

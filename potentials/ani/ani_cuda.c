@@ -306,7 +306,6 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         int b = 0;
         for (int k = 1; k < L.n_branch; k++)
             if (load[k] < load[b]) b = k;
-        if (NNPOPS_BRANCH_PRIORITY && q == 0 && L.n_branch > 1) b = 1; /* the high-priority one */
         L.branch_of[s] = b;
         load[b] += st->col_count[s];
         const int64_t c = chunk_cols(st->col_count[s]);
