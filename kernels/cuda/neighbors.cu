@@ -123,9 +123,8 @@
  * (int64), the scan's temporary storage, and for the cell lists per system the frame (struct geom)
  * and the min/max of fractional coordinates and of |x|, per atom its bin, system, rank in the bin
  * and wrap count, per bin a count and start (int32, at most 2 N + 27 ns bins), and the atoms in bin
- * order (id, wrap count with the system in .w, or the id for the fast one, double position:
- * wrapped for the general kernel, original for the fast one, and the float position xr with the
- * id in .w); the fast cell list's codes, FAST_K int32
+ * order (id, wrap count, double position: wrapped for the general kernel, original for the fast
+ * one, and the float position xr with the id in .w); the fast cell list's codes, FAST_K int32
  * per slot.
  */
 #include <string.h>
@@ -223,16 +222,12 @@ struct nbr_args {
                                * (atomicMin all) */
     int32_t *atom_bin, *atom_sys, *atom_rank, *bin_count, *bin_start, *sorted_id;
     int32_t *fast_ids; /* fast cell list: [n_atoms][FAST_K] codes by slot (NULL: none kept) */
-    int4 *atom_wrap, *sorted_wrap; /* .w: the system; sorted_wrap of the fast cell list: the id */
-    double *sorted_xd; /* [n][NBR_XD_STRIDE]: wrapped (general cell list) or original (fast) positions */
+    int4 *atom_wrap, *sorted_wrap;
+    double *sorted_xd; /* [n][3]: wrapped (general cell list) or original (fast) positions */
     float4 *sorted_f4; /* fast cell list: float xr, id in .w */
     int64_t *n_bins_used;
     int64_t n_bins_bound;
 };
-
-#ifndef NBR_ID_IN_WRAP /* A/B switch: 0 keeps the system in the fast list's sorted_wrap .w */
-#define NBR_ID_IN_WRAP 1
-#endif
 
 /* ---- exact arithmetic helpers (never contracted) ---- */
 __device__ __forceinline__ double dmul(double x, double y) { return __dmul_rn(x, y); }
@@ -338,27 +333,6 @@ __device__ bool setup_frame(const nbr_args &a, int64_t s, geom &g, bool report) 
         }
     }
     return true;
-}
-
-/* The sorted atoms' double positions: record q at sorted_xd + NBR_XD_STRIDE q (4: 32-byte records,
- * one sector per gather of the emit pass; 3: packed). */
-#ifndef NBR_XD_STRIDE
-#define NBR_XD_STRIDE 4
-#endif
-__device__ __forceinline__ double *xd_rec(const nbr_args &a, int64_t q) {
-    return a.sorted_xd + NBR_XD_STRIDE * q;
-}
-__device__ __forceinline__ void load_xd(const nbr_args &a, int64_t q, double x[3]) {
-    const double *p = xd_rec(a, q);
-    if constexpr (NBR_XD_STRIDE == 4) {
-        const double2 v = *reinterpret_cast<const double2 *>(p);
-        x[0] = v.x;
-        x[1] = v.y;
-    } else {
-        x[0] = p[0];
-        x[1] = p[1];
-    }
-    x[2] = p[2];
 }
 
 __device__ __forceinline__ void load3(const double *p, int64_t i, double x[3]) {
@@ -1138,10 +1112,8 @@ __global__ void bin_kernel(const nbr_args a) {
     a.atom_rank[i] = atomicAdd(a.bin_count + gb, 1);
 }
 
-/* Atoms in bin order: id, wrap count (.w: the system for the general kernel, the id for the fast
- * one, whose emit pass then gathers two arrays per entry instead of three), double position
- * (wrapped for the general kernel, original for the fast one) and, for the fast one,
- * xr = x - n . H - org as float with the id in .w. */
+/* Atoms in bin order: id, wrap count, double position (wrapped for the general kernel, original
+ * for the fast one) and, for the fast one, xr = x - n . H - org as float with the id in .w. */
 __global__ void place_kernel(const nbr_args a) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= a.n_atoms) return;
@@ -1155,11 +1127,11 @@ __global__ void place_kernel(const nbr_args a) {
     for (int d = 0; d < 3; d++)
         xw[d] = dsub(x[d], image_comp(g.h, n.x, n.y, n.z, d));
     a.sorted_id[q] = (int32_t)i;
-    a.sorted_wrap[q] = a.fast && NBR_ID_IN_WRAP ? make_int4(n.x, n.y, n.z, (int)i) : n;
+    a.sorted_wrap[q] = n;
     if (!a.fast) {
-        for (int d = 0; d < 3; d++) xd_rec(a, q)[d] = xw[d];
+        for (int d = 0; d < 3; d++) a.sorted_xd[3 * (int64_t)q + d] = xw[d];
     } else {
-        for (int d = 0; d < 3; d++) xd_rec(a, q)[d] = x[d];
+        for (int d = 0; d < 3; d++) a.sorted_xd[3 * (int64_t)q + d] = x[d];
         a.sorted_f4[q] = make_float4(__double2float_rn(dsub(xw[0], g.org[0])),
                                      __double2float_rn(dsub(xw[1], g.org[1])),
                                      __double2float_rn(dsub(xw[2], g.org[2])),
@@ -1176,22 +1148,23 @@ __global__ void bin_sort_kernel(const nbr_args a) {
     for (int32_t q = lo + 1; q < hi; q++) {
         const int32_t id = a.sorted_id[q];
         const int4 wr = a.sorted_wrap[q];
-        const double x0 = xd_rec(a, q)[0], x1 = xd_rec(a, q)[1], x2 = xd_rec(a, q)[2];
+        const double x0 = a.sorted_xd[3 * (int64_t)q], x1 = a.sorted_xd[3 * (int64_t)q + 1],
+                     x2 = a.sorted_xd[3 * (int64_t)q + 2];
         const float4 f4 = a.fast ? a.sorted_f4[q] : make_float4(0, 0, 0, 0);
         int32_t p = q - 1;
         while (p >= lo && a.sorted_id[p] > id) {
             a.sorted_id[p + 1] = a.sorted_id[p];
             a.sorted_wrap[p + 1] = a.sorted_wrap[p];
             for (int d = 0; d < 3; d++)
-                xd_rec(a, p + 1)[d] = xd_rec(a, p)[d];
+                a.sorted_xd[3 * (int64_t)(p + 1) + d] = a.sorted_xd[3 * (int64_t)p + d];
             if (a.fast) a.sorted_f4[p + 1] = a.sorted_f4[p];
             p--;
         }
         a.sorted_id[p + 1] = id;
         a.sorted_wrap[p + 1] = wr;
-        xd_rec(a, p + 1)[0] = x0;
-        xd_rec(a, p + 1)[1] = x1;
-        xd_rec(a, p + 1)[2] = x2;
+        a.sorted_xd[3 * (int64_t)(p + 1)] = x0;
+        a.sorted_xd[3 * (int64_t)(p + 1) + 1] = x1;
+        a.sorted_xd[3 * (int64_t)(p + 1) + 2] = x2;
         if (a.fast) a.sorted_f4[p + 1] = f4;
     }
 }
@@ -1235,7 +1208,7 @@ __global__ void cell_kernel(const nbr_args a) {
     const int b0 = (int)(local / ((int64_t)nb2 * nb1));
     const int4 nc = a.sorted_wrap[qc];
     double xw[3], xc[3], h[9];
-    load_xd(a, qc, xw);
+    load3(a.sorted_xd, qc, xw);
     load3(a.pos, c, xc);
     for (int k = 0; k < 9; k++) h[k] = g.h[k];
     emit_state es = {WRITE ? a.offs[c] : 0, 0, 0};
@@ -1271,10 +1244,9 @@ __global__ void cell_kernel(const nbr_args a) {
                     int s0 = 0, s1 = 0, s2 = 0;
                     double r[3] = {0, 0, 0}, d2 = 0;
                     if (q < q_hi) {
-                        const double *xq = xd_rec(a, q);
-                        const double dx = dadd(xq[0], sv[0]);
-                        const double dy = dadd(xq[1], sv[1]);
-                        const double dz = dadd(xq[2], sv[2]);
+                        const double dx = dadd(a.sorted_xd[3 * (int64_t)q], sv[0]);
+                        const double dy = dadd(a.sorted_xd[3 * (int64_t)q + 1], sv[1]);
+                        const double dz = dadd(a.sorted_xd[3 * (int64_t)q + 2], sv[2]);
                         if (dadd(dadd(dmul(dx, dx), dmul(dy, dy)), dmul(dz, dz)) < a.reach2) {
                             j = a.sorted_id[q];
                             const int4 nj = a.sorted_wrap[q];
@@ -1323,13 +1295,13 @@ __device__ __forceinline__ float4 fast_shifted(float4 cf, double sv0, double sv1
  * registers). */
 __device__ __noinline__ bool fast_count_exact(const nbr_args &a, const double *H, int64_t qc,
                                               int32_t q, int h0, int h1, int h2, int c) {
+    const int j = a.sorted_id[q];
     const int4 nc = a.sorted_wrap[qc], nj = a.sorted_wrap[q];
-    const int j = NBR_ID_IN_WRAP ? nj.w : a.sorted_id[q];
     const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
     if (j == c && (s0 | s1 | s2) == 0) return false;
     double xc[3], xj[3], r[3], d2;
-    load_xd(a, qc, xc);
-    load_xd(a, q, xj);
+    load3(a.sorted_xd, qc, xc);
+    load3(a.sorted_xd, q, xj);
     pair_vector(H, xc, xj, s0, s1, s2, r, d2);
     return d2 < a.cut2;
 }
@@ -1395,10 +1367,9 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
         for (int32_t q = q0 + (int32_t)threadIdx.x; q < q1; q += (int32_t)blockDim.x)
             has |= a.sorted_id[q] < n_centers;
         if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
-        const int c0 = a.sorted_id[q0];
-        const geom &g = a.g[NBR_ID_IN_WRAP ? a.atom_sys[c0] : a.sorted_wrap[q0].w];
+        const geom &g = a.g[a.sorted_wrap[q0].w];
         int bb0, bb1, bb2;
-        bin_coords(a, g, c0, bb0, bb1, bb2);
+        bin_coords(a, g, a.sorted_id[q0], bb0, bb1, bb2);
         const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
         const float hi2 = g.hi2, lo2 = g.lo2;
         const double *H = g.h;
@@ -1499,7 +1470,7 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
                                          int64_t e) {
     const int lane = threadIdx.x & 31;
     double xc[3];
-    load_xd(a, k, xc);
+    load3(a.sorted_xd, k, xc);
     const float4 *__restrict__ sf4 = a.sorted_f4;
     const float4 cf = sf4[k];
     const float hi2 = g.hi2, lo2 = g.lo2;
@@ -1532,7 +1503,7 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
                     s2 = hh[2] + nc.z - nj.z;
                     if (!(j == c && (s0 | s1 | s2) == 0)) {
                         double xj[3];
-                        load_xd(a, q, xj);
+                        load3(a.sorted_xd, q, xj);
                         pair_vector(H, xc, xj, s0, s1, s2, r, d2);
                         acc = pt == 2 || d2 < a.cut2; /* the search pass's decision */
                     }
@@ -1565,12 +1536,12 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     int32_t code = (ids && c < n_centers) ? ids[lane] : 0;
     if (c < n_centers) {
         const int4 nc = a.sorted_wrap[k];
-        const geom &g = a.g[NBR_ID_IN_WRAP ? a.atom_sys[c] : nc.w];
+        const geom &g = a.g[nc.w];
         const int n = (int)a.counts[c];
         const int64_t e = a.offs[c];
         if (codes_kept(a, g) && n <= FAST_K) {
             double xc[3];
-            load_xd(a, k, xc);
+            load3(a.sorted_xd, k, xc);
             const double *H = g.h;
             for (int e0 = 0; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
@@ -1579,10 +1550,10 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
                 if (q >= a.n_atoms) q = 0;
                 const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
                 const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
-                const int4 nj = a.sorted_wrap[q]; /* .w: the id */
-                const int j = NBR_ID_IN_WRAP ? nj.w : a.sorted_id[q];
+                const int j = a.sorted_id[q];
+                const int4 nj = a.sorted_wrap[q];
                 double xj[3], r[3] = {0, 0, 0}, d2 = 0;
-                load_xd(a, q, xj);
+                load3(a.sorted_xd, q, xj);
                 if (idx < n) {
                     const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
                     pair_vector(H, xc, xj, s0, s1, s2, r, d2);
@@ -1654,7 +1625,7 @@ nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
         L.bin_start = take(sizeof(int32_t) * (size_t)(L.n_bins_bound + 1));
         L.sorted_id = take(sizeof(int32_t) * (size_t)n_atoms);
         L.sorted_wrap = take(sizeof(int4) * (size_t)n_atoms);
-        L.sorted_xd = take(sizeof(double) * NBR_XD_STRIDE * (size_t)n_atoms);
+        L.sorted_xd = take(sizeof(double) * 3 * (size_t)n_atoms);
         L.sorted_f4 = take(sizeof(float4) * (size_t)n_atoms);
         L.n_bins_used = take(sizeof(int64_t));
         if (plan->algorithm == NNPOPS__NBR_CELL_FAST)
