@@ -21,9 +21,9 @@
  *          max |dF| <= 1e-3 eV/A), and the two float32 results differ (the 3xTF32 path ran)
  *   chunks a species over several network chunks: a batch of three identical 18,432-atom boxes
  *          (36,864 H), float64 and float32, every copy equal to the first to rounding
- *   auto   option tensor_cores auto (the default) follows the species' atom count: bitwise equal
- *          to off on the 96-molecule box, to on on a 12,288-molecule box (12,288 O), with option
- *          deterministic on; on and off differ on both
+ *   auto   option tensor_cores auto (the default) puts every float32 species of the cuBLAS path
+ *          (more than 64 atoms) on the tensor cores: bitwise equal to on, different from off, on
+ *          the 96-molecule box and on a 12,288-molecule box, with option deterministic on
  */
 #include <math.h>
 #include <stdint.h>
@@ -417,12 +417,13 @@ static int case_model(void) {
     return 0;
 }
 
-/* tensor_cores auto (the default) picks per species by its atom count: with option deterministic
- * on (bitwise reproducible), auto equals off bit for bit on the 288-atom box (192 H, below the
- * 256 of auto) and equals on bit for bit on a 36,864-atom box (24,576 H and 12,288 O: both
- * above the threshold), where on and off differ */
+/* tensor_cores auto (the default) puts every float32 species with more than 64 atoms (the cuBLAS
+ * path; ANI_TC_AUTO_COLS) on the tensor cores: with option deterministic on (bitwise
+ * reproducible), auto equals on bit for bit and differs from off, on the 288-atom box (192 H,
+ * 96 O: both species just above the small-n path) and on a 36,864-atom box (24,576 H, 12,288 O) */
 static int case_auto(void) {
     enum { NMAX = 36864 };
+    CHECK(NNPOPS__SG_MAX_COLS < 96);
     int32_t *z = malloc(sizeof(int32_t) * NMAX);
     double *x = malloc(sizeof(double) * 3 * NMAX), cell[9];
     double *f[3];
@@ -431,13 +432,11 @@ static int case_auto(void) {
         const int64_t n = big ? water_box(32, 24, 16, z, x, cell) : water_box(6, 4, 4, z, x, cell);
         double e[3];
         for (int tc = 0; tc < 3; tc++) run_model("float32", NNPOPS_FLOAT32, tc, 1, n, z, x, cell, &e[tc], f[tc]);
-        const int same = big ? 1 : 0; /* auto should equal on (big) or off (small) */
-        const int other = 1 - same;
-        CHECK(e[2] == e[same]);
-        CHECK(memcmp(f[2], f[same], sizeof(double) * 3 * (size_t)n) == 0);
-        CHECK(e[2] != e[other] || memcmp(f[2], f[other], sizeof(double) * 3 * (size_t)n) != 0);
+        CHECK(e[2] == e[1]);
+        CHECK(memcmp(f[2], f[1], sizeof(double) * 3 * (size_t)n) == 0);
+        CHECK(e[2] != e[0] || memcmp(f[2], f[0], sizeof(double) * 3 * (size_t)n) != 0);
         printf("%lld atoms: auto equals %s bit for bit and differs from %s\n", (long long)n,
-               tc_words[same], tc_words[other]);
+               tc_words[1], tc_words[0]);
     }
     for (int k = 0; k < 3; k++) free(f[k]);
     free(z);

@@ -14,7 +14,8 @@
  *   float64   float64 with 1hz5's species: no small-n path, five species on four branches: 3
  *   single    float64, one species: 0
  *   work      the work space grows with the columns and is the same for float32 with the tensor
- *             cores on or off only where no species uses them (fewer than 256 atoms each)
+ *             cores on or off only where no species uses them (at most 64 atoms each: the
+ *             small-n path)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +108,17 @@ static int case_work(void) {
                  wb = nnpops__ani_cuda_work_bytes(&g_model, &sb, &sides);
     printf("work space: %zu bytes (200 H, 100 C), %zu bytes (2,000 H, 1,000 C)\n", wa, wb);
     CHECK(wa > 0 && wb > wa);
-    /* below 256 atoms per species, tensor_cores auto uses no stacked operands: equal to off */
-    nnpops__dstep off = sa;
+    /* species of at most 64 atoms take the small-n path, where tensor_cores auto uses no
+     * stacked operands: equal to off */
+    const int64_t c[7] = {40, 20, 0, 0, 0, 0, 0};
+    nnpops__dstep sc = step_of(c), off = sc;
     off.tensor_cores = 0;
-    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) == wa);
-    /* above, the stacked operands of the 3xTF32 products are extra work space */
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) ==
+          nnpops__ani_cuda_work_bytes(&g_model, &sc, &sides));
+    /* above (the cuBLAS path), the stacked operands of the 3xTF32 products are extra work space */
+    off = sa;
+    off.tensor_cores = 0;
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) < wa);
     off = sb;
     off.tensor_cores = 0;
     CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) < wb);
