@@ -787,17 +787,8 @@ __device__ __forceinline__ bool warp_frame(const nbr_args &a, int64_t s, geom &g
     return okw != 0;
 }
 
-/* Atoms (all systems together, ghosts included) up to which each brute-force block first copies
- * the positions and the order into shared memory (28 bytes per atom, at most 48 KB), so that the
- * candidate loop reads them from there rather than through L1 (0: never). */
-#ifndef NBR_BRUTE_STAGE_MAX
-#define NBR_BRUTE_STAGE_MAX 1536
-#endif
-static_assert(NBR_BRUTE_STAGE_MAX * 28 <= 48 * 1024, "staged atoms exceed 48 KB");
-
-template <bool WRITE, bool STAGE>
+template <bool WRITE>
 __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const nbr_args a) {
-    extern __shared__ __align__(16) double s_stage[]; /* STAGE: pos [3 n_atoms], order [n_atoms] */
     __shared__ geom s_g;      /* the frame of the system of the block's first item */
     __shared__ geom s_gw[TB / 32]; /* a warp's own frame, when its system is another */
     __shared__ int s_okw[TB / 32];
@@ -808,16 +799,6 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
     const int64_t gw = gt >> 5;
     const int64_t n_warps = a.n_atoms * a.slices;
     if (!WRITE && gt == 0) a.counts[a.n_items] = 0;
-    const double *pos = a.pos;
-    const int32_t *order = a.order;
-    if constexpr (STAGE) {
-        double *sp = s_stage;
-        int32_t *so = reinterpret_cast<int32_t *>(s_stage + 3 * a.n_atoms);
-        for (int i = threadIdx.x; i < 3 * (int)a.n_atoms; i += TB) sp[i] = a.pos[i];
-        for (int i = threadIdx.x; i < (int)a.n_atoms; i += TB) so[i] = a.order[i];
-        pos = sp;
-        order = so;
-    }
     if (threadIdx.x == 0) {
         const int64_t gw0 = ((int64_t)blockIdx.x * blockDim.x) >> 5;
         s_sys = -1;
@@ -832,7 +813,7 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
     if (gw < n_warps) { /* warp-uniform */
         const int64_t k = gw / a.slices;
         const int w = (int)(gw - k * a.slices);
-        const int64_t c = order[k];
+        const int64_t c = a.order[k];
         if (c < a.n_centers) {
             const int64_t slot = c * a.slices + w;
             const int64_t s = system_of(a.sys_start, a.n_systems, k);
@@ -846,7 +827,7 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
                 gp = &s_gw[wi];
             }
             if (ok)
-                brute_item<WRITE>(a, pos, order, *gp, s, c, w, a.slices,
+                brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices,
                                   WRITE ? a.offs[slot] : 0, count, gh);
             if (!WRITE && lane == 0) {
                 a.counts[slot] = count;
@@ -1738,20 +1719,12 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     }
     if (alg == NNPOPS__NBR_BRUTE) {
         const unsigned grid = grid_for(a.n_atoms * a.slices * 32, TB);
-        const bool stage = a.n_atoms <= NBR_BRUTE_STAGE_MAX;
-        const size_t sm = stage ? 28 * (size_t)a.n_atoms : 0;
-        if (stage)
-            brute_kernel<false, true><<<grid, TB, sm, st>>>(a);
-        else
-            brute_kernel<false, false><<<grid, TB, 0, st>>>(a);
+        brute_kernel<false><<<grid, TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (brute force, count)");
         if (!a.lb_scan)
             NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
                                                             (int64_t)(a.n_items + 1), st));
-        if (stage)
-            brute_kernel<true, true><<<grid, TB, sm, st>>>(a);
-        else
-            brute_kernel<true, false><<<grid, TB, 0, st>>>(a);
+        brute_kernel<true><<<grid, TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (brute force, write)");
         if (!newflow) {
             finish_kernel<<<grid_for(a.n_centers + 1, TB), TB, 0, st>>>(a);

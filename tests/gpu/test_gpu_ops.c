@@ -10,9 +10,7 @@
  *                      periodicity, an empty system; ghosts; shuffled atom order), random batches
  *                      (molecules, some far from the origin, rotated triclinic boxes, slabs, thin
  *                      cells, up to 30,000 atoms), 13-atom molecules, large periodic systems and
- *                      a cluster (both scans of the count kernels; the brute force with its
- *                      atoms staged in shared memory up to 1,536 atoms, from global memory in the
- *                      30,000-atom batch); the same entries per center
+ *                      a cluster (both scans of the count kernels); the same entries per center
  *                      (compared as sorted sets), start[], vectors and distances (bitwise on
  *                      x86-64), n_half; with the deterministic option twice, bitwise the same
  *   neighbors_half     the half list (nnpops__neighbors_cuda) against nnpops__neighbors_cpu, every
