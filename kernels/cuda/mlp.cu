@@ -1010,6 +1010,242 @@ __global__ void sg_output_det_kernel(const SgOutLaunch L) {
     ani_output_body<float>(L.a[z], L.w[z], L.b[z], L.A[z], blockIdx.x);
 }
 
+/* ---- the chain after a small species' first layer, fused (twin of nnpops__sg_mid_cpu_f32) ----
+ * A block per (problem, member, SGM_NC columns): the member's first hidden activations of those
+ * columns are read into shared memory, then every later hidden layer, the output layer and the
+ * backward pass down to dZ_0 run in the block, the hidden activations (and, in the backward pass,
+ * the gradients written over them) in shared memory: one launch instead of 2 n_layers - 3 grouped
+ * ones, and no activation goes through global memory.  A layer's outputs are split over the
+ * block's SGM_THREADS threads as (output, half of the inner dimension): forward, output i sums
+ * W[i][k] a[k][.] over its half of k (16-byte weight loads when the widths allow), backward,
+ * output k sums W[i][k] d[i][.] over its half of i (coalesced weight loads); each sum covers the
+ * SGM_NC columns at once (the activations read as broadcasts); the second half's sums meet the
+ * first's in shared memory, added in a fixed order.  The output layer's sums go through warp
+ * shuffles and shared memory, also in a fixed order; the energies are added with atomics
+ * (output_add_energy), so option deterministic keeps the grouped launches.  Before waiting for
+ * the first layer's kernel, the block's weights are prefetched into L2. */
+const int SGM_NC = 8, SGM_THREADS = 512, SGM_HALF = SGM_THREADS / 2;
+
+struct SgmLaunch {
+    int32_t count;
+    int32_t vec[NNPOPS__SG_PER_LAUNCH]; /* 16-byte weight loads in the forward layers */
+    int64_t start[NNPOPS__SG_PER_LAUNCH + 1];
+    int64_t chunks[NNPOPS__SG_PER_LAUNCH];
+    nnpops__sg_mid_problem p[NNPOPS__SG_PER_LAUNCH];
+};
+
+/* Forward sum of output i over k in [k0, k1): acc[r] += W[i][k] a[k][r]. */
+template <bool VEC>
+__device__ __forceinline__ void sgm_fwd_sum(const float *__restrict__ wi, const float *a, int k0,
+                                            int k1, float (&acc)[SGM_NC]) {
+    int k = k0;
+    if constexpr (VEC) {
+#pragma unroll 2
+        for (; k + 4 <= k1; k += 4) {
+            const float4 wv = __ldg(reinterpret_cast<const float4 *>(wi + k));
+            const float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float4 x0 = *reinterpret_cast<const float4 *>(a + (k + u) * SGM_NC);
+                const float4 x1 = *reinterpret_cast<const float4 *>(a + (k + u) * SGM_NC + 4);
+                acc[0] = fmaf(wk[u], x0.x, acc[0]);
+                acc[1] = fmaf(wk[u], x0.y, acc[1]);
+                acc[2] = fmaf(wk[u], x0.z, acc[2]);
+                acc[3] = fmaf(wk[u], x0.w, acc[3]);
+                acc[4] = fmaf(wk[u], x1.x, acc[4]);
+                acc[5] = fmaf(wk[u], x1.y, acc[5]);
+                acc[6] = fmaf(wk[u], x1.z, acc[6]);
+                acc[7] = fmaf(wk[u], x1.w, acc[7]);
+            }
+        }
+    }
+    for (; k < k1; k++) {
+        const float wk = __ldg(wi + k);
+#pragma unroll
+        for (int r = 0; r < SGM_NC; r++) acc[r] = fmaf(wk, a[k * SGM_NC + r], acc[r]);
+    }
+}
+
+/* Backward sum of output k over i in [i0, i1): acc[r] += W[i][k] d[i][r] (W row stride K). */
+__device__ __forceinline__ void sgm_bwd_sum(const float *__restrict__ wk, int K, const float *d,
+                                            int i0, int i1, float (&acc)[SGM_NC]) {
+#pragma unroll 4
+    for (int i = i0; i < i1; i++) {
+        const float wv = __ldg(wk + (int64_t)i * K);
+        const float4 x0 = *reinterpret_cast<const float4 *>(d + i * SGM_NC);
+        const float4 x1 = *reinterpret_cast<const float4 *>(d + i * SGM_NC + 4);
+        acc[0] = fmaf(wv, x0.x, acc[0]);
+        acc[1] = fmaf(wv, x0.y, acc[1]);
+        acc[2] = fmaf(wv, x0.z, acc[2]);
+        acc[3] = fmaf(wv, x0.w, acc[3]);
+        acc[4] = fmaf(wv, x1.x, acc[4]);
+        acc[5] = fmaf(wv, x1.y, acc[5]);
+        acc[6] = fmaf(wv, x1.z, acc[6]);
+        acc[7] = fmaf(wv, x1.w, acc[7]);
+    }
+}
+
+__global__ void __launch_bounds__(SGM_THREADS) sg_mid_kernel(const SgmLaunch L) {
+    extern __shared__ __align__(16) float sgm_sm[];
+    __shared__ float red[SGM_THREADS / 32][SGM_NC];
+    int q = 0;
+    while (q + 1 < L.count && (int64_t)blockIdx.x >= L.start[q + 1]) q++;
+    const nnpops__sg_mid_problem &P = L.p[q];
+    const nnpops__ani_output_args &g = P.out;
+    const bool vec = L.vec[q] != 0;
+    const int64_t lb = (int64_t)blockIdx.x - L.start[q];
+    const int32_t m = (int32_t)(lb / L.chunks[q]), gm = g.member_offset + m;
+    const int64_t r0 = (lb - (int64_t)m * L.chunks[q]) * SGM_NC;
+    const int nr = (int)(g.n - r0 < SGM_NC ? g.n - r0 : SGM_NC);
+    const int nl = P.n_layers, lo = nl - 1, tid = threadIdx.x;
+    const int half = tid / SGM_HALF, o = tid - half * SGM_HALF;
+    const float al = (float)g.alpha, inv = (float)(1.0 / g.alpha);
+    pdl_trigger();
+    /* hidden layer h (width w_{h+1}) at act[h] = sgm_sm + off[h], [k][SGM_NC]; then the halves'
+     * exchange area (SGM_HALF x SGM_NC) */
+    int off[NNPOPS__SGM_MAX_LAYERS];
+    {
+        int cur = 0;
+        for (int h = 0; h < lo; h++) {
+            off[h] = cur;
+            cur += P.width[h + 1] * SGM_NC;
+        }
+        off[lo] = cur;
+    }
+    float *xch = sgm_sm + off[lo];
+    /* this member's weights into L2 while the first layer's kernel finishes */
+    for (int l = 1; l < nl; l++) {
+        const int64_t cnt = (int64_t)P.width[l + 1] * P.width[l];
+        const float *wl = P.w[l] + (int64_t)m * cnt;
+        for (int64_t j = (int64_t)tid * 32; j < cnt; j += (int64_t)SGM_THREADS * 32)
+            prefetch_l2(wl + j);
+    }
+    pdl_wait();
+    const int w1 = P.width[1];
+    {
+        const float *src = P.act0 + (int64_t)m * w1 * P.ld + r0;
+        for (int t = tid; t < w1 * SGM_NC; t += SGM_THREADS) {
+            const int k = t / SGM_NC, r = t - k * SGM_NC;
+            sgm_sm[t] = r < nr ? src[(int64_t)k * P.ld + r] : 0.0f;
+        }
+    }
+    __syncthreads();
+    /* forward, hidden layers 1 .. lo - 1 */
+    for (int l = 1; l < lo; l++) {
+        const int K = P.width[l], N = P.width[l + 1];
+        const float *a = sgm_sm + off[l - 1];
+        float *z = sgm_sm + off[l];
+        const float *W = P.w[l] + (int64_t)m * N * K;
+        const float *B = P.b[l] + (int64_t)m * N;
+        const int kh = ((K + 1) / 2 + 3) & ~3; /* the first half's share, a multiple of 4 */
+        for (int i0 = 0; i0 < N; i0 += SGM_HALF) { /* every thread passes the barriers */
+            const int i = i0 + o;
+            float acc[SGM_NC];
+#pragma unroll
+            for (int r = 0; r < SGM_NC; r++) acc[r] = 0.0f;
+            if (i < N) {
+                const int k0 = half ? min(kh, K) : 0, k1 = half ? K : min(kh, K);
+                if (vec) sgm_fwd_sum<true>(W + (int64_t)i * K, a, k0, k1, acc);
+                else sgm_fwd_sum<false>(W + (int64_t)i * K, a, k0, k1, acc);
+                if (half) {
+#pragma unroll
+                    for (int r = 0; r < SGM_NC; r++) xch[o * SGM_NC + r] = acc[r];
+                }
+            }
+            __syncthreads();
+            if (!half && i < N) {
+                const float bi = __ldg(B + i);
+#pragma unroll
+                for (int r = 0; r < SGM_NC; r++) {
+                    const float x = acc[r] + xch[o * SGM_NC + r] + bi;
+                    z[i * SGM_NC + r] = x > 0 ? x : al * expm1f(x * inv);
+                }
+            }
+            __syncthreads();
+        }
+    }
+    /* output layer: y[r] = b + sum_k w[k] a[k][r] */
+    {
+        const int K = P.width[lo];
+        const float *a = sgm_sm + off[lo - 1];
+        const float *wo = P.w[lo] + (int64_t)m * K;
+        float acc[SGM_NC];
+#pragma unroll
+        for (int r = 0; r < SGM_NC; r++) acc[r] = 0.0f;
+        for (int k = tid; k < K; k += SGM_THREADS) {
+            const float wk = __ldg(wo + k);
+#pragma unroll
+            for (int r = 0; r < SGM_NC; r++) acc[r] = fmaf(wk, a[k * SGM_NC + r], acc[r]);
+        }
+#pragma unroll
+        for (int r = 0; r < SGM_NC; r++) {
+            float v = acc[r];
+#pragma unroll
+            for (int d = 16; d >= 1; d >>= 1) v += __shfl_xor_sync(NNPOPS__FULL_MASK, v, d);
+            acc[r] = v;
+        }
+        if ((tid & 31) == 0) {
+#pragma unroll
+            for (int r = 0; r < SGM_NC; r++) red[tid >> 5][r] = acc[r];
+        }
+        __syncthreads();
+        if (tid < nr) {
+            float y = __ldg(P.b[lo] + m);
+            for (int w = 0; w < SGM_THREADS / 32; w++) y += red[w][tid];
+            const int32_t c = g.centers[r0 + tid];
+            if (c >= 0) output_add_energy(g, c, gm, (double)y);
+        }
+        if (!g.need_grad) return;
+        /* the seed over the last hidden activations */
+        const float seed = output_seed<float>(g, gm);
+        float *d = sgm_sm + off[lo - 1];
+        for (int t = tid; t < K * SGM_NC; t += SGM_THREADS) {
+            const int k = t / SGM_NC;
+            d[t] = celu_grad_of(d[t], __ldg(wo + k) * seed, inv);
+        }
+        __syncthreads();
+    }
+    /* backward: d_{l-1} = (W_l^T d_l) celu'(a_{l-1}), l = lo - 1 .. 1 */
+    for (int l = lo - 1; l >= 1; l--) {
+        const int K = P.width[l], N = P.width[l + 1];
+        const float *d = sgm_sm + off[l];
+        float *a = sgm_sm + off[l - 1];
+        const float *W = P.w[l] + (int64_t)m * N * K;
+        const int ih = (N + 1) / 2;
+        for (int k0 = 0; k0 < K; k0 += SGM_HALF) { /* every thread passes the barriers */
+            const int k = k0 + o;
+            float acc[SGM_NC];
+#pragma unroll
+            for (int r = 0; r < SGM_NC; r++) acc[r] = 0.0f;
+            if (k < K) {
+                sgm_bwd_sum(W + k, K, d, half ? ih : 0, half ? N : ih, acc);
+                if (half) {
+#pragma unroll
+                    for (int r = 0; r < SGM_NC; r++) xch[o * SGM_NC + r] = acc[r];
+                }
+            }
+            __syncthreads();
+            if (!half && k < K) {
+#pragma unroll
+                for (int r = 0; r < SGM_NC; r++) {
+                    const float s = acc[r] + xch[o * SGM_NC + r];
+                    a[k * SGM_NC + r] = celu_grad_of(a[k * SGM_NC + r], s, inv);
+                }
+            }
+            __syncthreads();
+        }
+    }
+    /* dZ_0 over the first hidden activations of the real columns (padding centers keep theirs,
+     * as with the output layer's kernels) */
+    {
+        float *dst = P.act0 + (int64_t)m * w1 * P.ld + r0;
+        for (int t = tid; t < w1 * SGM_NC; t += SGM_THREADS) {
+            const int k = t / SGM_NC, r = t - k * SGM_NC;
+            if (r < nr && g.centers[r0 + r] >= 0) dst[(int64_t)k * P.ld + r] = sgm_sm[t];
+        }
+    }
+}
+
 } /* namespace */
 
 extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
@@ -1102,6 +1338,58 @@ extern "C" nnpops_status nnpops__ani_output_group_cuda_f32(int32_t count,
                                   dim3(32, 8), 0, st, "ANI output layers (grouped)", (SgOutLaunch)L);
             if (s != NNPOPS_OK) return s;
         }
+    }
+    return NNPOPS_OK;
+}
+
+/* Shared memory of a problem's block (floats): its hidden layers for SGM_NC columns and the
+ * halves' exchange area. */
+static int64_t sgm_smem_floats(const nnpops__sg_mid_problem *p) {
+    int64_t f = (int64_t)SGM_HALF * SGM_NC;
+    for (int l = 1; l < p->n_layers; l++) f += (int64_t)p->width[l] * SGM_NC;
+    return f;
+}
+
+extern "C" int nnpops__sg_mid_cuda_fits(const nnpops__sg_mid_problem *p) {
+    return nnpops__sg_mid_supported(p) && !p->out.deterministic && p->out.members <= 65535 &&
+           sgm_smem_floats(p) * (int64_t)sizeof(float) <= 48 * 1024;
+}
+
+extern "C" nnpops_status nnpops__sg_mid_cuda_f32(int32_t count, const nnpops__sg_mid_problem *p,
+                                                 void *stream) {
+    cudaStream_t st = as_stream(stream);
+    int32_t q = 0;
+    while (q < count) {
+        SgmLaunch L;
+        memset(&L, 0, sizeof L);
+        int64_t blocks = 0, smf = 0;
+        for (; q < count && L.count < NNPOPS__SG_PER_LAUNCH; q++) {
+            const nnpops__sg_mid_problem *x = &p[q];
+            if (x->out.n <= 0 || x->out.members <= 0) continue;
+            if (!nnpops__sg_mid_cuda_fits(x))
+                return nnpops__fail(NNPOPS_ERROR_INTERNAL,
+                                    "fused small-species chain: unsupported problem (%d layers)",
+                                    (int)x->n_layers);
+            const int c = L.count++;
+            L.p[c] = *x;
+            int vec = 1;
+            for (int l = 1; l < x->n_layers; l++)
+                if (x->width[l] % 4 != 0 || ((uintptr_t)x->w[l] & 15) != 0) vec = 0;
+            L.vec[c] = vec;
+            L.chunks[c] = (x->out.n + SGM_NC - 1) / SGM_NC;
+            L.start[c] = blocks;
+            blocks += L.chunks[c] * x->out.members;
+            const int64_t f = sgm_smem_floats(x);
+            if (f > smf) smf = f;
+        }
+        if (L.count == 0) break;
+        L.start[L.count] = blocks;
+        if (blocks > INT32_MAX)
+            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "fused small-species chain: grid too large");
+        const nnpops_status s =
+            launch_pdl(sg_mid_kernel, dim3((unsigned)blocks), dim3(SGM_THREADS),
+                       (size_t)smf * sizeof(float), st, "fused small-species chain", (SgmLaunch)L);
+        if (s != NNPOPS_OK) return s;
     }
     return NNPOPS_OK;
 }
