@@ -1517,10 +1517,9 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
 /* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
  * the same candidates), a lane per kept code: the image shift from the code, the candidate's
  * wrap count, id and original position, the vector in double (the CPU expression) and the entry
- * at offs[c] + its rank.  The
- * first 32 codes of the row (rows by slot) are read with the center's own data, and their
- * candidates' data with the center's counts, so that the loads of a warp wait on two round trips
- * rather than four.  The entries come in the search pass's order; centers whose codes were not all
+ * at offs[c] + its rank.  The first 32 codes of the row (rows by slot) are read with the center's
+ * own data, and their candidates' data with the center's counts, so that the loads of a warp wait
+ * on two round trips rather than four.  The entries come in the search pass's order; centers whose codes were not all
  * kept search again (fast_rescan). */
 __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {

@@ -236,12 +236,12 @@ static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
  * aligned, odd species counts got align1 TF32 kernels and 1C17 lost 25 %.)  The bound was 256
  * until an A/B on one H200 (tests/bench/results/f9dca62-gpu.log, graph replays, two runs each)
  * gave 1hz5 0.524 / 0.523 ms with 64 against 0.538 / 0.538 with 256 (0.531 / 0.532 with 96: O
- * alone), 3,000 waters, the batch and 13 / 98 atoms even.  With NNPOPS__SG_MAX_COLS = 64 every
- * float32 species on the cuBLAS path has more than 64 atoms, so auto is on there; the bound
- * stays for builds that measure another choice and for networks without hidden layers (which
- * skip the small-n path). */
+ * alone), 3,000 waters, the batch and 13 / 98 atoms even.  The bound is the first count above the
+ * small-n path's (NNPOPS__SG_MAX_COLS, 64): every float32 species on the cuBLAS path has more
+ * atoms, so auto is on there; the bound stays for builds that measure another choice and for
+ * networks without hidden layers (which skip the small-n path). */
 #ifndef ANI_TC_AUTO_COLS /* a build may set another bound (-D) to measure the choice */
-#define ANI_TC_AUTO_COLS 65
+#define ANI_TC_AUTO_COLS (NNPOPS__SG_MAX_COLS + 1)
 #endif
 static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     if (a->precision != NNPOPS_FLOAT32) return 0;
