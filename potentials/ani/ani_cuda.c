@@ -28,7 +28,7 @@
  *                      scratch block, and CELU' from the stored activations in place; finally ONE
  *                      GEMM dAEV (cols x L) = dZ0 (cols x Me*h1) . W0 written over the chunk's AEV
  *                      columns (the sum over members is the GEMM's inner dimension).
- *     Small species (float32 models, 1..NNPOPS__SG_MAX_COLS = 64 atoms of the species; sg_small,
+ *     Small species (float32 models, 1..NNPOPS__SG_MAX_COLS = 96 atoms of the species; sg_small,
  *     chosen from the column counts, which the CUDA graph key holds) skip cuBLAS: their networks run
  *     together through the grouped small-n GEMM (nnpops__small_gemm_cuda_f32, plain FP32 FMA,
  *     weights streamed once per 8 or 16 real columns, bias + CELU and CELU' fused into the GEMMs,
@@ -237,7 +237,7 @@ static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
  * until an A/B on one H200 (tests/bench/results/f9dca62-gpu.log, graph replays, two runs each)
  * gave 1hz5 0.524 / 0.523 ms with 64 against 0.538 / 0.538 with 256 (0.531 / 0.532 with 96: O
  * alone), 3,000 waters, the batch and 13 / 98 atoms even.  The bound is the first count above the
- * small-n path's (NNPOPS__SG_MAX_COLS, 64): every float32 species on the cuBLAS path has more
+ * small-n path's (NNPOPS__SG_MAX_COLS, 96): every float32 species on the cuBLAS path has more
  * atoms, so auto is on there; the bound stays for builds that measure another choice and for
  * networks without hidden layers (which skip the small-n path). */
 #ifndef ANI_TC_AUTO_COLS /* a build may set another bound (-D) to measure the choice */

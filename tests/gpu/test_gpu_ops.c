@@ -1492,6 +1492,8 @@ static int case_small_gemm(void) {
         {1, NNPOPS__SG_STORE, 70, 2500, 5, 1},       {1, NNPOPS__SG_CELU_ACT, 160, 192, 8, 8},
         {1, NNPOPS__SG_BIAS_CELU, 45, 1100, 17, 2},  {1, NNPOPS__SG_STORE, 5, 3, 1, 1},
         {1, NNPOPS__SG_STORE, 1008, 1536, 40, 1},    {0, NNPOPS__SG_STORE, 40, 2100, 5, 1},
+        {0, NNPOPS__SG_BIAS_CELU, 192, 256, 90, 8},  {1, NNPOPS__SG_CELU_ACT, 256, 192, 77, 8},
+        {1, NNPOPS__SG_STORE, 1008, 1536, 96, 1},
     };
     const int np = (int)(sizeof shapes / sizeof shapes[0]);
     int all[NNPOPS__SG_MAX_PROBLEMS], few[NNPOPS__SG_MAX_PROBLEMS], nfew = 0;

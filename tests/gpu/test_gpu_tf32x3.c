@@ -22,7 +22,7 @@
  *   chunks a species over several network chunks: a batch of three identical 18,432-atom boxes
  *          (36,864 H), float64 and float32, every copy equal to the first to rounding
  *   auto   option tensor_cores auto (the default) puts every float32 species of the cuBLAS path
- *          (more than 64 atoms) on the tensor cores: bitwise equal to on, different from off, on
+ *          (more than 96 atoms) on the tensor cores: bitwise equal to on, different from off, on
  *          the 96-molecule box and on a 12,288-molecule box, with option deterministic on
  */
 #include <math.h>
@@ -417,13 +417,14 @@ static int case_model(void) {
     return 0;
 }
 
-/* tensor_cores auto (the default) puts every float32 species with more than 64 atoms (the cuBLAS
- * path; ANI_TC_AUTO_COLS) on the tensor cores: with option deterministic on (bitwise
- * reproducible), auto equals on bit for bit and differs from off, on the 288-atom box (192 H,
- * 96 O: both species just above the small-n path) and on a 36,864-atom box (24,576 H, 12,288 O) */
+/* tensor_cores auto (the default) puts every float32 species with more than NNPOPS__SG_MAX_COLS
+ * (96) atoms, the cuBLAS path, on the tensor cores: with option deterministic on (bitwise
+ * reproducible), auto equals on bit for bit and differs from off, on the 288-atom box (192 H on the
+ * cuBLAS path, 96 O on the small-n path, which the option does not touch) and on a 36,864-atom box
+ * (24,576 H, 12,288 O) */
 static int case_auto(void) {
     enum { NMAX = 36864 };
-    CHECK(NNPOPS__SG_MAX_COLS < 96);
+    CHECK(NNPOPS__SG_MAX_COLS < 192);
     int32_t *z = malloc(sizeof(int32_t) * NMAX);
     double *x = malloc(sizeof(double) * 3 * NMAX), cell[9];
     double *f[3];

@@ -5,8 +5,8 @@
  * The networks have ANI-2x's widths (1008 inputs, 7 species, 8 members); the column counts are
  * those of the bench systems.  Built with the CUDA backend only (label unit: no GPU needed).
  *
- *   protein   float32, 1hz5's species (478 H, 314 C, 77 N, 103 O, 1 S): S on the small-n path, the
- *             four others on concurrent branches: 3 side streams
+ *   protein   float32, 1hz5's species (478 H, 314 C, 77 N, 103 O, 1 S): S and N on the small-n
+ *             path, H, C and O on concurrent branches beside it: 3 side streams
  *   water     float32, 2,000 H and 1,000 O: 2 branches, 1 side stream
  *   small     float32, alanine (7 H, 3 C, 1 N, 2 O): every species on the small-n path, 0
  *   one_large float32, 100 H beside 40 C: the large species runs on a side stream beside the small
@@ -14,7 +14,7 @@
  *   float64   float64 with 1hz5's species: no small-n path, five species on four branches: 3
  *   single    float64, one species: 0
  *   work      the work space grows with the columns and is the same for float32 with the tensor
- *             cores on or off only where no species uses them (at most 64 atoms each: the
+ *             cores on or off only where no species uses them (at most 96 atoms each: the
  *             small-n path)
  */
 #include <stdlib.h>
@@ -108,7 +108,7 @@ static int case_work(void) {
                  wb = nnpops__ani_cuda_work_bytes(&g_model, &sb, &sides);
     printf("work space: %zu bytes (200 H, 100 C), %zu bytes (2,000 H, 1,000 C)\n", wa, wb);
     CHECK(wa > 0 && wb > wa);
-    /* species of at most 64 atoms take the small-n path, where tensor_cores auto uses no
+    /* species of at most 96 atoms take the small-n path, where tensor_cores auto uses no
      * stacked operands: equal to off */
     const int64_t c[7] = {40, 20, 0, 0, 0, 0, 0};
     nnpops__dstep sc = step_of(c), off = sc;

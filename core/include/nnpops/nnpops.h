@@ -88,7 +88,7 @@ typedef enum nnpops_option {
     NNPOPS_OPTION_TENSOR_CORES = 9,       /* float32 on the GPU: the network GEMMs as 3xTF32
                                            * splits on the tensor cores (float32 accuracy).
                                            * 2 auto (default), 1 on: every species with more
-                                           * than 64 atoms in a step (fewer take the small-n
+                                           * than 96 atoms in a step (fewer take the small-n
                                            * kernels); 0 off: plain FP32 FMA.  Ignored elsewhere. */
     NNPOPS_OPTION_COUNT_ = 10
 } nnpops_option;
