@@ -208,7 +208,6 @@ struct nbr_args {
     int32_t ghost_nhalf;     /* center mode: n_half from the ghost entries counted by the count pass */
     int32_t lb_scan;         /* the last block of the count kernel scans and finishes */
     int32_t finish_in_write; /* the write kernel finishes (copies start[], fills the status) */
-    int32_t pad;
     int64_t capacity, n_items;
     /* outputs */
     int32_t *pairs, *shifts;
