@@ -200,9 +200,8 @@ struct nnpops__cuda_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
-    /* side streams of the step (nnpops__dstep: concurrent species networks; the last one,
-     * NNPOPS__PRIO_SIDE, at the device's greatest priority), their cuBLAS handles and the fork /
-     * join events */
+    /* side streams of the step (nnpops__dstep: concurrent species networks), their cuBLAS handles
+     * and the fork / join events */
     cudaStream_t side[NNPOPS__SIDE_STREAMS];
     cublasHandle_t side_blas[NNPOPS__SIDE_STREAMS];
     cudaEvent_t fork_event, join_event[NNPOPS__SIDE_STREAMS];
@@ -367,12 +366,8 @@ static nnpops_status ctx_create(int device, nnpops__cuda_ctx **out) {
         return st;
     }
     e = cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming);
-    int prio_least = 0, prio_greatest = 0;
-    if (e == cudaSuccess && NNPOPS_BRANCH_PRIORITY)
-        e = cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest);
     for (int k = 0; k < NNPOPS__SIDE_STREAMS && e == cudaSuccess; k++) {
-        e = cudaStreamCreateWithPriority(&c->side[k], cudaStreamNonBlocking,
-                                         k == NNPOPS__PRIO_SIDE ? prio_greatest : prio_least);
+        e = cudaStreamCreateWithFlags(&c->side[k], cudaStreamNonBlocking);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->join_event[k], cudaEventDisableTiming);
         if (e == cudaSuccess && (st = new_blas(&c->side_blas[k], c->side[k])) != NNPOPS_OK) {
             ctx_free(c);
@@ -835,8 +830,7 @@ static nnpops_status launch_step(nnpops__cuda_ctx *c, const nnpops_model *m, ste
     const char *what = st != NNPOPS_OK ? "enqueueing the step" : "cudaStreamEndCapture";
     cudaGraphExec_t exec = NULL;
     if (st == NNPOPS_OK && e == cudaSuccess && graph) {
-        e = cudaGraphInstantiate(
-            &exec, graph, NNPOPS_BRANCH_PRIORITY ? cudaGraphInstantiateFlagUseNodePriority : 0);
+        e = cudaGraphInstantiate(&exec, graph, 0);
         what = "cudaGraphInstantiate";
     }
     if (graph) cudaGraphDestroy(graph);

@@ -110,15 +110,8 @@ typedef enum nnpops__device_kind { NNPOPS__CPU = 0, NNPOPS__CUDA = 1 } nnpops__d
 
 /* ---- models (core/src/model.c) ---- */
 #define NNPOPS__MAX_SPECIES 32
-/* side streams of the GPU step (nnpops__dstep): the first NNPOPS__SIDE_STREAMS - 1 at the default
- * priority, the last one (NNPOPS__PRIO_SIDE) at the device's greatest stream priority when
- * NNPOPS_BRANCH_PRIORITY is 1 (the default; a build may set 0 to measure the choice), its kernels
- * keeping that priority in the step's CUDA graph (instantiated with node priorities) */
-#define NNPOPS__SIDE_STREAMS 4
-#define NNPOPS__PRIO_SIDE (NNPOPS__SIDE_STREAMS - 1)
-#ifndef NNPOPS_BRANCH_PRIORITY
-#define NNPOPS_BRANCH_PRIORITY 1
-#endif
+/* side streams of the GPU step (nnpops__dstep) */
+#define NNPOPS__SIDE_STREAMS 3
 
 struct nnpops__potential_vt;
 struct nnpops__dstep; /* CUDA backend, see the end of this file */

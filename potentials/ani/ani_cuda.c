@@ -36,16 +36,14 @@
  *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
  *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
  *     activation block (its atoms rounded up to 32 columns).
- *     Concurrency: the species on the cuBLAS path are spread over up to NNPOPS__SIDE_STREAMS
- *     branches (largest species first, each to the branch with the fewest columns so far); branch
- *     0 runs on step->stream after the small species' grouped networks, branch b > 0 on side
- *     stream b - 1 with its cuBLAS handle (with three branches or more, the largest species on
- *     branch 1 and that on the high-priority side stream: side_of); the branches fork before the
- *     AEV (fork_event) and join after the adjoints (join_event), and each has its own activation,
- *     scratch and stacked-operand buffers.  Every branch writes only its species' AEV columns and
- *     atoms, so the results are those of the serial order, bit for bit.  A protein's H, C, N and
- *     O networks (each a chain of small GEMMs that leaves most of the GPU idle) overlap instead of
- *     queueing.
+ *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
+ *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
+ *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
+ *     with its cuBLAS handle; the branches fork before the AEV (fork_event) and join after the
+ *     adjoints (join_event), and each has its own activation, scratch and stacked-operand
+ *     buffers.  Every branch writes only its species' AEV columns and atoms, so the results are
+ *     those of the serial order, bit for bit.  A protein's H, C, N and O networks (each a chain of
+ *     small GEMMs that leaves most of the GPU idle) overlap instead of queueing.
  *  3. AEV adjoint of all columns in one launch (with branches: per species, in its branch, right
  *     after its networks): dE/dr of every center-list entry into pair_grad.
  * The cuBLAS-path GEMMs run over the chunk's columns rounded up to 4 (16-byte aligned kernels).
@@ -204,14 +202,9 @@ void nnpops__ani_release_device(nnpops_model *model) {
 }
 
 /* Branches: the species on the cuBLAS path run their networks concurrently, on the step's stream
- * (branch 0, together with the small species' grouped networks) and on up to
- * NNPOPS__SIDE_STREAMS - 1 side streams of the default priority, each branch with its own
- * activation, scratch and stacked-operand buffers.  With three branches or more (proteins: the
- * species' networks contend for the SMs) the largest species takes branch 1 and runs on the
- * high-priority side stream NNPOPS__PRIO_SIDE instead (the critical path); with two (water boxes)
- * the priorities stay even (the largest species' branch first was slower there: 41,472 waters
- * +3 %, tests/bench/results/aa03f11-ab-gpu.log). */
-#define ANI_MAX_BRANCHES NNPOPS__SIDE_STREAMS
+ * (branch 0, together with the small species' grouped networks) and on up to st->n_side side
+ * streams, each branch with its own activation, scratch and stacked-operand buffers. */
+#define ANI_MAX_BRANCHES (1 + NNPOPS__SIDE_STREAMS)
 typedef struct ani_branch {
     size_t act, tmp;        /* activations of all hidden layers; one scratch block */
     size_t tc, tc_bytes;    /* stacked activations of the 3xTF32 GEMMs */
@@ -222,7 +215,6 @@ typedef struct ani_branch {
 typedef struct ani_layout {
     size_t aev, total;
     int n_branch;                          /* branches in use (0: no species on the cuBLAS path) */
-    int prio;                              /* branch 1 runs on the high-priority side stream */
     int branch_of[NNPOPS__MAX_SPECIES];    /* the branch of a cuBLAS-path species, else -1 */
     ani_branch br[ANI_MAX_BRANCHES];
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
@@ -312,7 +304,6 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
      * (nnpops__ani_cuda_work_bytes) */
     const int want = n_big > 0 ? n_big + (small_cols > 0) : 0;
     L.n_branch = want < ANI_MAX_BRANCHES ? want : ANI_MAX_BRANCHES;
-    L.prio = NNPOPS_BRANCH_PRIORITY && L.n_branch >= 3;
     int64_t load[ANI_MAX_BRANCHES] = {small_cols}, maxc[ANI_MAX_BRANCHES] = {0};
     size_t tcb[ANI_MAX_BRANCHES] = {0};
     for (int q = 0; q < n_big; q++) {
@@ -320,7 +311,6 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         int b = 0;
         for (int k = 1; k < L.n_branch; k++)
             if (load[k] < load[b]) b = k;
-        if (L.prio && q == 0) b = 1; /* the largest species: the high-priority branch */
         L.branch_of[s] = b;
         load[b] += st->col_count[s];
         const int64_t c = chunk_cols(st->col_count[s]);
@@ -356,19 +346,12 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     return L;
 }
 
-/* The side stream of branch b > 0: b - 1, or NNPOPS__PRIO_SIDE for branch 1 of a layout with
- * priorities. */
-static int side_of(const ani_layout *L, int b) {
-    return L->prio && b == 1 ? NNPOPS__PRIO_SIDE : b - 1;
-}
-
 size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
                                    int *side_streams) {
     const ani_layout L = layout_of(model->impl, step);
-    int n = 0; /* side streams 0 .. n - 1 get cuBLAS work spaces */
-    for (int b = 1; b < L.n_branch; b++)
-        if (side_of(&L, b) + 1 > n) n = side_of(&L, b) + 1;
-    *side_streams = n;
+    /* branch b > 0 runs on side stream b - 1 */
+    const int n = L.n_branch - 1;
+    *side_streams = n < 0 ? 0 : (n > NNPOPS__SIDE_STREAMS ? NNPOPS__SIDE_STREAMS : n);
     return L.total;
 }
 
@@ -659,23 +642,22 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
      * center, so the adjoints of different species write disjoint entries), so that one species'
      * AEV overlaps another's networks; without, one launch each over all columns. */
     nnpops__dstep side[ANI_MAX_BRANCHES];
-    int forked[ANI_MAX_BRANCHES] = {0}, split = 0; /* branches on side streams */
+    int n_fork = 0; /* branches on side streams: 1 .. n_fork */
     for (int b = 0; b < L.n_branch; b++) {
         side[b] = *st;
-        const int k = side_of(&L, b);
-        if (b == 0 || k >= st->n_side) continue;
-        side[b].stream = st->side_stream[k];
-        side[b].blas = st->side_blas[k];
-        forked[b] = split = 1;
+        if (b == 0 || b > st->n_side || b > NNPOPS__SIDE_STREAMS) continue;
+        side[b].stream = st->side_stream[b - 1];
+        side[b].blas = st->side_blas[b - 1];
+        n_fork = b;
     }
+    const int split = n_fork > 0;
     if (split) {
         TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->fork_event, (cudaStream_t)stream),
                       "cudaEventRecord (fork)"));
-        for (int b = 1; b < L.n_branch; b++)
-            if (forked[b])
-                TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)side[b].stream,
-                                                  (cudaEvent_t)st->fork_event, 0),
-                              "cudaStreamWaitEvent (fork)"));
+        for (int b = 1; b <= n_fork; b++)
+            TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)side[b].stream,
+                                              (cudaEvent_t)st->fork_event, 0),
+                          "cudaStreamWaitEvent (fork)"));
         for (int s = 0; s < a->n_species; s++)
             if (sg_small(a, st, s))
                 TRY(aev_cols(a, st, 0, st->col_start[s], st->col_count[s], aev, stream));
@@ -785,12 +767,12 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #undef BPTR
         if (split && st->need_grad) TRY(aev_cols(a, st, 1, st->col_start[s], ns, aev, sb->stream));
     }
-    for (int b = 1; b < L.n_branch; b++) {
-        if (!forked[b]) continue;
-        const int k = side_of(&L, b);
-        TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->join_event[k], (cudaStream_t)side[b].stream),
+    for (int b = 1; b <= n_fork; b++) {
+        TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->join_event[b - 1],
+                                      (cudaStream_t)side[b].stream),
                       "cudaEventRecord (join)"));
-        TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)st->join_event[k], 0),
+        TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)stream,
+                                          (cudaEvent_t)st->join_event[b - 1], 0),
                       "cudaStreamWaitEvent (join)"));
     }
     if (!st->need_grad || split) return NNPOPS_OK;

@@ -6,15 +6,12 @@
  * those of the bench systems.  Built with the CUDA backend only (label unit: no GPU needed).
  *
  *   protein   float32, 1hz5's species (478 H, 314 C, 77 N, 103 O, 1 S): S and N on the small-n
- *             path, H, C and O on concurrent branches beside it, H on the high-priority side
- *             stream (NNPOPS__PRIO_SIDE, the last): every side stream's cuBLAS handle gets work
- *             space, 4 (3 in a build with NNPOPS_BRANCH_PRIORITY 0)
- *   water     float32, 2,000 H and 1,000 O: 2 branches (no priorities), 1 side stream
+ *             path, H, C and O on concurrent branches beside it: 3 side streams
+ *   water     float32, 2,000 H and 1,000 O: 2 branches, 1 side stream
  *   small     float32, alanine (7 H, 3 C, 1 N, 2 O): every species on the small-n path, 0
  *   one_large float32, 100 H beside 40 C: the large species runs on a side stream beside the small
  *             species' networks on the step's stream: 1
- *   float64   float64 with 1hz5's species: no small-n path, five species on four branches, H on
- *             the high-priority side stream: 4 (3 without priorities)
+ *   float64   float64 with 1hz5's species: no small-n path, five species on four branches: 3
  *   single    float64, one species: 0
  *   work      the work space grows with the columns and is the same for float32 with the tensor
  *             cores on or off only where no species uses them (at most 96 atoms each: the
@@ -78,14 +75,12 @@ typedef struct plan_case {
     int want;
 } plan_case;
 
-/* three branches or more: the high-priority side stream is the last one */
-#define PRIO_SIDES (NNPOPS_BRANCH_PRIORITY ? NNPOPS__PRIO_SIDE + 1 : 3)
 static const plan_case plans[] = {
-    {"protein", NNPOPS_FLOAT32, {478, 314, 77, 103, 1, 0, 0}, PRIO_SIDES},
+    {"protein", NNPOPS_FLOAT32, {478, 314, 77, 103, 1, 0, 0}, 3},
     {"water", NNPOPS_FLOAT32, {2000, 0, 0, 1000, 0, 0, 0}, 1},
     {"small", NNPOPS_FLOAT32, {7, 3, 1, 2, 0, 0, 0}, 0},
     {"one_large", NNPOPS_FLOAT32, {100, 40, 0, 0, 0, 0, 0}, 1},
-    {"float64", NNPOPS_FLOAT64, {478, 314, 77, 103, 1, 0, 0}, PRIO_SIDES},
+    {"float64", NNPOPS_FLOAT64, {478, 314, 77, 103, 1, 0, 0}, 3},
     {"single", NNPOPS_FLOAT64, {0, 0, 0, 50, 0, 0, 0}, 0},
 };
 
