@@ -203,7 +203,10 @@ void nnpops__ani_release_device(nnpops_model *model) {
 
 /* Branches: the species on the cuBLAS path run their networks concurrently, on the step's stream
  * (branch 0, together with the small species' grouped networks) and on up to st->n_side side
- * streams, each branch with its own activation, scratch and stacked-operand buffers. */
+ * streams, each branch with its own activation, scratch and stacked-operand buffers.  (The largest
+ * species' branch on a side stream of the greatest priority was measured slower for proteins:
+ * 1hz5 0.520-0.529 ms against 0.515-0.517, 1C17 +3 %, tests/bench/results/4f69af5-ab-gpu.log;
+ * for every step, also water boxes: 41,472 waters +3 %, results/aa03f11-ab-gpu.log.) */
 #define ANI_MAX_BRANCHES (1 + NNPOPS__SIDE_STREAMS)
 typedef struct ani_branch {
     size_t act, tmp;        /* activations of all hidden layers; one scratch block */

@@ -17,10 +17,9 @@
  *   batch                 all reference systems in one call equal the systems one by one
  *   batch_f32             float32, all reference systems in one call (interleaved), each system
  *                         within case_reference's float32 tolerances of the reference: the batch's
- *                         597 H, 275 C and 135 O run on three concurrent cuBLAS branches (the H
- *                         branch on the high-priority side stream), N, S, F and Cl on the small-n
- *                         path -- the float32 path of a protein-sized step, which no single
- *                         reference system reaches
+ *                         597 H, 275 C and 135 O run on three concurrent cuBLAS branches (3xTF32),
+ *                         N, S, F and Cl on the small-n path beside them -- the float32 path of a
+ *                         protein-sized step, which no single reference system reaches
  *   ghosts                n_local < n_atoms against the CPU path
  *   member                ensemble_member k and member energies against the CPU path
  *   water_box             a 3000-atom periodic water box after a 13-atom molecule in the same
