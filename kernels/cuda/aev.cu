@@ -68,11 +68,6 @@ namespace {
  * every center's angular pairs spread over 16 warps, for latency), else 128. */
 const int AEV_THREADS = 128, AEV_THREADS_SMALL = 512;
 const int64_t AEV_SMALL_COLS = 640;
-/* 1: the float32 kernels always take the fixed-point shared sums of deterministic mode (64-bit
- * integer atomics instead of float / double compare-and-swap loops); a switch to measure */
-#ifndef NNPOPS_AEV_FIXED
-#define NNPOPS_AEV_FIXED 0
-#endif
 const double PI = 3.14159265358979323846;
 
 template <typename R> struct ang_ent {
@@ -745,8 +740,7 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "AEV on the GPU: %lld centers is too many",
                             (long long)n);
     if (max_angular < 2) max_angular = 2;
-    const size_t sm =
-        smem_bytes<R>(desc, max_angular, backward, det || (NNPOPS_AEV_FIXED && sizeof(R) == 4));
+    const size_t sm = smem_bytes<R>(desc, max_angular, backward, det);
     const int limit = smem_optin_limit();
     if (sm > (size_t)limit)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
@@ -769,7 +763,7 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.max_ang = max_angular;
     a.status = status;
     a.pair_grad = pair_grad;
-    a.det = det || (NNPOPS_AEV_FIXED && sizeof(R) == 4) ? 1 : 0;
+    a.det = det ? 1 : 0;
     cudaStream_t st = as_stream(stream);
     const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
     if (backward) {
