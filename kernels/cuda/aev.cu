@@ -66,14 +66,8 @@ namespace {
 
 /* Threads per block (a block per column): 512 for up to AEV_SMALL_COLS columns (small systems:
  * every center's angular pairs spread over 16 warps, for latency), else 128. */
-#ifndef NNPOPS_AEV_THREADS_SMALL /* a build may set others (-D) to measure the choice */
-#define NNPOPS_AEV_THREADS_SMALL 512
-#endif
-#ifndef NNPOPS_AEV_SMALL_COLS
-#define NNPOPS_AEV_SMALL_COLS 640
-#endif
-const int AEV_THREADS = 128, AEV_THREADS_SMALL = NNPOPS_AEV_THREADS_SMALL;
-const int64_t AEV_SMALL_COLS = NNPOPS_AEV_SMALL_COLS;
+const int AEV_THREADS = 128, AEV_THREADS_SMALL = 512;
+const int64_t AEV_SMALL_COLS = 640;
 const double PI = 3.14159265358979323846;
 
 template <typename R> struct ang_ent {
