@@ -404,19 +404,7 @@ template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
     return v;
 }
 
-/* NNPOPS_AEV_LB 1 (a switch to measure): register bounds for 4 forward / 3 backward blocks of 512
- * threads per SM (32 / 40 registers instead of 40 / 48 in float) */
-#ifndef NNPOPS_AEV_LB
-#define NNPOPS_AEV_LB 0
-#endif
-#if NNPOPS_AEV_LB
-#define AEV_FWD_BOUNDS __launch_bounds__(512, 4)
-#define AEV_BWD_BOUNDS __launch_bounds__(512, 3)
-#else
-#define AEV_FWD_BOUNDS
-#define AEV_BWD_BOUNDS
-#endif
-template <typename R> __global__ void AEV_FWD_BOUNDS aev_forward_kernel(const aev_args<R> a) {
+template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
@@ -544,7 +532,7 @@ template <typename R> __global__ void AEV_FWD_BOUNDS aev_forward_kernel(const ae
         for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
 }
 
-template <typename R> __global__ void AEV_BWD_BOUNDS aev_backward_kernel(const aev_args<R> a) {
+template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
