@@ -160,8 +160,9 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
 #ifndef NBR_FAST_MIN_BLOCKS
 #define NBR_FAST_MIN_BLOCKS 8
 #endif
-/* fast cell list, search pass: blocks per SM the registers allow (8: 64 registers with a few spills;
- * 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6, results/b61d4eb-gpu.log) */
+/* fast cell list, search pass: blocks per SM the registers allow (8: 64 registers with a few
+ * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
+ * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 const int FAST_EMIT_MIN_BLOCKS = 4; /* fast cell list, emit pass (256 threads): blocks per SM */
 /* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
@@ -1518,8 +1519,8 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
  * wrap count, id and original position, the vector in double (the CPU expression) and the entry
  * at offs[c] + its rank.  The first 32 codes of the row (rows by slot) are read with the center's
  * own data, and their candidates' data with the center's counts, so that the loads of a warp wait
- * on two round trips rather than four.  The entries come in the search pass's order; centers whose codes were not all
- * kept search again (fast_rescan). */
+ * on two round trips rather than four.  The entries come in the search pass's order; centers whose
+ * codes were not all kept search again (fast_rescan). */
 __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
@@ -1850,9 +1851,9 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  * The thresholds are measured (H200, CUDA graph replay, tests/bench/results): on random open
  * clusters of about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open) the one-block
  * path takes 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force about 10 us up
- * to 256 atoms (then with two launches), the fast cell list about 0.1 ms from 512 to 16,384 atoms (its
- * ~10 launches); on a periodic box of 256 atoms and 27 images the brute force takes 31 us, the
- * cell list 149 us. */
+ * to 256 atoms (measured with the two launches it then had; now four, cub's scan between), the
+ * fast cell list about 0.1 ms from 512 to 16,384 atoms (its ~10 launches); on a periodic box of
+ * 256 atoms and 27 images the brute force takes 31 us, the cell list 149 us. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
                                       const double *cells, const uint8_t *pbc, double cutoff,
                                       int32_t force, nnpops__nbr_plan *plan) {
