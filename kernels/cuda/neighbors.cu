@@ -925,13 +925,13 @@ __global__ void bbox_kernel(const nbr_args a) {
     const bool valid = k < a.n_atoms;
     const int64_t s = valid ? system_of(a.sys_start, a.n_systems, k) : -1;
     /* the frame of the system of the block's first atom, set up once (a thread of another system
-     * sets up its own) */
+     * sets up its own; a block past the last atom, whose first thread has no system, none) */
     __shared__ geom s_g;
     __shared__ int s_ok;
     __shared__ int64_t s_sys;
     if (threadIdx.x == 0) {
         s_sys = s;
-        s_ok = setup_frame(a, s, s_g, false);
+        s_ok = valid && setup_frame(a, s, s_g, false);
     }
     __syncthreads();
     geom own;
