@@ -59,9 +59,10 @@
  *                over a grid of about n_atoms / 16 blocks).  Warp 0 lists up to 32 stencil bins
  *                (27 for r_k == 1; more in groups of 32) with a prefix sum of their atom counts;
  *                the block copies their atoms, at most 512 at a time, into shared memory (float
- *                position xr with the slot, listed-bin index); then a warp per center of the bin:
- *                the center moved back by each listed bin's shift (per warp in shared memory), a
- *                lane per candidate for the decision below; the count goes to counts[c] (also the
+ *                position xr moved by the listed bin's image shift, with the code below or the
+ *                slot; listed-bin index), padded to a multiple of 32 with far-away candidates;
+ *                then a warp per center of the bin, a lane per candidate for the decision below
+ *                against the center's own float position; the count goes to counts[c] (also the
  *                cursor between chunks), and the accepted candidates' codes (slot | image shift
  *                << 27: with stencils of one bin a shift is one of 27 values, in {-1, 0, 1}^3) in
  *                order (ballot + popc) to the center's row of FAST_K (128) codes while they fit
@@ -74,8 +75,8 @@
  *                center whose codes were not all kept (more than FAST_K entries: dense systems;
  *                thin cells) searches its stencil again in the emit pass, bin by bin in the same
  *                order, with the same decisions.
- *                The decision: t = float(xr_c) - float(h . H) per center and image h (explicit
- *                _rn roundings, the same bits wherever it is repeated), d2f = |f_j - t|^2
+ *                The decision: m = f_j + float(h . H) per candidate and image h (explicit _rn
+ *                roundings, the same bits wherever it is repeated), d2f = |m - float(xr_c)|^2
  *                in float32 (fmaf chain); d2f >= hi2 rejects, d2f < lo2 accepts (the center itself
  *                excepted), anything between (or a NaN) goes to the exact double test from the
  *                original positions (thresholds below).
@@ -89,7 +90,7 @@
  * xr = xw - o rounded to float (o: the origin of the binned range along non-periodic axes, zero
  * along periodic ones), so |xr| <= M = sum_k ext_k max_d |H_kd| (ext_k = 1 along periodic axes,
  * the atoms' fractional range otherwise), and image shifts are bounded by S = sum_k r_k max_d
- * |H_kd|.  With u = 2^-24, f_j, float(xr_c), float(h . H), t and the difference are each one
+ * |H_kd|.  With u = 2^-24, f_j, float(xr_c), float(h . H), m and the difference are each one
  * rounding, so the float vector differs from the exact one by at most u (3M + 2S) + u|d| per
  * component (norm: sqrt(3) u (3M + 2S) <= 4u (3M + S), plus u relative), and the squared norm
  * (fmaf chain) adds 3u relative; the CPU's own double evaluation and the double wrapping differ
@@ -1270,24 +1271,26 @@ __global__ void cell_kernel(const nbr_args a) {
     finish_center<WRITE>(a, es, c);
 }
 
-/* Fast cell list: the float32 pre-test of a candidate (raw float position f) against
- * a center whose position moved by the candidate's image shift is t (t = cf - float(h . H)):
- * 2: accept without more (below lo2), 1: between the thresholds or NaN (the exact double test
- * decides), 0: reject.  Explicit roundings: every repetition computes the same bits. */
-__device__ __forceinline__ float fast_d2f(float fx, float fy, float fz, float4 t) {
-    const float dx = __fsub_rn(fx, t.x), dy = __fsub_rn(fy, t.y), dz = __fsub_rn(fz, t.z);
+/* Fast cell list: the float32 pre-test of a candidate against a center (float position cf).  The
+ * candidate's raw float position f is first moved by its image shift, m = f + float(h . H) (one
+ * rounding per component; fast_shift_of and fast_moved give the same bits wherever they are
+ * repeated), then d2f = |m - cf|^2 (fmaf chain).  fast_pretest: 2: accept without more (below
+ * lo2), 1: between the thresholds or NaN (the exact double test decides), 0: reject. */
+__device__ __forceinline__ float4 fast_shift_of(const double *H, int h0, int h1, int h2) {
+    return make_float4(__double2float_rn(image_comp(H, h0, h1, h2, 0)),
+                       __double2float_rn(image_comp(H, h0, h1, h2, 1)),
+                       __double2float_rn(image_comp(H, h0, h1, h2, 2)), 0.0f);
+}
+__device__ __forceinline__ float4 fast_moved(float4 f, float4 sh) {
+    return make_float4(__fadd_rn(f.x, sh.x), __fadd_rn(f.y, sh.y), __fadd_rn(f.z, sh.z), f.w);
+}
+__device__ __forceinline__ float fast_d2f(float4 m, float4 cf) {
+    const float dx = __fsub_rn(m.x, cf.x), dy = __fsub_rn(m.y, cf.y), dz = __fsub_rn(m.z, cf.z);
     return __fmaf_rn(dz, dz, __fmaf_rn(dy, dy, __fmul_rn(dx, dx)));
 }
-__device__ __forceinline__ int fast_pretest(float fx, float fy, float fz, float4 t, float hi2,
-                                            float lo2) {
-    const float d2f = fast_d2f(fx, fy, fz, t);
+__device__ __forceinline__ int fast_pretest(float4 m, float4 cf, float hi2, float lo2) {
+    const float d2f = fast_d2f(m, cf);
     return d2f < lo2 ? 2 : (d2f >= hi2 ? 0 : 1);
-}
-
-/* The center's position moved back by an image shift sv (double, image_comp): t = cf - sv. */
-__device__ __forceinline__ float4 fast_shifted(float4 cf, double sv0, double sv1, double sv2) {
-    return make_float4(__fsub_rn(cf.x, __double2float_rn(sv0)), __fsub_rn(cf.y, __double2float_rn(sv1)),
-                       __fsub_rn(cf.z, __double2float_rn(sv2)), 0.0f);
 }
 
 /* Fast cell list: the exact double test of slot q moved by image h against center c (slot qc),
@@ -1338,24 +1341,69 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
     return true;
 }
 
+/* Fast cell list, search pass: one center's sweep of the staged candidates (s_pos: moved float
+ * positions with the code (KEEP) or the slot in .w, padded to a multiple of 32; s_l: listed-bin
+ * index | ghost << 7), a lane per candidate; KEEP: the accepted codes go to the center's row
+ * (slot k) in order while they fit.  n: the center's count so far; returns the new count.
+ * Branch-free but for the (rare) candidates between the thresholds. */
+template <bool KEEP>
+__device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos,
+                                          const unsigned char *s_l, const int4 *s_rng, int nch,
+                                          float4 cf, int32_t k, int c, int n, unsigned zmask,
+                                          float lo2, float hi2, const double *H, bool ghosts,
+                                          long long &ghc) {
+    const int lane = threadIdx.x & 31;
+    const unsigned lt = (1u << lane) - 1u;
+    int32_t *ids = KEEP ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
+    /* the .w of the center's own candidate: with codes, its slot with no shift (unique: the
+     * shift is part of the code); without, its slot, the shift checked from the listed bin */
+    const int32_t own = KEEP ? k | (13 << FAST_SLOT_BITS) : k;
+    for (int i0 = 0; i0 < nch; i0 += 32) {
+        const int i = i0 + lane;
+        const float4 p = s_pos[i];
+        const float d2f = fast_d2f(p, cf);
+        const int32_t w = __float_as_int(p.w);
+        bool self = w == own;
+        if (!KEEP && self) self = (zmask >> (s_l[i] & 31)) & 1u;
+        bool acc = d2f < lo2 && !self;
+        const bool maybe = !(d2f < lo2) && !(d2f >= hi2) && i < nch;
+        if (__any_sync(NNPOPS__FULL_MASK, maybe) && maybe) {
+            const int4 rg = s_rng[s_l[i] & 31];
+            const int32_t q = KEEP ? w & ((1 << FAST_SLOT_BITS) - 1) : w;
+            acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
+        }
+        const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
+        if (KEEP && acc) {
+            const int slot = n + __popc(bm & lt);
+            if (slot < FAST_K) ids[slot] = w;
+        }
+        n += __popc(bm);
+        if (ghosts) {
+            const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && s_l[i] >= 128);
+            if (lane == 0) ghc += __popc(bg);
+        }
+    }
+    return n;
+}
+
 /* Fast cell list, search pass (see the header): a block per bin, grid-stride over the bins in
- * use; the stencil's candidates staged in shared memory (float position with the slot in .w,
- * listed-bin index with a ghost bit), then a warp per center of the bin: its center moved by each
- * listed bin's shift (t, per warp in shared memory), a lane per candidate, the float pre-test and,
- * between the thresholds, the exact test; the accepted candidates' codes (slot | image shift << 27)
- * go to the center's row of FAST_K (in order, while they fit; rows by slot k), the count to
- * counts[c] (also the cursor between chunks), the ghost entries to the status. */
+ * use; the stencil's candidates staged in shared memory (float position moved by the listed bin's
+ * image shift, with the code (slot | shift << 27) or, when no codes are kept, the slot in .w;
+ * listed-bin index with a ghost bit), then a warp per center of the bin, a lane per candidate: the
+ * float pre-test against the center's own float position and, between the thresholds, the exact
+ * test; the accepted candidates' codes go to the center's row of FAST_K (in order, while they fit;
+ * rows by slot k), the count to counts[c] (also the cursor between chunks), the ghost entries to
+ * the status.  The staged rows are padded to a multiple of 32 with far-away candidates (code -1),
+ * so that the lanes run without bounds tests. */
 __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(const __grid_constant__ nbr_args a) {
-    __shared__ float4 s_pos[FAST_CAP];       /* raw float position, slot in .w */
+    __shared__ float4 s_pos[FAST_CAP];       /* moved float position, code (or slot) in .w */
     __shared__ unsigned char s_l[FAST_CAP];  /* listed-bin index | ghost (j >= n_centers) << 7 */
-    __shared__ float4 s_t[FAST_TB / 32][32]; /* per warp: its center moved by each listed shift */
     __shared__ long long s_pre[33];          /* prefix of the listed bins' atom counts */
     __shared__ int4 s_rng[32];               /* first slot, image shift of each listed bin */
-    __shared__ double s_shv[32][3];          /* image shift vector of each listed bin */
+    __shared__ float4 s_shf[32];             /* float image shift vector of each listed bin */
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
     __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const unsigned lt = (1u << lane) - 1u;
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
     const int n_centers = (int)a.n_centers;
@@ -1380,14 +1428,12 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                 int len = 0, hh[3] = {0, 0, 0};
                 int64_t tb = 0;
                 int4 rng = make_int4(0, 0, 0, 0);
-                double sv[3] = {0, 0, 0};
                 bool zero = false;
                 if (idx < R && stencil_bin(g, bb0, bb1, bb2, idx, tb, hh)) {
                     const int32_t qlo = a.bin_start[tb];
                     len = a.bin_start[tb + 1] - qlo;
                     rng = make_int4(qlo, hh[0], hh[1], hh[2]);
                     zero = (hh[0] | hh[1] | hh[2]) == 0;
-                    for (int d = 0; d < 3; d++) sv[d] = image_comp(H, hh[0], hh[1], hh[2], d);
                 }
                 const long long incl = warp_incl_scan(len);
                 const unsigned zm = __ballot_sync(NNPOPS__FULL_MASK, zero);
@@ -1398,7 +1444,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                 }
                 s_rng[lane] = rng;
                 s_hc[lane] = ((hh[0] + 1) * 9 + (hh[1] + 1) * 3 + (hh[2] + 1)) << FAST_SLOT_BITS;
-                for (int d = 0; d < 3; d++) s_shv[lane][d] = sv[d];
+                s_shf[lane] = fast_shift_of(H, hh[0], hh[1], hh[2]);
             }
             __syncthreads();
             const long long total = s_pre[32];
@@ -1406,14 +1452,21 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
             /* at least one chunk, so that every center's count is initialized in group 0 */
             for (long long co = 0; co == 0 || co < total; co += FAST_CAP) {
                 const int nch = (int)min((long long)FAST_CAP, total - co);
-                for (int i = threadIdx.x; i < nch; i += blockDim.x) {
+                const int ncp = (nch + 31) & ~31; /* FAST_CAP is a multiple of 32 */
+                for (int i = threadIdx.x; i < ncp; i += blockDim.x) {
+                    if (i >= nch) { /* padding: rejected by every center, never its own */
+                        s_pos[i] = make_float4(3.0e38f, 3.0e38f, 3.0e38f, __int_as_float(-1));
+                        s_l[i] = 0;
+                        continue;
+                    }
                     const long long idx = co + i;
                     int l = 0;
                     for (int step = 16; step; step >>= 1)
                         if (s_pre[l + step] <= idx) l += step;
                     const int32_t q = s_rng[l].x + (int32_t)(idx - s_pre[l]);
                     const float4 f = sf4[q];
-                    s_pos[i] = make_float4(f.x, f.y, f.z, __int_as_float(q));
+                    const float4 m = fast_moved(f, s_shf[l]);
+                    s_pos[i] = make_float4(m.x, m.y, m.z, __int_as_float(keep ? q | s_hc[l] : q));
                     s_l[i] = (unsigned char)(l | (__float_as_int(f.w) >= n_centers ? 128 : 0));
                 }
                 __syncthreads();
@@ -1422,38 +1475,12 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     const int c = a.sorted_id[k];
                     if (c >= n_centers) continue; /* warp-uniform */
                     const float4 cf = sf4[k];
-                    s_t[warp][lane] = fast_shifted(cf, s_shv[lane][0], s_shv[lane][1], s_shv[lane][2]);
                     int n = first ? 0 : (int)__ldcg(a.counts + c);
-                    int32_t *ids = keep ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
-                    __syncwarp();
-                    /* branch-free but for the (rare) candidates between the thresholds */
-                    for (int i0 = 0; i0 < nch; i0 += 32) {
-                        const int i = i0 + lane;
-                        const bool in = i < nch;
-                        const float4 p = s_pos[in ? i : 0];
-                        const int l = s_l[in ? i : 0];
-                        const float d2f = fast_d2f(p.x, p.y, p.z, s_t[warp][l & 31]);
-                        const int q = __float_as_int(p.w);
-                        const bool self = q == k && ((zmask >> (l & 31)) & 1u);
-                        bool acc = in && d2f < lo2 && !self;
-                        const bool maybe = in && !(d2f < lo2) && !(d2f >= hi2);
-                        if (__any_sync(NNPOPS__FULL_MASK, maybe) && maybe) {
-                            const int4 rg = s_rng[l & 31];
-                            acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
-                        }
-                        const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
-                        if (acc && ids) {
-                            const int slot = n + __popc(bm & lt);
-                            if (slot < FAST_K) ids[slot] = q | s_hc[l & 31];
-                        }
-                        n += __popc(bm);
-                        if (ghosts) {
-                            const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && l >= 128);
-                            if (lane == 0) ghc += __popc(bg);
-                        }
-                    }
+                    n = keep ? fast_sweep<true>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask,
+                                                lo2, hi2, H, ghosts, ghc)
+                             : fast_sweep<false>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask,
+                                                 lo2, hi2, H, ghosts, ghc);
                     if (lane == 0) __stcg(a.counts + c, (long long)n);
-                    __syncwarp();
                 }
                 __syncthreads();
             }
@@ -1484,9 +1511,7 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
         int hh[3];
         if (!stencil_bin(g, b0, b1, b2, idx, tb, hh)) continue;
         const int32_t q_lo = a.bin_start[tb], q_hi = a.bin_start[tb + 1];
-        const float4 t = fast_shifted(cf, image_comp(H, hh[0], hh[1], hh[2], 0),
-                                      image_comp(H, hh[0], hh[1], hh[2], 1),
-                                      image_comp(H, hh[0], hh[1], hh[2], 2));
+        const float4 sh = fast_shift_of(H, hh[0], hh[1], hh[2]);
         for (int32_t qb = q_lo; qb < q_hi; qb += 32) {
             const int32_t q = qb + lane;
             bool acc = false;
@@ -1494,7 +1519,7 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
             double r[3] = {0, 0, 0}, d2 = 0;
             if (q < q_hi) {
                 const float4 f = sf4[q];
-                const int pt = fast_pretest(f.x, f.y, f.z, t, hi2, lo2);
+                const int pt = fast_pretest(fast_moved(f, sh), cf, hi2, lo2);
                 if (pt) {
                     j = __float_as_int(f.w);
                     const int4 nj = a.sorted_wrap[q];
