@@ -1344,14 +1344,13 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
 /* Fast cell list, search pass: one center's sweep of the staged candidates (s_pos: moved float
  * positions with the code (KEEP) or the slot in .w, padded to a multiple of 32; s_l: listed-bin
  * index | ghost << 7), a lane per candidate; KEEP: the accepted codes go to the center's row
- * (slot k) in order while they fit.  n: the center's count so far; returns the new count.
+ * (slot k) in order while they fit; GHOSTS: the accepted ghost neighbors are counted in ghc.  n: the center's count so far; returns the new count.
  * Branch-free but for the (rare) candidates between the thresholds. */
-template <bool KEEP>
+template <bool KEEP, bool GHOSTS>
 __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos,
                                           const unsigned char *s_l, const int4 *s_rng, int nch,
                                           float4 cf, int32_t k, int c, int n, unsigned zmask,
-                                          float lo2, float hi2, const double *H, bool ghosts,
-                                          long long &ghc) {
+                                          float lo2, float hi2, const double *H, long long &ghc) {
     const int lane = threadIdx.x & 31;
     const unsigned lt = (1u << lane) - 1u;
     int32_t *ids = KEEP ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
@@ -1366,8 +1365,9 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
         bool self = w == own;
         if (!KEEP && self) self = (zmask >> (s_l[i] & 31)) & 1u;
         bool acc = d2f < lo2 && !self;
-        const bool maybe = !(d2f < lo2) && !(d2f >= hi2) && i < nch;
-        if (__any_sync(NNPOPS__FULL_MASK, maybe) && maybe) {
+        /* (a padding candidate, code -1, is "maybe" only with NaN thresholds: skipped there) */
+        const bool maybe = !(d2f < lo2) && !(d2f >= hi2);
+        if (__any_sync(NNPOPS__FULL_MASK, maybe) && maybe && w != -1) {
             const int4 rg = s_rng[s_l[i] & 31];
             const int32_t q = KEEP ? w & ((1 << FAST_SLOT_BITS) - 1) : w;
             acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
@@ -1378,7 +1378,7 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
             if (slot < FAST_K) ids[slot] = w;
         }
         n += __popc(bm);
-        if (ghosts) {
+        if (GHOSTS) {
             const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && s_l[i] >= 128);
             if (lane == 0) ghc += __popc(bg);
         }
@@ -1476,10 +1476,11 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     if (c >= n_centers) continue; /* warp-uniform */
                     const float4 cf = sf4[k];
                     int n = first ? 0 : (int)__ldcg(a.counts + c);
-                    n = keep ? fast_sweep<true>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask,
-                                                lo2, hi2, H, ghosts, ghc)
-                             : fast_sweep<false>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask,
-                                                 lo2, hi2, H, ghosts, ghc);
+#define NNPOPS__SWEEP(K, G) \
+    fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
+                    if (keep) n = ghosts ? NNPOPS__SWEEP(true, true) : NNPOPS__SWEEP(true, false);
+                    else n = ghosts ? NNPOPS__SWEEP(false, true) : NNPOPS__SWEEP(false, false);
+#undef NNPOPS__SWEEP
                     if (lane == 0) __stcg(a.counts + c, (long long)n);
                 }
                 __syncthreads();
