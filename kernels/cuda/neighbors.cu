@@ -1368,12 +1368,19 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
         bool acc = d2f < lo2 && !self;
         /* (a padding candidate, code -1, is "maybe" only with NaN thresholds: skipped there) */
         const bool maybe = !(d2f < lo2) && !(d2f >= hi2);
-        if (__any_sync(NNPOPS__FULL_MASK, maybe) && maybe && w != -1) {
-            const int4 rg = s_rng[s_l[i] & 31];
-            const int32_t q = KEEP ? w & ((1 << FAST_SLOT_BITS) - 1) : w;
-            acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
+        unsigned bm;
+        if (__any_sync(NNPOPS__FULL_MASK, maybe)) { /* rare; the ballot on both sides keeps acc
+                                                     * a predicate on the common path */
+            if (maybe && w != -1) {
+                const int4 rg = s_rng[s_l[i] & 31];
+                const int32_t q = KEEP ? w & ((1 << FAST_SLOT_BITS) - 1) : w;
+                acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
+            }
+            bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
+            acc = (bm >> lane) & 1u;
+        } else {
+            bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
         }
-        const unsigned bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
         if (KEEP && acc) {
             const int slot = n + __popc(bm & lt);
             if (slot < FAST_K) ids[slot] = w;
