@@ -172,7 +172,6 @@ const int FAST_EMIT_MIN_BLOCKS = 4; /* fast cell list, emit pass (256 threads): 
 #define NBR_FAST_K 128
 #endif
 const int FAST_K = NBR_FAST_K;
-static_assert(FAST_K >= 64, "the emit pass reads two rounds of codes ahead");
 const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
 
 /* Plan thresholds (host). */
@@ -1548,58 +1547,25 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
     }
 }
 
-/* Fast cell list, emit pass: one kept code's candidate (gathered) and its entry. */
-struct fast_cand {
-    int32_t j, hc;
-    int4 nj;
-    double xj[3];
-};
-__device__ __forceinline__ fast_cand fast_gather(const nbr_args &a, int32_t code) {
-    fast_cand f;
-    int32_t q = code & ((1 << FAST_SLOT_BITS) - 1);
-    if (q >= a.n_atoms) q = 0; /* a stale code past the count: any slot in range */
-    f.hc = (int32_t)((uint32_t)code >> FAST_SLOT_BITS);
-    f.j = a.sorted_id[q];
-    f.nj = a.sorted_wrap[q];
-    load3(a.sorted_xd, q, f.xj);
-    return f;
-}
-/* Entry e + idx of center c (slot wrap counts nc, position xc) from candidate f (idx < n); every
- * lane of the warp calls it (store_vecs writes the round's vectors together). */
-__device__ __forceinline__ void fast_put(const nbr_args &a, const double *H, int c, int4 nc,
-                                         const double xc[3], const fast_cand &f, int64_t e,
-                                         int e0, int n) {
-    const int idx = e0 + (int)(threadIdx.x & 31);
-    double r[3] = {0, 0, 0}, d2 = 0;
-    if (idx < n) {
-        const int s0 = f.hc / 9 - 1 + nc.x - f.nj.x, s1 = (f.hc / 3) % 3 - 1 + nc.y - f.nj.y,
-                  s2 = f.hc % 3 - 1 + nc.z - f.nj.z;
-        pair_vector(H, xc, f.xj, s0, s1, s2, r, d2);
-        if (e + idx < a.capacity) write_entry(a, e + idx, c, f.j, s0, s1, s2, r, d2, false);
-        if (d2 < a.min_d2) record_close(a, c, f.j, d2);
-    }
-    store_vecs(a, e + e0, min(32, n - e0), r);
-}
-
 /* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
  * the same candidates), a lane per kept code: the image shift from the code, the candidate's
  * wrap count, id and original position, the vector in double (the CPU expression) and the entry
- * at offs[c] + its rank.  The first two rounds' codes (rows by slot) are read with the center's
- * own data, before its count is known, and each round's candidates are gathered while the round
- * before is written, so that a warp waits on about one round trip per round.  The entries come
- * in the search pass's order; centers whose codes were not all kept search again (fast_rescan). */
+ * at offs[c] + its rank.  The first 32 codes of the row (rows by slot) are read with the center's
+ * own data, and their candidates' data with the center's counts, so that the loads of a warp wait
+ * on two round trips rather than four.  The entries come in the search pass's order; centers whose
+ * codes were not all kept search again (fast_rescan). */
 __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
     const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_centers = (int)a.n_centers;
+    const int32_t mask = (1 << FAST_SLOT_BITS) - 1;
     int c = n_centers;
     if (k < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[k];
     const int32_t *ids = a.fast_ids ? a.fast_ids + k * FAST_K : nullptr;
-    /* the first two rounds' codes, read before the center's count is known (a row's later codes
-     * may be stale: the slot is kept in range and the result used only below the count) */
-    const bool rows = ids && c < n_centers;
-    int32_t code = rows ? ids[lane] : 0, code_nx = rows ? ids[32 + lane] : 0;
+    /* the first round's code, read before the center's count is known (a row's later codes may
+     * be stale: the slot is kept in range and the result used only below the count) */
+    int32_t code = (ids && c < n_centers) ? ids[lane] : 0;
     if (c < n_centers) {
         const int4 nc = a.sorted_wrap[k];
         const geom &g = a.g[nc.w];
@@ -1609,16 +1575,24 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
             double xc[3];
             load3(a.sorted_xd, k, xc);
             const double *H = g.h;
-            fast_cand cur = fast_gather(a, code);
             for (int e0 = 0; e0 < n; e0 += 32) {
-                fast_cand nx = cur;
-                if (e0 + 32 < n) { /* warp-uniform */
-                    nx = fast_gather(a, code_nx);
-                    const int i2 = e0 + 64 + lane;
-                    if (e0 + 64 < n) code_nx = i2 < n ? ids[i2] : 0;
+                const int idx = e0 + lane;
+                if (e0 > 0) code = idx < n ? ids[idx] : 0;
+                int32_t q = code & mask;
+                if (q >= a.n_atoms) q = 0;
+                const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
+                const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
+                const int j = a.sorted_id[q];
+                const int4 nj = a.sorted_wrap[q];
+                double xj[3], r[3] = {0, 0, 0}, d2 = 0;
+                load3(a.sorted_xd, q, xj);
+                if (idx < n) {
+                    const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
+                    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
+                    if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2, false);
+                    if (d2 < a.min_d2) record_close(a, c, j, d2);
                 }
-                fast_put(a, H, c, nc, xc, cur, e, e0, n);
-                cur = nx;
+                store_vecs(a, e + e0, min(32, n - e0), r);
             }
         } else {
             fast_rescan(a, g, k, c, nc, e);
