@@ -1309,14 +1309,19 @@ __device__ __noinline__ bool fast_count_exact(const nbr_args &a, const double *H
     return d2 < a.cut2;
 }
 
-/* The bin of slot k's atom c as (b0, b1, b2) inside its system's grid. */
-__device__ __forceinline__ void bin_coords(const nbr_args &a, const geom &g, int c, int &b0,
-                                           int &b1, int &b2) {
-    const int local = (int)(a.atom_bin[c] - g.bin0); /* bins are counted in int32 */
+/* Global bin b of system g as (b0, b1, b2) inside the system's grid. */
+__device__ __forceinline__ void bin_coords_of(const geom &g, int64_t b, int &b0, int &b1,
+                                              int &b2) {
+    const int local = (int)(b - g.bin0); /* bins are counted in int32 */
     const int nb1 = g.nb[1], nb2 = g.nb[2];
     b2 = local % nb2;
     b1 = (local / nb2) % nb1;
     b0 = local / (nb2 * nb1);
+}
+/* The bin of atom c. */
+__device__ __forceinline__ void bin_coords(const nbr_args &a, const geom &g, int c, int &b0,
+                                           int &b1, int &b2) {
+    bin_coords_of(g, a.atom_bin[c], b0, b1, b2);
 }
 
 /* Whether the search pass keeps codes for a system: stencils of one bin along every axis (27
@@ -1330,10 +1335,18 @@ __device__ __forceinline__ bool codes_kept(const nbr_args &a, const geom &g) {
 __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b2, int64_t idx,
                                             int64_t &tb, int hh[3]) {
     const int w1 = 2 * g.r[1] + 1, w2 = 2 * g.r[2] + 1;
-    const int o2 = (int)(idx % w2) - g.r[2];
-    const int64_t tq = idx / w2;
-    const int o1 = (int)(tq % w1) - g.r[1];
-    const int o0 = (int)(tq / w1) - g.r[0];
+    int o0, o1, o2;
+    if (idx <= INT32_MAX) { /* (32-bit divisions: a 64-bit one is a long routine) */
+        const int i = (int)idx, tq = i / w2;
+        o2 = i - tq * w2 - g.r[2];
+        o1 = tq % w1 - g.r[1];
+        o0 = tq / w1 - g.r[0];
+    } else {
+        const int64_t tq = idx / w2;
+        o2 = (int)(idx % w2) - g.r[2];
+        o1 = (int)(tq % w1) - g.r[1];
+        o0 = (int)(tq / w1) - g.r[0];
+    }
     int t[3] = {b0 + o0, b1 + o1, b2 + o2};
     for (int q = 0; q < 3; q++)
         if (!wrap_bin(t[q], g.nb[q], g.per[q], hh[q])) return false;
@@ -1410,6 +1423,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     __shared__ float4 s_shf[32];             /* float image shift vector of each listed bin */
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
     __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
+    __shared__ float4 s_ctr[FAST_TB];        /* the bin's first atoms: float position, id in .w */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
@@ -1418,13 +1432,17 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     long long ghc = 0;
     for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
         const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
+        /* the bin's atoms (id in .w), the first FAST_TB kept for the centers' loop below */
         int has = 0;
-        for (int32_t q = q0 + (int32_t)threadIdx.x; q < q1; q += (int32_t)blockDim.x)
-            has |= a.sorted_id[q] < n_centers;
+        for (int32_t q = q0 + (int32_t)threadIdx.x; q < q1; q += (int32_t)blockDim.x) {
+            const float4 f = sf4[q];
+            has |= __float_as_int(f.w) < n_centers;
+            if (q - q0 < FAST_TB) s_ctr[q - q0] = f;
+        }
         if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
-        const geom &g = a.g[a.sorted_wrap[q0].w];
+        const geom &g = a.g[a.n_systems == 1 ? 0 : a.sorted_wrap[q0].w];
         int bb0, bb1, bb2;
-        bin_coords(a, g, a.sorted_id[q0], bb0, bb1, bb2);
+        bin_coords_of(g, b, bb0, bb1, bb2);
         const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
         const float hi2 = g.hi2, lo2 = g.lo2;
         const double *H = g.h;
@@ -1479,9 +1497,9 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                 __syncthreads();
                 const bool first = gr == 0 && co == 0;
                 for (int32_t k = q0 + warp; k < q1; k += nw) {
-                    const int c = a.sorted_id[k];
+                    const float4 cf = k - q0 < FAST_TB ? s_ctr[k - q0] : sf4[k];
+                    const int c = __float_as_int(cf.w);
                     if (c >= n_centers) continue; /* warp-uniform */
-                    const float4 cf = sf4[k];
                     int n = first ? 0 : (int)__ldcg(a.counts + c);
 #define NNPOPS__SWEEP(K, G) \
     fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
