@@ -643,27 +643,6 @@ __device__ __forceinline__ void brute_emit(const nbr_args &a, bool acc, int64_t 
     }
 }
 
-/* Rounds of 32 atoms whose loads brute_item issues together. */
-#ifndef NBR_BRUTE_PF
-#define NBR_BRUTE_PF 4
-#endif
-const int BRUTE_PF = NBR_BRUTE_PF;
-
-/* The ids and positions of the lane's atoms t00 + 32 u + lane (u < BRUTE_PF) of a slice ending at
- * hi (order[a0 + t]; past hi: atom order[a0] at no cost, never used). */
-__device__ __forceinline__ void brute_gather(const double *pos, const int32_t *order, int64_t a0,
-                                             int64_t t00, int64_t hi, int64_t (&jj)[BRUTE_PF],
-                                             double (&xx)[BRUTE_PF][3]) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int u = 0; u < BRUTE_PF; u++) {
-        const int64_t t = t00 + 32 * u + lane;
-        jj[u] = order[a0 + (t < hi ? t : 0)];
-    }
-#pragma unroll
-    for (int u = 0; u < BRUTE_PF; u++) load3(pos, jj[u], xx[u]);
-}
-
 template <bool WRITE>
 __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *order, const geom &g,
                            int64_t s, int64_t c, int w, int slices, int64_t base, int64_t &count,
@@ -676,28 +655,22 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
     const int64_t a0 = a.sys_start[s], na = a.sys_start[s + 1] - a0;
     const int64_t per = (na + slices - 1) / slices;
     const int64_t lo = w * per, hi = min(na, lo + per);
-    /* The loads of BRUTE_PF rounds of 32 atoms are issued together (ids, then positions), so
-     * that a warp waits on two round trips per BRUTE_PF rounds instead of two per round. */
     if (!g.any_per) {
         /* no periodic axis: the one image, whose exact test is the whole test */
         int64_t e = base;
-        for (int64_t t00 = lo; t00 < hi; t00 += 32 * BRUTE_PF) {
-            int64_t jj[BRUTE_PF];
-            double xx[BRUTE_PF][3];
-            brute_gather(pos, order, a0, t00, hi, jj, xx);
-#pragma unroll
-            for (int u = 0; u < BRUTE_PF; u++) {
-                if (t00 + 32 * u >= hi) break; /* warp-uniform */
-                const bool valid = t00 + 32 * u + lane < hi;
-                bool acc = false;
-                const int64_t j = jj[u];
-                double r[3] = {0, 0, 0}, d2 = 0;
-                if (valid) {
-                    pair_vector(g.h, xc, xx[u], 0, 0, 0, r, d2);
-                    acc = j != c && d2 < a.cut2 && keep_pair(a, c, j, 0, 0, 0);
-                }
-                brute_emit<WRITE>(a, acc, c, j, 0, 0, 0, r, d2, e, count, ghosts);
+        for (int64_t t0 = lo; t0 < hi; t0 += 32) {
+            const int64_t t = t0 + lane;
+            bool acc = false;
+            int64_t j = 0;
+            double r[3] = {0, 0, 0}, d2 = 0;
+            if (t < hi) {
+                j = order[a0 + t];
+                double xj[3];
+                load3(pos, j, xj);
+                pair_vector(g.h, xc, xj, 0, 0, 0, r, d2);
+                acc = j != c && d2 < a.cut2 && keep_pair(a, c, j, 0, 0, 0);
             }
+            brute_emit<WRITE>(a, acc, c, j, 0, 0, 0, r, d2, e, count, ghosts);
         }
         return;
     }
@@ -716,32 +689,28 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
         double fc[3];
         for (int q = 0; q < 3; q++) fc[q] = dsub(fx[q], (double)nc[q]);
         int64_t e = base;
-        for (int64_t t00 = lo; t00 < hi; t00 += 32 * BRUTE_PF) {
-            int64_t jj[BRUTE_PF];
-            double xx[BRUTE_PF][3];
-            brute_gather(pos, order, a0, t00, hi, jj, xx);
-#pragma unroll
-            for (int u = 0; u < BRUTE_PF; u++) {
-                if (t00 + 32 * u >= hi) break; /* warp-uniform */
-                bool acc = false;
-                const int64_t j = jj[u];
-                int sh[3] = {0, 0, 0};
-                double r[3] = {0, 0, 0}, d2 = 0;
-                if (t00 + 32 * u + lane < hi) {
-                    const double *xj = xx[u];
-                    for (int q = 0; q < 3; q++) {
-                        if (!g.per[q]) continue;
-                        const double fj = frac(g, xj, q), nj = floor(fj);
-                        /* shift = image i_q + nc_q - nj_q, as in the loop */
-                        sh[q] = nc[q] - (int)nj - (int)rint(dsub(dsub(fj, nj), fc[q]));
-                    }
-                    if (!(j == c && (sh[0] | sh[1] | sh[2]) == 0)) {
-                        pair_vector(g.h, xc, xj, sh[0], sh[1], sh[2], r, d2);
-                        acc = d2 < a.cut2 && keep_pair(a, c, j, sh[0], sh[1], sh[2]);
-                    }
+        for (int64_t t0 = lo; t0 < hi; t0 += 32) {
+            const int64_t t = t0 + lane;
+            bool acc = false;
+            int64_t j = 0;
+            int sh[3] = {0, 0, 0};
+            double r[3] = {0, 0, 0}, d2 = 0;
+            if (t < hi) {
+                j = order[a0 + t];
+                double xj[3];
+                load3(pos, j, xj);
+                for (int q = 0; q < 3; q++) {
+                    if (!g.per[q]) continue;
+                    const double fj = frac(g, xj, q), nj = floor(fj);
+                    /* shift = image i_q + nc_q - nj_q, as in the loop */
+                    sh[q] = nc[q] - (int)nj - (int)rint(dsub(dsub(fj, nj), fc[q]));
                 }
-                brute_emit<WRITE>(a, acc, c, j, sh[0], sh[1], sh[2], r, d2, e, count, ghosts);
+                if (!(j == c && (sh[0] | sh[1] | sh[2]) == 0)) {
+                    pair_vector(g.h, xc, xj, sh[0], sh[1], sh[2], r, d2);
+                    acc = d2 < a.cut2 && keep_pair(a, c, j, sh[0], sh[1], sh[2]);
+                }
             }
+            brute_emit<WRITE>(a, acc, c, j, sh[0], sh[1], sh[2], r, d2, e, count, ghosts);
         }
         return;
     }
