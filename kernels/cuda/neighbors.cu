@@ -165,7 +165,11 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
  * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
  * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
-const int FAST_EMIT_MIN_BLOCKS = 4; /* fast cell list, emit pass (256 threads): blocks per SM */
+/* fast cell list, emit pass (256 threads): blocks per SM (a build may set NBR_FAST_EMIT_MIN_BLOCKS) */
+#ifndef NBR_FAST_EMIT_MIN_BLOCKS
+#define NBR_FAST_EMIT_MIN_BLOCKS 4
+#endif
+const int FAST_EMIT_MIN_BLOCKS = NBR_FAST_EMIT_MIN_BLOCKS;
 /* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
  * NBR_FAST_K) */
 #ifndef NBR_FAST_K
