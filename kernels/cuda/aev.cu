@@ -24,14 +24,8 @@
  *      lane computes its own from constants tabulated in shared memory.  Float atomics on shared
  *      memory are compare-and-swap loops on this hardware (sm_90): when the two pairs of a warp
  *      fall in the same block of the row, the first group adds both pairs' terms (one atomic each
- *      instead of two that collide; not in deterministic mode).  The float forward (not
- *      deterministic) adds its angular terms instead into an angular row of its own per warp,
- *      without atomics (a lane's terms have distinct addresses; the warp's two groups merge on a
- *      common block; __syncwarp between pairs), and the store adds the warps' rows to the shared
- *      row; when those rows do not fit in shared memory (a large angular capacity), it uses the
- *      shared row and atomics (nnpops__aev_cuda_forward_wrows says which).  Float divisions
- *      and roots of a pair use the reciprocal and reciprocal-root instructions (fdiv, fsqrt,
- *      frsqrt).
+ *      instead of two that collide; not in deterministic mode).  Float divisions and roots of a
+ *      pair use the reciprocal and reciprocal-root instructions (fdiv, fsqrt, frsqrt).
  *      cos(theta - s) is formed as cos(theta) cos(s) + sin(theta) sin(s) with
  *      cos(theta) = 0.95 cos_ijk and
  *      sin(theta) = sqrt(1 - cos(theta)^2) (no acos).
@@ -48,8 +42,7 @@
  * The terms are formed in REAL (float or double), summed in REAL in the shared row (forward; order
  * set by the atomics, so the last bits vary from run to run) and in double per entry (backward).
  * Shared memory per block: aev_len REALs, 5 angular_len REALs of tables (only when the factors do
- * not fit one warp), and max_angular listed entries (plus 3 doubles each in the backward; plus,
- * float forward, the angular part of the row per warp: 57 KB for ANI-2x and 16 warps).
+ * not fit one warp), and max_angular listed entries (plus 3 doubles each in the backward).
  * Deterministic twins (*_det_*, option deterministic): the shared sums (the forward row, the
  * backward's per-entry angular gradients) are 64-bit fixed-point integers (2^-40 units, see fx_of),
  * whose atomic additions are exact, so their order no longer matters; every term is computed the
@@ -75,12 +68,6 @@ namespace {
  * every center's angular pairs spread over 16 warps, for latency), else 128. */
 const int AEV_THREADS = 128, AEV_THREADS_SMALL = 512;
 const int64_t AEV_SMALL_COLS = 640;
-/* float forward: angular sums in one shared row per warp, added to without atomics (float
- * atomics on shared memory are compare-and-swap loops); a build may set NNPOPS_AEV_WROWS=0 */
-#ifndef NNPOPS_AEV_WROWS
-#define NNPOPS_AEV_WROWS 1
-#endif
-const bool AEV_WROWS = NNPOPS_AEV_WROWS != 0;
 const double PI = 3.14159265358979323846;
 
 template <typename R> struct ang_ent {
@@ -103,7 +90,6 @@ template <typename R> struct aev_args {
     nnpops__dev_status *status;
     double *pair_grad; /* backward */
     int det;           /* deterministic: fixed-point shared sums (see the file header) */
-    int wrows;         /* forward: per-warp angular rows (see aev_smem) instead of atomics */
 };
 
 __host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
@@ -121,22 +107,12 @@ __host__ __device__ inline size_t table_bytes(const nnpops__aev_desc &d, size_t 
  * first layer, launched with the attribute) start early; the backward is launched with the
  * attribute and reads nothing that the kernels since the forward write before pdl_wait(). */
 
-/* Angular part of the row (after the radial blocks). */
-__host__ __device__ inline int angular_part(const nnpops__aev_desc &d) {
-    return d.aev_len - d.n_species * d.radial_len;
-}
-/* Per-warp angular rows of the float forward (wrows: warps of the block, 0 for none). */
-template <typename R> size_t wrow_bytes(const nnpops__aev_desc *d, int wrows) {
-    return align16(sizeof(R) * (size_t)wrows * (size_t)angular_part(*d));
-}
 template <typename R>
-size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward, bool det,
-                  int wrows = 0) {
+size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward, bool det) {
     return align16(sizeof(R) * (size_t)d->aev_len) + table_bytes(*d, sizeof(R)) +
            align16(sizeof(ang_ent<R>) * (size_t)max_ang) +
            (backward ? align16(sizeof(double) * 3 * (size_t)max_ang) : 0) +
-           (det && !backward ? align16(sizeof(unsigned long long) * (size_t)d->aev_len) : 0) +
-           wrow_bytes<R>(d, wrows);
+           (det && !backward ? align16(sizeof(unsigned long long) * (size_t)d->aev_len) : 0);
 }
 
 /* Fixed-point sums of deterministic mode: values scaled by 2^40 and rounded to 64-bit integers,
@@ -191,9 +167,7 @@ template <typename R> struct aev_smem {
     ang_ent<R> *ang;
     double *acc;              /* backward: per listed entry; fixed point (same bytes) when det */
     unsigned long long *rowq; /* forward, det: the row in fixed point */
-    R *wrow;                  /* forward, wrows: one angular row per warp (after everything) */
-    __device__ aev_smem(const nnpops__aev_desc &d, int max_ang, unsigned char *base,
-                        bool det = false) {
+    __device__ aev_smem(const nnpops__aev_desc &d, int max_ang, unsigned char *base) {
         size_t o = 0;
         row = (R *)(base + o);
         o += align16(sizeof(R) * (size_t)d.aev_len);
@@ -208,8 +182,6 @@ template <typename R> struct aev_smem {
         o += align16(sizeof(ang_ent<R>) * (size_t)max_ang);
         acc = (double *)(base + o);
         rowq = (unsigned long long *)(base + o); /* the forward has no acc */
-        if (det) o += align16(sizeof(unsigned long long) * (size_t)d.aev_len);
-        wrow = (R *)(base + o); /* (forward, not det) */
     }
     __device__ void tables(const nnpops__aev_desc &d) {
         const int nsz = d.n_shf_z, nsa = d.n_shf_a, nz = d.n_zeta;
@@ -432,15 +404,11 @@ template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
     return v;
 }
 
-/* (registers bounded for 3 blocks of 512 threads per SM in float, 2 in double: as without the
- * per-warp rows' extra state) */
-template <typename R>
-__global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 2)
-    aev_forward_kernel(const aev_args<R> a) {
+template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
-    aev_smem<R> sm(d, a.max_ang, smem_raw, a.det != 0);
+    aev_smem<R> sm(d, a.max_ang, smem_raw);
     pdl_trigger();
     const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
@@ -459,9 +427,6 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 2)
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
     if (a.det)
         for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
-    const int Ap = L - S * Rl; /* angular part of the row */
-    if (a.wrows)
-        for (int f = threadIdx.x; f < a.wrows * Ap; f += blockDim.x) sm.wrow[f] = (R)0;
     if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
@@ -527,9 +492,6 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 2)
         const int boff = S * Rl + angular_block(ej.sp, ek.sp, S) * A;
         R *blk = sm.row + boff;
         unsigned long long *blkq = sm.rowq + boff;
-        /* wrows: the warp's own angular row, added to without atomics (a lane's terms have
-         * distinct addresses, and the two groups of a warp merge on a common block) */
-        R *wblk = sm.wrow + warp * Ap + (boff - S * Rl);
         if (al.shared_factors) {
             const R v = lane_factor(al, dm, cs, sn);
             /* two pairs per warp (G = 16) in the same block of the row: the second group's terms
@@ -547,7 +509,6 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 2)
                 if (G == 16 && !a.det) term = hm.term(term);
                 if (more && t < A && !hm.skip) {
                     if (a.det) atomicAdd(blkq + t, fx_of((double)term));
-                    else if (a.wrows) wblk[t] += term;
                     else atomicAdd(blk + t, term);
                 }
             }
@@ -558,28 +519,17 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 2)
                 const R x = dm - sm.tshfa[t];
                 const R f2 = rexp(-sm.teta[t] * x * x);
                 if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
-                else if (a.wrows) wblk[t] += f1 * (f2 * pre);
                 else atomicAdd(blk + t, f1 * (f2 * pre));
             }
         }
         if (more) more = pair_advance(na, a1, a2, nvw);
-        if (a.wrows) __syncwarp(); /* the warp's row updates, in order for its next pair */
     }
     __syncthreads();
-    if (a.det) {
+    if (a.det)
         for (int f = threadIdx.x; f < L; f += blockDim.x)
             a.aev[(int64_t)f * a.ld + col] = (R)fx_val(sm.rowq[f]);
-    } else if (a.wrows) {
-        for (int f = threadIdx.x; f < L; f += blockDim.x) {
-            R v = sm.row[f];
-            if (f >= S * Rl)
-                for (int w = 0; w < a.wrows; w++) v += sm.wrow[w * Ap + (f - S * Rl)];
-            a.aev[(int64_t)f * a.ld + col] = v;
-        }
-    } else {
-        for (int f = threadIdx.x; f < L; f += blockDim.x)
-            a.aev[(int64_t)f * a.ld + col] = sm.row[f];
-    }
+    else
+        for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
 }
 
 template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
@@ -775,16 +725,6 @@ int smem_optin_limit() {
     return v;
 }
 
-/* Per-warp angular rows of the forward (see nnpops__aev_cuda_forward_wrows). */
-template <typename R>
-int forward_wrows(const nnpops__aev_desc *desc, int64_t n, int32_t max_angular, bool det,
-                  int limit) {
-    if (!AEV_WROWS || det || sizeof(R) != 4) return 0;
-    if (max_angular < 2) max_angular = 2;
-    const int w = (n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS) / 32;
-    return smem_bytes<R>(desc, max_angular, false, det, w) <= (size_t)limit ? w : 0;
-}
-
 template <typename R>
 nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
                      const int32_t *centers, const int64_t *start, const int64_t *entry,
@@ -800,10 +740,8 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "AEV on the GPU: %lld centers is too many",
                             (long long)n);
     if (max_angular < 2) max_angular = 2;
-    const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
+    const size_t sm = smem_bytes<R>(desc, max_angular, backward, det);
     const int limit = smem_optin_limit();
-    const int wrows = backward ? 0 : forward_wrows<R>(desc, n, max_angular, det, limit);
-    const size_t sm = smem_bytes<R>(desc, max_angular, backward, det, wrows);
     if (sm > (size_t)limit)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "AEV on the GPU: %d angular neighbors need %zu bytes of shared memory "
@@ -826,8 +764,8 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.status = status;
     a.pair_grad = pair_grad;
     a.det = det ? 1 : 0;
-    a.wrows = wrows;
     cudaStream_t st = as_stream(stream);
+    const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
     if (backward) {
         NNPOPS__TRY(set_dynamic_smem((const void *)aev_backward_kernel<R>, sm));
         NNPOPS__TRY(launch_pdl(aev_backward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
@@ -854,15 +792,6 @@ extern "C" int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *de
     if ((size_t)limit <= fixed + 64) return 0;
     size_t m = ((size_t)limit - fixed - 64) / per;
     return m > 100000 ? 100000 : (int32_t)m;
-}
-
-extern "C" int nnpops__aev_cuda_forward_wrows(const nnpops__aev_desc *desc, int64_t n,
-                                              int32_t max_angular, int precision,
-                                              int deterministic) {
-    const int limit = smem_optin_limit();
-    return precision == NNPOPS_FLOAT64
-               ? forward_wrows<double>(desc, n, max_angular, deterministic != 0, limit)
-               : forward_wrows<float>(desc, n, max_angular, deterministic != 0, limit);
 }
 
 extern "C" nnpops_status nnpops__aev_forward_cuda_f32(

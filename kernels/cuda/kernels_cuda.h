@@ -115,11 +115,6 @@ nnpops_status nnpops__center_lists_cuda(int64_t n_centers, int64_t n_pairs, cons
  *    bounds; its results are discarded by the caller).
  * The descriptor must have angular_len <= 1024 (NNPOPS_ERROR_UNSUPPORTED otherwise). */
 int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *desc, int precision);
-/* The per-warp angular rows the forward kernel of n centers with this angular capacity uses (the
- * float forward, not deterministic, when they fit in shared memory; its angular sums then need no
- * atomics): the block's warps, or 0 for the shared-row path with atomics. */
-int nnpops__aev_cuda_forward_wrows(const nnpops__aev_desc *desc, int64_t n, int32_t max_angular,
-                                   int precision, int deterministic);
 nnpops_status nnpops__aev_forward_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
                                            const int32_t *centers, const int64_t *start,
                                            const int64_t *entry, const int32_t *pairs,

@@ -20,10 +20,7 @@
  *   neighbors_errors   singular cell, too many images, too-close atoms, every algorithm
  *   center_lists       CSR center lists from a half list against nnpops__center_lists_cpu
  *   aev                AEV forward and backward (ANI-2x constants; float and double), in CSR mode
- *                      (center lists of a half list) and in center-list mode (entry == NULL);
- *                      90, 24 and 700 centers (blocks of 512 and of 128 threads); the float
- *                      forward with per-warp rows and, with an angular capacity too large for
- *                      them, with the shared row and atomics
+ *                      (center lists of a half list) and in center-list mode (entry == NULL)
  *   dense              dense forward / backward (cuBLAS) against the CPU GEMM
  *   celu               CELU forward / backward
  *   fused              bias + CELU, CELU' from activations, the ensemble output layer (mean,
@@ -919,22 +916,6 @@ static int aev_one(const nnpops__aev_desc *desc, int f64, int n, const double *x
                  mode ? "center lists" : "CSR");
         worst = fmax(worst, compare(what, grad_g, grad_c, 3 * np, (f64 ? 1e-11 : 2e-4) * (1 + gmax),
                                     f64 ? 1e-10 : 1e-4));
-        if (!f64) {
-            /* the float forward above summed its angular terms in per-warp rows; with an angular
-             * capacity too large for them it takes the shared row with atomics: the same AEV */
-            CHECK(nnpops__aev_cuda_forward_wrows(desc, n, need, NNPOPS_FLOAT32, 0) > 0);
-            int32_t big = need;
-            while (nnpops__aev_cuda_forward_wrows(desc, n, big, NNPOPS_FLOAT32, 0) > 0) big += 64;
-            CUDA_CHECK(cudaMemsetAsync(daev, 0, L * ld * es, g_stream));
-            CHECK_OK(nnpops__aev_forward_cuda_f32(desc, n, dcenters, dstart, dentry, dpairs, dvec,
-                                                  dspecies, daev, ld, np, big, dst, g_stream));
-            to_host(aev_g, daev, L * ld * es);
-            for (int64_t f = 0; f < L; f++)
-                for (int r = 0; r < n; r++) a[f * n + r] = ((float *)aev_g)[f * ld + r];
-            snprintf(what, sizeof what, "%s f32 AEV (%s), shared row with atomics (capacity %d)",
-                     label, mode ? "center lists" : "CSR", (int)big);
-            worst = fmax(worst, compare(what, a, b, cnt, 2e-6, 1e-5));
-        }
         free(a);
         free(b);
         free(work);
@@ -979,12 +960,6 @@ static int case_aev(void) {
         const uint8_t pbc[3] = {1, 1, 1};
         random_cluster(nb, 6.0, 0.9, x);
         aev_one(&a->aev, f64, nb, x, cell, pbc, "small periodic box");
-        free(x);
-        /* more centers than AEV_SMALL_COLS (640): the launches of 128-thread blocks */
-        const int nl = 700;
-        x = malloc(sizeof(double) * 3 * nl);
-        random_cluster(nl, 16.0, 0.9, x);
-        aev_one(&a->aev, f64, nl, x, NULL, NULL, "large cluster");
         free(x);
         nnpops_model_destroy(m);
     }
