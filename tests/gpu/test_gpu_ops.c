@@ -20,7 +20,8 @@
  *   neighbors_errors   singular cell, too many images, too-close atoms, every algorithm
  *   center_lists       CSR center lists from a half list against nnpops__center_lists_cpu
  *   aev                AEV forward and backward (ANI-2x constants; float and double), in CSR mode
- *                      (center lists of a half list) and in center-list mode (entry == NULL)
+ *                      (center lists of a half list) and in center-list mode (entry == NULL);
+ *                      90, 24 and 701 centers (blocks of 512 and of 128 threads)
  *   dense              dense forward / backward (cuBLAS) against the CPU GEMM
  *   celu               CELU forward / backward
  *   fused              bias + CELU, CELU' from activations, the ensemble output layer (mean,
@@ -960,6 +961,13 @@ static int case_aev(void) {
         const uint8_t pbc[3] = {1, 1, 1};
         random_cluster(nb, 6.0, 0.9, x);
         aev_one(&a->aev, f64, nb, x, cell, pbc, "small periodic box");
+        free(x);
+        /* more centers than AEV_SMALL_COLS (640): the launches of 128-thread blocks (701: the
+         * centers' order r -> 7 r mod n must stay a permutation) */
+        const int nl = 701;
+        x = malloc(sizeof(double) * 3 * nl);
+        random_cluster(nl, 16.0, 0.9, x);
+        aev_one(&a->aev, f64, nl, x, NULL, NULL, "large cluster");
         free(x);
         nnpops_model_destroy(m);
     }
