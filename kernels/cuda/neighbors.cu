@@ -56,17 +56,19 @@
  *     fast (NNPOPS__NBR_CELL_FAST, center mode; the plan's choice when every periodic axis is at
  *                least one reach wide, i.e. r_k == 1; any r_k is handled):
  *                search pass (fast_search_kernel): a BLOCK per bin (128 threads, bins in turn
- *                over a grid of about n_atoms / 16 blocks).  Warp 0 lists up to 32 stencil bins
- *                (27 for r_k == 1; more in groups of 32) with a prefix sum of their atom counts;
- *                the block copies their atoms, at most 512 at a time, into shared memory (float
- *                position xr moved by the listed bin's image shift, with the code below or the
- *                slot; listed-bin index), padded to a multiple of 32 with far-away candidates;
- *                then a warp per center of the bin, a lane per candidate for the decision below
- *                against the center's own float position; the count goes to counts[c] (also the
- *                cursor between chunks), and the accepted candidates' codes (slot | image shift
- *                << 27: with stencils of one bin a shift is one of 27 values, in {-1, 0, 1}^3) in
- *                order (ballot + popc) to the center's row of FAST_K (128) codes while they fit
- *                (rows by slot; only with one-bin stencils and fewer than 2^27 atoms).
+ *                over a grid of about n_atoms / 16 blocks).  The bin's own atoms (position, id)
+ *                go to shared memory with the check that it has centers.  Warp 0 lists up to 32
+ *                stencil bins (27 for r_k == 1; more in groups of 32) with a prefix sum of their
+ *                atom counts; the block copies their atoms, at most 512 at a time, into shared
+ *                memory (float position xr moved by the listed bin's image shift, with the code
+ *                below or the slot; listed-bin index), padded to a multiple of 32 with far-away
+ *                candidates; then a warp per center of the bin, a lane per candidate for the
+ *                decision below against the center's own float position; the count goes to
+ *                counts[c] (also the cursor between chunks), and the accepted candidates' codes
+ *                (slot | image shift << 27: with stencils of one bin a shift is one of 27 values,
+ *                in {-1, 0, 1}^3) in order (ballot + popc) to the center's row of FAST_K (128)
+ *                codes while they fit (rows by slot; only with one-bin stencils and fewer than
+ *                2^27 atoms).
  *                emit pass (fast_emit_kernel): a warp per slot (centers in bin order), a lane per
  *                code: the image shift from the code, the candidate's wrap count, id and
  *                original position, the vector in double (the CPU expression above), the entry
