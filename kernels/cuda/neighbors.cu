@@ -167,7 +167,8 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
  * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
  * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
-/* fast cell list, emit pass (256 threads): blocks per SM (a build may set NBR_FAST_EMIT_MIN_BLOCKS) */
+/* fast cell list, emit pass (256 threads): blocks per SM (a build may set
+ * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
 #define NBR_FAST_EMIT_MIN_BLOCKS 4
 #endif
@@ -1363,8 +1364,9 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
 /* Fast cell list, search pass: one center's sweep of the staged candidates (s_pos: moved float
  * positions with the code (KEEP) or the slot in .w, padded to a multiple of 32; s_l: listed-bin
  * index | ghost << 7), a lane per candidate; KEEP: the accepted codes go to the center's row
- * (slot k) in order while they fit; GHOSTS: the accepted ghost neighbors are counted in ghc.  n: the center's count so far; returns the new count.
- * Branch-free but for the (rare) candidates between the thresholds. */
+ * (slot k) in order while they fit; GHOSTS: the accepted ghost neighbors are counted in ghc.
+ * n: the center's count so far; returns the new count.  Branch-free but for the (rare)
+ * candidates between the thresholds. */
 template <bool KEEP, bool GHOSTS>
 __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos,
                                           const unsigned char *s_l, const int4 *s_rng, int nch,
