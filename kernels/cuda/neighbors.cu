@@ -180,6 +180,11 @@ const int FAST_EMIT_MIN_BLOCKS = NBR_FAST_EMIT_MIN_BLOCKS;
 #endif
 const int FAST_K = NBR_FAST_K;
 const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
+const int32_t FAST_SLOT_MASK = (1 << FAST_SLOT_BITS) - 1;
+/* A code's top bits for an image shift h in {-1, 0, 1}^3 (fast_emit_kernel decodes them). */
+__host__ __device__ constexpr int32_t fast_shift_code(int h0, int h1, int h2) {
+    return ((h0 + 1) * 9 + (h1 + 1) * 3 + (h2 + 1)) << FAST_SLOT_BITS;
+}
 
 /* Plan thresholds (host). */
 const int64_t PLAN_SMALL_MAX_COST = 2048;
@@ -1377,7 +1382,7 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
     int32_t *ids = KEEP ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
     /* the .w of the center's own candidate: with codes, its slot with no shift (unique: the
      * shift is part of the code); without, its slot, the shift checked from the listed bin */
-    const int32_t own = KEEP ? k | (13 << FAST_SLOT_BITS) : k;
+    const int32_t own = KEEP ? k | fast_shift_code(0, 0, 0) : k;
     for (int i0 = 0; i0 < nch; i0 += 32) {
         const int i = i0 + lane;
         const float4 p = s_pos[i];
@@ -1393,7 +1398,7 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
                                                      * a predicate on the common path */
             if (maybe && w != -1) {
                 const int4 rg = s_rng[s_l[i] & 31];
-                const int32_t q = KEEP ? w & ((1 << FAST_SLOT_BITS) - 1) : w;
+                const int32_t q = KEEP ? w & FAST_SLOT_MASK : w;
                 acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
             }
             bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
@@ -1476,7 +1481,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     s_zero = zm;
                 }
                 s_rng[lane] = rng;
-                s_hc[lane] = ((hh[0] + 1) * 9 + (hh[1] + 1) * 3 + (hh[2] + 1)) << FAST_SLOT_BITS;
+                s_hc[lane] = fast_shift_code(hh[0], hh[1], hh[2]);
                 s_shf[lane] = fast_shift_of(H, hh[0], hh[1], hh[2]);
             }
             __syncthreads();
@@ -1585,7 +1590,6 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     const int lane = threadIdx.x & 31;
     const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_centers = (int)a.n_centers;
-    const int32_t mask = (1 << FAST_SLOT_BITS) - 1;
     int c = n_centers;
     if (k < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[k];
     const int32_t *ids = a.fast_ids ? a.fast_ids + k * FAST_K : nullptr;
@@ -1604,7 +1608,7 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
             for (int e0 = 0; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
                 if (e0 > 0) code = idx < n ? ids[idx] : 0;
-                int32_t q = code & mask;
+                int32_t q = code & FAST_SLOT_MASK;
                 if (q >= a.n_atoms) q = 0;
                 const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
                 const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
