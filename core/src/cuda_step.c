@@ -24,12 +24,12 @@
  *          cells, too many images and too-close atoms become the CPU path's errors; otherwise the
  *          outputs are copied to the caller's arrays with the unit factors applied.
  * Arena layout (each part 256-byte aligned): [inputs: positions, cells | static inputs: sys_start,
- * species, batch, order, centers, pbc | outputs | member atom energies | device-entry io word |
- * center lists: start, pairs, vectors, pair gradients | neighbor-search work | cuBLAS work space |
- * potential work | deterministic-reduction work].  The arena and the pinned buffers grow by at least
- * 1.5x and never shrink, so a run of same-sized steps allocates nothing after the first.  Every entry
- * point makes the model's device current and restores the caller's device on return (OpenMM calls
- * from its own thread).
+ * species, species ranks, batch, order, centers, pbc | outputs | member atom energies |
+ * device-entry io word | center lists: start, pairs, vectors, pair gradients | neighbor-search
+ * work | cuBLAS work space | potential work | deterministic-reduction work].  The arena and the
+ * pinned buffers grow by at least 1.5x and never shrink, so a run of same-sized steps allocates
+ * nothing after the first.  Every entry point makes the model's device current and restores the
+ * caller's device on return (OpenMM calls from its own thread).
  *
  * CUDA graphs (option cuda_graphs, launch_step): device steps 1-6 are exactly what a graph holds.
  * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work spaces
@@ -49,47 +49,12 @@
  * CUDA's reason to the context's warning (nnpops_context_last_warning) and keeps that key eager.
  * The internal test hook nnpops__cuda_test_break_next_capture makes the next capture synchronize
  * the capturing stream (which CUDA forbids), so that this failure path runs with CUDA's own error.
- * Option deterministic: the cell list orders the atoms of each bin, the AEV kernels sum in fixed
- * point, the output layer sums the members in order, and forces, virials and energies are gathered
- * (nnpops__center_reduce_det_cuda) instead of scattered with atomics: bitwise reproducible.
- *
- * ---- device entry (nnpops_compute_device, experimental) ----
- * The caller's inputs and outputs are device arrays and the step runs on the CALLER's stream.  The
- * entry has its own arena (the host entry's steps never touch it) and a PLAN: the sizes, species
- * columns, neighbor plan, capacity and layout of one shape (atom count, local count, system count
- * as given, outputs asked, cells given, pbc, options), plus the static inputs (species, batch,
- * order, sys_start, centers, pbc) uploaded into the arena ONCE, when the plan is made.
- *   planning call (first call, another shape, or a re-plan requested by a problem that
- *          nnpops_context_device_status reported; only on a stream that is not capturing):
- *          context.c copies the caller's device inputs to the host (nnpops__cuda_device_fetch, one
- *          synchronization), validates and prepares them with nnpops_compute's code (same errors),
- *          computes n_systems = max(batch) + 1 when it is not given, and calls
- *          nnpops__cuda_device_plan: plan, arena, static-input upload, then the step as below with
- *          a synchronization and the status word checked like the host entry (growing the
- *          capacity and recomputing on overflow).
- *   steady call (same shape; nnpops__cuda_device_try): only enqueues, on the caller's stream:
- *          1. a memset of the output block (status word, io word, accumulated outputs);
- *          2. the prepare kernel (kernels/cuda/device_io.cu): caller positions -> angstrom into the
- *             arena, each coordinate checked finite, atomic numbers -> species compared with the
- *             plan's, batch compared with the plan's (an index >= the plan's system count has its
- *             own flag), cells -> angstrom, the plan generation compared (stale graphs);
- *          3-5. the host entry's device steps 3-5 (enqueue_core), reading the arena;
- *          6. the finish kernel: the caller's outputs in the caller's units, or NaN in every
- *             element when any flag of the step is set; the flags accumulate in a sticky record
- *             (a device allocation that never moves);
- *          7. an async copy of the sticky record into a pinned host slot (also never moved).
- *          No synchronization, no allocation, no host read of device data: when the caller's
- *          stream is capturing, the same calls go into the caller's graph.  cuBLAS runs on the
- *          caller's stream with the device arena's work space for the call and is set back after.
- *          A call on another stream than the previous non-capturing call first waits (event) for
- *          that call's work, which uses the same arena.
- *   nnpops__cuda_device_status synchronizes the stream it is given, reads the pinned record, zeroes
- *          it, and turns the flags into the host entry's errors; a neighbor overflow (or too many
- *          angular neighbors) grows the capacity and marks the plan for a re-plan, as do changed
- *          atomic numbers or batch indices.  A re-plan after the caller captured a graph moves the
- *          device entry to a fresh arena and keeps the old one (up to DEV_RETIRED_MAX of them) until
- *          the context is destroyed, so replaying a stale graph writes only retired memory and is
- *          reported (its prepare kernel sees an old generation).
+ * The species set: the host marks the species present among a step's atoms (ghosts included) and
+ * ranks each atom's species among them (a static input); before the step is sized, the potential's
+ * vt->cuda_prepare builds or finds its per-context state for that set (ANI: the AEV restricted to
+ * the present species, with its first layers' weights restricted to match), outside any capture;
+ * the set and the state are part of the graph key.  The state lives until the context is
+ * destroyed.
  */
 #include <math.h>
 #include <stddef.h>
@@ -111,7 +76,7 @@
 typedef struct step_layout {
     /* inputs (offsets inside the pinned input buffer and the arena alike); the static inputs are
      * sys_start .. in_bytes */
-    size_t pos, cells, sys_start, species, batch, order, centers, pbc, in_bytes;
+    size_t pos, cells, sys_start, species, species_rank, batch, order, centers, pbc, in_bytes;
     /* outputs: [status | energies | member energies | virials | forces | atomic virials | atom
      * energies] copied back up to d2h_end; then member atom energies and the device entry's io
      * word, zeroed with the rest */
@@ -150,9 +115,10 @@ typedef struct graph_key {
     step_sizes z;
     int64_t ds_cols;
     int64_t col_count[NNPOPS__MAX_SPECIES];
-    int32_t member, max_angular, max_images, pad;
+    int32_t member, max_angular, max_images;
+    uint32_t species_present;
     double min_distance;
-    void *dev, *pin_in, *pin_out;
+    void *dev, *pin_in, *pin_out, *pot_state;
     size_t total;
 } graph_key;
 
@@ -218,6 +184,9 @@ struct nnpops__cuda_ctx {
     cudaGraphExec_t graph_exec;
     int have_graph, have_key, same_steps, capture_failed;
     graph_key key;
+    /* the potential's state for the species sets seen (vt->cuda_prepare) and its release */
+    void *pot_state;
+    void (*pot_release)(void *state);
     /* the device-pointer entry */
     dev_state dv;
 };
@@ -290,6 +259,7 @@ static void dev_free(dev_state *v) {
 static void ctx_free(nnpops__cuda_ctx *c) {
     if (c->stream) cudaStreamSynchronize(c->stream);
     dev_free(&c->dv);
+    if (c->pot_state && c->pot_release) c->pot_release(c->pot_state);
     if (c->graph_exec) cudaGraphExecDestroy(c->graph_exec);
     if (c->dev) cudaFree(c->dev);
     if (c->pin_in) cudaFreeHost(c->pin_in);
@@ -439,6 +409,7 @@ static void layout_of(const step_sizes *z, size_t pot_work, int sides, step_layo
     TAKE(cells, sizeof(double) * 9 * z->ns);
     TAKE(sys_start, sizeof(int64_t) * (z->ns + 1));
     TAKE(species, sizeof(int32_t) * z->n);
+    TAKE(species_rank, sizeof(int32_t) * z->n);
     TAKE(batch, sizeof(int32_t) * z->n);
     TAKE(order, sizeof(int32_t) * z->n);
     TAKE(centers, sizeof(int32_t) * z->n_cols);
@@ -580,9 +551,14 @@ static void plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__
     z->det = g->deterministic != 0;
     z->tc = g->tensor_cores; /* 0 off, 1 on, 2 auto */
 
-    /* local atoms grouped by species into padded GEMM columns */
+    /* local atoms grouped by species into padded GEMM columns; the species present (ghosts too) */
     int64_t count[NNPOPS__MAX_SPECIES] = {0};
     for (int64_t i = 0; i < z->n_local; i++) count[g->species[i]]++;
+    uint32_t present = 0;
+    for (int s = 0; s < m->n_species; s++)
+        if (count[s]) present |= 1u << s;
+    for (int64_t i = z->n_local; i < z->n; i++) present |= 1u << g->species[i];
+    ds->species_present = present;
     int64_t cols = 0;
     for (int s = 0; s < m->n_species; s++) {
         ds->col_start[s] = cols;
@@ -619,7 +595,23 @@ static void plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__
     ds->capacity = *capacity;
 }
 
-/* Writes the static inputs (sys_start, species, batch, order, centers, pbc) at the layout's offsets
+/* The potential's state for the plan's species set (vt->cuda_prepare; outside any capture), and
+ * the descriptor length it reports in the context's statistics. */
+static nnpops_status prepare_potential(nnpops__cuda_ctx *c, const nnpops_model *m, step_plan *P,
+                                       nnpops_stats *stats, cudaStream_t stream) {
+    P->ds.pot_state = NULL;
+    P->ds.descriptor_length = 0;
+    P->ds.stream = stream; /* for the copies of the potential's state (synchronized) */
+    if (m->vt->cuda_prepare) {
+        c->pot_release = m->vt->cuda_release_state;
+        TRY(m->vt->cuda_prepare(m, &P->ds, &c->pot_state));
+    }
+    stats->descriptor_length = P->ds.descriptor_length;
+    return NNPOPS_OK;
+}
+
+/* Writes the static inputs (sys_start, species, species ranks, batch, order, centers, pbc) at the
+ * layout's offsets
  * of `base` (an image of the arena's input block). */
 static void pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const step_plan *P,
                         char *base) {
@@ -627,6 +619,10 @@ static void pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const
     const step_layout *L = &P->L;
     memcpy(base + L->sys_start, g->sys_start, sizeof(int64_t) * (size_t)(z->ns + 1));
     memcpy(base + L->species, g->species, sizeof(int32_t) * (size_t)z->n);
+    int32_t rank[NNPOPS__MAX_SPECIES], r = 0;
+    for (int s = 0; s < m->n_species; s++) rank[s] = (P->ds.species_present >> s) & 1u ? r++ : -1;
+    int32_t *ranks = (int32_t *)(base + L->species_rank);
+    for (int64_t i = 0; i < z->n; i++) ranks[i] = rank[g->species[i]];
     memcpy(base + L->batch, g->batch, sizeof(int32_t) * (size_t)z->n);
     memcpy(base + L->order, g->order, sizeof(int32_t) * (size_t)z->n);
     memcpy(base + L->pbc, g->pbc, 3 * (size_t)z->ns);
@@ -674,6 +670,7 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
     /* 4: the potential */
     ds->positions = (const double *)(d + L->pos);
     ds->species = (const int32_t *)(d + L->species);
+    ds->species_rank = (const int32_t *)(d + L->species_rank);
     ds->batch = (const int32_t *)(d + L->batch);
     ds->centers = (const int32_t *)(d + L->centers);
     ds->start = cout.start;
@@ -750,6 +747,8 @@ static void graph_key_of(const nnpops__cuda_ctx *c, const step_plan *P, graph_ke
     k->member = P->ds.member;
     k->max_angular = P->max_angular;
     k->max_images = P->max_images;
+    k->species_present = P->ds.species_present;
+    k->pot_state = P->ds.pot_state;
     k->min_distance = P->min_distance;
     k->dev = c->dev;
     k->pin_in = c->pin_in;
@@ -858,6 +857,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
                           out->virials != NULL,         out->forces != NULL,
                           out->atomic_energies != NULL, out->atomic_virials != NULL};
     plan_init(c, m, g, &w, &c->capacity, &P);
+    TRY(prepare_potential(c, m, &P, g->stats, c->stream));
     step_sizes *z = &P.z;
     nnpops__dstep *ds = &P.ds;
 
@@ -1304,6 +1304,7 @@ static nnpops_status device_plan(nnpops__cuda_ctx *c, const nnpops_model *m,
     const step_wants w = {a->energies != NULL, 0, a->virials != NULL, a->forces != NULL, 0, 0};
     step_plan P;
     plan_init(c, m, g, &w, &v->capacity, &P);
+    TRY(prepare_potential(c, m, &P, g->stats, stream));
     P.z.dev_io = 1;
     step_sizes *z = &P.z;
     nnpops__dstep *ds = &P.ds;

@@ -187,6 +187,16 @@ typedef struct nnpops__potential_vt {
                               int *side_streams);
     /* One step on the device: enqueues kernels on step->stream; never allocates or syncs. */
     nnpops_status (*compute_cuda)(const nnpops_model *model, const struct nnpops__dstep *step);
+    /* Optional: before the step is sized and enqueued (never while a stream captures), the
+     * potential's per-context device state for the step's species set (step->species_present):
+     * *state is the context's slot (NULL at first, kept between steps); sets step->pot_state
+     * (what compute_cuda and cuda_work_bytes then read), step->descriptor_length, and may widen
+     * step->species_present (the core ranks the species after this call).  State a step used
+     * stays valid until cuda_release_state (a caller's captured graph may refer to it). */
+    nnpops_status (*cuda_prepare)(const nnpops_model *model, struct nnpops__dstep *step,
+                                  void **state);
+    /* Frees that state (never fails; the context's device is current, its work has finished). */
+    void (*cuda_release_state)(void *state);
 } nnpops__potential_vt;
 
 extern const nnpops__potential_vt nnpops__ani_vt;
@@ -300,6 +310,11 @@ typedef struct nnpops__dstep {
     int64_t n_atoms, n_local, n_systems;
     const double *positions;      /* [n_atoms][3] */
     const int32_t *species;       /* [n_atoms] */
+    /* the species among the step's atoms, ghosts included (host; bit s: species s), and each
+     * atom's species ranked among them: species_rank[i] = the number of present species below
+     * species[i] (device [n_atoms]) */
+    uint32_t species_present;
+    const int32_t *species_rank;
     const int32_t *batch;         /* [n_atoms] */
     /* local atoms grouped by species into columns: species s owns columns col_start[s] ..
      * col_start[s] + col_count[s] (col_start multiples of 32, host); centers[col] = atom or -1 */
@@ -323,6 +338,8 @@ typedef struct nnpops__dstep {
      * member_atom_energy [n_atoms][ensemble] or NULL, pair_grad [capacity][3] = dE/dvec[e]
      * (written, not accumulated, for every entry) when need_grad */
     double *atom_energy, *member_atom_energy, *pair_grad;
+    void *pot_state;              /* set by vt->cuda_prepare (host; the potential's own) */
+    int64_t descriptor_length;    /* set by vt->cuda_prepare: per-atom descriptor entries */
     void *work;                   /* vt->cuda_work_bytes(...) bytes, 256-byte aligned */
     size_t work_bytes;
     void *stream;                 /* cudaStream_t */
@@ -428,6 +445,9 @@ void nnpops__ani_release_device(nnpops_model *model);
 size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
                                    int *side_streams);
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
+nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *step,
+                                       void **state);
+void nnpops__ani_cuda_release_state(void *state);
 #endif /* NNPOPS_HAVE_CUDA */
 /* ==== end of the CUDA backend block ============================================================ */
 

@@ -97,6 +97,27 @@ static inline int32_t angular_block(int32_t s1, int32_t s2, int32_t n_species) {
     return s1 * n_species - s1 * (s1 - 1) / 2 + (s2 - s1);
 }
 
+int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present,
+                                  nnpops__aev_desc *out, int32_t *rank, int32_t *map) {
+    const int32_t S = full->n_species, R = full->radial_len, A = full->angular_len;
+    int32_t np = 0;
+    for (int32_t s = 0; s < S; s++) rank[s] = (present >> s) & 1u ? np++ : -1;
+    *out = *full;
+    out->n_species = np;
+    out->aev_len = np * R + np * (np + 1) / 2 * A;
+    if (map) {
+        /* the full order, restricted: radial blocks by species, then angular blocks by pair */
+        int32_t t = 0;
+        for (int32_t s = 0; s < S; s++)
+            for (int32_t k = 0; rank[s] >= 0 && k < R; k++) map[t++] = s * R + k;
+        for (int32_t s1 = 0; s1 < S; s1++)
+            for (int32_t s2 = s1; s2 < S; s2++)
+                for (int32_t k = 0; rank[s1] >= 0 && rank[s2] >= 0 && k < A; k++)
+                    map[t++] = S * R + angular_block(s1, s2, S) * A + k;
+    }
+    return out->aev_len;
+}
+
 #define NNPOPS__AEV_BODY 1
 
 #define REAL float

@@ -96,6 +96,18 @@ void nnpops__aev_backward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const
                                   const double *grad_aev, int64_t ld, double *pair_grad,
                                   void *work);
 
+/* The AEV restricted to the neighbor species of `present` (bit s: species s occurs among the
+ * atoms; species s < full->n_species <= 32): *out is *full with the present species renumbered by
+ * rank (rank[s], -1 for an absent species; rank has full->n_species entries), n_species their
+ * count and aev_len recomputed.  The AEV of a center computed with *out and the ranks as species
+ * is the subsequence of its full AEV made of the radial blocks of present species and the angular
+ * blocks of pairs of present species, in the full order (ranks keep the order of the species and
+ * of the pairs); the other entries of the full AEV are exactly zero, with no terms behind them,
+ * and so are their gradients' contributions.  map (NULL or out->aev_len entries) receives each
+ * restricted entry's index in the full AEV.  Returns out->aev_len. */
+int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present,
+                                  nnpops__aev_desc *out, int32_t *rank, int32_t *map);
+
 /* ---- dense layers and CELU (kernels/cpu/mlp.c) ----
  * All matrices feature-major over n atom columns (see above): X [in][ldx], Y [out][ldy].
  * Padding: the dense kernels work on whole vectors of columns; they read the columns

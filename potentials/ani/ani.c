@@ -546,6 +546,8 @@ const nnpops__potential_vt nnpops__ani_vt = {
     .release_device = nnpops__ani_release_device,
     .cuda_work_bytes = nnpops__ani_cuda_work_bytes,
     .compute_cuda = nnpops__ani_compute_cuda,
+    .cuda_prepare = nnpops__ani_cuda_prepare,
+    .cuda_release_state = nnpops__ani_cuda_release_state,
 #endif
 };
 

@@ -6,6 +6,19 @@
  * [member][out][in]) is copied once into one device allocation with the same offsets
  * (model->device_data).  Nothing is copied per step.
  *
+ * Species sets (vt->cuda_prepare, once per context and set): a step whose atoms, ghosts included,
+ * lack some of the model's species has AEV entries that are exactly zero with no terms behind them
+ * (the radial blocks of an absent species, the angular blocks of a pair with one).  Such a step
+ * computes the AEV restricted to the present species instead (nnpops__aev_desc_restrict: the AEV
+ * kernels run unchanged on the restricted descriptor, with each atom's species ranked among the
+ * present ones, step->species_rank; aev_len below is the restricted length), and its first layers'
+ * products run over the restricted inner dimension with the matching columns of the first layers'
+ * weights: a copy per species set (ani_set: plain and, float32, stacked for the 3xTF32 products),
+ * made from the host arena the first time the context sees the set, kept until the context is
+ * destroyed (at most ANI_MAX_SETS sets; later sets run the full AEV).  The products skip exact
+ * zeros only.  Water with ANI-2x: 128 of 1008 entries; a protein of H, C, N, O and S: 560; every
+ * species present: the full AEV.
+ *
  * One step (on step->stream and, for the species networks, its side streams; no host
  * synchronization, no allocation):
  *  1. AEV of all local atoms in one launch (with concurrent branches, below: one per species, in
@@ -87,6 +100,35 @@ typedef struct ani_dev {
     void *stk_n, *stk_b;
 } ani_dev;
 
+static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* A species set's restricted AEV and first layers (see the header), in one device allocation. */
+#define ANI_MAX_SETS 8
+typedef struct ani_set {
+    uint32_t present;              /* bit s: species s */
+    nnpops__aev_desc desc;         /* the AEV restricted to the set */
+    void *mem;
+    /* the first layer of species s of the set (s with hidden layers), all members: [M out][Lr]
+     * (Lr = desc.aev_len), model precision; float32: stacked as ani_dev's stk_n and stk_b (in =
+     * Lr) */
+    void *w0[NNPOPS__MAX_SPECIES], *stk_n0[NNPOPS__MAX_SPECIES], *stk_b0[NNPOPS__MAX_SPECIES];
+} ani_set;
+
+typedef struct ani_state {
+    int n;
+    ani_set set[ANI_MAX_SETS];
+} ani_state;
+
+/* One layer's stacked copies (see ani_dev) on `stream`: W ([M out][in], device) into stk_n, its
+ * transpose Wt ([in][M out], device) into stk_b. */
+static nnpops_status stack_layer(int64_t in, int64_t out, int64_t M, const float *W,
+                                 const float *Wt, float *stk_n, float *stk_b, void *stream) {
+    NNPOPS__TRY(nnpops__tf32_stack_cuda(in, M * out, 1, W, in, 0, stk_n, 3 * in, 0, in, 1, 1,
+                                        stream));
+    return nnpops__tf32_stack_cuda(M * out, in, 1, Wt, M * out, 0, stk_b, 3 * M * out, 0, out, 1, 1,
+                                   stream);
+}
+
 /* Stacks every non-output layer's weights into d->stk_n and d->stk_b (see ani_dev); stk_b from
  * the members' weights transposed on the host (from the model's host arena) and copied to a
  * temporary device buffer. */
@@ -119,15 +161,10 @@ static nnpops_status stack_weights(const nnpops__ani *a, ani_dev *d, const char 
     }
     for (int s = 0; s < a->n_species && st == NNPOPS_OK; s++)
         for (int l = 0; l + 1 < a->n_layers[s] && st == NNPOPS_OK; l++) {
-            const int64_t in = a->width[s][l], out = a->width[s][l + 1], M = a->ensemble;
             const size_t o = a->w_off[s][l];
-            const float *w = (const float *)d->arena + o;
-            st = nnpops__tf32_stack_cuda(in, M * out, 1, w, in, 0, (float *)d->stk_n + 3 * o,
-                                         3 * in, 0, in, 1, 1, NULL);
-            if (st == NNPOPS_OK)
-                st = nnpops__tf32_stack_cuda(M * out, in, 1, (const float *)dt + o, M * out, 0,
-                                             (float *)d->stk_b + 3 * o, 3 * M * out, 0, out, 1, 1,
-                                             NULL);
+            st = stack_layer(a->width[s][l], a->width[s][l + 1], a->ensemble,
+                             (const float *)d->arena + o, (const float *)dt + o,
+                             (float *)d->stk_n + 3 * o, (float *)d->stk_b + 3 * o, NULL);
         }
     /* the stacking kernels ran on the legacy stream: wait for them before freeing their input */
     if (dt) {
@@ -201,6 +238,119 @@ void nnpops__ani_release_device(nnpops_model *model) {
     model->device_data = NULL;
 }
 
+/* Builds set S of `present` (see the header): the restricted descriptor, then per species with
+ * hidden layers its first layer's columns of the restricted entries gathered on the host from the
+ * model's arena, copied to the set's allocation and (float32) stacked on `stream`,
+ * then synchronized. */
+static nnpops_status build_set(const nnpops_model *model, uint32_t present, ani_set *S,
+                               cudaStream_t stream) {
+    const nnpops__ani *a = model->impl;
+    const int f32 = a->precision == NNPOPS_FLOAT32;
+    const size_t es = a->elem_size;
+    const int64_t L = a->aev.aev_len, M = a->ensemble;
+    int32_t rank[NNPOPS__MAX_SPECIES];
+    int32_t *map = malloc(sizeof(int32_t) * (size_t)L);
+    if (!map) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (ANI species set)");
+    memset(S, 0, sizeof *S);
+    S->present = present;
+    const int64_t Lr = nnpops__aev_desc_restrict(&a->aev, present, &S->desc, rank, map);
+    size_t off[NNPOPS__MAX_SPECIES][3], total = 0, most = 0;
+    for (int s = 0; s < a->n_species; s++) {
+        if (rank[s] < 0 || a->n_layers[s] < 2) continue;
+        const size_t e = (size_t)(M * a->width[s][1] * Lr);
+        if (e > most) most = e;
+        for (int q = 0; q < (f32 ? 3 : 1); q++) {
+            off[s][q] = total;
+            total += al256((q ? 3 * e : e) * es);
+        }
+    }
+    char *h = malloc(2 * most * es + 1);
+    void *tmp = NULL;
+    cudaError_t e = h ? cudaMalloc(&S->mem, total + 1) : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess && f32) e = cudaMalloc(&tmp, most * es + 1);
+    nnpops_status st = NNPOPS_OK;
+    for (int s = 0; s < a->n_species && e == cudaSuccess && st == NNPOPS_OK; s++) {
+        if (rank[s] < 0 || a->n_layers[s] < 2) continue;
+        const int64_t rows = M * a->width[s][1];
+        const char *w = (const char *)a->arena + es * a->w_off[s][0];
+        char *ht = h + most * es; /* the transpose, [Lr][rows] */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t t = 0; t < Lr; t++) {
+                memcpy(h + es * (size_t)(r * Lr + t), w + es * (size_t)(r * L + map[t]), es);
+                memcpy(ht + es * (size_t)(t * rows + r), w + es * (size_t)(r * L + map[t]), es);
+            }
+        const size_t bytes = es * (size_t)(rows * Lr);
+        S->w0[s] = (char *)S->mem + off[s][0];
+        e = cudaMemcpyAsync(S->w0[s], h, bytes, cudaMemcpyHostToDevice, stream);
+        if (e != cudaSuccess || !f32) continue;
+        e = cudaMemcpyAsync(tmp, ht, bytes, cudaMemcpyHostToDevice, stream);
+        S->stk_n0[s] = (char *)S->mem + off[s][1];
+        S->stk_b0[s] = (char *)S->mem + off[s][2];
+        if (e == cudaSuccess)
+            st = stack_layer(Lr, a->width[s][1], M, S->w0[s], tmp, S->stk_n0[s], S->stk_b0[s],
+                             stream);
+        /* the host buffers are reused by the next species: wait for the copies */
+        if (st == NNPOPS_OK && e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    }
+    if (e == cudaSuccess && st == NNPOPS_OK) e = cudaStreamSynchronize(stream);
+    free(map);
+    free(h);
+    if (tmp) cudaFree(tmp);
+    if (e != cudaSuccess || st != NNPOPS_OK) {
+        if (S->mem) cudaFree(S->mem);
+        S->mem = NULL;
+        if (st != NNPOPS_OK) return st;
+        (void)cudaGetLastError();
+        return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                           : NNPOPS_ERROR_CUDA,
+                            "%s:%d: ANI first layers of a species set (%zu bytes) on %s: %s",
+                            __FILE__, __LINE__, total, model->device_name, cudaGetErrorString(e));
+    }
+    return NNPOPS_OK;
+}
+
+nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *st,
+                                       void **state) {
+    const nnpops__ani *a = model->impl;
+    const uint32_t all = a->n_species >= 32 ? 0xffffffffu : (1u << a->n_species) - 1u;
+    const uint32_t present = st->species_present & all;
+    st->pot_state = NULL;
+    st->descriptor_length = a->aev.aev_len;
+    if (present == all || present == 0) return NNPOPS_OK;
+    ani_state *S = *state;
+    if (!S) {
+        S = calloc(1, sizeof *S);
+        if (!S) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (ANI state)");
+        *state = S;
+    }
+    int k = 0;
+    while (k < S->n && S->set[k].present != present) k++;
+    if (k == S->n) {
+        if (S->n == ANI_MAX_SETS) {
+            st->species_present = all; /* the full AEV; the ranks are the species then */
+            return NNPOPS_OK;
+        }
+        NNPOPS__TRY(build_set(model, present, &S->set[k], (cudaStream_t)st->stream));
+        S->n++;
+    }
+    st->pot_state = &S->set[k];
+    st->descriptor_length = S->set[k].desc.aev_len;
+    return NNPOPS_OK;
+}
+
+void nnpops__ani_cuda_release_state(void *state) {
+    ani_state *S = state;
+    if (!S) return;
+    for (int k = 0; k < S->n; k++) cudaFree(S->set[k].mem);
+    free(S);
+}
+
+/* The step's AEV: its species set's restricted one (the header), or the model's. */
+static const nnpops__aev_desc *aev_of(const nnpops__ani *a, const nnpops__dstep *st) {
+    const ani_set *S = st->pot_state;
+    return S ? &S->desc : &a->aev;
+}
+
 /* Branches: the species on the cuBLAS path run their networks concurrently, on the step's stream
  * (branch 0, together with the small species' grouped networks) and on up to st->n_side side
  * streams, each branch with its own activation, scratch and stacked-operand buffers.  (The largest
@@ -224,8 +374,6 @@ typedef struct ani_layout {
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (the atoms rounded up to 32) */
     int64_t act_rows;     /* rows of the activation blocks */
 } ani_layout;
-
-static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 /* Species whose networks run through the small-n grouped GEMMs (nnpops__small_gemm_cuda_f32)
  * instead of cuBLAS: float32 models, 1 .. NNPOPS__SG_MAX_COLS atoms of the species.  Chosen from
@@ -266,7 +414,7 @@ static size_t tc_need(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     if (!use_tc(a, st, s)) return 0;
     const int64_t cols = chunk_cols(st->col_count[s]), M = a->ensemble;
     const int32_t *w = a->width[s];
-    size_t need = nnpops__gemm_3xtf32_work_bytes(cols, a->aev.aev_len, 1), b;
+    size_t need = nnpops__gemm_3xtf32_work_bytes(cols, aev_of(a, st)->aev_len, 1), b;
     if ((b = nnpops__gemm_3xtf32_work_bytes(cols, M * w[1], 1)) > need) need = b;
     for (int l = 1; l < a->n_layers[s]; l++) {
         if ((b = nnpops__gemm_3xtf32_work_bytes(cols, w[l], M)) > need) need = b;
@@ -323,7 +471,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     }
     size_t cur = 0;
     L.aev = cur;
-    cur += al256(es * (size_t)a->aev.aev_len * (size_t)(st->n_cols > 0 ? st->n_cols : 1));
+    cur += al256(es * (size_t)aev_of(a, st)->aev_len * (size_t)(st->n_cols > 0 ? st->n_cols : 1));
     for (int b = 0; b < L.n_branch; b++) {
         ani_branch *B = &L.br[b];
         B->ldc = (maxc[b] + 31) / 32 * 32;
@@ -360,6 +508,16 @@ size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dste
 
 #define TRY(x) NNPOPS__TRY(x)
 
+/* The first layer of species s from member moff on ([Me out][Lf], Lf = aev_of(a, st)->aev_len):
+ * the step's species set's restricted copy, or the arena. */
+static const void *first_layer(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
+                               int s, int64_t moff) {
+    const ani_set *S = st->pot_state;
+    const int64_t n = moff * a->width[s][1] * aev_of(a, st)->aev_len;
+    if (S) return (const char *)S->w0[s] + a->elem_size * (size_t)n;
+    return (const char *)dev->arena + a->elem_size * (a->w_off[s][0] + (size_t)n);
+}
+
 /* The networks of the small species (sg_small) of one step, grouped over species: one launch per
  * layer of the forward pass (GEMM + bias + CELU), one for the output layers, one per layer of the
  * backward pass (GEMM + CELU' in place) and one for dE/dAEV (written over the species' AEV
@@ -370,7 +528,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
     const ani_dev *dev = model->device_data;
     const float *W = dev->arena;
     float *aev = (float *)((char *)st->work + L->aev);
-    const int64_t Lf = a->aev.aev_len, ld = st->n_cols;
+    const int64_t Lf = aev_of(a, st)->aev_len, ld = st->n_cols;
     int maxnl = 0;
     for (int s = 0; s < a->n_species; s++)
         if (sg_small(a, st, s) && a->n_layers[s] > maxnl) maxnl = a->n_layers[s];
@@ -385,7 +543,9 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         }
     }
 #define SACT(s, l) ((float *)((char *)st->work + L->small_act[s]) + act_off[s][l] * L->small_ld[s])
-#define SW(s, l) (W + a->w_off[s][l] + (size_t)moff * a->width[s][(l) + 1] * a->width[s][l])
+#define SW(s, l)                                                                                  \
+    ((l) == 0 ? (const float *)first_layer(a, dev, st, s, moff)                                   \
+              : W + a->w_off[s][l] + (size_t)moff * a->width[s][(l) + 1] * a->width[s][l])
 #define SB(s, l) (W + a->b_off[s][l] + (size_t)moff * a->width[s][(l) + 1])
     nnpops__sg_group g;
     /* forward: hidden layer l of every small species that has it */
@@ -400,9 +560,9 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             p->trans = 0;
             p->epilogue = NNPOPS__SG_BIAS_CELU;
             p->n = st->col_count[s];
-            p->k = w[l];
+            p->k = l == 0 ? Lf : w[l];
             p->A = SW(s, l);
-            p->lda = w[l];
+            p->lda = p->k;
             p->bias = SB(s, l);
             p->C = SACT(s, l);
             p->ldc = lds;
@@ -522,11 +682,14 @@ static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nn
                               int64_t moff, int64_t m, int64_t n, int64_t k, int64_t kg,
                               int stacked, const void *A, int64_t lda, int64_t stride_a,
                               double beta, void *C, int64_t ldc, int64_t stride_c, int64_t batch) {
-    const int64_t in = a->width[s][l], out = a->width[s][l + 1], M = a->ensemble;
-    const size_t o = a->w_off[s][l];
+    const ani_set *S = l == 0 ? st->pot_state : NULL;
+    const int64_t in = l == 0 ? aev_of(a, st)->aev_len : a->width[s][l];
+    const int64_t out = a->width[s][l + 1], M = a->ensemble;
+    const size_t o = S ? 0 : a->w_off[s][l];
     if (tc) {
-        const float *B3 = trans_b ? (const float *)dev->stk_b + 3 * o + (size_t)(3 * out * moff)
-                                  : (const float *)dev->stk_n + 3 * (o + (size_t)(moff * out * in));
+        const float *stk_b = S ? S->stk_b0[s] : dev->stk_b, *stk_n = S ? S->stk_n0[s] : dev->stk_n;
+        const float *B3 = trans_b ? stk_b + 3 * o + (size_t)(3 * out * moff)
+                                  : stk_n + 3 * (o + (size_t)(moff * out * in));
         const int64_t ldb3 = trans_b ? 3 * M * out : 3 * in;
         const int64_t stride_b3 = trans_b ? 3 * out : 3 * out * in;
         float *A3 = (float *)((char *)st->work + B->tc);
@@ -540,7 +703,9 @@ static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nn
                                         B3, ldb3, stride_b3, beta, C, ldc, stride_c, batch, A3,
                                         B->tc_bytes);
     }
-    const char *Wp = (const char *)dev->arena + a->elem_size * (o + (size_t)(moff * out * in));
+    const char *Wp = l == 0 ? (const char *)first_layer(a, dev, st, s, moff)
+                            : (const char *)dev->arena +
+                                  a->elem_size * (o + (size_t)(moff * out * in));
     return nnpops__gemm_cuda(st->blas, st->stream, a->precision, 0, trans_b, m, n, k, A, lda,
                              stride_a, Wp, in, out * in, beta, C, ldc, stride_c, batch);
 }
@@ -586,22 +751,25 @@ static nnpops_status aev_cols(const nnpops__ani *a, const nnpops__dstep *st, int
     const int32_t *centers = st->centers + c0;
     char *X = aev + a->elem_size * (size_t)c0;
     const int64_t ld = st->n_cols;
+    /* a species set's restricted AEV takes the ranked species (see the header) */
+    const nnpops__aev_desc *d = aev_of(a, st);
+    const int32_t *species = st->pot_state ? st->species_rank : st->species;
     if (a->precision == NNPOPS_FLOAT64) {
         if (backward)
             return (det ? nnpops__aev_backward_det_cuda_f64 : nnpops__aev_backward_cuda_f64)(
-                &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species,
+                d, n, centers, st->start, NULL, st->pairs, st->vec, species,
                 (const double *)X, ld, st->pair_grad, st->capacity, st->max_angular, st->status,
                 stream);
         return (det ? nnpops__aev_forward_det_cuda_f64 : nnpops__aev_forward_cuda_f64)(
-            &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species, (double *)X, ld,
+            d, n, centers, st->start, NULL, st->pairs, st->vec, species, (double *)X, ld,
             st->capacity, st->max_angular, st->status, stream);
     }
     if (backward)
         return (det ? nnpops__aev_backward_det_cuda_f32 : nnpops__aev_backward_cuda_f32)(
-            &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species,
+            d, n, centers, st->start, NULL, st->pairs, st->vec, species,
             (const float *)X, ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream);
     return (det ? nnpops__aev_forward_det_cuda_f32 : nnpops__aev_forward_cuda_f32)(
-        &a->aev, n, centers, st->start, NULL, st->pairs, st->vec, st->species, (float *)X, ld,
+        d, n, centers, st->start, NULL, st->pairs, st->vec, species, (float *)X, ld,
         st->capacity, st->max_angular, st->status, stream);
 }
 
@@ -631,7 +799,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     char *work = st->work;
     char *aev = work + L.aev;
     const char *W = dev->arena;
-    const int64_t Lf = a->aev.aev_len, ld = st->n_cols;
+    const int64_t Lf = aev_of(a, st)->aev_len, ld = st->n_cols;
     void *stream = st->stream;
 
     const int det = st->deterministic;

@@ -20,11 +20,17 @@
  *                         597 H, 275 C and 135 O run on three concurrent cuBLAS branches (3xTF32),
  *                         N, S, F and Cl on the small-n path beside them -- the float32 path of a
  *                         protein-sized step, which no single reference system reaches
- *   ghosts                n_local < n_atoms against the CPU path
+ *   ghosts                n_local < n_atoms against the CPU path, also with a species (N, O) only
+ *                         among the ghosts: the step's species set (its restricted AEV) holds the
+ *                         ghosts' species too (stats.descriptor_length 384 for H, C, N, O)
  *   member                ensemble_member k and member energies against the CPU path
  *   water_box             a 3000-atom periodic water box after a 13-atom molecule in the same
  *                         context: the neighbor capacity must grow (rebuild counted) and the result
- *                         equal the CPU path
+ *                         equal the CPU path (float64; float32 within cpu_match's tolerances: H and
+ *                         O on the 3xTF32 products); the AEV restricted to the species present
+ *                         (stats.descriptor_length: 384 entries for alanine's H, C, N, O, 128 for
+ *                         water's H, O, of ANI-2x's 1008), the molecule again after the box (its
+ *                         set's state reused)
  *   errors                too-close atoms, a singular cell, too many images; the context keeps
  *                         working afterwards; zero atoms and zero local atoms
  *   thread                the same context driven from another thread
@@ -392,6 +398,30 @@ static int case_ghosts(void) {
     /* zero local atoms */
     f += compare_gpu_cpu("13_f0, no local atoms", cg, cc, set.sys[0].n, 0, set.sys[0].z,
                          set.sys[0].x, NULL, NULL, 8, 1e-9);
+    /* 13_f0 with its N and O atoms last, as the only ghosts: the locals are H and C */
+    {
+        const refsys *s = &set.sys[0];
+        int32_t z[64];
+        double x[3 * 64];
+        int k = 0, n_local;
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) n_local = k;
+            for (int i = 0; i < s->n; i++) {
+                const int late = s->z[i] == 7 || s->z[i] == 8;
+                if (late != pass) continue;
+                z[k] = s->z[i];
+                memcpy(x + 3 * k, s->x + 3 * i, sizeof(double) * 3);
+                k++;
+            }
+        }
+        CHECK(s->n <= 64 && n_local < s->n && n_local > 0);
+        f += compare_gpu_cpu("13_f0, N and O only among the ghosts", cg, cc, s->n, n_local, z, x,
+                             NULL, NULL, 8, 1e-9);
+        nnpops_stats st = {sizeof st};
+        CHECK_OK(nnpops_context_stats(cg, &st));
+        printf("descriptor length %lld (H, C, N, O: 384)\n", (long long)st.descriptor_length);
+        CHECK(st.descriptor_length == 384);
+    }
     nnpops_context_destroy(cg);
     nnpops_model_destroy(mg);
     nnpops_context_destroy(cc);
@@ -451,16 +481,20 @@ static int case_water_box(void) {
     free_result(r);
     nnpops_stats st0 = {sizeof st0}, st1 = {sizeof st1};
     CHECK_OK(nnpops_context_stats(cg, &st0));
+    printf("13_f0: descriptor length %lld (H, C, N, O: 384)\n", (long long)st0.descriptor_length);
+    CHECK(st0.descriptor_length == 384);
     int32_t *z;
     double *x, cell[9];
     const int64_t n = water_box(10, 42, &z, &x, cell);
     const uint8_t pbc[3] = {1, 1, 1};
     int f = compare_gpu_cpu("water box, 3000 atoms", cg, cc, n, -1, z, x, cell, pbc, 8, 1e-9);
     CHECK_OK(nnpops_context_stats(cg, &st1));
-    printf("neighbor rebuilds %lld -> %lld, capacity %lld, pairs %lld\n",
+    printf("neighbor rebuilds %lld -> %lld, capacity %lld, pairs %lld, descriptor length %lld\n",
            (long long)st0.neighbor_rebuilds, (long long)st1.neighbor_rebuilds,
-           (long long)st1.pair_capacity, (long long)st1.n_pairs);
+           (long long)st1.pair_capacity, (long long)st1.n_pairs,
+           (long long)st1.descriptor_length);
     CHECK(st1.neighbor_rebuilds > st0.neighbor_rebuilds);
+    CHECK(st1.descriptor_length == 128);
     nnpops_stats sc = {sizeof sc};
     CHECK_OK(nnpops_context_stats(cc, &sc));
     printf("CPU pairs %lld\n", (long long)sc.n_pairs);
@@ -470,6 +504,36 @@ static int case_water_box(void) {
     nnpops_stats st2 = {sizeof st2};
     CHECK_OK(nnpops_context_stats(cg, &st2));
     CHECK(st2.neighbor_rebuilds == st1.neighbor_rebuilds);
+    /* the molecule again, in the same contexts: its species set's state is reused */
+    const refsys *m0 = &set.sys[0];
+    f += compare_gpu_cpu("13_f0 after the box", cg, cc, m0->n, -1, m0->z, m0->x, NULL, NULL, 8,
+                         1e-9);
+    CHECK_OK(nnpops_context_stats(cg, &st2));
+    CHECK(st2.descriptor_length == 384);
+    /* float32: H (2,000) and O (1,000) on the 3xTF32 products with the restricted first layers */
+    {
+        nnpops_model *mg32, *mc32;
+        nnpops_context *cg32, *cc32;
+        load("ani2x", "cuda", NNPOPS_FLOAT32, &mg32, &cg32);
+        load("ani2x", "cpu", NNPOPS_FLOAT32, &mc32, &cc32);
+        result *g = new_result(n, 8), *c = new_result(n, 8);
+        CHECK_OK(run(cg32, n, -1, z, x, cell, pbc, g, 0));
+        CHECK_OK(run(cc32, n, -1, z, x, cell, pbc, c, 0));
+        const double re = fabs(g->energy - c->energy) / (1e-5 * n);
+        const double rf = rel_worst(g->forces, c->forces, 3 * n, 5e-4, 5e-4);
+        nnpops_stats s32 = {sizeof s32};
+        CHECK_OK(nnpops_context_stats(cg32, &s32));
+        printf("water box float32: energy %.3g, forces %.3g (ratios to tolerance), descriptor "
+               "length %lld\n", re, rf, (long long)s32.descriptor_length);
+        f += !(re <= 1 && rf <= 1);
+        CHECK(s32.descriptor_length == 128);
+        free_result(g);
+        free_result(c);
+        nnpops_context_destroy(cg32);
+        nnpops_model_destroy(mg32);
+        nnpops_context_destroy(cc32);
+        nnpops_model_destroy(mc32);
+    }
     free(z);
     free(x);
     nnpops_context_destroy(cg);

@@ -52,6 +52,9 @@ nnpops_unit_cases(model ${CMAKE_CURRENT_LIST_DIR}/test_model.c
   ani_ok ani_no_weights weights_checksum weights_missing_file weights_bad_sha wrong_tensor_shape
   missing_tensor potential_error)
 
+# The AEV restricted to the species present (kernels/cpu/aev.c), which the GPU step computes.
+nnpops_unit_cases(aev_restrict ${CMAKE_CURRENT_LIST_DIR}/test_aev_restrict.c lengths random)
+
 # The ANI GPU step's host-side plan (potentials/ani/ani_cuda.c: side streams, work space); built
 # with the CUDA backend, needs no device.
 if(NNPOPS_ENABLE_CUDA)
