@@ -9,9 +9,10 @@
  * stream synchronization).  Device memory: cudaMemGetInfo after the steps minus before the model
  * was loaded (weights, the context's arena, the cuBLAS work space; the arena never shrinks, so
  * this is the peak).  Floor: the network FLOPs (GEMMs of the forward pass plus the input-gradient
- * GEMMs of the backward pass, 2 FLOPs per multiply-add) over FP32_RATE, or the bytes that must
- * move (weights of the species present, the AEV written once and read once in float32, positions
- * and forces) over HBM_RATE, whichever is larger.
+ * GEMMs of the backward pass, 2 FLOPs per multiply-add; the first layers over the AEV entries of
+ * the species present, stats.descriptor_length, since the others are zero) over FP32_RATE, or the
+ * bytes that must move (weights of the species present, the AEV written once and read once in
+ * float32, positions and forces) over HBM_RATE, whichever is larger.
  * Part 2, neighbor list alone: random uniform positions in a periodic cube at density 0.8, cutoff
  * cbrt(3 * 64 / (4 pi 0.8)) (64 neighbors per atom), full lists (the center lists hold both
  * directions: entries = full-list pairs), positions already on the device; mean of 50 launches of
@@ -82,8 +83,10 @@ typedef struct bsys {
     int32_t *batch;     /* [n] system of each atom, or NULL */
 } bsys;
 
-/* Network FLOPs (forward + input gradients) and the minimal bytes of one step. */
-static void step_cost(const nnpops_model *m, const bsys *s, double *flops, double *bytes) {
+/* Network FLOPs (forward + input gradients) and the minimal bytes of one step whose AEV has
+ * aev_len entries (the first layers' inner dimension). */
+static void step_cost(const nnpops_model *m, const bsys *s, int64_t aev_len, double *flops,
+                      double *bytes) {
     const nnpops__ani *a = m->impl;
     int64_t count[NNPOPS__MAX_SPECIES] = {0};
     for (int64_t i = 0; i < s->n; i++) count[m->z_to_species[s->z[i]]]++;
@@ -92,7 +95,8 @@ static void step_cost(const nnpops_model *m, const bsys *s, double *flops, doubl
         if (!count[sp]) continue;
         double fwd = 0, bwd = 0, params = 0;
         for (int l = 0; l < a->n_layers[sp]; l++) {
-            const double mac = (double)a->width[sp][l] * a->width[sp][l + 1];
+            const double in = l == 0 ? (double)aev_len : (double)a->width[sp][l];
+            const double mac = in * a->width[sp][l + 1];
             fwd += 2 * mac;
             if (l + 1 < a->n_layers[sp]) bwd += 2 * mac;
             params += mac + a->width[sp][l + 1];
@@ -101,7 +105,7 @@ static void step_cost(const nnpops_model *m, const bsys *s, double *flops, doubl
         w += 4.0 * a->ensemble * params;
     }
     *flops = f;
-    *bytes = w + 2.0 * 4.0 * a->aev.aev_len * (double)s->n + 48.0 * (double)s->n;
+    *bytes = w + 2.0 * 4.0 * (double)aev_len * (double)s->n + 48.0 * (double)s->n;
 }
 
 /* Median and best wall time of `steps` calls after 3 warm-up calls; -1 on an error. */
@@ -169,7 +173,9 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
         return;
     }
     double flops, bytes;
-    step_cost(m, s, &flops, &bytes);
+    const nnpops__ani *ani = m->impl;
+    step_cost(m, s, st.descriptor_length > 0 ? st.descriptor_length : ani->aev.aev_len, &flops,
+              &bytes);
     const double floor_ms = 1e3 * fmax(flops / FP32_RATE, bytes / HBM_RATE);
     const double shown = med_g > 0 && med_g < med ? med_g : med;
     char target[40] = "-";
@@ -183,10 +189,11 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
     if (med_p > 0) snprintf(plain, sizeof plain, "%.3f", med_p);
     char line[640];
     snprintf(line, sizeof line,
-             "| %s | %lld | %.3f | %s | %s | %.3f | %s | %s | %.1f | %.2f | %.3f | %.2f | %lld |",
+             "| %s | %lld | %.3f | %s | %s | %.3f | %s | %s | %.1f | %.2f | %.3f | %.2f | %lld | "
+             "%lld |",
              s->name, (long long)s->n, med, graphs, plain, best, target, s->peer,
              (double)(used - before) / 1e6, flops / 1e9, floor_ms, shown / floor_ms,
-             (long long)st.n_pairs);
+             (long long)st.n_pairs, (long long)st.descriptor_length);
     printf("%s\n", line);
     if (md) fprintf(md, "%s\n", line);
     fflush(stdout);
@@ -414,8 +421,8 @@ int main(int argc, char **argv) {
              "| system | atoms | median ms/step (eager) | median ms/step (cuda_graphs on) | median "
              "ms/step (eager, tensor_cores %s) | best ms (eager) | target (vs the faster) | torchani "
              "cuAEV+cell_list (peer, device-resident) | device MB | network GFLOP | floor ms | "
-             "faster / floor | pairs |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+             "faster / floor | pairs | AEV entries |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
              g_tc_words[g_tc_compare]);
     printf("\n%s\n", hdr);
     if (md) fprintf(md, "%s\n", hdr);
