@@ -13,11 +13,11 @@
  * kernels run unchanged on the restricted descriptor, with each atom's species ranked among the
  * present ones, step->species_rank; aev_len below is the restricted length), and its first layers'
  * products run over the restricted inner dimension with the matching columns of the first layers'
- * weights: a copy per species set (ani_set: plain and, float32, stacked for the 3xTF32 products),
- * made from the host arena the first time the context sees the set, kept until the context is
- * destroyed (at most ANI_MAX_SETS sets; later sets run the full AEV).  The products skip exact
- * zeros only.  Water with ANI-2x: 128 of 1008 entries; a protein of H, C, N, O and S: 560; every
- * species present: the full AEV.
+ * weights: a copy per species set (ani_set), made from the host arena the first time the context
+ * sees the set (float32: stacked for the 3xTF32 products the first time a step runs a species on
+ * them), kept until the context is destroyed (at most ANI_MAX_SETS sets; later sets run the full
+ * AEV).  The products skip exact zeros only.  Water with ANI-2x: 128 of 1008 entries; a protein of
+ * H, C, N, O and S: 560; every species present: the full AEV.
  *
  * One step (on step->stream and, for the species networks, its side streams; no host
  * synchronization, no allocation):
@@ -102,16 +102,18 @@ typedef struct ani_dev {
 
 static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-/* A species set's restricted AEV and first layers (see the header), in one device allocation. */
+/* A species set's restricted AEV and first layers (see the header). */
 #define ANI_MAX_SETS 8
 typedef struct ani_set {
     uint32_t present;              /* bit s: species s */
     nnpops__aev_desc desc;         /* the AEV restricted to the set */
+    int32_t *map;                  /* the restricted entries' indices in the full AEV */
     void *mem;
     /* the first layer of species s of the set (s with hidden layers), all members: [M out][Lr]
-     * (Lr = desc.aev_len), model precision; float32: stacked as ani_dev's stk_n and stk_b (in =
-     * Lr) */
-    void *w0[NNPOPS__MAX_SPECIES], *stk_n0[NNPOPS__MAX_SPECIES], *stk_b0[NNPOPS__MAX_SPECIES];
+     * (Lr = desc.aev_len), model precision, in mem; float32, once a step of the set runs species
+     * s on the tensor cores: stacked as ani_dev's stk_n and stk_b (in = Lr), in stk_mem[s] */
+    void *w0[NNPOPS__MAX_SPECIES], *stk_mem[NNPOPS__MAX_SPECIES];
+    float *stk_n0[NNPOPS__MAX_SPECIES], *stk_b0[NNPOPS__MAX_SPECIES];
 } ani_set;
 
 typedef struct ani_state {
@@ -238,76 +240,96 @@ void nnpops__ani_release_device(nnpops_model *model) {
     model->device_data = NULL;
 }
 
-/* Builds set S of `present` (see the header): the restricted descriptor, then per species with
- * hidden layers its first layer's columns of the restricted entries gathered on the host from the
- * model's arena, copied to the set's allocation and (float32) stacked on `stream`,
- * then synchronized. */
+/* Builds set S of `present` (see the header): the restricted descriptor and map, and per species
+ * with hidden layers its first layer's columns of the restricted entries, gathered on the host from
+ * the model's arena and copied to the set's allocation on `stream` (synchronized).  The stacked
+ * copies for the 3xTF32 products come later, per species (stack_set_species). */
 static nnpops_status build_set(const nnpops_model *model, uint32_t present, ani_set *S,
                                cudaStream_t stream) {
     const nnpops__ani *a = model->impl;
-    const int f32 = a->precision == NNPOPS_FLOAT32;
     const size_t es = a->elem_size;
     const int64_t L = a->aev.aev_len, M = a->ensemble;
     int32_t rank[NNPOPS__MAX_SPECIES];
-    int32_t *map = malloc(sizeof(int32_t) * (size_t)L);
-    if (!map) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (ANI species set)");
     memset(S, 0, sizeof *S);
     S->present = present;
-    const int64_t Lr = nnpops__aev_desc_restrict(&a->aev, present, &S->desc, rank, map);
-    size_t off[NNPOPS__MAX_SPECIES][3], total = 0, most = 0;
+    S->map = malloc(sizeof(int32_t) * (size_t)L);
+    if (!S->map) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (ANI species set)");
+    const int64_t Lr = nnpops__aev_desc_restrict(&a->aev, present, &S->desc, rank, S->map);
+    size_t off[NNPOPS__MAX_SPECIES], total = 0, most = 0;
     for (int s = 0; s < a->n_species; s++) {
         if (rank[s] < 0 || a->n_layers[s] < 2) continue;
         const size_t e = (size_t)(M * a->width[s][1] * Lr);
         if (e > most) most = e;
-        for (int q = 0; q < (f32 ? 3 : 1); q++) {
-            off[s][q] = total;
-            total += al256((q ? 3 * e : e) * es);
-        }
+        off[s] = total;
+        total += al256(e * es);
     }
-    char *h = malloc(2 * most * es + 1);
-    void *tmp = NULL;
+    char *h = malloc(most * es + 1);
     cudaError_t e = h ? cudaMalloc(&S->mem, total + 1) : cudaErrorMemoryAllocation;
-    if (e == cudaSuccess && f32) e = cudaMalloc(&tmp, most * es + 1);
-    nnpops_status st = NNPOPS_OK;
-    for (int s = 0; s < a->n_species && e == cudaSuccess && st == NNPOPS_OK; s++) {
+    for (int s = 0; s < a->n_species && e == cudaSuccess; s++) {
         if (rank[s] < 0 || a->n_layers[s] < 2) continue;
         const int64_t rows = M * a->width[s][1];
         const char *w = (const char *)a->arena + es * a->w_off[s][0];
-        char *ht = h + most * es; /* the transpose, [Lr][rows] */
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t t = 0; t < Lr; t++) {
-                memcpy(h + es * (size_t)(r * Lr + t), w + es * (size_t)(r * L + map[t]), es);
-                memcpy(ht + es * (size_t)(t * rows + r), w + es * (size_t)(r * L + map[t]), es);
-            }
-        const size_t bytes = es * (size_t)(rows * Lr);
-        S->w0[s] = (char *)S->mem + off[s][0];
-        e = cudaMemcpyAsync(S->w0[s], h, bytes, cudaMemcpyHostToDevice, stream);
-        if (e != cudaSuccess || !f32) continue;
-        e = cudaMemcpyAsync(tmp, ht, bytes, cudaMemcpyHostToDevice, stream);
-        S->stk_n0[s] = (char *)S->mem + off[s][1];
-        S->stk_b0[s] = (char *)S->mem + off[s][2];
-        if (e == cudaSuccess)
-            st = stack_layer(Lr, a->width[s][1], M, S->w0[s], tmp, S->stk_n0[s], S->stk_b0[s],
-                             stream);
-        /* the host buffers are reused by the next species: wait for the copies */
-        if (st == NNPOPS_OK && e == cudaSuccess) e = cudaStreamSynchronize(stream);
+            for (int64_t t = 0; t < Lr; t++)
+                memcpy(h + es * (size_t)(r * Lr + t), w + es * (size_t)(r * L + S->map[t]), es);
+        S->w0[s] = (char *)S->mem + off[s];
+        e = cudaMemcpyAsync(S->w0[s], h, es * (size_t)(rows * Lr), cudaMemcpyHostToDevice, stream);
+        /* the host buffer is reused by the next species */
+        if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
     }
-    if (e == cudaSuccess && st == NNPOPS_OK) e = cudaStreamSynchronize(stream);
-    free(map);
     free(h);
-    if (tmp) cudaFree(tmp);
-    if (e != cudaSuccess || st != NNPOPS_OK) {
-        if (S->mem) cudaFree(S->mem);
-        S->mem = NULL;
-        if (st != NNPOPS_OK) return st;
-        (void)cudaGetLastError();
-        return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
-                                                           : NNPOPS_ERROR_CUDA,
-                            "%s:%d: ANI first layers of a species set (%zu bytes) on %s: %s",
-                            __FILE__, __LINE__, total, model->device_name, cudaGetErrorString(e));
-    }
-    return NNPOPS_OK;
+    if (e == cudaSuccess) return NNPOPS_OK;
+    (void)cudaGetLastError();
+    if (S->mem) cudaFree(S->mem);
+    free(S->map);
+    memset(S, 0, sizeof *S);
+    return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                       : NNPOPS_ERROR_CUDA,
+                        "%s:%d: ANI first layers of a species set (%zu bytes) on %s: %s", __FILE__,
+                        __LINE__, total, model->device_name, cudaGetErrorString(e));
 }
+
+/* The stacked copies of species s's restricted first layer in set S (float32; see ani_dev), in an
+ * allocation of their own, from the plain copy and its transpose (gathered on the host), on
+ * `stream` (synchronized). */
+static nnpops_status stack_set_species(const nnpops_model *model, ani_set *S, int s,
+                                       cudaStream_t stream) {
+    const nnpops__ani *a = model->impl;
+    const int64_t L = a->aev.aev_len, Lr = S->desc.aev_len, out = a->width[s][1];
+    const int64_t rows = a->ensemble * out;
+    const size_t n = (size_t)(rows * Lr), part = al256(3 * n * sizeof(float));
+    float *ht = malloc(n * sizeof(float) + 1);
+    void *tmp = NULL;
+    cudaError_t e = ht ? cudaMalloc(&S->stk_mem[s], 2 * part) : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) e = cudaMalloc(&tmp, n * sizeof(float) + 1);
+    nnpops_status st = NNPOPS_OK;
+    if (e == cudaSuccess) {
+        const float *w = (const float *)a->arena + a->w_off[s][0];
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t t = 0; t < Lr; t++) ht[t * rows + r] = w[r * L + S->map[t]];
+        e = cudaMemcpyAsync(tmp, ht, n * sizeof(float), cudaMemcpyHostToDevice, stream);
+    }
+    if (e == cudaSuccess) {
+        S->stk_n0[s] = S->stk_mem[s];
+        S->stk_b0[s] = (float *)((char *)S->stk_mem[s] + part);
+        st = stack_layer(Lr, out, a->ensemble, S->w0[s], tmp, S->stk_n0[s], S->stk_b0[s], stream);
+        if (st == NNPOPS_OK) e = cudaStreamSynchronize(stream);
+    }
+    free(ht);
+    if (tmp) cudaFree(tmp);
+    if (e == cudaSuccess && st == NNPOPS_OK) return NNPOPS_OK;
+    if (S->stk_mem[s]) cudaFree(S->stk_mem[s]);
+    S->stk_mem[s] = NULL;
+    S->stk_n0[s] = S->stk_b0[s] = NULL;
+    if (st != NNPOPS_OK) return st;
+    (void)cudaGetLastError();
+    return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                       : NNPOPS_ERROR_CUDA,
+                        "%s:%d: ANI first layer of a species set, stacked (%zu bytes) on %s: %s",
+                        __FILE__, __LINE__, 2 * part, model->device_name, cudaGetErrorString(e));
+}
+
+static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s);
 
 nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *st,
                                        void **state) {
@@ -333,15 +355,25 @@ nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep 
         NNPOPS__TRY(build_set(model, present, &S->set[k], (cudaStream_t)st->stream));
         S->n++;
     }
-    st->pot_state = &S->set[k];
-    st->descriptor_length = S->set[k].desc.aev_len;
+    ani_set *set = &S->set[k];
+    /* the stacked copies of the species this step runs on the tensor cores */
+    for (int s = 0; s < a->n_species; s++)
+        if (set->w0[s] && !set->stk_mem[s] && st->col_count[s] > 0 && use_tc(a, st, s))
+            NNPOPS__TRY(stack_set_species(model, set, s, (cudaStream_t)st->stream));
+    st->pot_state = set;
+    st->descriptor_length = set->desc.aev_len;
     return NNPOPS_OK;
 }
 
 void nnpops__ani_cuda_release_state(void *state) {
     ani_state *S = state;
     if (!S) return;
-    for (int k = 0; k < S->n; k++) cudaFree(S->set[k].mem);
+    for (int k = 0; k < S->n; k++) {
+        cudaFree(S->set[k].mem);
+        for (int s = 0; s < NNPOPS__MAX_SPECIES; s++)
+            if (S->set[k].stk_mem[s]) cudaFree(S->set[k].stk_mem[s]);
+        free(S->set[k].map);
+    }
     free(S);
 }
 
@@ -877,7 +909,8 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* with the tensor cores, the elementwise step before a GEMM also stacks that GEMM's
              * operand (activations feeding a GEMM: ACT(l) for l < nl - 2) */
-            const int tc = use_tc(a, sb, s) && dev->stk_n != NULL;
+            const ani_set *set = st->pot_state;
+            const int tc = use_tc(a, sb, s) && dev->stk_n != NULL && (!set || set->stk_n0[s]);
 #define STACK_G(l, g) (tc && (l) < nl - 2 ? (int64_t)(g) : 0)
             /* first layer of all Me members: one GEMM, then bias + CELU */
             TRY(net_gemm(a, dev, sb, B, tc, 0, s, 0, moff, gm, Me * w[1], Lf, Lf, 0, X, ld, 0, 0.0,
