@@ -21,7 +21,6 @@
  * With args->deterministic (option deterministic) the output layer runs ani_output_kernel instead:
  * one thread per column sums the members in order and writes the atom energy (no atomics).
  */
-#include <cooperative_groups.h>
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdlib.h>
@@ -461,9 +460,8 @@ extern "C" nnpops_status nnpops__celu_backward_act_stack_cuda_f32(
  * (m x k weights times k x n activations): their cost is streaming the weights (about 28 MB for
  * the first layers of ANI-2x's H, C, N, O over 8 members) and, from n ~ 16 on, the FMAs.  The
  * problems of a group run in one launch per kind (trans 0, trans 1) and NNPOPS__SG_PER_LAUNCH
- * problems (their shapes passed by value).  Every block covers the whole k of its outputs (but
- * see the k split below): no second pass, no work space, and each sum runs in a fixed order
- * (deterministic).  Only the real
+ * problems (their shapes passed by value).  Every block covers the whole k of its outputs: no
+ * second pass, no work space, and each sum runs in a fixed order (deterministic).  Only the real
  * columns are computed, in chunks of NB = 8 (when every problem of the launch has n <= 8) or 16
  * columns: a block per (problem, batch entry, tile of 32 rows, column chunk).  Everything is about
  * latency: the block's first weights load into registers and the rest of its weights into L2
@@ -490,12 +488,7 @@ extern "C" nnpops_status nnpops__celu_backward_act_stack_cuda_f32(
  *     and read with 16-byte broadcast loads; a round is U groups per warp (the next round's
  *     weights load while one is summed).  A lane accumulates 4 rows x NB columns, a
  *     reduce-scatter over lj (2 shuffle steps) leaves it one row's NB sums, and the warps' partial
- *     sums meet in shared memory, added in warp order.  k split: a trans-1 launch of plain-store
- *     problems with too few tiles for the GPU (the adjoint onto a short AEV: alanine's 48 tiles)
- *     runs a cluster of ks blocks per tile (ks up to 8, while the grid stays within two blocks per
- *     SM and each block keeps >= 256 k-rows), block r of it taking the r-th k range; the blocks'
- *     sums meet through distributed shared memory, each block finishing 1 / ks of the tile's
- *     outputs by adding the cluster's sums in rank order (still a fixed order; no atomics).
+ *     sums meet in shared memory, added in warp order.
  * The thread holding a finished sum applies the epilogue (bias + CELU; CELU' from the activation
  * in C; plain store).  Plain FP32 FMA throughout: equal to the CPU twin to rounding (another
  * summation order), bitwise the same from run to run. */
@@ -527,15 +520,13 @@ struct SgProb {
 };
 struct SgLaunch {
     int32_t count, kc; /* problems; k per staged slice */
-    int32_t ks, kper;  /* trans 1: blocks (a cluster) per output tile splitting k; k per block */
     float alpha, inv;
     SgProb q[NNPOPS__SG_PER_LAUNCH];
 };
 
-/* The problem of block (or, trans 1 split over k, cluster) bx. */
-__device__ __forceinline__ int sg_find(const SgLaunch &L, int64_t bx) {
+__device__ __forceinline__ int sg_find(const SgLaunch &L) {
     int pi = 0;
-    while (pi + 1 < L.count && bx >= L.q[pi + 1].start) pi++;
+    while (pi + 1 < L.count && (int64_t)blockIdx.x >= L.q[pi + 1].start) pi++;
     return pi;
 }
 
@@ -629,7 +620,7 @@ template <int NB, int D>
 __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
     extern __shared__ __align__(16) float sg_sm[];
     constexpr int V = SGN_R * NB, NO = V / 32;
-    const SgProb &Q = L.q[sg_find(L, blockIdx.x)];
+    const SgProb &Q = L.q[sg_find(L)];
     const nnpops__sg_problem &p = Q.p;
     int64_t lb = (int64_t)blockIdx.x - Q.start;
     const int64_t mi = lb % Q.mt;
@@ -757,27 +748,20 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
 }
 
 /* Trans 1.  Template: NB columns per chunk, U groups of 4 k-rows per warp and round (a round's
- * weights load while the previous round is summed), SPLIT: k split over a cluster of L.ks blocks
- * per output tile (plain store epilogue only). */
-template <int NB, int U, bool SPLIT>
+ * weights load while the previous round is summed). */
+template <int NB, int U>
 __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) {
     extern __shared__ __align__(16) float sg_sm[];
     constexpr int NBP = NB + 4, RS = NB + 1;
-    /* split over k (L.ks > 1): the ks blocks of a cluster share an output tile, block kr of it
-     * taking k-rows kb .. ke */
-    const int ks = SPLIT ? L.ks : 1, kr = SPLIT ? (int)(blockIdx.x % (unsigned)ks) : 0;
-    const int64_t bx = SPLIT ? (int64_t)(blockIdx.x / (unsigned)ks) : (int64_t)blockIdx.x;
-    const SgProb &Q = L.q[sg_find(L, bx)];
+    const SgProb &Q = L.q[sg_find(L)];
     const nnpops__sg_problem &p = Q.p;
-    int64_t lb = bx - Q.start;
+    int64_t lb = (int64_t)blockIdx.x - Q.start;
     const int64_t mi = lb % Q.mt;
     lb /= Q.mt;
     const int64_t ci = lb % Q.cc, t = lb / Q.cc;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     const int li = lane & 7, lj = lane >> 3;
     const int64_t r0 = ci * NB, m = p.m, k = p.k, lda = p.lda, ldb = p.ldb;
-    const int64_t kb = SPLIT ? min((int64_t)kr * L.kper, k) : 0;
-    const int64_t ke = SPLIT ? min(kb + L.kper, k) : k;
     const int nr = (int)(p.n - r0 < NB ? p.n - r0 : NB);
     const int64_t ib = mi * SG_ROWS + li;
     const float *__restrict__ Ab = p.A + t * p.stride_a + ib;
@@ -793,7 +777,7 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
         const int o = tid + v * (int)blockDim.x;
         pre[v] = 0.0f;
         oi[v] = -1;
-        if (!SPLIT && o < 32 * NB) {
+        if (o < 32 * NB) {
             const int ln = o / NB, r = o - ln * NB;
             const int64_t i = mi * SG_ROWS + (ln & 7) + 8 * (((ln >> 4) & 1) * 2 + ((ln >> 3) & 1));
             if (i < m && r < nr) {
@@ -854,10 +838,10 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
      * waiting for the kernels that write B (and C); two round buffers, used in turn */
     float a[2][U][4];
     {
-        load_round(a[0], Ab + kb * lda, (int)(ke - kb < kc ? ke - kb : kc), 0);
+        load_round(a[0], Ab, (int)(k < kc ? k : kc), 0);
         const float *A0 = Ab - li; /* column mi * 32 of the tile, up to its last column in m */
         const int64_t last = min(mi * SG_ROWS + SG_ROWS - 1, m - 1) - mi * SG_ROWS;
-        for (int64_t j = kb + tid; j < ke; j += blockDim.x) {
+        for (int64_t j = tid; j < k; j += blockDim.x) {
             prefetch_l2(A0 + j * lda);
             prefetch_l2(A0 + j * lda + last);
         }
@@ -869,11 +853,11 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
         if (oi[v] >= 0 && p.epilogue == NNPOPS__SG_CELU_ACT)
             pre[v] = sg_pre(p, t, oi[v], C + oi[v] * p.ldc + (o - (o / NB) * NB), true);
     }
-    for (int64_t k0 = kb; k0 < ke; k0 += kc) {
-        const int kl = (int)(ke - k0 < kc ? ke - k0 : kc), G = (kl + 3) >> 2;
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+        const int kl = (int)(k - k0 < kc ? k - k0 : kc), G = (kl + 3) >> 2;
         const int gr = nw * U, nrounds = (G + gr - 1) / gr; /* groups per round, rounds */
         const float *Ak = Ab + k0 * lda;
-        if (k0 > kb) {
+        if (k0 > 0) {
             __syncthreads();
             load_round(a[0], Ak, kl, 0);
         }
@@ -910,10 +894,6 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
 #pragma unroll
     for (int u = 0; u < NB; u++) sg_sm[(warp * 32 + lane) * RS + u] = acc[u];
     __syncthreads();
-    /* split over k: the block's sums go to fin (after the warps' rows), and block kr of the
-     * cluster finishes the outputs o with o % ks == kr, adding the cluster's blocks' sums in rank
-     * order (distributed shared memory; plain store epilogue only, see sg_launch) */
-    float *fin = sg_sm + nw * 32 * RS;
 #pragma unroll
     for (int v = 0; v < 4; v++) {
         const int o = tid + v * (int)blockDim.x;
@@ -921,48 +901,12 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
         const int ln = o / NB, r = o - ln * NB;
         float s = 0.0f;
         for (int w = 0; w < nw; w++) s += sg_sm[(w * 32 + ln) * RS + r];
-        if constexpr (SPLIT) {
-            fin[o] = s;
-            continue;
-        }
         const int64_t i = mi * SG_ROWS + (ln & 7) + 8 * (((ln >> 4) & 1) * 2 + ((ln >> 3) & 1));
         if (i < m && r < nr) C[i * p.ldc + r] = sg_finish(p, L.alpha, L.inv, s, pre[v]);
     }
-    if constexpr (!SPLIT) return;
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
-    for (int o = tid; o < 32 * NB; o += (int)blockDim.x) {
-        if (o % ks != kr) continue;
-        float s = 0.0f;
-        for (int q = 0; q < ks; q++) s += cluster.map_shared_rank(fin, (unsigned)q)[o];
-        const int ln = o / NB, r = o - ln * NB;
-        const int64_t i = mi * SG_ROWS + (ln & 7) + 8 * (((ln >> 4) & 1) * 2 + ((ln >> 3) & 1));
-        if (i < m && r < nr) C[i * p.ldc + r] = s;
-    }
-    cluster.sync(); /* no block leaves while another reads its sums */
 }
 
-/* The current device's SMs. */
-int64_t sm_count() {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 1;
-    }
-    return n;
-}
-
-/* The k split of trans-1 launches (sg_launch): on unless the environment sets NNPOPS_SG_SPLIT=0
- * (the tests compare both). */
-bool sg_split_enabled() {
-    const char *v = getenv("NNPOPS_SG_SPLIT");
-    return !(v && v[0] == '0');
-}
-
-/* One launch of L's problems (all of kind trans, n <= nmax, k <= kmax), `blocks` blocks (trans
- * 1: output tiles; ks blocks each when k is split). */
+/* One launch of L's problems (all of kind trans, n <= nmax, k <= kmax), `blocks` blocks. */
 nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int64_t blocks,
                         cudaStream_t st) {
     const bool small = nmax <= 8;
@@ -979,56 +923,18 @@ nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int6
     }
     const int nbc = small ? 8 : 16;
     const int64_t kcmax = small ? 2048 : 1024;
-    /* too few blocks for the GPU (an adjoint onto a short AEV) and a long k: split k over a
-     * cluster of ks blocks per output tile (up to 8, at most two blocks per SM in all, at least 256
-     * k-rows each), when every problem's epilogue is a plain store */
-    int ks = 1;
-    bool store = true;
-    for (int c = 0; c < L.count; c++) store = store && L.q[c].p.epilogue == NNPOPS__SG_STORE;
-    if (store && sg_split_enabled()) {
-        const int64_t sms = sm_count();
-        while (ks < 8 && blocks * 2 * ks <= 2 * sms && kmax / (2 * ks) >= 256) ks *= 2;
-    }
-    const int64_t kper = ((kmax + ks - 1) / ks + 3) / 4 * 4;
-    L.ks = ks;
-    L.kper = (int32_t)kper;
-    int64_t kc = kper;
+    int64_t kc = (kmax + 3) / 4 * 4;
     if (kc < 4) kc = 4;
     if (kc > kcmax) kc = kcmax;
     L.kc = (int32_t)kc;
     const int64_t G = kc / 4;
     const int nw = G >= 256 ? 16 : (G >= 64 ? 8 : 4);
-    size_t stage = (size_t)kc * (nbc + 4), red = (size_t)nw * 32 * (nbc + 1) + 32 * nbc;
+    size_t stage = (size_t)kc * (nbc + 4), red = (size_t)nw * 32 * (nbc + 1);
     const size_t sm = sizeof(float) * (stage > red ? stage : red);
-    auto kern = ks > 1 ? (small ? sgt_kernel<8, SGT_U8, true> : sgt_kernel<16, SGT_U16, true>)
-                       : (small ? sgt_kernel<8, SGT_U8, false> : sgt_kernel<16, SGT_U16, false>);
+    auto kern = small ? sgt_kernel<8, SGT_U8> : sgt_kernel<16, SGT_U16>;
     NNPOPS__TRY(set_dynamic_smem((const void *)kern, sm));
-    if (ks == 1)
-        return launch_pdl(kern, dim3((unsigned)blocks), dim3(32 * nw), sm, st,
-                          "small GEMM (backward)", (SgLaunch)L);
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)(blocks * ks));
-    cfg.blockDim = dim3(32 * nw);
-    cfg.dynamicSmemBytes = sm;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[2];
-    memset(attr, 0, sizeof attr);
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)ks;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 2 : 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (SgLaunch)L);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: small GEMM (backward, k split over %d): %s",
-                            __FILE__, __LINE__, ks, cudaGetErrorString(e));
-    }
-    return NNPOPS_OK;
+    return launch_pdl(kern, dim3((unsigned)blocks), dim3(32 * nw), sm, st,
+                       "small GEMM (backward)", (SgLaunch)L);
 }
 
 /* The grouped output layer: blockIdx.z picks the entry. */

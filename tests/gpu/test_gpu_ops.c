@@ -26,10 +26,8 @@
  *   celu               CELU forward / backward
  *   fused              bias + CELU, CELU' from activations, the ensemble output layer (mean,
  *                      one member among all, one member alone)
- *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin, its
- *                      backward kind with k split over a cluster and without (bits differ, both
- *                      match the twin), and the grouped output layer against
- *                      nnpops__ani_output_cpu_f32
+ *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin, and
+ *                      the grouped output layer against nnpops__ani_output_cpu_f32
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
  */
 #include <math.h>
@@ -1414,78 +1412,6 @@ static double sg_run(const sg_shape *shapes, const int *sel, int count, const ch
     return worst;
 }
 
-/* The k split of the backward kind (a cluster of blocks per output tile, plain store epilogue:
- * the adjoint onto a short AEV, e.g. alanine's 4 x 384 rows over k = 8 x 256): one problem run
- * with the split (default) and without (NNPOPS_SG_SPLIT=0), each against the CPU twin; the two
- * must differ in some bits (another summation order: the split ran) and each be reproducible. */
-static double sg_split_run(int64_t m, int64_t k, int64_t n) {
-    const int64_t lda = m + 3, ldb = n + 5, ldc = n + 1;
-    float *hA = malloc(sizeof(float) * k * lda), *hB = malloc(sizeof(float) * k * ldb);
-    float *hC = malloc(sizeof(float) * m * ldc), *g[2];
-    fill(hA, 0, k * lda, -0.1, 0.1);
-    fill(hB, 0, k * ldb, -1, 1);
-    for (int64_t i = 0; i < m * ldc; i++) hC[i] = 12345.0f;
-    float *dA = dup_to_device(hA, sizeof(float) * k * lda);
-    float *dB = dup_to_device(hB, sizeof(float) * k * ldb);
-    float *dC = dup_to_device(hC, sizeof(float) * m * ldc);
-    nnpops__sg_group gh, gd;
-    memset(&gh, 0, sizeof gh);
-    gh.alpha = 0.1;
-    gh.count = 1;
-    gh.p[0] = (nnpops__sg_problem){.trans = 1, .epilogue = NNPOPS__SG_STORE, .m = m, .k = k,
-                                   .n = n, .batch = 1, .A = hA, .lda = lda, .B = hB, .ldb = ldb,
-                                   .C = hC, .ldc = ldc};
-    gd = gh;
-    gd.p[0].A = dA;
-    gd.p[0].B = dB;
-    gd.p[0].C = dC;
-    nnpops__small_gemm_cpu_f32(&gh);
-    double worst = 0;
-    double *x = malloc(sizeof(double) * m * n), *y = malloc(sizeof(double) * m * n);
-    for (int split = 0; split < 2; split++) {
-        setenv("NNPOPS_SG_SPLIT", split ? "1" : "0", 1);
-        g[split] = malloc(sizeof(float) * m * ldc);
-        for (int rep = 0; rep < 2; rep++) {
-            float *o = rep ? malloc(sizeof(float) * m * ldc) : g[split];
-            CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream));
-            to_host(o, dC, sizeof(float) * m * ldc);
-            if (rep) {
-                CHECK(memcmp(o, g[split], sizeof(float) * m * ldc) == 0);
-                free(o);
-            }
-        }
-        for (int64_t i = 0; i < m; i++) {
-            CHECK(g[split][i * ldc + n] == 12345.0f);
-            for (int64_t r = 0; r < n; r++) {
-                x[i * n + r] = g[split][i * ldc + r];
-                y[i * n + r] = hC[i * ldc + r];
-            }
-        }
-        char what[96];
-        snprintf(what, sizeof what, "small GEMM T %lldx%lldx%lld, k split %s", (long long)m,
-                 (long long)k, (long long)n, split ? "on" : "off");
-        worst = fmax(worst, compare(what, x, y, (size_t)(m * n), 2e-4, 1e-4));
-    }
-    unsetenv("NNPOPS_SG_SPLIT");
-    int64_t differ = 0;
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t r = 0; r < n; r++) differ += g[0][i * ldc + r] != g[1][i * ldc + r];
-    printf("  k split on / off: %lld of %lld outputs differ in their bits\n", (long long)differ,
-           (long long)(m * n));
-    CHECK(differ > 0);
-    free(g[0]);
-    free(g[1]);
-    free(x);
-    free(y);
-    free(hA);
-    free(hB);
-    free(hC);
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dC);
-    return worst;
-}
-
 /* The grouped output layer (nnpops__ani_output_group_cuda_f32) against the CPU twin of each entry:
  * three networks of different widths, column counts and leading dimensions, the ensemble mean and
  * one member, atomics and deterministic kernels. */
@@ -1587,10 +1513,6 @@ static int case_small_gemm(void) {
     worst = fmax(worst, sg_run(shapes, all, np, "one group"));
     worst = fmax(worst, sg_run(shapes, few, nfew, "n <= 8 group"));
     for (int q = 0; q < np; q++) worst = fmax(worst, sg_run(shapes, &q, 1, "alone"));
-    /* the backward kind's k split */
-    worst = fmax(worst, sg_split_run(384, 2048, 13));
-    worst = fmax(worst, sg_split_run(384, 1536, 7));
-    worst = fmax(worst, sg_split_run(560, 1280, 29));
     /* the grouped output layer */
     for (int det = 0; det < 2; det++)
         for (int member = -1; member < 8; member += 4) worst = fmax(worst, sg_output_run(member, det));
