@@ -506,6 +506,7 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
         .member_atom_energy = member_e,
     };
     if ((st = m->vt->compute_cpu(m, &ctx->scratch, &step)) != NNPOPS_OK) return st;
+    ctx->stats.descriptor_length = step.descriptor_length;
 
     const int32_t *batch = ctx->buf[BUF_BATCH].ptr;
     double *sys_e = ctx->buf[BUF_SYS_E].ptr;

@@ -156,6 +156,7 @@ typedef struct nnpops__step {
     double *pair_grad;          /* [n_pairs][3] dE/dr_p (only when need_grad) */
     double *member_atom_energy; /* [n_atoms][ensemble_size] or NULL: each member's energy of each
                                  * local atom, self energy included (so it sums like atom_energy) */
+    int64_t descriptor_length;  /* written by the potential: per-atom descriptor entries */
 } nnpops__step;
 
 /* Scratch buffers of a context that potentials may use (slot numbers are potential-private). */
@@ -171,9 +172,10 @@ typedef struct nnpops__potential_vt {
     nnpops_status (*load)(nnpops_model *model, const nnpops__cfg *cfg, nnpops__node root,
                           const nnpops__weights *weights);
     void (*destroy)(nnpops_model *model);
-    /* One step on the CPU.  Must not keep pointers into `step` after returning. */
+    /* One step on the CPU (writes the step's outputs, descriptor_length among them).  Must not
+     * keep pointers into `step` after returning. */
     nnpops_status (*compute_cpu)(const nnpops_model *model, nnpops__scratch *scratch,
-                                 const nnpops__step *step);
+                                 nnpops__step *step);
     /* ---- GPU hooks (CUDA backend; NULL for a potential without a GPU path; see the CUDA block
      * at the end of this file).  Called with the model's device current. ---- */
     /* Copies the parameters to the device once, at load, into model->device_data. */

@@ -18,6 +18,12 @@
  *     ensemble mean, 1 for a single member), transposed layers and CELU', giving dE/dZ_0 of
  *     every member; then dE/dAEV = sum_m W_0,m^T dZ_0,m as one GEMM and the AEV adjoint adds
  *     dE/dr into the pair gradients (double).
+ * The AEV restricted to the species present: a step whose atoms (ghosts included) lack some of
+ * the model's species computes only the AEV entries of the present species (the others are
+ * exactly zero, with no terms behind them; nnpops__aev_desc_restrict, with each atom's species
+ * ranked among the present ones) and runs the first layers over that shorter input, with the
+ * first layers' matching columns copied once per species set into the context's scratch (the last
+ * set is kept; the GPU path does the same, potentials/ani/ani_cuda.c).
  * atom_energy[i] = (mean or chosen member of the outputs, double) + self energy (double);
  * member_atom_energy[i*M + m] = member m's output + self energy, so that each member's
  * system energy is comparable with the ensemble energy (their mean is the ensemble energy).
@@ -47,7 +53,10 @@ enum {
     SLOT_ORDER = 6, /* local atoms sorted by species, int32 [n_local] */
     SLOT_WORK = 7,  /* AEV kernel work space */
     SLOT_AEV = 8,   /* AEV block, then dE/dAEV block: REAL [aev_len][ANI_BLOCK] */
-    SLOT_MLP = 9    /* layer buffers of one block (see mlp_layout) */
+    SLOT_MLP = 9,   /* layer buffers of one block (see mlp_layout) */
+    SLOT_RANK = 12, /* species ranked among the present ones, int32 [n_atoms] */
+    SLOT_SET = 13,  /* the restricted first layers of the last species set (ani_set_cpu) */
+    SLOT_MAP = 14   /* the restricted entries' indices in the full AEV, int32 [aev_len] */
 };
 
 /* ---- load ------------------------------------------------------------------------------------ */
@@ -458,6 +467,87 @@ static mlp_layout mlp_layout_of(const nnpops__ani *a) {
     return o;
 }
 
+/* The AEV and first layers one step uses: the model's, or those restricted to its species set.
+ * In SLOT_SET: this header, then per present species its first layer, all members, [M out][Lr]
+ * (64-byte aligned, model precision). */
+typedef struct ani_set_cpu {
+    uint32_t present, valid;
+    nnpops__aev_desc desc;
+    size_t off[NNPOPS__MAX_SPECIES]; /* bytes from the header's start */
+} ani_set_cpu;
+#define ANI_SET_HEAD (((sizeof(ani_set_cpu)) + 63) & ~(size_t)63)
+
+typedef struct ani_inputs {
+    const nnpops__aev_desc *desc;
+    const int32_t *species;              /* the species as the AEV kernels take them */
+    const void *w0[NNPOPS__MAX_SPECIES]; /* first layers, [M out][desc->aev_len] */
+} ani_inputs;
+
+/* The step's AEV and first layers (see the header): the restricted ones when some species is
+ * absent (the set's first layers made when the set differs from the last one). */
+static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratch,
+                                   nnpops__step *step, ani_inputs *in) {
+    const uint32_t all = a->n_species >= 32 ? 0xffffffffu : (1u << a->n_species) - 1u;
+    uint32_t present = 0;
+    for (int64_t i = 0; i < step->n_atoms; i++) present |= 1u << step->species[i];
+    in->desc = &a->aev;
+    in->species = step->species;
+    step->descriptor_length = a->aev.aev_len;
+    for (int s = 0; s < a->n_species; s++)
+        in->w0[s] = (const char *)a->arena + a->elem_size * a->w_off[s][0];
+    if (present == all || present == 0) return NNPOPS_OK;
+    nnpops_status st;
+    if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_RANK],
+                                  sizeof(int32_t) * (size_t)step->n_atoms, "ANI species ranks")) !=
+        NNPOPS_OK)
+        return st;
+    int32_t rank[NNPOPS__MAX_SPECIES], r = 0;
+    for (int s = 0; s < a->n_species; s++) rank[s] = (present >> s) & 1u ? r++ : -1;
+    int32_t *ranks = scratch->slot[SLOT_RANK].ptr;
+    for (int64_t i = 0; i < step->n_atoms; i++) ranks[i] = rank[step->species[i]];
+    in->species = ranks;
+    ani_set_cpu *set = scratch->slot[SLOT_SET].ptr;
+    if (!set || !set->valid || set->present != present) {
+        const int64_t L = a->aev.aev_len, M = a->ensemble;
+        const size_t es = a->elem_size;
+        if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_MAP], sizeof(int32_t) * (size_t)L,
+                                      "ANI restricted AEV map")) != NNPOPS_OK)
+            return st;
+        int32_t *map = scratch->slot[SLOT_MAP].ptr;
+        ani_set_cpu head;
+        memset(&head, 0, sizeof head);
+        const int64_t Lr = nnpops__aev_desc_restrict(&a->aev, present, &head.desc, rank, map);
+        size_t total = ANI_SET_HEAD;
+        for (int s = 0; s < a->n_species; s++) {
+            if (rank[s] < 0) continue;
+            head.off[s] = total;
+            total += ((size_t)(M * a->width[s][1] * Lr) * es + 63) & ~(size_t)63;
+        }
+        if (set) set->valid = 0;
+        if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_SET], total,
+                                      "ANI restricted first layers")) != NNPOPS_OK)
+            return st;
+        set = scratch->slot[SLOT_SET].ptr;
+        for (int s = 0; s < a->n_species; s++) {
+            if (!head.off[s]) continue;
+            const char *w = (const char *)a->arena + es * a->w_off[s][0];
+            char *d = (char *)set + head.off[s];
+            for (int64_t row = 0; row < M * a->width[s][1]; row++)
+                for (int64_t t = 0; t < Lr; t++)
+                    memcpy(d + es * (size_t)(row * Lr + t), w + es * (size_t)(row * L + map[t]),
+                           es);
+        }
+        head.present = present;
+        head.valid = 1;
+        memcpy(set, &head, sizeof head);
+    }
+    in->desc = &set->desc;
+    step->descriptor_length = set->desc.aev_len;
+    for (int s = 0; s < a->n_species; s++)
+        in->w0[s] = set->off[s] ? (const char *)set + set->off[s] : NULL;
+    return NNPOPS_OK;
+}
+
 #define NNPOPS__ANI_BODY 1
 
 #define REAL float
@@ -473,7 +563,7 @@ static mlp_layout mlp_layout_of(const nnpops__ani *a) {
 #undef FN
 
 static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch *scratch,
-                                     const nnpops__step *step) {
+                                     nnpops__step *step) {
     const nnpops__ani *a = model->impl;
     if (step->member < -1 || step->member >= a->ensemble) {
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
@@ -528,10 +618,12 @@ static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch 
      * uninitialised value" in celu_forward).  Later blocks leave finite values there. */
     if (scratch->slot[SLOT_MLP].ptr != mlp_before)
         memset(scratch->slot[SLOT_MLP].ptr, 0, scratch->slot[SLOT_MLP].bytes);
+    ani_inputs in;
+    if ((st = ani_inputs_of(a, scratch, step, &in)) != NNPOPS_OK) return st;
     if (a->precision == NNPOPS_FLOAT32)
-        ani_compute_blocks_f32(a, scratch, step, start, entry, order, species_start, &lay);
+        ani_compute_blocks_f32(a, scratch, step, &in, start, entry, order, species_start, &lay);
     else
-        ani_compute_blocks_f64(a, scratch, step, start, entry, order, species_start, &lay);
+        ani_compute_blocks_f64(a, scratch, step, &in, start, entry, order, species_start, &lay);
     return NNPOPS_OK;
 }
 
@@ -563,9 +655,10 @@ const nnpops__potential_vt nnpops__ani_vt = {
 
 /* One block of n <= ANI_BLOCK atoms of species s (centers[0..n)). */
 static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
-                          const nnpops__step *step, const int64_t *start, const int64_t *entry,
-                          int s, const int32_t *centers, int64_t n, const mlp_layout *lay) {
-    const int64_t B = ANI_BLOCK, L = a->aev.aev_len, M = a->ensemble;
+                          const nnpops__step *step, const ani_inputs *in, const int64_t *start,
+                          const int64_t *entry, int s, const int32_t *centers, int64_t n,
+                          const mlp_layout *lay) {
+    const int64_t B = ANI_BLOCK, L = in->desc->aev_len, M = a->ensemble;
     const int nl = a->n_layers[s];
     const int32_t *w = a->width[s];
     const REAL *arena = a->arena;
@@ -580,7 +673,7 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
     const int need_grad = step->need_grad;
     const double self = a->self_energy[s];
 
-    AEV_FORWARD(&a->aev, n, centers, start, entry, step->pairs, step->pair_vec, step->species, aev,
+    AEV_FORWARD(in->desc, n, centers, start, entry, step->pairs, step->pair_vec, in->species, aev,
                 B, work);
     /* the dense kernels run over whole vectors of columns: keep the padding columns zero, and
      * run the element-wise kernels over them too, so that they hold finite values */
@@ -592,7 +685,7 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
 
     /* first layer: all members in one GEMM, or the chosen member alone */
     const int64_t w1 = w[1];
-    const REAL *W0 = arena + a->w_off[s][0], *b0 = arena + a->b_off[s][0];
+    const REAL *W0 = in->w0[s], *b0 = arena + a->b_off[s][0];
     const int all = member < 0 || need_members;
     if (all) {
         DENSE_FORWARD(n, L, M * w1, W0, b0, aev, B, z0, B);
@@ -677,19 +770,20 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
         DENSE_BACKWARD(n, L, w1, W0 + (size_t)member * w1 * L, z0 + (size_t)member * w1 * B, B,
                        aev, B);
     }
-    AEV_BACKWARD(&a->aev, n, centers, start, entry, step->pairs, step->pair_vec, step->species,
+    AEV_BACKWARD(in->desc, n, centers, start, entry, step->pairs, step->pair_vec, in->species,
                  aev, B, step->pair_grad, work);
 }
 
 static void FN(ani_compute_blocks)(const nnpops__ani *a, nnpops__scratch *scratch,
-                                   const nnpops__step *step, const int64_t *start,
+                                   const nnpops__step *step, const ani_inputs *in,
+                                   const int64_t *start,
                                    const int64_t *entry, const int32_t *order,
                                    const int64_t *species_start, const mlp_layout *lay) {
     for (int s = 0; s < a->n_species; s++) {
         for (int64_t b = species_start[s]; b < species_start[s + 1]; b += ANI_BLOCK) {
             const int64_t n = species_start[s + 1] - b < ANI_BLOCK ? species_start[s + 1] - b
                                                                     : ANI_BLOCK;
-            FN(ani_block)(a, scratch, step, start, entry, s, order + b, n, lay);
+            FN(ani_block)(a, scratch, step, in, start, entry, s, order + b, n, lay);
         }
     }
 }

@@ -180,7 +180,7 @@ static void lj_destroy(nnpops_model *model) {
 }
 
 static nnpops_status lj_compute_cpu(const nnpops_model *model, nnpops__scratch *scratch,
-                                    const nnpops__step *step) {
+                                    nnpops__step *step) {
     (void)scratch;
     const lj_impl *p = model->impl;
     if (step->member > 0) {

@@ -13,7 +13,8 @@
  * then steps until at least 2 s (or 3 steps) have passed (one step when a step takes over 20 s);
  * the table shows the mean wall time, and the process CPU time per step (which shows the cost on
  * a machine shared with other work).  GFLOP/s (from the wall time) counts the dense layers only
- * (forward and input-gradient backward, all 8 members).
+ * (forward and input-gradient backward, all 8 members; the first layers over the AEV entries of
+ * the species present, the only ones computed).
  */
 #define _POSIX_C_SOURCE 199309L
 
@@ -120,11 +121,12 @@ static void water_box(int64_t target_atoms, system_t *sys) {
     }
 }
 
-/* Dense-layer flops of one step for ANI-2x (8 members): forward + input backward. */
-static double ani2x_flops(const system_t *s) {
-    const double h = 1008.0 * 256 + 256 * 192 + 192 * 160 + 160;  /* H */
-    const double c = 1008.0 * 224 + 224 * 192 + 192 * 160 + 160;  /* C */
-    const double no = 1008.0 * 192 + 192 * 160 + 160 * 128 + 128; /* N, O */
+/* Dense-layer flops of one step for ANI-2x (8 members): forward + input backward, the first
+ * layers over the step's AEV entries (stats.descriptor_length: those of the species present). */
+static double ani2x_flops(const system_t *s, double aev) {
+    const double h = aev * 256 + 256 * 192 + 192 * 160 + 160;  /* H */
+    const double c = aev * 224 + 224 * 192 + 192 * 160 + 160;  /* C */
+    const double no = aev * 192 + 192 * 160 + 160 * 128 + 128; /* N, O */
     double total = 0;
     for (int64_t i = 0; i < s->n; i++)
         total += s->z[i] == 1 ? h : s->z[i] == 6 ? c : no;
@@ -203,7 +205,11 @@ int main(int argc, char **argv) {
             int steps;
             ms[p] = 1e3 * run(ctx[p], &s, &steps, &cpu[p]);
         }
-        const double gf = strcmp(model_name, "ani2x") == 0 ? ani2x_flops(&s) * 1e-9 : 0.0;
+        nnpops_stats st = {sizeof st};
+        nnpops_context_stats(ctx[0], &st);
+        const double gf =
+            strcmp(model_name, "ani2x") == 0 ? ani2x_flops(&s, (double)st.descriptor_length) * 1e-9
+                                             : 0.0;
         printf("| %s | %lld | %.3f | %.3f | %.1f | %.1f | %.3f | %.3f |\n",
                s.periodic ? "water, periodic" : "molecule", (long long)s.n, ms[0], ms[1],
                gf / (ms[0] * 1e-3), gf / (ms[1] * 1e-3), 1e3 * cpu[0], 1e3 * cpu[1]);

@@ -13,6 +13,12 @@
  *   triclinic              an orthorhombic box and an equivalent triclinic description
  *   ghosts                 n_local < n_atoms, zero atoms, zero local atoms
  *   member                 ensemble_member k against member_energies, and their mean
+ *   species_set            the AEV restricted to the species present: alanine (H, C, N, O; 384
+ *                          AEV entries) against the same atoms with a far-away ghost of each of
+ *                          ANI-2x's seven species (the full AEV, 1008 entries: no ghost is within
+ *                          the cutoff, so the energies are the same to rounding), float64 and
+ *                          float32; one context moving between species sets (H, C, N, O; H, O;
+ *                          back) gives the bits of fresh contexts
  *   unknown_element        an element the model does not describe
  *
  * Structures come from the reference files (a small JSON reader below reads them), so that the
@@ -758,6 +764,87 @@ static int case_ghosts(void) {
     return 0;
 }
 
+/* ---- the species set -------------------------------------------------------------------------- */
+
+static int64_t descriptor_length(const nnpops_context *ctx) {
+    nnpops_stats st = {sizeof st};
+    CHECK_OK(nnpops_context_stats(ctx, &st));
+    return st.descriptor_length;
+}
+
+static int case_species_set(void) {
+    refset set;
+    if (!load_refset("ani2x", &set)) return missing();
+    const structure *s = find_system(&set, "13_f0");
+    const int n = s->n, nf = n + 7;
+    static const int32_t far_z[7] = {1, 6, 7, 8, 16, 9, 17};
+    int32_t z[64];
+    double x[3 * 64];
+    CHECK(nf <= 64);
+    memcpy(z, s->z, sizeof(int32_t) * (size_t)n);
+    memcpy(x, s->x, sizeof(double) * 3 * (size_t)n);
+    for (int k = 0; k < 7; k++) { /* 40 A apart, 100 A from the molecule */
+        z[n + k] = far_z[k];
+        x[3 * (n + k)] = 100.0 + 40.0 * k;
+        x[3 * (n + k) + 1] = -50.0;
+        x[3 * (n + k) + 2] = 30.0;
+    }
+    result *a = malloc(sizeof *a), *b = malloc(sizeof *b), *c = malloc(sizeof *c);
+    CHECK(a && b && c);
+    for (int f32 = 0; f32 < 2; f32++) {
+        nnpops_model *m;
+        nnpops_context *ctx;
+        load_model("ani2x", f32 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64, &m, &ctx);
+        compute_one(ctx, n, z, x, NULL, NULL, -1, a);
+        const int64_t la = descriptor_length(ctx);
+        compute_one(ctx, nf, z, x, NULL, NULL, n, b);
+        const int64_t lb = descriptor_length(ctx);
+        const double te = f32 ? 1e-5 : 1e-12, tf = f32 ? 1e-4 : 1e-10;
+        double df = 0, da = 0;
+        for (int i = 0; i < 3 * n; i++) df = fmax(df, fabs(a->forces[i] - b->forces[i]));
+        for (int i = 0; i < n; i++) da = fmax(da, fabs(a->atomic[i] - b->atomic[i]));
+        printf("%s: AEV entries %lld (alanine) / %lld (with far ghosts of every species); "
+               "|dE| %.3g eV, max |dF| %.3g eV/A, max |dE_atom| %.3g eV\n",
+               f32 ? "float32" : "float64", (long long)la, (long long)lb,
+               fabs(a->energy - b->energy), df, da);
+        CHECK(la == 384 && lb == 1008);
+        CHECK(fabs(a->energy - b->energy) <= te * n && df <= tf && da <= te);
+        for (int i = 3 * n; i < 3 * nf; i++) CHECK(b->forces[i] == 0.0);
+        for (int k = 0; k < 9; k++) CHECK(fabs(a->virial[k] - b->virial[k]) <= tf);
+        /* moving between sets: alanine, its H and O atoms alone, alanine again */
+        int32_t zho[64];
+        double xho[3 * 64];
+        int nho = 0;
+        for (int i = 0; i < n; i++) {
+            if (z[i] != 1 && z[i] != 8) continue;
+            zho[nho] = z[i];
+            memcpy(xho + 3 * nho, x + 3 * i, sizeof(double) * 3);
+            nho++;
+        }
+        compute_one(ctx, nho, zho, xho, NULL, NULL, -1, b);
+        CHECK(descriptor_length(ctx) == 128);
+        compute_one(ctx, n, z, x, NULL, NULL, -1, c);
+        CHECK(descriptor_length(ctx) == 384);
+        CHECK(memcmp(&a->energy, &c->energy, sizeof(double)) == 0);
+        CHECK(memcmp(a->forces, c->forces, sizeof(double) * 3 * (size_t)n) == 0);
+        nnpops_context *fresh;
+        CHECK_OK(nnpops_context_create(m, &fresh));
+        compute_one(fresh, nho, zho, xho, NULL, NULL, -1, c);
+        CHECK(memcmp(&b->energy, &c->energy, sizeof(double)) == 0);
+        CHECK(memcmp(b->forces, c->forces, sizeof(double) * 3 * (size_t)nho) == 0);
+        printf("%s: alanine, its %d H and O atoms, alanine again in one context: the bits of "
+               "fresh contexts\n", f32 ? "float32" : "float64", nho);
+        nnpops_context_destroy(fresh);
+        nnpops_context_destroy(ctx);
+        nnpops_model_destroy(m);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free_refset(&set);
+    return 0;
+}
+
 /* ---- ensemble members -------------------------------------------------------------------------- */
 
 static int case_member(void) {
@@ -848,6 +935,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "triclinic")) return case_triclinic();
     if (!strcmp(c, "ghosts")) return case_ghosts();
     if (!strcmp(c, "member")) return case_member();
+    if (!strcmp(c, "species_set")) return case_species_set();
     if (!strcmp(c, "unknown_element")) return case_unknown_element();
     fprintf(stderr, "unknown case %s\n", c);
     return 2;

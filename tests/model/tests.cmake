@@ -12,7 +12,8 @@ foreach(model ani2x ani1x)
 endforeach()
 
 # ---- ANI properties: finite differences, invariances, batching, ghosts, ensemble members ---------
-foreach(case fd_forces fd_stress invariance batch triclinic ghosts member unknown_element)
+foreach(case fd_forces fd_stress invariance batch triclinic ghosts member species_set
+    unknown_element)
   nnpops_c_test(ani.${case} model ${CMAKE_CURRENT_LIST_DIR}/test_ani.c ${case})
 endforeach()
 

@@ -139,10 +139,10 @@ typedef struct nnpops_stats {
                                     * CUDA graphs a caller captured before it */
     int64_t device_captures;       /* nnpops_compute_device calls made while the caller's stream
                                     * was capturing a CUDA graph */
-    int64_t descriptor_length;     /* GPU: per-atom descriptor entries of the last planned step
-                                    * (ANI: the AEV entries of the species present among its atoms,
-                                    * ghosts included; the full AEV has them for every species);
-                                    * 0 on the CPU */
+    int64_t descriptor_length;     /* per-atom descriptor entries of the last step (GPU: of the
+                                    * last planned one); ANI: the AEV entries of the species
+                                    * present among its atoms, ghosts included (the full AEV has
+                                    * them for every species) */
 } nnpops_stats;
 
 /* EXPERIMENTAL (may change in a minor version): the device-pointer entry nnpops_compute_device.
