@@ -32,6 +32,10 @@
  *                         the species present (stats.descriptor_length: 384 entries for alanine's
  *                         H, C, N, O, 128 for water's H, O, of ANI-2x's 1008), the molecule again
  *                         after the box (its set's state reused)
+ *   species_sets          one context through the 15 species subsets of alanine's H, C, N, O (its
+ *                         atoms of those species), each against the CPU path: the first 8 sets
+ *                         run restricted (descriptor_length of the subset), later ones the full
+ *                         AEV (1008: the context keeps 8 sets), an early set again restricted
  *   errors                too-close atoms, a singular cell, too many images; the context keeps
  *                         working afterwards; zero atoms and zero local atoms
  *   thread                the same context driven from another thread
@@ -552,6 +556,49 @@ static int case_water_box(void) {
     return f ? 1 : 0;
 }
 
+/* ---- species sets ---------------------------------------------------------------------------- */
+
+static int case_species_sets(void) {
+    static refset set;
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    nnpops_model *mg, *mc;
+    nnpops_context *cg, *cc;
+    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
+    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    const refsys *s = &set.sys[0];
+    static const int32_t elem[4] = {1, 6, 7, 8};
+    int f = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int mask = 1; mask < 16; mask++) {
+            if (pass == 1 && mask > 1) break; /* again: the first set, still kept */
+            int32_t z[64];
+            double x[3 * 64];
+            int n = 0, nsp = 0;
+            for (int e = 0; e < 4; e++) nsp += (mask >> e) & 1;
+            for (int i = 0; i < s->n; i++)
+                for (int e = 0; e < 4; e++)
+                    if (((mask >> e) & 1) && s->z[i] == elem[e]) {
+                        z[n] = s->z[i];
+                        memcpy(x + 3 * n, s->x + 3 * i, sizeof(double) * 3);
+                        n++;
+                    }
+            char label[64];
+            snprintf(label, sizeof label, "13_f0, species set %#x (%d atoms)", mask, n);
+            f += compare_gpu_cpu(label, cg, cc, n, -1, z, x, NULL, NULL, 8, 1e-9);
+            nnpops_stats st = {sizeof st};
+            CHECK_OK(nnpops_context_stats(cg, &st));
+            const int64_t want = pass == 0 && mask > 8 ? 1008 : nsp * 16 + nsp * (nsp + 1) / 2 * 32;
+            printf("  descriptor length %lld (want %lld)\n", (long long)st.descriptor_length,
+                   (long long)want);
+            CHECK(st.descriptor_length == want);
+        }
+    nnpops_context_destroy(cg);
+    nnpops_model_destroy(mg);
+    nnpops_context_destroy(cc);
+    nnpops_model_destroy(mc);
+    return f ? 1 : 0;
+}
+
 /* ---- errors ---------------------------------------------------------------------------------- */
 
 static int case_errors(void) {
@@ -659,6 +706,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "member")) return case_member();
     if (!strcmp(c, "water_box")) return case_water_box();
     if (!strcmp(c, "errors")) return case_errors();
+    if (!strcmp(c, "species_sets")) return case_species_sets();
     if (!strcmp(c, "thread")) return case_thread();
     fprintf(stderr, "unknown case %s\n", c);
     return 2;

@@ -46,7 +46,7 @@ foreach(model ani2x ani1x)
     nnpops_gpu_model_test(cpu_match_${model}_${prec} cpu_match ${model} ${prec})
   endforeach()
 endforeach()
-foreach(case fd batch batch_f32 ghosts member water_box errors thread)
+foreach(case fd batch batch_f32 ghosts member water_box species_sets errors thread)
   nnpops_gpu_model_test(${case} ${case})
 endforeach()
 
