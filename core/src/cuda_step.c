@@ -55,6 +55,47 @@
  * the present species, with its first layers' weights restricted to match), outside any capture;
  * the set and the state are part of the graph key.  The state lives until the context is
  * destroyed.
+ * Option deterministic: the cell list orders the atoms of each bin, the AEV kernels sum in fixed
+ * point, the output layer sums the members in order, and forces, virials and energies are gathered
+ * (nnpops__center_reduce_det_cuda) instead of scattered with atomics: bitwise reproducible.
+ *
+ * ---- device entry (nnpops_compute_device, experimental) ----
+ * The caller's inputs and outputs are device arrays and the step runs on the CALLER's stream.  The
+ * entry has its own arena (the host entry's steps never touch it) and a PLAN: the sizes, species
+ * columns, neighbor plan, capacity and layout of one shape (atom count, local count, system count
+ * as given, outputs asked, cells given, pbc, options), plus the static inputs (species, batch,
+ * order, sys_start, centers, pbc) uploaded into the arena ONCE, when the plan is made.
+ *   planning call (first call, another shape, or a re-plan requested by a problem that
+ *          nnpops_context_device_status reported; only on a stream that is not capturing):
+ *          context.c copies the caller's device inputs to the host (nnpops__cuda_device_fetch, one
+ *          synchronization), validates and prepares them with nnpops_compute's code (same errors),
+ *          computes n_systems = max(batch) + 1 when it is not given, and calls
+ *          nnpops__cuda_device_plan: plan, arena, static-input upload, then the step as below with
+ *          a synchronization and the status word checked like the host entry (growing the
+ *          capacity and recomputing on overflow).
+ *   steady call (same shape; nnpops__cuda_device_try): only enqueues, on the caller's stream:
+ *          1. a memset of the output block (status word, io word, accumulated outputs);
+ *          2. the prepare kernel (kernels/cuda/device_io.cu): caller positions -> angstrom into the
+ *             arena, each coordinate checked finite, atomic numbers -> species compared with the
+ *             plan's, batch compared with the plan's (an index >= the plan's system count has its
+ *             own flag), cells -> angstrom, the plan generation compared (stale graphs);
+ *          3-5. the host entry's device steps 3-5 (enqueue_core), reading the arena;
+ *          6. the finish kernel: the caller's outputs in the caller's units, or NaN in every
+ *             element when any flag of the step is set; the flags accumulate in a sticky record
+ *             (a device allocation that never moves);
+ *          7. an async copy of the sticky record into a pinned host slot (also never moved).
+ *          No synchronization, no allocation, no host read of device data: when the caller's
+ *          stream is capturing, the same calls go into the caller's graph.  cuBLAS runs on the
+ *          caller's stream with the device arena's work space for the call and is set back after.
+ *          A call on another stream than the previous non-capturing call first waits (event) for
+ *          that call's work, which uses the same arena.
+ *   nnpops__cuda_device_status synchronizes the stream it is given, reads the pinned record, zeroes
+ *          it, and turns the flags into the host entry's errors; a neighbor overflow (or too many
+ *          angular neighbors) grows the capacity and marks the plan for a re-plan, as do changed
+ *          atomic numbers or batch indices.  A re-plan after the caller captured a graph moves the
+ *          device entry to a fresh arena and keeps the old one (up to DEV_RETIRED_MAX of them) until
+ *          the context is destroyed, so replaying a stale graph writes only retired memory and is
+ *          reported (its prepare kernel sees an old generation).
  */
 #include <math.h>
 #include <stddef.h>
@@ -611,8 +652,7 @@ static nnpops_status prepare_potential(nnpops__cuda_ctx *c, const nnpops_model *
 }
 
 /* Writes the static inputs (sys_start, species, species ranks, batch, order, centers, pbc) at the
- * layout's offsets
- * of `base` (an image of the arena's input block). */
+ * layout's offsets of `base` (an image of the arena's input block). */
 static void pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const step_plan *P,
                         char *base) {
     const step_sizes *z = &P->z;
