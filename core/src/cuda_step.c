@@ -659,8 +659,8 @@ static void pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const
     const step_layout *L = &P->L;
     memcpy(base + L->sys_start, g->sys_start, sizeof(int64_t) * (size_t)(z->ns + 1));
     memcpy(base + L->species, g->species, sizeof(int32_t) * (size_t)z->n);
-    int32_t rank[NNPOPS__MAX_SPECIES], r = 0;
-    for (int s = 0; s < m->n_species; s++) rank[s] = (P->ds.species_present >> s) & 1u ? r++ : -1;
+    int32_t rank[NNPOPS__MAX_SPECIES];
+    nnpops__species_ranks(P->ds.species_present, m->n_species, rank);
     int32_t *ranks = (int32_t *)(base + L->species_rank);
     for (int64_t i = 0; i < z->n; i++) ranks[i] = rank[g->species[i]];
     memcpy(base + L->batch, g->batch, sizeof(int32_t) * (size_t)z->n);

@@ -100,8 +100,7 @@ static inline int32_t angular_block(int32_t s1, int32_t s2, int32_t n_species) {
 int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present,
                                   nnpops__aev_desc *out, int32_t *rank, int32_t *map) {
     const int32_t S = full->n_species, R = full->radial_len, A = full->angular_len;
-    int32_t np = 0;
-    for (int32_t s = 0; s < S; s++) rank[s] = (present >> s) & 1u ? np++ : -1;
+    const int32_t np = nnpops__species_ranks(present, S, rank);
     *out = *full;
     out->n_species = np;
     out->aev_len = np * R + np * (np + 1) / 2 * A;

@@ -96,6 +96,18 @@ void nnpops__aev_backward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const
                                   const double *grad_aev, int64_t ld, double *pair_grad,
                                   void *work);
 
+/* Species sets as bit masks (bit s: species s, s < n_species <= 32): every species of a model, and
+ * the ranks of a set's species (rank[s] = how many present species are below s, -1 for an absent
+ * species; rank has n_species entries).  Returns the number present. */
+static inline uint32_t nnpops__species_all(int32_t n_species) {
+    return n_species >= 32 ? 0xffffffffu : (1u << n_species) - 1u;
+}
+static inline int32_t nnpops__species_ranks(uint32_t present, int32_t n_species, int32_t *rank) {
+    int32_t np = 0;
+    for (int32_t s = 0; s < n_species; s++) rank[s] = (present >> s) & 1u ? np++ : -1;
+    return np;
+}
+
 /* The AEV restricted to the neighbor species of `present` (bit s: species s occurs among the
  * atoms; species s < full->n_species <= 32): *out is *full with the present species renumbered by
  * rank (rank[s], -1 for an absent species; rank has full->n_species entries), n_species their

@@ -471,7 +471,7 @@ static mlp_layout mlp_layout_of(const nnpops__ani *a) {
  * In SLOT_SET: this header, then per present species its first layer, all members, [M out][Lr]
  * (64-byte aligned, model precision). */
 typedef struct ani_set_cpu {
-    uint32_t present, valid;
+    uint32_t present; /* the set; 0: none held (never made, or being made again) */
     nnpops__aev_desc desc;
     size_t off[NNPOPS__MAX_SPECIES]; /* bytes from the header's start */
 } ani_set_cpu;
@@ -483,11 +483,23 @@ typedef struct ani_inputs {
     const void *w0[NNPOPS__MAX_SPECIES]; /* first layers, [M out][desc->aev_len] */
 } ani_inputs;
 
+void nnpops__ani_restricted_first_layer(const nnpops__ani *a, int s, const int32_t *map,
+                                        int64_t Lr, int transposed, void *dst) {
+    const size_t es = a->elem_size;
+    const int64_t L = a->aev.aev_len, rows = (int64_t)a->ensemble * a->width[s][1];
+    const char *w = (const char *)a->arena + es * a->w_off[s][0];
+    char *d = dst;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t t = 0; t < Lr; t++)
+            memcpy(d + es * (size_t)(transposed ? t * rows + r : r * Lr + t),
+                   w + es * (size_t)(r * L + map[t]), es);
+}
+
 /* The step's AEV and first layers (see the header): the restricted ones when some species is
  * absent (the set's first layers made when the set differs from the last one). */
 static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratch,
                                    nnpops__step *step, ani_inputs *in) {
-    const uint32_t all = a->n_species >= 32 ? 0xffffffffu : (1u << a->n_species) - 1u;
+    const uint32_t all = nnpops__species_all(a->n_species);
     uint32_t present = 0;
     for (int64_t i = 0; i < step->n_atoms; i++) present |= 1u << step->species[i];
     in->desc = &a->aev;
@@ -501,13 +513,13 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
                                   sizeof(int32_t) * (size_t)step->n_atoms, "ANI species ranks")) !=
         NNPOPS_OK)
         return st;
-    int32_t rank[NNPOPS__MAX_SPECIES], r = 0;
-    for (int s = 0; s < a->n_species; s++) rank[s] = (present >> s) & 1u ? r++ : -1;
+    int32_t rank[NNPOPS__MAX_SPECIES];
+    nnpops__species_ranks(present, a->n_species, rank);
     int32_t *ranks = scratch->slot[SLOT_RANK].ptr;
     for (int64_t i = 0; i < step->n_atoms; i++) ranks[i] = rank[step->species[i]];
     in->species = ranks;
     ani_set_cpu *set = scratch->slot[SLOT_SET].ptr;
-    if (!set || !set->valid || set->present != present) {
+    if (!set || set->present != present) {
         const int64_t L = a->aev.aev_len, M = a->ensemble;
         const size_t es = a->elem_size;
         if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_MAP], sizeof(int32_t) * (size_t)L,
@@ -523,22 +535,15 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
             head.off[s] = total;
             total += ((size_t)(M * a->width[s][1] * Lr) * es + 63) & ~(size_t)63;
         }
-        if (set) set->valid = 0;
+        if (set) set->present = 0; /* until it is made again */
         if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_SET], total,
                                       "ANI restricted first layers")) != NNPOPS_OK)
             return st;
         set = scratch->slot[SLOT_SET].ptr;
-        for (int s = 0; s < a->n_species; s++) {
-            if (!head.off[s]) continue;
-            const char *w = (const char *)a->arena + es * a->w_off[s][0];
-            char *d = (char *)set + head.off[s];
-            for (int64_t row = 0; row < M * a->width[s][1]; row++)
-                for (int64_t t = 0; t < Lr; t++)
-                    memcpy(d + es * (size_t)(row * Lr + t), w + es * (size_t)(row * L + map[t]),
-                           es);
-        }
+        for (int s = 0; s < a->n_species; s++)
+            if (head.off[s])
+                nnpops__ani_restricted_first_layer(a, s, map, Lr, 0, (char *)set + head.off[s]);
         head.present = present;
-        head.valid = 1;
         memcpy(set, &head, sizeof head);
     }
     in->desc = &set->desc;

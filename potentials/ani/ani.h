@@ -44,4 +44,10 @@ typedef struct nnpops__ani {
     void *arena;                   /* host arena */
 } nnpops__ani;
 
+/* Species s's first layer, all members, at the restricted AEV entries map[0 .. Lr) (see
+ * nnpops__aev_desc_restrict), in the model's precision: into dst as [M out][Lr] (the arena's
+ * layout), or transposed, [Lr][M out]. */
+void nnpops__ani_restricted_first_layer(const nnpops__ani *a, int s, const int32_t *map,
+                                        int64_t Lr, int transposed, void *dst);
+
 #endif /* NNPOPS_POTENTIALS_ANI_H */

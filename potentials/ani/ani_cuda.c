@@ -268,10 +268,7 @@ static nnpops_status build_set(const nnpops_model *model, uint32_t present, ani_
     for (int s = 0; s < a->n_species && e == cudaSuccess; s++) {
         if (rank[s] < 0 || a->n_layers[s] < 2) continue;
         const int64_t rows = M * a->width[s][1];
-        const char *w = (const char *)a->arena + es * a->w_off[s][0];
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t t = 0; t < Lr; t++)
-                memcpy(h + es * (size_t)(r * Lr + t), w + es * (size_t)(r * L + S->map[t]), es);
+        nnpops__ani_restricted_first_layer(a, s, S->map, Lr, 0, h);
         S->w0[s] = (char *)S->mem + off[s];
         e = cudaMemcpyAsync(S->w0[s], h, es * (size_t)(rows * Lr), cudaMemcpyHostToDevice, stream);
         /* the host buffer is reused by the next species */
@@ -295,7 +292,7 @@ static nnpops_status build_set(const nnpops_model *model, uint32_t present, ani_
 static nnpops_status stack_set_species(const nnpops_model *model, ani_set *S, int s,
                                        cudaStream_t stream) {
     const nnpops__ani *a = model->impl;
-    const int64_t L = a->aev.aev_len, Lr = S->desc.aev_len, out = a->width[s][1];
+    const int64_t Lr = S->desc.aev_len, out = a->width[s][1];
     const int64_t rows = a->ensemble * out;
     const size_t n = (size_t)(rows * Lr), part = al256(3 * n * sizeof(float));
     float *ht = malloc(n * sizeof(float) + 1);
@@ -304,9 +301,7 @@ static nnpops_status stack_set_species(const nnpops_model *model, ani_set *S, in
     if (e == cudaSuccess) e = cudaMalloc(&tmp, n * sizeof(float) + 1);
     nnpops_status st = NNPOPS_OK;
     if (e == cudaSuccess) {
-        const float *w = (const float *)a->arena + a->w_off[s][0];
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t t = 0; t < Lr; t++) ht[t * rows + r] = w[r * L + S->map[t]];
+        nnpops__ani_restricted_first_layer(a, s, S->map, Lr, 1, ht);
         e = cudaMemcpyAsync(tmp, ht, n * sizeof(float), cudaMemcpyHostToDevice, stream);
     }
     if (e == cudaSuccess) {
@@ -334,7 +329,7 @@ static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s);
 nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *st,
                                        void **state) {
     const nnpops__ani *a = model->impl;
-    const uint32_t all = a->n_species >= 32 ? 0xffffffffu : (1u << a->n_species) - 1u;
+    const uint32_t all = nnpops__species_all(a->n_species);
     const uint32_t present = st->species_present & all;
     st->pot_state = NULL;
     st->descriptor_length = a->aev.aev_len;
