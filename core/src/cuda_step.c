@@ -592,14 +592,10 @@ static void plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__
     z->det = g->deterministic != 0;
     z->tc = g->tensor_cores; /* 0 off, 1 on, 2 auto */
 
-    /* local atoms grouped by species into padded GEMM columns; the species present (ghosts too) */
+    /* the species present (ghosts too); local atoms grouped by species into padded GEMM columns */
+    ds->species_present = nnpops__species_present(g->species, z->n);
     int64_t count[NNPOPS__MAX_SPECIES] = {0};
     for (int64_t i = 0; i < z->n_local; i++) count[g->species[i]]++;
-    uint32_t present = 0;
-    for (int s = 0; s < m->n_species; s++)
-        if (count[s]) present |= 1u << s;
-    for (int64_t i = z->n_local; i < z->n; i++) present |= 1u << g->species[i];
-    ds->species_present = present;
     int64_t cols = 0;
     for (int s = 0; s < m->n_species; s++) {
         ds->col_start[s] = cols;

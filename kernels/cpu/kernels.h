@@ -96,11 +96,16 @@ void nnpops__aev_backward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const
                                   const double *grad_aev, int64_t ld, double *pair_grad,
                                   void *work);
 
-/* Species sets as bit masks (bit s: species s, s < n_species <= 32): every species of a model, and
- * the ranks of a set's species (rank[s] = how many present species are below s, -1 for an absent
- * species; rank has n_species entries).  Returns the number present. */
+/* Species sets as bit masks (bit s: species s, s < n_species <= 32): every species of a model, the
+ * species of n atoms, and the ranks of a set's species (rank[s] = how many present species are
+ * below s, -1 for an absent species; rank has n_species entries; returns the number present). */
 static inline uint32_t nnpops__species_all(int32_t n_species) {
     return n_species >= 32 ? 0xffffffffu : (1u << n_species) - 1u;
+}
+static inline uint32_t nnpops__species_present(const int32_t *species, int64_t n) {
+    uint32_t present = 0;
+    for (int64_t i = 0; i < n; i++) present |= 1u << species[i];
+    return present;
 }
 static inline int32_t nnpops__species_ranks(uint32_t present, int32_t n_species, int32_t *rank) {
     int32_t np = 0;

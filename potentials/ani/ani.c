@@ -500,8 +500,7 @@ void nnpops__ani_restricted_first_layer(const nnpops__ani *a, int s, const int32
 static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratch,
                                    nnpops__step *step, ani_inputs *in) {
     const uint32_t all = nnpops__species_all(a->n_species);
-    uint32_t present = 0;
-    for (int64_t i = 0; i < step->n_atoms; i++) present |= 1u << step->species[i];
+    const uint32_t present = nnpops__species_present(step->species, step->n_atoms);
     in->desc = &a->aev;
     in->species = step->species;
     step->descriptor_length = a->aev.aev_len;

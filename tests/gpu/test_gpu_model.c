@@ -90,6 +90,26 @@ static void load(const char *name, const char *device, nnpops_precision p, nnpop
     CHECK_OK(nnpops_context_create(*m, c));
 }
 
+/* The same model on the GPU and on the CPU, a context each. */
+typedef struct pair {
+    nnpops_model *mg, *mc;
+    nnpops_context *cg, *cc;
+} pair;
+
+static pair load_pair(const char *name, nnpops_precision p) {
+    pair q;
+    load(name, "cuda", p, &q.mg, &q.cg);
+    load(name, "cpu", p, &q.mc, &q.cc);
+    return q;
+}
+
+static void free_pair(pair *q) {
+    nnpops_context_destroy(q->cg);
+    nnpops_model_destroy(q->mg);
+    nnpops_context_destroy(q->cc);
+    nnpops_model_destroy(q->mc);
+}
+
 static double volume(const double *c) {
     return fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
                 c[2] * (c[3] * c[7] - c[4] * c[6]));
@@ -168,11 +188,9 @@ static int case_cpu_match(const char *model, const char *prec) {
     if (!ref_load(model, &set)) return missing(&set);
     const int f32 = !strcmp(prec, "f32");
     const nnpops_precision p = f32 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64;
-    nnpops_model *mg, *mc;
-    nnpops_context *cg, *cc;
-    load(model, "cuda", p, &mg, &cg);
-    load(model, "cpu", p, &mc, &cc);
-    const int ens = nnpops_model_ensemble_size(mg);
+    pair q = load_pair(model, p);
+    nnpops_context *cg = q.cg, *cc = q.cc;
+    const int ens = nnpops_model_ensemble_size(q.mg);
     /* tolerances (absolute + relative): float64 agrees to rounding; float32 to float rounding of
      * the AEV and the GEMMs (different summation orders) */
     const double te = f32 ? 1e-5 : 1e-11, tf = f32 ? 5e-4 : 1e-9, tv = f32 ? 5e-4 : 1e-9;
@@ -201,10 +219,7 @@ static int case_cpu_match(const char *model, const char *prec) {
         free_result(g);
         free_result(c);
     }
-    nnpops_context_destroy(cg);
-    nnpops_model_destroy(mg);
-    nnpops_context_destroy(cc);
-    nnpops_model_destroy(mc);
+    free_pair(&q);
     return failures ? 1 : 0;
 }
 
@@ -384,13 +399,24 @@ static int compare_gpu_cpu(const char *label, nnpops_context *cg, nnpops_context
     return w <= 1 ? 0 : 1;
 }
 
+/* Appends the atoms of s whose atomic number z has bit z set in zs (in their order) to z, x from
+ * atom k on (at most 64 in all); returns the new atom count. */
+static int pick_atoms(const refsys *s, uint64_t zs, int k, int32_t *z, double *x) {
+    for (int i = 0; i < s->n; i++) {
+        if (!((zs >> s->z[i]) & 1)) continue;
+        CHECK(k < 64);
+        z[k] = s->z[i];
+        memcpy(x + 3 * k, s->x + 3 * i, sizeof(double) * 3);
+        k++;
+    }
+    return k;
+}
+
 static int case_ghosts(void) {
     static refset set;
     if (!ref_load("ani2x", &set)) return missing(&set);
-    nnpops_model *mg, *mc;
-    nnpops_context *cg, *cc;
-    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
-    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    pair q = load_pair("ani2x", NNPOPS_FLOAT64);
+    nnpops_context *cg = q.cg, *cc = q.cc;
     int f = 0;
     for (int k = 0; k < set.n; k++) {
         const refsys *s = &set.sys[k];
@@ -408,18 +434,10 @@ static int case_ghosts(void) {
         const refsys *s = &set.sys[0];
         int32_t z[64];
         double x[3 * 64];
-        int k = 0, n_local;
-        for (int pass = 0; pass < 2; pass++) {
-            if (pass == 1) n_local = k;
-            for (int i = 0; i < s->n; i++) {
-                const int late = s->z[i] == 7 || s->z[i] == 8;
-                if (late != pass) continue;
-                z[k] = s->z[i];
-                memcpy(x + 3 * k, s->x + 3 * i, sizeof(double) * 3);
-                k++;
-            }
-        }
-        CHECK(s->n <= 64 && n_local < s->n && n_local > 0);
+        const uint64_t no = 1u << 7 | 1u << 8;
+        const int n_local = pick_atoms(s, ~no, 0, z, x);
+        CHECK(pick_atoms(s, no, n_local, z, x) == s->n);
+        CHECK(n_local < s->n && n_local > 0);
         f += compare_gpu_cpu("13_f0, N and O only among the ghosts", cg, cc, s->n, n_local, z, x,
                              NULL, NULL, 8, 1e-9);
         nnpops_stats st = {sizeof st};
@@ -427,20 +445,15 @@ static int case_ghosts(void) {
         printf("descriptor length %lld (H, C, N, O: 384)\n", (long long)st.descriptor_length);
         CHECK(st.descriptor_length == 384);
     }
-    nnpops_context_destroy(cg);
-    nnpops_model_destroy(mg);
-    nnpops_context_destroy(cc);
-    nnpops_model_destroy(mc);
+    free_pair(&q);
     return f ? 1 : 0;
 }
 
 static int case_member(void) {
     static refset set;
     if (!ref_load("ani2x", &set)) return missing(&set);
-    nnpops_model *mg, *mc;
-    nnpops_context *cg, *cc;
-    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
-    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    pair q = load_pair("ani2x", NNPOPS_FLOAT64);
+    nnpops_context *cg = q.cg, *cc = q.cc;
     CHECK_OK(nnpops_context_set_option(cg, NNPOPS_OPTION_ENSEMBLE_MEMBER, 3));
     CHECK_OK(nnpops_context_set_option(cc, NNPOPS_OPTION_ENSEMBLE_MEMBER, 3));
     int f = 0;
@@ -465,10 +478,7 @@ static int case_member(void) {
         free_result(g);
         free_result(c);
     }
-    nnpops_context_destroy(cg);
-    nnpops_model_destroy(mg);
-    nnpops_context_destroy(cc);
-    nnpops_model_destroy(mc);
+    free_pair(&q);
     return f ? 1 : 0;
 }
 
@@ -477,10 +487,8 @@ static int case_member(void) {
 static int case_water_box(void) {
     static refset set;
     if (!ref_load("ani2x", &set)) return missing(&set);
-    nnpops_model *mg, *mc;
-    nnpops_context *cg, *cc;
-    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
-    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    pair q = load_pair("ani2x", NNPOPS_FLOAT64);
+    nnpops_context *cg = q.cg, *cc = q.cc;
     result *r = new_result(set.sys[0].n, 8);
     CHECK_OK(run(cg, set.sys[0].n, -1, set.sys[0].z, set.sys[0].x, NULL, NULL, r, 0));
     free_result(r);
@@ -517,10 +525,8 @@ static int case_water_box(void) {
     CHECK(st2.descriptor_length == 384);
     /* float32: H (2,000) and O (1,000) on the 3xTF32 products with the restricted first layers */
     {
-        nnpops_model *mg32, *mc32;
-        nnpops_context *cg32, *cc32;
-        load("ani2x", "cuda", NNPOPS_FLOAT32, &mg32, &cg32);
-        load("ani2x", "cpu", NNPOPS_FLOAT32, &mc32, &cc32);
+        pair q32 = load_pair("ani2x", NNPOPS_FLOAT32);
+        nnpops_context *cg32 = q32.cg, *cc32 = q32.cc;
         result *g = new_result(n, 8), *c = new_result(n, 8);
         /* first three molecules alone (the small-n path): the {H, O} set is made without the
          * stacked first layers, which the box then adds */
@@ -542,17 +548,11 @@ static int case_water_box(void) {
         CHECK(s32.descriptor_length == 128);
         free_result(g);
         free_result(c);
-        nnpops_context_destroy(cg32);
-        nnpops_model_destroy(mg32);
-        nnpops_context_destroy(cc32);
-        nnpops_model_destroy(mc32);
+        free_pair(&q32);
     }
     free(z);
     free(x);
-    nnpops_context_destroy(cg);
-    nnpops_model_destroy(mg);
-    nnpops_context_destroy(cc);
-    nnpops_model_destroy(mc);
+    free_pair(&q);
     return f ? 1 : 0;
 }
 
@@ -561,10 +561,8 @@ static int case_water_box(void) {
 static int case_species_sets(void) {
     static refset set;
     if (!ref_load("ani2x", &set)) return missing(&set);
-    nnpops_model *mg, *mc;
-    nnpops_context *cg, *cc;
-    load("ani2x", "cuda", NNPOPS_FLOAT64, &mg, &cg);
-    load("ani2x", "cpu", NNPOPS_FLOAT64, &mc, &cc);
+    pair q = load_pair("ani2x", NNPOPS_FLOAT64);
+    nnpops_context *cg = q.cg, *cc = q.cc;
     const refsys *s = &set.sys[0];
     static const int32_t elem[4] = {1, 6, 7, 8};
     int f = 0;
@@ -573,15 +571,14 @@ static int case_species_sets(void) {
             if (pass == 1 && mask > 1) break; /* again: the first set, still kept */
             int32_t z[64];
             double x[3 * 64];
-            int n = 0, nsp = 0;
-            for (int e = 0; e < 4; e++) nsp += (mask >> e) & 1;
-            for (int i = 0; i < s->n; i++)
-                for (int e = 0; e < 4; e++)
-                    if (((mask >> e) & 1) && s->z[i] == elem[e]) {
-                        z[n] = s->z[i];
-                        memcpy(x + 3 * n, s->x + 3 * i, sizeof(double) * 3);
-                        n++;
-                    }
+            int nsp = 0;
+            uint64_t zs = 0;
+            for (int e = 0; e < 4; e++)
+                if ((mask >> e) & 1) {
+                    nsp++;
+                    zs |= (uint64_t)1 << elem[e];
+                }
+            const int n = pick_atoms(s, zs, 0, z, x);
             char label[64];
             snprintf(label, sizeof label, "13_f0, species set %#x (%d atoms)", mask, n);
             f += compare_gpu_cpu(label, cg, cc, n, -1, z, x, NULL, NULL, 8, 1e-9);
@@ -592,10 +589,7 @@ static int case_species_sets(void) {
                    (long long)want);
             CHECK(st.descriptor_length == want);
         }
-    nnpops_context_destroy(cg);
-    nnpops_model_destroy(mg);
-    nnpops_context_destroy(cc);
-    nnpops_model_destroy(mc);
+    free_pair(&q);
     return f ? 1 : 0;
 }
 
