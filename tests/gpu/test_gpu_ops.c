@@ -539,6 +539,19 @@ static int case_neighbors_center(void) {
         free_batch(&r);
     }
     {
+        /* boxes one and two bins wide per axis (cutoff 5.2): the fast list's 27 stencil bins are
+         * the same one or two bins with different image shifts.  7.8 A: 40 atoms listed 27 times,
+         * 1,080 candidates per bin, more than its emit pass stages in shared memory (704), so the
+         * codes are read back through the sorted arrays (~50 entries per center); 12 A: 100
+         * atoms, ~340 candidates per bin, staged */
+        batchset r = big_system(40, 40 / (7.8 * 7.8 * 7.8), 0.0, 1);
+        check_batch("box of 7.8 A (one bin per axis)", &r, cells2, 2, 1);
+        free_batch(&r);
+        r = big_system(100, 100 / (12.0 * 12.0 * 12.0), 0.0, 1);
+        check_batch("box of 12 A (two bins per axis)", &r, cells2, 2, 0);
+        free_batch(&r);
+    }
+    {
         batchset r = big_system(9000, 0.1, 0.0, 0);
         check_batch("cluster 9,000 (no cell)", &r, cells2, 2, 0);
         free_batch(&r);
