@@ -65,19 +65,18 @@
  *                candidates; then a warp per center of the bin, a lane per candidate for the
  *                decision below against the center's own float position; the count goes to
  *                counts[c] (also the cursor between chunks), and the accepted candidates' codes
- *                (the candidate's index in the bin's listing) in order (ballot + popc) to the
- *                center's row of FAST_K (128) codes while they fit (rows by slot; only with
- *                one-bin stencils, 27 listed bins, and at most 2^31 / 27 atoms).
- *                emit pass (fast_emit_kernel): a BLOCK per bin as in the search pass.  Warp 0
- *                lists the same stencil bins in the same order, the block stages the listed
- *                candidates (original double position, id, image shift less wrap count) in
- *                shared memory (at most EMIT_CAP; more are read from the sorted arrays by
- *                code), then a warp per center of the bin, a lane per code: the vector in double
- *                (the CPU expression above), the entry at offs[c] + its rank: no float test
- *                again, the pairs of a round stored at consecutive positions and its vectors as
- *                32 consecutive doubles per store.  A center whose codes were not all kept (more
- *                than FAST_K entries: dense systems; thin cells) searches its stencil again in
- *                the emit pass, bin by bin in the same order, with the same decisions.
+ *                (slot | image shift << 27: with stencils of one bin a shift is one of 27 values,
+ *                in {-1, 0, 1}^3) in order (ballot + popc) to the center's row of FAST_K (128)
+ *                codes while they fit (rows by slot; only with one-bin stencils and fewer than
+ *                2^27 atoms).
+ *                emit pass (fast_emit_kernel): a warp per slot (centers in bin order), a lane per
+ *                code: the image shift from the code, the candidate's wrap count, id and
+ *                original position, the vector in double (the CPU expression above), the entry
+ *                at offs[c] + its rank: no float test again, the pairs of a round stored at
+ *                consecutive positions and its vectors as 32 consecutive doubles per store.  A
+ *                center whose codes were not all kept (more than FAST_K entries: dense systems;
+ *                thin cells) searches its stencil again in the emit pass, bin by bin in the same
+ *                order, with the same decisions.
  *                The decision: m = f_j + float(h . H) per candidate and image h (explicit _rn
  *                roundings, the same bits wherever it is repeated), d2f = |m - float(xr_c)|^2
  *                in float32 (fmaf chain); d2f >= hi2 rejects, d2f < lo2 accepts (the center itself
@@ -168,23 +167,29 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
  * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
  * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
-/* fast cell list, emit pass (FAST_TB threads, ~30 KB of shared memory): blocks per SM (a build
- * may set NBR_FAST_EMIT_MIN_BLOCKS) */
+/* fast cell list, emit pass (256 threads): blocks per SM (a build may set
+ * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
-#define NBR_FAST_EMIT_MIN_BLOCKS 7
+#define NBR_FAST_EMIT_MIN_BLOCKS 4
 #endif
 const int FAST_EMIT_MIN_BLOCKS = NBR_FAST_EMIT_MIN_BLOCKS;
+/* fast cell list, emit pass: outputs (at capacity) of at least this many bytes are written with
+ * streaming stores (a build may set NBR_STREAM_OUT_MIN_BYTES) */
+#ifndef NBR_STREAM_OUT_MIN_BYTES
+#define NBR_STREAM_OUT_MIN_BYTES 100000000.0
+#endif
 /* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
  * NBR_FAST_K) */
 #ifndef NBR_FAST_K
 #define NBR_FAST_K 128
 #endif
 const int FAST_K = NBR_FAST_K;
-/* fast cell list, emit pass: candidates of a bin's stencil staged in shared memory (more: read
- * from the sorted arrays) */
-const int EMIT_CAP = 704;
-/* the listed index of a stencil's middle bin (offset 0, 0, 0) when it is one bin wide */
-const int FAST_MIDDLE = 13;
+const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
+const int32_t FAST_SLOT_MASK = (1 << FAST_SLOT_BITS) - 1;
+/* A code's top bits for an image shift h in {-1, 0, 1}^3 (fast_emit_kernel decodes them). */
+__host__ __device__ constexpr int32_t fast_shift_code(int h0, int h1, int h2) {
+    return ((h0 + 1) * 9 + (h1 + 1) * 3 + (h2 + 1)) << FAST_SLOT_BITS;
+}
 
 /* Plan thresholds (host). */
 const int64_t PLAN_SMALL_MAX_COST = 2048;
@@ -416,33 +421,42 @@ __device__ void record_close(const nbr_args &a, int64_t c, int64_t j, double d2)
     }
 }
 
+/* An output store; STREAM: evict-first (st.global.cs), for outputs larger than the L2 cache, which
+ * would otherwise push out the work space that the kernel still reads. */
+template <bool STREAM, typename T> __device__ __forceinline__ void st_out(T *p, T v) {
+    if (STREAM) __stcs(p, v);
+    else *p = v;
+}
+
 /* Writes entry e (already checked against capacity), its vector too when with_vec. */
+template <bool STREAM = false>
 __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_t c, int64_t j,
                                             int s0, int s1, int s2, const double r[3], double d2,
                                             bool with_vec = true) {
     if (((uintptr_t)a.pairs & 7) == 0) { /* the pair as one 8-byte store */
-        reinterpret_cast<int2 *>(a.pairs)[e] = make_int2((int32_t)c, (int32_t)j);
+        st_out<STREAM>(reinterpret_cast<int2 *>(a.pairs) + e, make_int2((int32_t)c, (int32_t)j));
     } else {
-        a.pairs[2 * e] = (int32_t)c;
-        a.pairs[2 * e + 1] = (int32_t)j;
+        st_out<STREAM>(a.pairs + 2 * e, (int32_t)c);
+        st_out<STREAM>(a.pairs + 2 * e + 1, (int32_t)j);
     }
     if (a.shifts) {
-        a.shifts[3 * e] = s0;
-        a.shifts[3 * e + 1] = s1;
-        a.shifts[3 * e + 2] = s2;
+        st_out<STREAM>(a.shifts + 3 * e, s0);
+        st_out<STREAM>(a.shifts + 3 * e + 1, s1);
+        st_out<STREAM>(a.shifts + 3 * e + 2, s2);
     }
     if (a.vec && with_vec) {
-        a.vec[3 * e] = r[0];
-        a.vec[3 * e + 1] = r[1];
-        a.vec[3 * e + 2] = r[2];
+        st_out<STREAM>(a.vec + 3 * e, r[0]);
+        st_out<STREAM>(a.vec + 3 * e + 1, r[1]);
+        st_out<STREAM>(a.vec + 3 * e + 2, r[2]);
     }
-    if (a.dist) a.dist[e] = sqrt(d2);
+    if (a.dist) st_out<STREAM>(a.dist + e, sqrt(d2));
 }
 
 /* The vectors of entries e .. e + cnt - 1 (cnt <= 32), entry e + i held by lane i, written by the
  * whole warp so that each store instruction covers 32 consecutive doubles (lane l of round m
  * writes double l + 32 m of the block, fetched with shuffles): a strided store per component
  * would carry three times the bytes to L2.  Entries at or past the capacity are not written. */
+template <bool STREAM = false>
 __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3]) {
     if (!a.vec) return;
     const int lane = threadIdx.x & 31;
@@ -453,7 +467,7 @@ __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt
         const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
         const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
         const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
-        if (i < cnt && e + i < a.capacity) a.vec[3 * e + t] = v;
+        if (i < cnt && e + i < a.capacity) st_out<STREAM>(a.vec + 3 * e + t, v);
     }
 }
 
@@ -1337,8 +1351,7 @@ __device__ __forceinline__ void bin_coords(const nbr_args &a, const geom &g, int
 }
 
 /* Whether the search pass keeps codes for a system: stencils of one bin along every axis (27
- * listed bins, one group of 32, the middle one at FAST_MIDDLE; a code is a candidate's index in
- * the bin's listing, which the emit pass repeats). */
+ * listed bins, image shifts in {-1, 0, 1}: a code holds the shift's 27 values in its top bits). */
 __device__ __forceinline__ bool codes_kept(const nbr_args &a, const geom &g) {
     return a.fast_ids != nullptr && g.r[0] == 1 && g.r[1] == 1 && g.r[2] == 1;
 }
@@ -1367,58 +1380,23 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
     return true;
 }
 
-/* Fast cell list, warp 0 of a block (both passes, so that they list alike): stencil bins gr ..
- * gr + 31 (of R) around bin (b0, b1, b2), in order; s_pre[0 .. 32] the prefix of their atom
- * counts, s_rng their first slot and image shift (a bin that does not exist counts no atoms).
- * Returns the lane's bin's image shift in hh and whether it is zero. */
-__device__ __forceinline__ bool list_stencil(const nbr_args &a, const geom &g, int b0, int b1,
-                                             int b2, int64_t gr, int64_t R, long long *s_pre,
-                                             int4 *s_rng, int hh[3]) {
-    const int lane = threadIdx.x & 31;
-    const int64_t idx = gr + lane;
-    int len = 0;
-    int64_t tb = 0;
-    int4 rng = make_int4(0, 0, 0, 0);
-    bool zero = false;
-    hh[0] = hh[1] = hh[2] = 0;
-    if (idx < R && stencil_bin(g, b0, b1, b2, idx, tb, hh)) {
-        const int32_t qlo = a.bin_start[tb];
-        len = a.bin_start[tb + 1] - qlo;
-        rng = make_int4(qlo, hh[0], hh[1], hh[2]);
-        zero = (hh[0] | hh[1] | hh[2]) == 0;
-    }
-    const long long incl = warp_incl_scan(len);
-    s_pre[lane + 1] = incl;
-    if (lane == 0) s_pre[0] = 0;
-    s_rng[lane] = rng;
-    return zero;
-}
-
-/* The listed bin of candidate idx (0 <= idx < s_pre[32]): the last l with s_pre[l] <= idx. */
-__device__ __forceinline__ int listed_bin(const long long *s_pre, long long idx) {
-    int l = 0;
-    for (int step = 16; step; step >>= 1)
-        if (s_pre[l + step] <= idx) l += step;
-    return l;
-}
-
 /* Fast cell list, search pass: one center's sweep of the staged candidates (s_pos: moved float
  * positions with the code (KEEP) or the slot in .w, padded to a multiple of 32; s_l: listed-bin
  * index | ghost << 7), a lane per candidate; KEEP: the accepted codes go to the center's row
  * (slot k) in order while they fit; GHOSTS: the accepted ghost neighbors are counted in ghc.
- * own: the .w of the center's own candidate (with codes, its code: the middle bin is listed once
- * and with no shift; without, its slot, the shift checked from the listed bin).  n: the center's
- * count so far; returns the new count.  Branch-free but for the (rare) candidates between the
- * thresholds. */
+ * n: the center's count so far; returns the new count.  Branch-free but for the (rare)
+ * candidates between the thresholds. */
 template <bool KEEP, bool GHOSTS>
 __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos,
-                                          const unsigned char *s_l, const long long *s_pre,
-                                          const int4 *s_rng, int nch, float4 cf, int32_t k,
-                                          int32_t own, int c, int n, unsigned zmask, float lo2,
-                                          float hi2, const double *H, long long &ghc) {
+                                          const unsigned char *s_l, const int4 *s_rng, int nch,
+                                          float4 cf, int32_t k, int c, int n, unsigned zmask,
+                                          float lo2, float hi2, const double *H, long long &ghc) {
     const int lane = threadIdx.x & 31;
     const unsigned lt = (1u << lane) - 1u;
     int32_t *ids = KEEP ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
+    /* the .w of the center's own candidate: with codes, its slot with no shift (unique: the
+     * shift is part of the code); without, its slot, the shift checked from the listed bin */
+    const int32_t own = KEEP ? k | fast_shift_code(0, 0, 0) : k;
     for (int i0 = 0; i0 < nch; i0 += 32) {
         const int i = i0 + lane;
         const float4 p = s_pos[i];
@@ -1433,9 +1411,8 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
         if (__any_sync(NNPOPS__FULL_MASK, maybe)) { /* rare; the ballot on both sides keeps acc
                                                      * a predicate on the common path */
             if (maybe && w != -1) {
-                const int l = s_l[i] & 31;
-                const int4 rg = s_rng[l];
-                const int32_t q = KEEP ? rg.x + (w - (int32_t)s_pre[l]) : w;
+                const int4 rg = s_rng[s_l[i] & 31];
+                const int32_t q = KEEP ? w & FAST_SLOT_MASK : w;
                 acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
             }
             bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
@@ -1472,6 +1449,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     __shared__ int4 s_rng[32];               /* first slot, image shift of each listed bin */
     __shared__ float4 s_shf[32];             /* float image shift vector of each listed bin */
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
+    __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
     __shared__ float4 s_ctr[FAST_TB];        /* the bin's first atoms: float position, id in .w */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int64_t nbins = *a.n_bins_used;
@@ -1498,10 +1476,26 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
         const bool keep = codes_kept(a, g);
         for (int64_t gr = 0; gr < R; gr += 32) {
             if (warp == 0) { /* list up to 32 stencil bins */
-                int hh[3];
-                const bool zero = list_stencil(a, g, bb0, bb1, bb2, gr, R, s_pre, s_rng, hh);
+                const int64_t idx = gr + lane;
+                int len = 0, hh[3] = {0, 0, 0};
+                int64_t tb = 0;
+                int4 rng = make_int4(0, 0, 0, 0);
+                bool zero = false;
+                if (idx < R && stencil_bin(g, bb0, bb1, bb2, idx, tb, hh)) {
+                    const int32_t qlo = a.bin_start[tb];
+                    len = a.bin_start[tb + 1] - qlo;
+                    rng = make_int4(qlo, hh[0], hh[1], hh[2]);
+                    zero = (hh[0] | hh[1] | hh[2]) == 0;
+                }
+                const long long incl = warp_incl_scan(len);
                 const unsigned zm = __ballot_sync(NNPOPS__FULL_MASK, zero);
-                if (lane == 0) s_zero = zm;
+                s_pre[lane + 1] = incl;
+                if (lane == 0) {
+                    s_pre[0] = 0;
+                    s_zero = zm;
+                }
+                s_rng[lane] = rng;
+                s_hc[lane] = fast_shift_code(hh[0], hh[1], hh[2]);
                 s_shf[lane] = fast_shift_of(H, hh[0], hh[1], hh[2]);
             }
             __syncthreads();
@@ -1518,13 +1512,13 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                         continue;
                     }
                     const long long idx = co + i;
-                    const int l = listed_bin(s_pre, idx);
+                    int l = 0;
+                    for (int step = 16; step; step >>= 1)
+                        if (s_pre[l + step] <= idx) l += step;
                     const int32_t q = s_rng[l].x + (int32_t)(idx - s_pre[l]);
                     const float4 f = sf4[q];
                     const float4 m = fast_moved(f, s_shf[l]);
-                    /* the code: the candidate's index in the listing (below 2^31: see the
-                     * launcher) */
-                    s_pos[i] = make_float4(m.x, m.y, m.z, __int_as_float(keep ? (int32_t)idx : q));
+                    s_pos[i] = make_float4(m.x, m.y, m.z, __int_as_float(keep ? q | s_hc[l] : q));
                     s_l[i] = (unsigned char)(l | (__float_as_int(f.w) >= n_centers ? 128 : 0));
                 }
                 __syncthreads();
@@ -1534,9 +1528,8 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     const int c = __float_as_int(cf.w);
                     if (c >= n_centers) continue; /* warp-uniform */
                     int n = first ? 0 : (int)__ldcg(a.counts + c);
-                    const int32_t own = keep ? (int32_t)s_pre[FAST_MIDDLE] + (k - q0) : k;
 #define NNPOPS__SWEEP(K, G) \
-    fast_sweep<K, G>(a, s_pos, s_l, s_pre, s_rng, nch, cf, k, own, c, n, zmask, lo2, hi2, H, ghc)
+    fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
                     if (keep) n = ghosts ? NNPOPS__SWEEP(true, true) : NNPOPS__SWEEP(true, false);
                     else n = ghosts ? NNPOPS__SWEEP(false, true) : NNPOPS__SWEEP(false, false);
 #undef NNPOPS__SWEEP
@@ -1599,102 +1592,56 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
     }
 }
 
-/* Fast cell list, emit pass (see the header): a block per bin, grid-stride over the bins in use as
- * in the search pass.  Warp 0 lists the stencil bins as the search pass did, so that a code (a
- * candidate's index in the listing) names the candidate; the listed candidates (original double
- * position, id, image shift of the listed bin less the candidate's wrap count) are staged in
- * shared memory when there are at most EMIT_CAP of them, and read from the sorted arrays
- * otherwise.  Then a warp per center of the bin, a lane per code: the vector in double (the CPU
- * expression) and the entry at offs[c] + its rank, the vectors stored by the whole warp
- * (store_vecs).  The entries come in the search pass's order; centers whose codes were not all
- * kept search again (fast_rescan). */
-__global__ void __launch_bounds__(FAST_TB, FAST_EMIT_MIN_BLOCKS)
+/* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
+ * the same candidates), a lane per kept code: the image shift from the code, the candidate's
+ * wrap count, id and original position, the vector in double (the CPU expression) and the entry
+ * at offs[c] + its rank.  The first 32 codes of the row (rows by slot) are read with the center's
+ * own data, and their candidates' data with the center's counts, so that the loads of a warp wait
+ * on two round trips rather than four.  The entries come in the search pass's order; centers whose
+ * codes were not all kept search again (fast_rescan). */
+template <bool STREAM>
+__global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
-    __shared__ double s_x[3][EMIT_CAP]; /* staged candidates: original position */
-    __shared__ int4 s_js[EMIT_CAP];     /* listed bin's image shift less wrap count, id in .w */
-    __shared__ long long s_pre[33];     /* prefix of the listed bins' atom counts */
-    __shared__ int4 s_rng[32];          /* first slot, image shift of each listed bin */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int64_t nbins = *a.n_bins_used;
+    const int lane = threadIdx.x & 31;
+    const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_centers = (int)a.n_centers;
-    for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
-        const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
-        int has = 0;
-        for (int32_t q = q0 + (int32_t)threadIdx.x; q < q1; q += (int32_t)blockDim.x)
-            has |= a.sorted_id[q] < n_centers;
-        if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
-        const geom &g = a.g[a.n_systems == 1 ? 0 : a.sorted_wrap[q0].w];
-        const bool keep = codes_kept(a, g);
-        long long total = 0;
-        if (keep) {
-            if (warp == 0) {
-                int bb0, bb1, bb2, hh[3];
-                bin_coords_of(g, b, bb0, bb1, bb2);
-                list_stencil(a, g, bb0, bb1, bb2, 0, 27, s_pre, s_rng, hh);
-            }
-            __syncthreads();
-            total = s_pre[32];
-            if (total <= EMIT_CAP) {
-                for (int i = threadIdx.x; i < (int)total; i += blockDim.x) {
-                    const int l = listed_bin(s_pre, i);
-                    const int4 rg = s_rng[l];
-                    const int32_t q = rg.x + (i - (int32_t)s_pre[l]);
-                    const int4 nj = a.sorted_wrap[q];
-                    s_js[i] = make_int4(rg.y - nj.x, rg.z - nj.y, rg.w - nj.z, a.sorted_id[q]);
-                    s_x[0][i] = a.sorted_xd[3 * (int64_t)q];
-                    s_x[1][i] = a.sorted_xd[3 * (int64_t)q + 1];
-                    s_x[2][i] = a.sorted_xd[3 * (int64_t)q + 2];
-                }
-                __syncthreads();
-            }
-        }
-        const bool staged = total <= EMIT_CAP;
-        for (int32_t k = q0 + warp; k < q1; k += nw) {
-            const int c = a.sorted_id[k];
-            if (c >= n_centers) continue; /* warp-uniform */
-            const int4 nc = a.sorted_wrap[k];
-            const int n = (int)a.counts[c];
-            const int64_t e = a.offs[c];
-            if (!keep || n > FAST_K) {
-                fast_rescan(a, g, k, c, nc, e);
-                continue;
-            }
-            const int32_t *ids = a.fast_ids + (int64_t)k * FAST_K;
+    int c = n_centers;
+    if (k < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[k];
+    const int32_t *ids = a.fast_ids ? a.fast_ids + k * FAST_K : nullptr;
+    /* the first round's code, read before the center's count is known (a row's later codes may
+     * be stale: the slot is kept in range and the result used only below the count) */
+    int32_t code = (ids && c < n_centers) ? (STREAM ? __ldcs(ids + lane) : ids[lane]) : 0;
+    if (c < n_centers) {
+        const int4 nc = a.sorted_wrap[k];
+        const geom &g = a.g[nc.w];
+        const int n = (int)a.counts[c];
+        const int64_t e = a.offs[c];
+        if (codes_kept(a, g) && n <= FAST_K) {
             double xc[3];
             load3(a.sorted_xd, k, xc);
+            const double *H = g.h;
             for (int e0 = 0; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
-                double r[3] = {0, 0, 0}, d2 = 0;
+                if (e0 > 0) code = idx < n ? (STREAM ? __ldcs(ids + idx) : ids[idx]) : 0;
+                int32_t q = code & FAST_SLOT_MASK;
+                if (q >= a.n_atoms) q = 0;
+                const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
+                const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
+                const int j = a.sorted_id[q];
+                const int4 nj = a.sorted_wrap[q];
+                double xj[3], r[3] = {0, 0, 0}, d2 = 0;
+                load3(a.sorted_xd, q, xj);
                 if (idx < n) {
-                    const int32_t t = ids[idx];
-                    int j, s0, s1, s2;
-                    double xj[3];
-                    if (staged) {
-                        const int4 js = s_js[t];
-                        j = js.w;
-                        s0 = js.x + nc.x;
-                        s1 = js.y + nc.y;
-                        s2 = js.z + nc.z;
-                        xj[0] = s_x[0][t];
-                        xj[1] = s_x[1][t];
-                        xj[2] = s_x[2][t];
-                    } else {
-                        const int l = listed_bin(s_pre, t);
-                        const int4 rg = s_rng[l];
-                        const int32_t q = rg.x + (t - (int32_t)s_pre[l]);
-                        const int4 nj = a.sorted_wrap[q];
-                        j = a.sorted_id[q];
-                        s0 = rg.y + nc.x - nj.x;
-                        s1 = rg.z + nc.y - nj.y;
-                        s2 = rg.w + nc.z - nj.z;
-                        load3(a.sorted_xd, q, xj);
-                    }
-                    pair_vector(g.h, xc, xj, s0, s1, s2, r, d2);
-                    if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2, false);
+                    const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
+                    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
+                    if (e + idx < a.capacity)
+                        write_entry<STREAM>(a, e + idx, c, j, s0, s1, s2, r, d2, false);
                     if (d2 < a.min_d2) record_close(a, c, j, d2);
                 }
-                store_vecs(a, e + e0, min(32, n - e0), r);
+                store_vecs<STREAM>(a, e + e0, min(32, n - e0), r);
             }
+        } else {
+            fast_rescan(a, g, k, c, nc, e);
         }
     }
     write_epilogue(a);
@@ -1898,17 +1845,23 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     }
     scan_bytes = L.scan_tmp_bytes;
     if (a.fast) {
-        /* a code is an index into a listing of 27 bins, which holds each atom at most 27 times */
-        if (a.n_atoms <= INT32_MAX / 27) a.fast_ids = (int32_t *)(w + L.fast_ids);
+        /* codes hold slots below 2^FAST_SLOT_BITS */
+        if (a.n_atoms < ((int64_t)1 << FAST_SLOT_BITS)) a.fast_ids = (int32_t *)(w + L.fast_ids);
         int64_t blocks = (a.n_atoms + FAST_ATOMS_PER_BLOCK - 1) / FAST_ATOMS_PER_BLOCK;
         if (blocks > L.n_bins_bound) blocks = L.n_bins_bound;
-        const unsigned gf = grid_for(blocks, 1);
-        fast_search_kernel<<<gf, FAST_TB, 0, st>>>(a);
+        fast_search_kernel<<<grid_for(blocks, 1), FAST_TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, search)");
         if (!a.lb_scan)
             NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
                                                             (int64_t)(a.n_items + 1), st));
-        fast_emit_kernel<<<gf, FAST_TB, 0, st>>>(a);
+        /* outputs larger than the L2 cache: streaming stores (and the codes, read once,
+         * evicted first), so that the sorted arrays stay cached */
+        const size_t out_bytes = (size_t)a.capacity * (8 + (a.vec ? 24 : 0) + (a.dist ? 8 : 0) +
+                                                       (a.shifts ? 12 : 0));
+        if (out_bytes >= (size_t)NBR_STREAM_OUT_MIN_BYTES)
+            fast_emit_kernel<true><<<grid_for(a.n_atoms * 32, TB), TB, 0, st>>>(a);
+        else
+            fast_emit_kernel<false><<<grid_for(a.n_atoms * 32, TB), TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, emit)");
         return NNPOPS_OK;
     }

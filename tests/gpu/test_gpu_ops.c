@@ -516,6 +516,15 @@ static int case_neighbors_center(void) {
     {
         batchset r = big_system(20000, 0.1, 0.0, 1);
         check_batch("periodic 20,000", &r, cells2, 2, 1);
+        /* outputs of 4 million entries (about 200 MB with shifts and distances): the fast list's
+         * emit pass writes them with streaming stores (above 100 MB) */
+        dbatch d = upload_batch(&r);
+        cl_ref ref = cpu_center_lists(&r, 0.0);
+        gpu_raw g = run_gpu_raw(&r, &d, NNPOPS__NBR_CELL_FAST, 0, 4000000, 0.0);
+        check_against("periodic 20,000, cell-fast, 4 million entries of capacity", &r, &ref, &g);
+        free_raw(&g);
+        free_ref(&ref);
+        free_dbatch(&d);
         free_batch(&r);
     }
     {
