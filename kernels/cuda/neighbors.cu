@@ -167,6 +167,11 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
  * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
  * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
+/* fast cell list, search pass: a warp's accepted codes gathered in shared memory and copied to
+ * the center's row after each sweep (1), or stored to the row one by one (0) */
+#ifndef NBR_SWEEP_SMEM
+#define NBR_SWEEP_SMEM 1
+#endif
 /* fast cell list, emit pass (256 threads): blocks per SM (a build may set
  * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
@@ -1390,9 +1395,11 @@ template <bool KEEP, bool GHOSTS>
 __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos,
                                           const unsigned char *s_l, const int4 *s_rng, int nch,
                                           float4 cf, int32_t k, int c, int n, unsigned zmask,
-                                          float lo2, float hi2, const double *H, long long &ghc) {
+                                          float lo2, float hi2, const double *H, long long &ghc,
+                                          int32_t *s_codes) {
     const int lane = threadIdx.x & 31;
     const unsigned lt = (1u << lane) - 1u;
+    const int n_in = n;
     int32_t *ids = KEEP ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
     /* the .w of the center's own candidate: with codes, its slot with no shift (unique: the
      * shift is part of the code); without, its slot, the shift checked from the listed bin */
@@ -1422,13 +1429,22 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
         }
         if (KEEP && acc) {
             const int slot = n + __popc(bm & lt);
-            if (slot < FAST_K) ids[slot] = w;
+            if (slot < FAST_K) {
+                if (NBR_SWEEP_SMEM) s_codes[slot] = w;
+                else ids[slot] = w;
+            }
         }
         n += __popc(bm);
         if (GHOSTS) {
             const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && s_l[i] >= 128);
             if (lane == 0) ghc += __popc(bg);
         }
+    }
+    if (KEEP && NBR_SWEEP_SMEM) { /* this sweep's codes to the center's row, coalesced */
+        __syncwarp();
+        const int hi = min(n, FAST_K);
+        for (int t = n_in + lane; t < hi; t += 32) ids[t] = s_codes[t];
+        __syncwarp(); /* before the warp's next sweep reuses the buffer */
     }
     return n;
 }
@@ -1451,6 +1467,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
     __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
     __shared__ float4 s_ctr[FAST_TB];        /* the bin's first atoms: float position, id in .w */
+    __shared__ int32_t s_codes[NBR_SWEEP_SMEM ? FAST_TB / 32 : 1][FAST_K]; /* a warp's codes */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
@@ -1529,7 +1546,8 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     if (c >= n_centers) continue; /* warp-uniform */
                     int n = first ? 0 : (int)__ldcg(a.counts + c);
 #define NNPOPS__SWEEP(K, G) \
-    fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
+    fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc, \
+                     s_codes[NBR_SWEEP_SMEM ? warp : 0])
                     if (keep) n = ghosts ? NNPOPS__SWEEP(true, true) : NNPOPS__SWEEP(true, false);
                     else n = ghosts ? NNPOPS__SWEEP(false, true) : NNPOPS__SWEEP(false, false);
 #undef NNPOPS__SWEEP
