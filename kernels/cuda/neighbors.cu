@@ -167,22 +167,12 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
  * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
  * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
-/* fast cell list, search pass: a warp's accepted codes gathered in shared memory and copied to
- * the center's row after each sweep (1), or stored to the row one by one (0) */
-#ifndef NBR_SWEEP_SMEM
-#define NBR_SWEEP_SMEM 1
-#endif
 /* fast cell list, emit pass (256 threads): blocks per SM (a build may set
  * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
 #define NBR_FAST_EMIT_MIN_BLOCKS 4
 #endif
 const int FAST_EMIT_MIN_BLOCKS = NBR_FAST_EMIT_MIN_BLOCKS;
-/* fast cell list, emit pass: outputs (at capacity) of at least this many bytes are written with
- * streaming stores (a build may set NBR_STREAM_OUT_MIN_BYTES) */
-#ifndef NBR_STREAM_OUT_MIN_BYTES
-#define NBR_STREAM_OUT_MIN_BYTES 100000000.0
-#endif
 /* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
  * NBR_FAST_K) */
 #ifndef NBR_FAST_K
@@ -426,42 +416,33 @@ __device__ void record_close(const nbr_args &a, int64_t c, int64_t j, double d2)
     }
 }
 
-/* An output store; STREAM: evict-first (st.global.cs), for outputs larger than the L2 cache, which
- * would otherwise push out the work space that the kernel still reads. */
-template <bool STREAM, typename T> __device__ __forceinline__ void st_out(T *p, T v) {
-    if (STREAM) __stcs(p, v);
-    else *p = v;
-}
-
 /* Writes entry e (already checked against capacity), its vector too when with_vec. */
-template <bool STREAM = false>
 __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_t c, int64_t j,
                                             int s0, int s1, int s2, const double r[3], double d2,
                                             bool with_vec = true) {
     if (((uintptr_t)a.pairs & 7) == 0) { /* the pair as one 8-byte store */
-        st_out<STREAM>(reinterpret_cast<int2 *>(a.pairs) + e, make_int2((int32_t)c, (int32_t)j));
+        reinterpret_cast<int2 *>(a.pairs)[e] = make_int2((int32_t)c, (int32_t)j);
     } else {
-        st_out<STREAM>(a.pairs + 2 * e, (int32_t)c);
-        st_out<STREAM>(a.pairs + 2 * e + 1, (int32_t)j);
+        a.pairs[2 * e] = (int32_t)c;
+        a.pairs[2 * e + 1] = (int32_t)j;
     }
     if (a.shifts) {
-        st_out<STREAM>(a.shifts + 3 * e, s0);
-        st_out<STREAM>(a.shifts + 3 * e + 1, s1);
-        st_out<STREAM>(a.shifts + 3 * e + 2, s2);
+        a.shifts[3 * e] = s0;
+        a.shifts[3 * e + 1] = s1;
+        a.shifts[3 * e + 2] = s2;
     }
     if (a.vec && with_vec) {
-        st_out<STREAM>(a.vec + 3 * e, r[0]);
-        st_out<STREAM>(a.vec + 3 * e + 1, r[1]);
-        st_out<STREAM>(a.vec + 3 * e + 2, r[2]);
+        a.vec[3 * e] = r[0];
+        a.vec[3 * e + 1] = r[1];
+        a.vec[3 * e + 2] = r[2];
     }
-    if (a.dist) st_out<STREAM>(a.dist + e, sqrt(d2));
+    if (a.dist) a.dist[e] = sqrt(d2);
 }
 
 /* The vectors of entries e .. e + cnt - 1 (cnt <= 32), entry e + i held by lane i, written by the
  * whole warp so that each store instruction covers 32 consecutive doubles (lane l of round m
  * writes double l + 32 m of the block, fetched with shuffles): a strided store per component
  * would carry three times the bytes to L2.  Entries at or past the capacity are not written. */
-template <bool STREAM = false>
 __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3]) {
     if (!a.vec) return;
     const int lane = threadIdx.x & 31;
@@ -472,7 +453,7 @@ __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt
         const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
         const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
         const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
-        if (i < cnt && e + i < a.capacity) st_out<STREAM>(a.vec + 3 * e + t, v);
+        if (i < cnt && e + i < a.capacity) a.vec[3 * e + t] = v;
     }
 }
 
@@ -1395,11 +1376,9 @@ template <bool KEEP, bool GHOSTS>
 __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos,
                                           const unsigned char *s_l, const int4 *s_rng, int nch,
                                           float4 cf, int32_t k, int c, int n, unsigned zmask,
-                                          float lo2, float hi2, const double *H, long long &ghc,
-                                          int32_t *s_codes) {
+                                          float lo2, float hi2, const double *H, long long &ghc) {
     const int lane = threadIdx.x & 31;
     const unsigned lt = (1u << lane) - 1u;
-    const int n_in = n;
     int32_t *ids = KEEP ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
     /* the .w of the center's own candidate: with codes, its slot with no shift (unique: the
      * shift is part of the code); without, its slot, the shift checked from the listed bin */
@@ -1429,22 +1408,13 @@ __device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos
         }
         if (KEEP && acc) {
             const int slot = n + __popc(bm & lt);
-            if (slot < FAST_K) {
-                if (NBR_SWEEP_SMEM) s_codes[slot] = w;
-                else ids[slot] = w;
-            }
+            if (slot < FAST_K) ids[slot] = w;
         }
         n += __popc(bm);
         if (GHOSTS) {
             const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && s_l[i] >= 128);
             if (lane == 0) ghc += __popc(bg);
         }
-    }
-    if (KEEP && NBR_SWEEP_SMEM) { /* this sweep's codes to the center's row, coalesced */
-        __syncwarp();
-        const int hi = min(n, FAST_K);
-        for (int t = n_in + lane; t < hi; t += 32) ids[t] = s_codes[t];
-        __syncwarp(); /* before the warp's next sweep reuses the buffer */
     }
     return n;
 }
@@ -1467,7 +1437,6 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
     __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
     __shared__ float4 s_ctr[FAST_TB];        /* the bin's first atoms: float position, id in .w */
-    __shared__ int32_t s_codes[NBR_SWEEP_SMEM ? FAST_TB / 32 : 1][FAST_K]; /* a warp's codes */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
@@ -1546,8 +1515,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     if (c >= n_centers) continue; /* warp-uniform */
                     int n = first ? 0 : (int)__ldcg(a.counts + c);
 #define NNPOPS__SWEEP(K, G) \
-    fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc, \
-                     s_codes[NBR_SWEEP_SMEM ? warp : 0])
+    fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
                     if (keep) n = ghosts ? NNPOPS__SWEEP(true, true) : NNPOPS__SWEEP(true, false);
                     else n = ghosts ? NNPOPS__SWEEP(false, true) : NNPOPS__SWEEP(false, false);
 #undef NNPOPS__SWEEP
@@ -1617,7 +1585,6 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
  * own data, and their candidates' data with the center's counts, so that the loads of a warp wait
  * on two round trips rather than four.  The entries come in the search pass's order; centers whose
  * codes were not all kept search again (fast_rescan). */
-template <bool STREAM>
 __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
@@ -1628,7 +1595,7 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     const int32_t *ids = a.fast_ids ? a.fast_ids + k * FAST_K : nullptr;
     /* the first round's code, read before the center's count is known (a row's later codes may
      * be stale: the slot is kept in range and the result used only below the count) */
-    int32_t code = (ids && c < n_centers) ? (STREAM ? __ldcs(ids + lane) : ids[lane]) : 0;
+    int32_t code = (ids && c < n_centers) ? ids[lane] : 0;
     if (c < n_centers) {
         const int4 nc = a.sorted_wrap[k];
         const geom &g = a.g[nc.w];
@@ -1640,7 +1607,7 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
             const double *H = g.h;
             for (int e0 = 0; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
-                if (e0 > 0) code = idx < n ? (STREAM ? __ldcs(ids + idx) : ids[idx]) : 0;
+                if (e0 > 0) code = idx < n ? ids[idx] : 0;
                 int32_t q = code & FAST_SLOT_MASK;
                 if (q >= a.n_atoms) q = 0;
                 const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
@@ -1652,11 +1619,10 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
                 if (idx < n) {
                     const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
                     pair_vector(H, xc, xj, s0, s1, s2, r, d2);
-                    if (e + idx < a.capacity)
-                        write_entry<STREAM>(a, e + idx, c, j, s0, s1, s2, r, d2, false);
+                    if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2, false);
                     if (d2 < a.min_d2) record_close(a, c, j, d2);
                 }
-                store_vecs<STREAM>(a, e + e0, min(32, n - e0), r);
+                store_vecs(a, e + e0, min(32, n - e0), r);
             }
         } else {
             fast_rescan(a, g, k, c, nc, e);
@@ -1872,14 +1838,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         if (!a.lb_scan)
             NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
                                                             (int64_t)(a.n_items + 1), st));
-        /* outputs larger than the L2 cache: streaming stores (and the codes, read once,
-         * evicted first), so that the sorted arrays stay cached */
-        const size_t out_bytes = (size_t)a.capacity * (8 + (a.vec ? 24 : 0) + (a.dist ? 8 : 0) +
-                                                       (a.shifts ? 12 : 0));
-        if (out_bytes >= (size_t)NBR_STREAM_OUT_MIN_BYTES)
-            fast_emit_kernel<true><<<grid_for(a.n_atoms * 32, TB), TB, 0, st>>>(a);
-        else
-            fast_emit_kernel<false><<<grid_for(a.n_atoms * 32, TB), TB, 0, st>>>(a);
+        fast_emit_kernel<<<grid_for(a.n_atoms * 32, TB), TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, emit)");
         return NNPOPS_OK;
     }
