@@ -167,6 +167,10 @@ const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_at
  * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
  * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
+/* fast cell list, search pass: a warp sweeps its centers two at a time (1) or one at a time (0) */
+#ifndef NBR_SWEEP_PAIRS
+#define NBR_SWEEP_PAIRS 1
+#endif
 /* fast cell list, emit pass (256 threads): blocks per SM (a build may set
  * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
@@ -1366,57 +1370,92 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
     return true;
 }
 
-/* Fast cell list, search pass: one center's sweep of the staged candidates (s_pos: moved float
- * positions with the code (KEEP) or the slot in .w, padded to a multiple of 32; s_l: listed-bin
- * index | ghost << 7), a lane per candidate; KEEP: the accepted codes go to the center's row
- * (slot k) in order while they fit; GHOSTS: the accepted ghost neighbors are counted in ghc.
- * n: the center's count so far; returns the new count.  Branch-free but for the (rare)
- * candidates between the thresholds. */
-template <bool KEEP, bool GHOSTS>
-__device__ __forceinline__ int fast_sweep(const nbr_args &a, const float4 *s_pos,
-                                          const unsigned char *s_l, const int4 *s_rng, int nch,
-                                          float4 cf, int32_t k, int c, int n, unsigned zmask,
-                                          float lo2, float hi2, const double *H, long long &ghc) {
+/* Fast cell list, search pass: the sweep of the staged candidates (s_pos: moved float positions
+ * with the code (KEEP) or the slot in .w, padded to a multiple of 32; s_l: listed-bin index |
+ * ghost << 7) by NC centers at once (slots k, float positions cf, ids c), a lane per candidate, so
+ * that each candidate's shared-memory load and the loop's bookkeeping serve NC decisions; KEEP:
+ * each center's accepted codes go to its row (slot k) in order while they fit; GHOSTS: the
+ * accepted ghost neighbors are counted in ghc.  n: the centers' counts so far, updated.
+ * Branch-free but for the (rare) candidates between the thresholds. */
+template <bool KEEP, bool GHOSTS, int NC>
+__device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_pos,
+                                           const unsigned char *s_l, const int4 *s_rng, int nch,
+                                           const float4 (&cf)[NC], const int32_t (&k)[NC],
+                                           const int (&c)[NC], int (&n)[NC], unsigned zmask,
+                                           float lo2, float hi2, const double *H,
+                                           long long &ghc) {
     const int lane = threadIdx.x & 31;
     const unsigned lt = (1u << lane) - 1u;
-    int32_t *ids = KEEP ? a.fast_ids + (int64_t)k * FAST_K : nullptr;
-    /* the .w of the center's own candidate: with codes, its slot with no shift (unique: the
-     * shift is part of the code); without, its slot, the shift checked from the listed bin */
-    const int32_t own = KEEP ? k | fast_shift_code(0, 0, 0) : k;
+    /* the .w of a center's own candidate: with codes, its slot with no shift (unique: the shift
+     * is part of the code); without, its slot, the shift checked from the listed bin */
+    int32_t own[NC];
+#pragma unroll
+    for (int m = 0; m < NC; m++) own[m] = KEEP ? k[m] | fast_shift_code(0, 0, 0) : k[m];
     for (int i0 = 0; i0 < nch; i0 += 32) {
         const int i = i0 + lane;
         const float4 p = s_pos[i];
-        const float d2f = fast_d2f(p, cf);
         const int32_t w = __float_as_int(p.w);
-        bool self = w == own;
-        if (!KEEP && self) self = (zmask >> (s_l[i] & 31)) & 1u;
-        bool acc = d2f < lo2 && !self;
-        /* (a padding candidate, code -1, is "maybe" only with NaN thresholds: skipped there) */
-        const bool maybe = !(d2f < lo2) && !(d2f >= hi2);
-        unsigned bm;
-        if (__any_sync(NNPOPS__FULL_MASK, maybe)) { /* rare; the ballot on both sides keeps acc
-                                                     * a predicate on the common path */
-            if (maybe && w != -1) {
-                const int4 rg = s_rng[s_l[i] & 31];
-                const int32_t q = KEEP ? w & FAST_SLOT_MASK : w;
-                acc = fast_count_exact(a, H, k, q, rg.y, rg.z, rg.w, c);
+        bool acc[NC], maybe[NC], any_maybe = false;
+#pragma unroll
+        for (int m = 0; m < NC; m++) {
+            const float d2f = fast_d2f(p, cf[m]);
+            bool self = w == own[m];
+            if (!KEEP && self) self = (zmask >> (s_l[i] & 31)) & 1u;
+            acc[m] = d2f < lo2 && !self;
+            /* (a padding candidate, code -1, is "maybe" only with NaN thresholds: skipped) */
+            maybe[m] = !(d2f < lo2) && !(d2f >= hi2);
+            any_maybe |= maybe[m];
+        }
+        unsigned bm[NC];
+        if (__any_sync(NNPOPS__FULL_MASK, any_maybe)) { /* rare; the ballots on both sides keep
+                                                         * acc a predicate on the common path */
+#pragma unroll
+            for (int m = 0; m < NC; m++) {
+                if (maybe[m] && w != -1) {
+                    const int4 rg = s_rng[s_l[i] & 31];
+                    const int32_t q = KEEP ? w & FAST_SLOT_MASK : w;
+                    acc[m] = fast_count_exact(a, H, k[m], q, rg.y, rg.z, rg.w, c[m]);
+                }
+                bm[m] = __ballot_sync(NNPOPS__FULL_MASK, acc[m]);
+                acc[m] = (bm[m] >> lane) & 1u;
             }
-            bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
-            acc = (bm >> lane) & 1u;
         } else {
-            bm = __ballot_sync(NNPOPS__FULL_MASK, acc);
+#pragma unroll
+            for (int m = 0; m < NC; m++) bm[m] = __ballot_sync(NNPOPS__FULL_MASK, acc[m]);
         }
-        if (KEEP && acc) {
-            const int slot = n + __popc(bm & lt);
-            if (slot < FAST_K) ids[slot] = w;
-        }
-        n += __popc(bm);
-        if (GHOSTS) {
-            const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc && s_l[i] >= 128);
-            if (lane == 0) ghc += __popc(bg);
+#pragma unroll
+        for (int m = 0; m < NC; m++) {
+            if (KEEP && acc[m]) {
+                const int slot = n[m] + __popc(bm[m] & lt);
+                if (slot < FAST_K) a.fast_ids[(int64_t)k[m] * FAST_K + slot] = w;
+            }
+            n[m] += __popc(bm[m]);
+            if (GHOSTS) {
+                const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc[m] && s_l[i] >= 128);
+                if (lane == 0) ghc += __popc(bg);
+            }
         }
     }
-    return n;
+}
+
+/* fast_sweep with the kernel's run-time choices (codes kept, ghosts present). */
+template <int NC>
+__device__ __forceinline__ void fast_sweep_of(bool keep, bool ghosts, const nbr_args &a,
+                                              const float4 *s_pos, const unsigned char *s_l,
+                                              const int4 *s_rng, int nch, const float4 (&cf)[NC],
+                                              const int32_t (&k)[NC], const int (&c)[NC],
+                                              int (&n)[NC], unsigned zmask, float lo2, float hi2,
+                                              const double *H, long long &ghc) {
+#define NNPOPS__SWEEP(K, G) \
+    fast_sweep<K, G, NC>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
+    if (keep) {
+        if (ghosts) NNPOPS__SWEEP(true, true);
+        else NNPOPS__SWEEP(true, false);
+    } else {
+        if (ghosts) NNPOPS__SWEEP(false, true);
+        else NNPOPS__SWEEP(false, false);
+    }
+#undef NNPOPS__SWEEP
 }
 
 /* Fast cell list, search pass (see the header): a block per bin, grid-stride over the bins in
@@ -1509,17 +1548,35 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                 }
                 __syncthreads();
                 const bool first = gr == 0 && co == 0;
-                for (int32_t k = q0 + warp; k < q1; k += nw) {
-                    const float4 cf = k - q0 < FAST_TB ? s_ctr[k - q0] : sf4[k];
-                    const int c = __float_as_int(cf.w);
-                    if (c >= n_centers) continue; /* warp-uniform */
-                    int n = first ? 0 : (int)__ldcg(a.counts + c);
-#define NNPOPS__SWEEP(K, G) \
-    fast_sweep<K, G>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
-                    if (keep) n = ghosts ? NNPOPS__SWEEP(true, true) : NNPOPS__SWEEP(true, false);
-                    else n = ghosts ? NNPOPS__SWEEP(false, true) : NNPOPS__SWEEP(false, false);
-#undef NNPOPS__SWEEP
-                    if (lane == 0) __stcg(a.counts + c, (long long)n);
+                /* the warp's centers (slots q0 + warp, + nw, ...) two at a time */
+                for (int32_t k0 = q0 + warp; k0 < q1; k0 += (NBR_SWEEP_PAIRS ? 2 : 1) * nw) {
+                    const int32_t k1 = NBR_SWEEP_PAIRS ? k0 + nw : q1;
+                    const float4 cf0 = k0 - q0 < FAST_TB ? s_ctr[k0 - q0] : sf4[k0];
+                    float4 cf1 = cf0;
+                    if (k1 < q1) cf1 = k1 - q0 < FAST_TB ? s_ctr[k1 - q0] : sf4[k1];
+                    const int c0 = __float_as_int(cf0.w), c1 = __float_as_int(cf1.w);
+                    const bool has0 = c0 < n_centers, has1 = k1 < q1 && c1 < n_centers;
+                    if (has0 && has1) { /* warp-uniform */
+                        const float4 cf[2] = {cf0, cf1};
+                        const int32_t kk[2] = {k0, k1};
+                        const int cc[2] = {c0, c1};
+                        int n[2] = {first ? 0 : (int)__ldcg(a.counts + c0),
+                                    first ? 0 : (int)__ldcg(a.counts + c1)};
+                        fast_sweep_of<2>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
+                                         zmask, lo2, hi2, H, ghc);
+                        if (lane == 0) {
+                            __stcg(a.counts + c0, (long long)n[0]);
+                            __stcg(a.counts + c1, (long long)n[1]);
+                        }
+                    } else if (has0 || has1) {
+                        const float4 cf[1] = {has0 ? cf0 : cf1};
+                        const int32_t kk[1] = {has0 ? k0 : k1};
+                        const int cc[1] = {has0 ? c0 : c1};
+                        int n[1] = {first ? 0 : (int)__ldcg(a.counts + cc[0])};
+                        fast_sweep_of<1>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
+                                         zmask, lo2, hi2, H, ghc);
+                        if (lane == 0) __stcg(a.counts + cc[0], (long long)n[0]);
+                    }
                 }
                 __syncthreads();
             }
