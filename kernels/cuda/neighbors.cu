@@ -62,8 +62,9 @@
  *                atom counts; the block copies their atoms, at most 512 at a time, into shared
  *                memory (float position xr moved by the listed bin's image shift, with the code
  *                below or the slot; listed-bin index), padded to a multiple of 32 with far-away
- *                candidates; then a warp per center of the bin, a lane per candidate for the
- *                decision below against the center's own float position; the count goes to
+ *                candidates; then each warp sweeps its centers of the bin two at a time (one
+ *                shared load per candidate for both), a lane per candidate for the decision
+ *                below against each center's own float position; the count goes to
  *                counts[c] (also the cursor between chunks), and the accepted candidates' codes
  *                (slot | image shift << 27: with stencils of one bin a shift is one of 27 values,
  *                in {-1, 0, 1}^3) in order (ballot + popc) to the center's row of FAST_K (128)
