@@ -780,9 +780,9 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
 
 static void FN(ani_compute_blocks)(const nnpops__ani *a, nnpops__scratch *scratch,
                                    const nnpops__step *step, const ani_inputs *in,
-                                   const int64_t *start,
-                                   const int64_t *entry, const int32_t *order,
-                                   const int64_t *species_start, const mlp_layout *lay) {
+                                   const int64_t *start, const int64_t *entry,
+                                   const int32_t *order, const int64_t *species_start,
+                                   const mlp_layout *lay) {
     for (int s = 0; s < a->n_species; s++) {
         for (int64_t b = species_start[s]; b < species_start[s + 1]; b += ANI_BLOCK) {
             const int64_t n = species_start[s + 1] - b < ANI_BLOCK ? species_start[s + 1] - b
