@@ -22,10 +22,11 @@
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
  *                  [--small] [--steps K] [--md FILE] [--tc-compare off|on] [--no-tc-compare]
- *                  [--nbr-only N [--nbr-open]]
+ *                  [--nbr-only N [--nbr-open]] [--latency]
  * --only NAME: the system of that exact name, else every system whose name holds NAME.
  * --small: only the small rows (13 and 98 atoms, the 1,000 x 13 batch, 1hz5, water 10^3), no
- * neighbor-list part.  --nbr-only N [--nbr-open]: the neighbor list alone at one size (with
+ * neighbor-list part.  --latency: the small molecules' latency breakdown (bench_latency) only.
+ * --nbr-only N [--nbr-open]: the neighbor list alone at one size (with
  * --nbr-open the same points without periodic axes, as a molecule is searched).
  * (needs NNPOPS_MODEL_PATH with ani2x and NNPOPS_SHARED_DIR with reference/ and structures/)
  */
@@ -201,6 +202,136 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
     free(e);
 }
 
+/* ---- latency of small steps (--latency) ------------------------------------------------------
+ * Where a small step's wall time goes: the host entry with its own graph (the table's column), the
+ * same step through the device entry captured into a graph of ours (no host preparation, no host
+ * copies) replayed with a synchronization after each replay and back to back (the GPU's time per
+ * step), and the floor of a host round trip: a graph of one memset node, and one with the host
+ * entry's shape (H2D copy of 1 KB from pinned memory, memset, D2H copy of 1 KB), each replayed and
+ * synchronized. */
+
+static double median_of(double *t, int n) {
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return 1e3 * t[n / 2];
+}
+
+/* Median ms of `steps` replays of exec, each followed by a synchronization of stream. */
+static double replay_sync_ms(cudaGraphExec_t exec, cudaStream_t stream, int steps) {
+    for (int k = 0; k < 3; k++) cudaGraphLaunch(exec, stream);
+    cudaStreamSynchronize(stream);
+    double *t = malloc(sizeof(double) * steps);
+    for (int k = 0; k < steps; k++) {
+        const double t0 = now();
+        cudaGraphLaunch(exec, stream);
+        cudaStreamSynchronize(stream);
+        t[k] = now() - t0;
+    }
+    const double med = median_of(t, steps);
+    free(t);
+    return med;
+}
+
+/* Mean ms per replay of `reps` replays back to back (CUDA events around them). */
+static double replay_pipelined_ms(cudaGraphExec_t exec, cudaStream_t stream, int reps) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaEventRecord(e0, stream);
+    for (int k = 0; k < reps; k++) cudaGraphLaunch(exec, stream);
+    cudaEventRecord(e1, stream);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms / reps;
+}
+
+/* The host round trip's floor: a captured graph of a memset (copies = 0) or of an H2D copy, a
+ * memset and a D2H copy of 1 KB through pinned memory (copies = 1), replayed and synchronized. */
+static double roundtrip_floor_ms(cudaStream_t stream, int copies, int steps) {
+    void *d = NULL, *h = NULL;
+    cudaMalloc(&d, 4096);
+    cudaMallocHost(&h, 4096);
+    double med = -1;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t exec = NULL;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        if (copies) cudaMemcpyAsync(d, h, 1024, cudaMemcpyHostToDevice, stream);
+        cudaMemsetAsync((char *)d + 1024, 0, 1024, stream);
+        if (copies) cudaMemcpyAsync((char *)h + 2048, (char *)d + 1024, 1024,
+                                    cudaMemcpyDeviceToHost, stream);
+        if (cudaStreamEndCapture(stream, &g) == cudaSuccess &&
+            cudaGraphInstantiate(&exec, g, 0) == cudaSuccess)
+            med = replay_sync_ms(exec, stream, steps);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (g) cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+    cudaFree(d);
+    cudaFreeHost(h);
+    return med;
+}
+
+static void bench_latency(const nnpops_model *m, const bsys *s, int steps, FILE *md) {
+    const int64_t n = s->n;
+    double *e = calloc(1, sizeof(double)), *f = malloc(sizeof(double) * 3 * n);
+    nnpops_inputs in = {sizeof in, n, -1, 1, s->z, s->x, NULL, NULL, NULL};
+    nnpops_outputs out = {sizeof out, e, f, NULL, NULL, NULL, NULL};
+    double host_g = -1, best = 0, dev_sync = -1, dev_pipe = -1;
+    nnpops_context *ctx;
+    if (nnpops_context_create(m, &ctx) == NNPOPS_OK) {
+        if (nnpops_context_set_option(ctx, NNPOPS_OPTION_CUDA_GRAPHS, 1) == NNPOPS_OK)
+            host_g = time_steps(ctx, &in, &out, steps, &best);
+        nnpops_context_destroy(ctx);
+    }
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    void *dz, *dx, *de, *df;
+    cudaMalloc(&dz, sizeof(int32_t) * n);
+    cudaMalloc(&dx, sizeof(double) * 3 * n);
+    cudaMalloc(&de, sizeof(double));
+    cudaMalloc(&df, sizeof(double) * 3 * n);
+    cudaMemcpy(dz, s->z, sizeof(int32_t) * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(dx, s->x, sizeof(double) * 3 * n, cudaMemcpyHostToDevice);
+    nnpops_device_inputs din = {sizeof din, n, -1, 1, dz, dx, NULL, NULL, NULL};
+    nnpops_device_outputs dout = {sizeof dout, de, df, NULL};
+    if (nnpops_context_create(m, &ctx) == NNPOPS_OK) {
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t exec = NULL;
+        if (nnpops_compute_device(ctx, &din, &dout, stream) == NNPOPS_OK &&
+            nnpops_context_device_status(ctx, stream) == NNPOPS_OK &&
+            cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+            const nnpops_status st = nnpops_compute_device(ctx, &din, &dout, stream);
+            if (cudaStreamEndCapture(stream, &g) == cudaSuccess && st == NNPOPS_OK &&
+                cudaGraphInstantiate(&exec, g, 0) == cudaSuccess) {
+                dev_sync = replay_sync_ms(exec, stream, steps);
+                dev_pipe = replay_pipelined_ms(exec, stream, 10 * steps);
+            }
+        }
+        if (nnpops_context_device_status(ctx, stream) != NNPOPS_OK) dev_sync = dev_pipe = -1;
+        if (exec) cudaGraphExecDestroy(exec);
+        if (g) cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        nnpops_context_destroy(ctx);
+    }
+    const double floor0 = roundtrip_floor_ms(stream, 0, steps);
+    const double floor1 = roundtrip_floor_ms(stream, 1, steps);
+    char line[320];
+    snprintf(line, sizeof line, "| %s | %lld | %.4f | %.4f | %.4f | %.4f | %.4f |", s->name,
+             (long long)n, host_g, dev_sync, dev_pipe, floor0, floor1);
+    printf("%s\n", line);
+    if (md) fprintf(md, "%s\n", line);
+    fflush(stdout);
+    cudaFree(dz);
+    cudaFree(dx);
+    cudaFree(de);
+    cudaFree(df);
+    cudaStreamDestroy(stream);
+    free(e);
+    free(f);
+}
+
 /* ---- neighbor list alone ------------------------------------------------------------------- */
 
 static int g_nbr_open = 0; /* --nbr-open: the neighbor list alone without periodic axes */
@@ -317,7 +448,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0, small = 0;
+    int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0, small = 0, latency = 0;
     int64_t nbr_only = 0;
     const char *md_path = NULL, *only = NULL;
     for (int k = 1; k < argc; k++) {
@@ -334,6 +465,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[k], "--steps") && k + 1 < argc) steps_opt = atoi(argv[++k]);
         else if (!strcmp(argv[k], "--nbr-only") && k + 1 < argc) nbr_only = atoll(argv[++k]);
         else if (!strcmp(argv[k], "--nbr-open")) g_nbr_open = 1;
+        else if (!strcmp(argv[k], "--latency")) latency = 1;
     }
     if (nnpops_cuda_device_count() == 0) {
         printf("no CUDA device\n");
@@ -416,6 +548,20 @@ int main(int argc, char **argv) {
         if (b.n > 0) list[ns++] = b;
     }
 
+    if (latency) { /* the small molecules' latency breakdown only */
+        const char *h = "| system | atoms | host entry, own graph: median ms per call | device "
+                        "entry in a caller's graph: median ms per replay + sync | the same, mean "
+                        "ms per replay back to back | floor: memset graph + sync | floor: H2D + "
+                        "memset + D2H graph + sync |\n|---|---|---|---|---|---|---|";
+        printf("\n%s\n", h);
+        if (md) fprintf(md, "%s\n", h);
+        for (int k = 0; k < ns; k++)
+            if (list[k].n < 1000 && list[k].ns == 0 && !list[k].periodic)
+                bench_latency(m, &list[k], steps_opt > 0 ? steps_opt : 200, md);
+        nnpops_model_destroy(m);
+        if (md) fclose(md);
+        return 0;
+    }
     char hdr[640];
     snprintf(hdr, sizeof hdr,
              "| system | atoms | median ms/step (eager) | median ms/step (cuda_graphs on) | median "

@@ -6,7 +6,7 @@
 #   _carry_gpu/shared/      reference/*.json and structures/*.pdb (or *.pdb.xz, unpacked here)
 #                           (NNPOPS_SHARED_DIR)
 #   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
-# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|all|tests+bench+model...]
+# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|timeline|all|tests+bench...]
 #        [extra bench arguments]
 #   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
@@ -14,6 +14,7 @@
 #   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
 #   alone, PROFILE_SECTIONS the ncu sections of both, PROFILE_CACHE=none keeps the caches warm between
 #   the kernels in every ncu run: ncu flushes them by default); soak: GPU soak runs of tests/slow/soak.c.
+#   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
 #   definitions (see below).  TESTS_REGEX: only the GPU tests whose names match (ctest -R).
@@ -150,6 +151,24 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
       done
     done
   done
+fi
+case "$what" in *timeline*) run_timeline=1;; *) run_timeline=0;; esac
+if [ $run_timeline = 1 ]; then
+  # nsys GPU trace of bench_gpu --latency (graph nodes traced one by one); timeline.py prints one
+  # replay of each repeated graph op by op (start, end, overlap with the op before)
+  echo "== timeline: nsys of bench_gpu --latency ${TIMELINE_ARGS:-}"
+  if command -v nsys >/dev/null 2>&1; then
+    timeout 200 nsys profile -t cuda --cuda-graph-trace=node --force-overwrite true -o "$out/tl" \
+      "$build/tests/bench_gpu" --latency ${TIMELINE_ARGS:-} > "$out/timeline-run.log" 2>&1
+    echo "nsys rc=$?"
+    grep -E "^\| [a-z]" "$out/timeline-run.log"
+    nsys stats -r cuda_gpu_trace -f csv -o "$out/tl" "$out/tl.nsys-rep" > /dev/null 2>&1
+    python3 "$root/tests/bench/timeline.py" "$out"/tl_cuda_gpu_trace.csv | tee "$out/timeline.log"
+    nsys stats -r cuda_api_sum "$out/tl.nsys-rep" 2>/dev/null | head -30
+    rm -f "$out"/tl.nsys-rep "$out"/tl.sqlite "$out"/tl_cuda_gpu_trace.csv
+  else
+    echo "nsys not found"
+  fi
 fi
 case "$what" in *soak*|all) run_soak=1;; *) run_soak=0;; esac
 if [ $run_soak = 1 ]; then
