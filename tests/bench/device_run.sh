@@ -154,18 +154,27 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
 fi
 case "$what" in *timeline*) run_timeline=1;; *) run_timeline=0;; esac
 if [ $run_timeline = 1 ]; then
-  # nsys GPU trace of bench_gpu --latency (graph nodes traced one by one); timeline.py prints one
-  # replay of each repeated graph op by op (start, end, overlap with the op before)
-  echo "== timeline: nsys of bench_gpu --latency ${TIMELINE_ARGS:-}"
-  if command -v nsys >/dev/null 2>&1; then
-    timeout 200 nsys profile -t cuda --cuda-graph-trace=node --force-overwrite true -o "$out/tl" \
+  # bench_gpu --latency twice, then an nsys GPU trace of it (graph nodes traced one by one; the nsys
+  # of nsight-compute's host directory where none is on PATH, its QdstrmImporter making the report);
+  # timeline.py prints one replay of each repeated graph op by op (start, end, overlap)
+  echo "== bench_gpu --latency ${TIMELINE_ARGS:-} (twice)"
+  for rep in 1 2; do
+    "$build/tests/bench_gpu" --latency ${TIMELINE_ARGS:-} 2>&1 | grep -E "^\| [a-z]"
+  done
+  nsys_bin=$(command -v nsys || ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+  if [ -n "$nsys_bin" ]; then
+    echo "== timeline: $nsys_bin"
+    timeout 200 "$nsys_bin" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o "$out/tl" \
       "$build/tests/bench_gpu" --latency ${TIMELINE_ARGS:-} > "$out/timeline-run.log" 2>&1
     echo "nsys rc=$?"
-    grep -E "^\| [a-z]" "$out/timeline-run.log"
-    nsys stats -r cuda_gpu_trace -f csv -o "$out/tl" "$out/tl.nsys-rep" > /dev/null 2>&1
+    if [ ! -f "$out/tl.nsys-rep" ] && [ -f "$out/tl.qdstrm" ]; then
+      imp=$(ls "$(dirname "$nsys_bin")"/../*/QdstrmImporter 2>/dev/null | head -1)
+      [ -n "$imp" ] && "$imp" -i "$out/tl.qdstrm" > /dev/null 2>&1
+    fi
+    "$nsys_bin" stats -r cuda_gpu_trace -f csv -o "$out/tl" "$out/tl.nsys-rep" > /dev/null 2>&1
     python3 "$root/tests/bench/timeline.py" "$out"/tl_cuda_gpu_trace.csv | tee "$out/timeline.log"
-    nsys stats -r cuda_api_sum "$out/tl.nsys-rep" 2>/dev/null | head -30
-    rm -f "$out"/tl.nsys-rep "$out"/tl.sqlite "$out"/tl_cuda_gpu_trace.csv
+    "$nsys_bin" stats -r cuda_api_sum "$out/tl.nsys-rep" 2>/dev/null | head -30
+    rm -f "$out"/tl.nsys-rep "$out"/tl.qdstrm "$out"/tl.sqlite "$out"/tl_cuda_gpu_trace.csv
   else
     echo "nsys not found"
   fi
