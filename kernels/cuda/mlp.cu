@@ -1013,69 +1013,29 @@ __global__ void sg_output_det_kernel(const SgOutLaunch L) {
 }
 
 /* ---- the chain after a small species' first layer, fused (twin of nnpops__sg_mid_cpu_f32) ----
- * A cluster of SGM_CL blocks per (problem, member, SGM_NC columns).  Block `rank` owns rows
- * [rank per_l, (rank + 1) per_l) of every later hidden layer l (per_l = ceil(width[l+1] / SGM_CL))
- * and a slice of the output layer's weights: it copies those rows of W_l (and their biases) into
- * its shared memory BEFORE waiting for the first layer's kernel (the launch is programmatic, so
- * the copies overlap that kernel), then runs every layer from shared memory:
- *   forward, layer l: each of the block's outputs (i, column r) sums W_l[i][k] a_{l-1}[k][r] over k
- *     with 8 threads (k = pt, pt + 8, ...), the partial sums meet by shuffles, thread pt applies
- *     bias + CELU to column pt and stores the value into every block of the cluster (distributed
- *     shared memory), so every block holds every hidden activation; a cluster barrier ends the
- *     layer.
- *   output layer: block `rank` sums its slice of the width, block 0 adds the slices in block order
- *     and adds the energies (atomics: option deterministic keeps the grouped launches); every
- *     block forms the backward seed over the whole width itself.
- *   backward, layer l: every block sums its own rows' share, P_b[k][r] = sum over its i of
- *     W_l[i][k] d_l[i][r], for every k (thread per k); after a cluster barrier the block owning
- *     k (k-slices of ceil(width[l] / SGM_CL)) adds P_0 .. P_{CL-1} in block order from the
- *     blocks' shared memory, applies CELU' from a_{l-1}, and stores d_{l-1} into every block
- *     (for l > 1; a barrier follows) or, for l = 1, its slice of dZ_0 straight to act0.
- * Every sum runs in a fixed order.  Shared memory per block (floats): the weight rows (stride
- * width[l] + 8: the forward's eight k-phases of four rows fall in distinct banks), their biases,
- * the output slice, every hidden activation [k][SGM_NC], and P [max width][SGM_NC]. */
-const int SGM_NC = 8, SGM_CL = 8, SGM_THREADS = 256;
+ * A cluster of SGM_CL blocks per (problem, member, SGM_NC columns); every block of it holds the
+ * chain's hidden activations of those columns in its shared memory.  A layer's outputs are split
+ * over the cluster's blocks (at most SGM_OUT each): forward, each output i of a block sums
+ * W[i][k] a[k][.] over k with 8 threads (consecutive 16-byte weight loads), the 8 partial sums
+ * meet by shuffles; backward, each output k sums W[i][k] d[i][.] over i with 8 warps (a warp
+ * reads 32 consecutive k of a weight row), the partial sums meet in shared memory in warp order.
+ * The thread holding an output applies the epilogue (bias + CELU, or CELU' from the activation)
+ * and stores the value into every block of the cluster (distributed shared memory); a cluster
+ * barrier ends the layer.  The output layer's partial sums (a slice of the width per block) go to
+ * block 0, which adds them in block order and adds the energies (atomics: option deterministic
+ * keeps the grouped launches); every block forms the backward seed over the whole width itself.
+ * Every sum runs in a fixed order.  The first hidden activations are read by every block, the
+ * blocks write their slices of dZ_0 back.  Before waiting for the first layer's kernel the blocks
+ * prefetch the member's weights into L2, a slice each. */
+const int SGM_NC = 8, SGM_CL = 8, SGM_THREADS = 256, SGM_OUT = 32;
 
 struct SgmLaunch {
     int32_t count;
-    int32_t vec[NNPOPS__SG_PER_LAUNCH];        /* 16-byte weight copies */
+    int32_t vec[NNPOPS__SG_PER_LAUNCH];        /* 16-byte weight loads in the forward layers */
     int64_t start[NNPOPS__SG_PER_LAUNCH + 1];  /* first cluster of each problem */
     int64_t chunks[NNPOPS__SG_PER_LAUNCH];
     nnpops__sg_mid_problem p[NNPOPS__SG_PER_LAUNCH];
 };
-
-/* Layout of a block's shared memory (floats), the same on the host (sizes) and the device. */
-struct SgmLayout {
-    int32_t wrow[NNPOPS__SGM_MAX_LAYERS], bias[NNPOPS__SGM_MAX_LAYERS]; /* l = 1 .. lo - 1 */
-    int32_t act[NNPOPS__SGM_MAX_LAYERS]; /* hidden activation h = 0 .. lo - 1 (width[h + 1]) */
-    int32_t wout, part, total;
-    __host__ __device__ explicit SgmLayout(const nnpops__sg_mid_problem &P) {
-        const int lo = P.n_layers - 1;
-        int cur = 0, wmax = 0;
-        for (int l = 1; l < lo; l++) {
-            const int per = (P.width[l + 1] + SGM_CL - 1) / SGM_CL;
-            wrow[l] = cur;
-            cur += per * (P.width[l] + 8);
-            bias[l] = cur;
-            cur += (per + 3) & ~3;
-        }
-        wout = cur;
-        cur += ((P.width[lo] + SGM_CL - 1) / SGM_CL + 3) & ~3;
-        for (int h = 0; h < lo; h++) {
-            act[h] = cur;
-            cur += P.width[h + 1] * SGM_NC;
-            if (P.width[h + 1] > wmax) wmax = P.width[h + 1];
-        }
-        part = cur;
-        total = cur + wmax * SGM_NC;
-    }
-};
-
-/* 16-byte asynchronous global -> shared copy (both addresses 16-byte aligned). */
-__device__ __forceinline__ void cp_async16(float *dst, const float *src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
 
 /* v[sel] for a compile-time array indexed at run time (no local memory). */
 __device__ __forceinline__ float sgm_pick(const float (&v)[SGM_NC], int sel) {
@@ -1088,7 +1048,8 @@ __device__ __forceinline__ float sgm_pick(const float (&v)[SGM_NC], int sel) {
 __global__ void __cluster_dims__(SGM_CL, 1, 1) __launch_bounds__(SGM_THREADS)
     sg_mid_kernel(const __grid_constant__ SgmLaunch L) {
     extern __shared__ __align__(16) float sgm_sm[];
-    __shared__ float part_out[SGM_CL][SGM_NC];
+    __shared__ float red[SGM_THREADS / 32][SGM_OUT][SGM_NC + 1];
+    __shared__ float part[SGM_CL][SGM_NC];
     cg::cluster_group cl = cg::this_cluster();
     const int rank = (int)cl.block_rank();
     const int64_t chain = (int64_t)blockIdx.x / SGM_CL;
@@ -1096,80 +1057,76 @@ __global__ void __cluster_dims__(SGM_CL, 1, 1) __launch_bounds__(SGM_THREADS)
     while (q + 1 < L.count && chain >= L.start[q + 1]) q++;
     const nnpops__sg_mid_problem &P = L.p[q];
     const nnpops__ani_output_args &g = P.out;
+    const bool vec = L.vec[q] != 0;
     const int64_t lb = chain - L.start[q];
     const int32_t m = (int32_t)(lb / L.chunks[q]), gm = g.member_offset + m;
     const int64_t r0 = (lb - (int64_t)m * L.chunks[q]) * SGM_NC;
     const int nr = (int)(g.n - r0 < SGM_NC ? g.n - r0 : SGM_NC);
-    const int nl = P.n_layers, lo = nl - 1, tid = threadIdx.x, lane = tid & 31;
+    const int nl = P.n_layers, lo = nl - 1, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float al = (float)g.alpha, inv = (float)(1.0 / g.alpha);
-    const SgmLayout Y(P);
     pdl_trigger();
-    /* this block's weight rows, biases and output slice into shared memory (constant data: read
-     * before waiting for the first layer's kernel) */
-    for (int l = 1; l < lo; l++) {
-        const int K = P.width[l], N = P.width[l + 1], per = (N + SGM_CL - 1) / SGM_CL;
-        const int i0 = rank * per, ni = min(per, N - i0), KP = K + 8;
-        const float *wl = P.w[l] + ((int64_t)m * N + i0) * K;
-        float *dst = sgm_sm + Y.wrow[l];
-        if (L.vec[q]) {
-            const int K4 = K >> 2;
-            for (int t = tid; t < ni * K4; t += SGM_THREADS) {
-                const int i = t / K4, k = (t - i * K4) << 2;
-                cp_async16(dst + i * KP + k, wl + (int64_t)i * K + k);
-            }
-        } else {
-            for (int t = tid; t < ni * K; t += SGM_THREADS) {
-                const int i = t / K, k = t - i * K;
-                cp_async4(dst + i * KP + k, wl + (int64_t)i * K + k, true);
-            }
-        }
-        for (int t = tid; t < ni; t += SGM_THREADS)
-            cp_async4(sgm_sm + Y.bias[l] + t, P.b[l] + (int64_t)m * N + i0 + t, true);
-    }
+    /* hidden layer h (width w_{h+1}) at sgm_sm + off[h], [k][SGM_NC] */
+    int off[NNPOPS__SGM_MAX_LAYERS];
     {
-        const int K = P.width[lo], per = (K + SGM_CL - 1) / SGM_CL, k0 = rank * per;
-        for (int t = tid; t < per && k0 + t < K; t += SGM_THREADS)
-            cp_async4(sgm_sm + Y.wout + t, P.w[lo] + (int64_t)m * K + k0 + t, true);
+        int cur = 0;
+        for (int h = 0; h < lo; h++) {
+            off[h] = cur;
+            cur += P.width[h + 1] * SGM_NC;
+        }
     }
-    cp_async_commit();
-    const float bias_out = __ldg(P.b[lo] + m);
-    cl.sync(); /* every block of the cluster runs (distributed shared memory) */
+    /* this member's weights into L2 (a slice per block) while the first layer's kernel finishes */
+    for (int l = 1; l < nl; l++) {
+        const int64_t cnt = (int64_t)P.width[l + 1] * P.width[l];
+        const float *wl = P.w[l] + (int64_t)m * cnt;
+        for (int64_t j = ((int64_t)rank * SGM_THREADS + tid) * 32; j < cnt;
+             j += (int64_t)SGM_CL * SGM_THREADS * 32)
+            prefetch_l2(wl + j);
+    }
     pdl_wait();
     const int w1 = P.width[1];
     {
         const float *src = P.act0 + (int64_t)m * w1 * P.ld + r0;
-        float *a0 = sgm_sm + Y.act[0];
         for (int t = tid; t < w1 * SGM_NC; t += SGM_THREADS) {
             const int k = t / SGM_NC, r = t - k * SGM_NC;
-            a0[t] = r < nr ? src[(int64_t)k * P.ld + r] : 0.0f;
+            sgm_sm[t] = r < nr ? src[(int64_t)k * P.ld + r] : 0.0f;
         }
     }
-    cp_async_wait_pending(0);
-    __syncthreads();
-    /* forward, hidden layers 1 .. lo - 1: output i0 + tid / 8, thread pt = tid % 8 over k */
+    cl.sync(); /* every block runs (distributed shared memory) and holds its copy */
+    /* forward, hidden layers 1 .. lo - 1: output i = rank per + tid / 8, 8 threads over k */
     for (int l = 1; l < lo; l++) {
         const int K = P.width[l], N = P.width[l + 1], per = (N + SGM_CL - 1) / SGM_CL;
-        const int KP = K + 8, io = tid >> 3, pt = tid & 7, i = rank * per + io;
+        const float *a = sgm_sm + off[l - 1];
+        const int io = tid >> 3, pt = tid & 7, i = rank * per + io;
         const bool own = io < per && i < N;
-        const float *a = sgm_sm + Y.act[l - 1];
-        const float *wi = sgm_sm + Y.wrow[l] + (own ? io : 0) * KP;
         float acc[SGM_NC];
 #pragma unroll
         for (int r = 0; r < SGM_NC; r++) acc[r] = 0.0f;
         if (own) {
-#pragma unroll 4
-            for (int k = pt; k < K; k += 8) {
-                const float wk = wi[k];
-                const float4 x0 = *reinterpret_cast<const float4 *>(a + k * SGM_NC);
-                const float4 x1 = *reinterpret_cast<const float4 *>(a + k * SGM_NC + 4);
-                acc[0] = fmaf(wk, x0.x, acc[0]);
-                acc[1] = fmaf(wk, x0.y, acc[1]);
-                acc[2] = fmaf(wk, x0.z, acc[2]);
-                acc[3] = fmaf(wk, x0.w, acc[3]);
-                acc[4] = fmaf(wk, x1.x, acc[4]);
-                acc[5] = fmaf(wk, x1.y, acc[5]);
-                acc[6] = fmaf(wk, x1.z, acc[6]);
-                acc[7] = fmaf(wk, x1.w, acc[7]);
+            const float *wi = P.w[l] + ((int64_t)m * N + i) * K;
+            if (vec) {
+                for (int k = pt * 4; k < K; k += 32) {
+                    const float4 wv = __ldg(reinterpret_cast<const float4 *>(wi + k));
+                    const float wk[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+                    for (int u = 0; u < 4; u++) {
+                        const float4 x0 = *reinterpret_cast<const float4 *>(a + (k + u) * SGM_NC);
+                        const float4 x1 = *reinterpret_cast<const float4 *>(a + (k + u) * SGM_NC + 4);
+                        acc[0] = fmaf(wk[u], x0.x, acc[0]);
+                        acc[1] = fmaf(wk[u], x0.y, acc[1]);
+                        acc[2] = fmaf(wk[u], x0.z, acc[2]);
+                        acc[3] = fmaf(wk[u], x0.w, acc[3]);
+                        acc[4] = fmaf(wk[u], x1.x, acc[4]);
+                        acc[5] = fmaf(wk[u], x1.y, acc[5]);
+                        acc[6] = fmaf(wk[u], x1.z, acc[6]);
+                        acc[7] = fmaf(wk[u], x1.w, acc[7]);
+                    }
+                }
+            } else {
+                for (int k = pt; k < K; k += 8) {
+                    const float wk = __ldg(wi + k);
+#pragma unroll
+                    for (int r = 0; r < SGM_NC; r++) acc[r] = fmaf(wk, a[k * SGM_NC + r], acc[r]);
+                }
             }
         }
 #pragma unroll
@@ -1177,9 +1134,9 @@ __global__ void __cluster_dims__(SGM_CL, 1, 1) __launch_bounds__(SGM_THREADS)
 #pragma unroll
             for (int r = 0; r < SGM_NC; r++) acc[r] += __shfl_xor_sync(NNPOPS__FULL_MASK, acc[r], d);
         if (own) { /* thread pt of the output finishes column pt */
-            const float x = sgm_pick(acc, pt) + sgm_sm[Y.bias[l] + io];
+            const float x = sgm_pick(acc, pt) + __ldg(P.b[l] + (int64_t)m * N + i);
             const float v = x > 0 ? x : al * expm1f(x * inv);
-            float *dst = sgm_sm + Y.act[l] + i * SGM_NC + pt;
+            float *dst = sgm_sm + off[l] + i * SGM_NC + pt;
 #pragma unroll
             for (int b = 0; b < SGM_CL; b++) *cl.map_shared_rank(dst, b) = v;
         }
@@ -1188,49 +1145,51 @@ __global__ void __cluster_dims__(SGM_CL, 1, 1) __launch_bounds__(SGM_THREADS)
     /* output layer: block `rank` sums its slice of the width, block 0 adds the slices */
     {
         const int K = P.width[lo], per = (K + SGM_CL - 1) / SGM_CL;
-        const float *a = sgm_sm + Y.act[lo - 1];
-        if (tid < 32) {
+        const float *a = sgm_sm + off[lo - 1];
+        const float *wo = P.w[lo] + (int64_t)m * K;
+        if (warp == 0) {
             const int k = rank * per + lane;
-            const bool ok = lane < per && k < K;
-            const float wk = ok ? sgm_sm[Y.wout + lane] : 0.0f;
             float acc[SGM_NC];
+            const float wk = lane < per && k < K ? __ldg(wo + k) : 0.0f;
 #pragma unroll
-            for (int r = 0; r < SGM_NC; r++) acc[r] = ok ? wk * a[k * SGM_NC + r] : 0.0f;
+            for (int r = 0; r < SGM_NC; r++) acc[r] = lane < per && k < K ? wk * a[k * SGM_NC + r] : 0.0f;
 #pragma unroll
             for (int d = 16; d >= 1; d >>= 1)
 #pragma unroll
                 for (int r = 0; r < SGM_NC; r++) acc[r] += __shfl_xor_sync(NNPOPS__FULL_MASK, acc[r], d);
-            if (lane < SGM_NC) *cl.map_shared_rank(&part_out[rank][lane], 0) = sgm_pick(acc, lane);
+            if (lane < SGM_NC) *cl.map_shared_rank(&part[rank][lane], 0) = sgm_pick(acc, lane);
         }
         cl.sync();
         if (rank == 0 && tid < nr) {
-            float y = bias_out;
-            for (int b = 0; b < SGM_CL; b++) y += part_out[b][tid];
+            float y = __ldg(P.b[lo] + m);
+            for (int b = 0; b < SGM_CL; b++) y += part[b][tid];
             const int32_t c = g.centers[r0 + tid];
             if (c >= 0) output_add_energy(g, c, gm, (double)y);
         }
         if (!g.need_grad) return; /* no block is accessed after the barrier above */
-        /* the seed over the whole width, in every block's copy (the output weights from L2) */
+        /* the seed over the whole width, in every block's copy */
         const float seed = output_seed<float>(g, gm);
-        float *d = sgm_sm + Y.act[lo - 1];
-        const float *wo = P.w[lo] + (int64_t)m * K;
+        float *d = sgm_sm + off[lo - 1];
         for (int t = tid; t < K * SGM_NC; t += SGM_THREADS)
             d[t] = celu_grad_of(d[t], __ldg(wo + t / SGM_NC) * seed, inv);
         __syncthreads();
     }
-    /* backward: d_{l-1} = (W_l^T d_l) celu'(a_{l-1}), l = lo - 1 .. 1 */
-    float *Pm = sgm_sm + Y.part;
+    /* backward: d_{l-1} = (W_l^T d_l) celu'(a_{l-1}), l = lo - 1 .. 1: output k = rank per + lane,
+     * warp w over i = w, w + 8, ... */
     for (int l = lo - 1; l >= 1; l--) {
-        const int K = P.width[l], N = P.width[l + 1], per = (N + SGM_CL - 1) / SGM_CL;
-        const int KP = K + 8, i0 = rank * per, ni = min(per, N - i0);
-        const float *d = sgm_sm + Y.act[l] + i0 * SGM_NC;
-        const float *wr = sgm_sm + Y.wrow[l];
-        for (int k = tid; k < K; k += SGM_THREADS) {
-            float acc[SGM_NC];
+        const int K = P.width[l], N = P.width[l + 1], per = (K + SGM_CL - 1) / SGM_CL;
+        const float *d = sgm_sm + off[l];
+        float *a = sgm_sm + off[l - 1];
+        const int k = rank * per + lane;
+        const bool own = lane < per && k < K;
+        float acc[SGM_NC];
 #pragma unroll
-            for (int r = 0; r < SGM_NC; r++) acc[r] = 0.0f;
-            for (int i = 0; i < ni; i++) {
-                const float wv = wr[i * KP + k];
+        for (int r = 0; r < SGM_NC; r++) acc[r] = 0.0f;
+        if (own) {
+            const float *wk = P.w[l] + (int64_t)m * N * K + k;
+#pragma unroll 2
+            for (int i = warp; i < N; i += SGM_THREADS / 32) {
+                const float wv = __ldg(wk + (int64_t)i * K);
                 const float4 x0 = *reinterpret_cast<const float4 *>(d + i * SGM_NC);
                 const float4 x1 = *reinterpret_cast<const float4 *>(d + i * SGM_NC + 4);
                 acc[0] = fmaf(wv, x0.x, acc[0]);
@@ -1242,31 +1201,36 @@ __global__ void __cluster_dims__(SGM_CL, 1, 1) __launch_bounds__(SGM_THREADS)
                 acc[6] = fmaf(wv, x1.z, acc[6]);
                 acc[7] = fmaf(wv, x1.w, acc[7]);
             }
-            float4 *p4 = reinterpret_cast<float4 *>(Pm + k * SGM_NC);
-            p4[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-            p4[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
         }
-        cl.sync();
-        /* the block's k-slice: the blocks' shares added in block order, CELU' */
-        const int kper = (K + SGM_CL - 1) / SGM_CL, kb = rank * kper, ke = min(K, kb + kper);
-        float *a = sgm_sm + Y.act[l - 1];
-        for (int t = kb * SGM_NC + tid; t < ke * SGM_NC; t += SGM_THREADS) {
-            float s = 0.0f;
 #pragma unroll
-            for (int b = 0; b < SGM_CL; b++) s += *cl.map_shared_rank(Pm + t, b);
-            const float v = celu_grad_of(a[t], s, inv);
-            if (l > 1) {
+        for (int r = 0; r < SGM_NC; r++) red[warp][lane][r] = acc[r];
+        __syncthreads();
+        if (warp == 0 && own) {
+            float dz[SGM_NC];
 #pragma unroll
-                for (int b = 0; b < SGM_CL; b++) *cl.map_shared_rank(a + t, b) = v;
-            } else {
-                const int k = t / SGM_NC, r = t - k * SGM_NC;
-                if (r < nr && g.centers[r0 + r] >= 0)
-                    P.act0[(int64_t)m * w1 * P.ld + r0 + (int64_t)k * P.ld + r] = v;
+            for (int r = 0; r < SGM_NC; r++) {
+                float s = red[0][lane][r];
+                for (int w = 1; w < SGM_THREADS / 32; w++) s += red[w][lane][r];
+                dz[r] = celu_grad_of(a[k * SGM_NC + r], s, inv);
+            }
+            float *dst = a + k * SGM_NC;
+            for (int b = 0; b < SGM_CL; b++) {
+                float4 *p4 = reinterpret_cast<float4 *>(cl.map_shared_rank(dst, b));
+                p4[0] = make_float4(dz[0], dz[1], dz[2], dz[3]);
+                p4[1] = make_float4(dz[4], dz[5], dz[6], dz[7]);
             }
         }
-        /* d_{l-1} complete everywhere, and every P read, before the next layer writes P; at the
-         * end no block may exit while another still reads its P */
         cl.sync();
+    }
+    /* this block's slice of dZ_0 over the first hidden activations of the real columns (padding
+     * centers keep theirs, as with the output layer's kernels) */
+    {
+        const int per = (w1 + SGM_CL - 1) / SGM_CL, k0 = rank * per, k1 = min(w1, k0 + per);
+        float *dst = P.act0 + (int64_t)m * w1 * P.ld + r0;
+        for (int t = k0 * SGM_NC + tid; t < k1 * SGM_NC; t += SGM_THREADS) {
+            const int k = t / SGM_NC, r = t - k * SGM_NC;
+            if (r < nr && g.centers[r0 + r] >= 0) dst[(int64_t)k * P.ld + r] = sgm_sm[t];
+        }
     }
 }
 
@@ -1366,12 +1330,16 @@ extern "C" nnpops_status nnpops__ani_output_group_cuda_f32(int32_t count,
     return NNPOPS_OK;
 }
 
-/* Dynamic shared memory of a problem's block (floats; SgmLayout). */
-static int64_t sgm_smem_floats(const nnpops__sg_mid_problem *p) { return SgmLayout(*p).total; }
+/* Dynamic shared memory of a problem's block (floats): its hidden layers for SGM_NC columns. */
+static int64_t sgm_smem_floats(const nnpops__sg_mid_problem *p) {
+    int64_t f = 0;
+    for (int l = 1; l < p->n_layers; l++) f += (int64_t)p->width[l] * SGM_NC;
+    return f;
+}
 
 extern "C" int nnpops__sg_mid_cuda_fits(const nnpops__sg_mid_problem *p) {
     return nnpops__sg_mid_supported(p) && !p->out.deterministic && p->out.members <= 65535 &&
-           sgm_smem_floats(p) * (int64_t)sizeof(float) <= 160 * 1024;
+           sgm_smem_floats(p) * (int64_t)sizeof(float) <= 36 * 1024; /* + ~9.5 KB static */
 }
 
 extern "C" nnpops_status nnpops__sg_mid_cuda_f32(int32_t count, const nnpops__sg_mid_problem *p,
@@ -1392,7 +1360,7 @@ extern "C" nnpops_status nnpops__sg_mid_cuda_f32(int32_t count, const nnpops__sg
             const int c = L.count++;
             L.p[c] = *x;
             int vec = 1;
-            for (int l = 1; l + 1 < x->n_layers; l++)
+            for (int l = 1; l < x->n_layers; l++)
                 if (x->width[l] % 4 != 0 || ((uintptr_t)x->w[l] & 15) != 0) vec = 0;
             L.vec[c] = vec;
             L.chunks[c] = (x->out.n + SGM_NC - 1) / SGM_NC;
@@ -1405,12 +1373,10 @@ extern "C" nnpops_status nnpops__sg_mid_cuda_f32(int32_t count, const nnpops__sg
         L.start[L.count] = blocks;
         if (blocks * SGM_CL > INT32_MAX)
             return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "fused small-species chain: grid too large");
-        /* clusters of SGM_CL blocks (compile-time dimensions), launched programmatically: the
-         * weight copies run while the first layer's kernel finishes */
-        const size_t smb = (size_t)smf * sizeof(float);
-        NNPOPS__TRY(set_dynamic_smem((const void *)sg_mid_kernel, smb));
-        NNPOPS__TRY(launch_pdl(sg_mid_kernel, dim3((unsigned)(blocks * SGM_CL)), dim3(SGM_THREADS),
-                               smb, st, "fused small-species chain", (SgmLaunch)L));
+        /* clusters of SGM_CL blocks (compile-time dimensions); a plain launch: its pdl_wait
+         * returns at once */
+        sg_mid_kernel<<<(unsigned)(blocks * SGM_CL), SGM_THREADS, (size_t)smf * sizeof(float), st>>>(L);
+        NNPOPS__LAUNCH_CHECK("fused small-species chain");
     }
     return NNPOPS_OK;
 }
