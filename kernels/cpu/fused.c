@@ -42,67 +42,6 @@ void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g) {
     }
 }
 
-int nnpops__sg_mid_supported(const nnpops__sg_mid_problem *p) {
-    if (p->n_layers < 3 || p->n_layers > NNPOPS__SGM_MAX_LAYERS || p->width[p->n_layers] != 1)
-        return 0;
-    for (int l = 1; l < p->n_layers; l++)
-        if (p->width[l] < 1 || p->width[l] > NNPOPS__SGM_MAX_WIDTH) return 0;
-    return p->out.width == p->width[p->n_layers - 1];
-}
-
-static float celu_f(float x, float al, float inv) { return x > 0 ? x : al * expm1f(x * inv); }
-static float celu_grad_act_f(float a, float d, float inv) { return a > 0 ? d : d * (a * inv + 1.0f); }
-
-void nnpops__sg_mid_cpu_f32(const nnpops__sg_mid_problem *p) {
-    const nnpops__ani_output_args *g = &p->out;
-    const int nl = p->n_layers, lo = nl - 1;
-    const int32_t *w = p->width;
-    const float al = (float)g->alpha, inv = (float)(1.0 / g->alpha);
-    float act[NNPOPS__SGM_MAX_LAYERS][NNPOPS__SGM_MAX_WIDTH];
-    float dA[NNPOPS__SGM_MAX_WIDTH];
-    for (int64_t r = 0; r < g->n; r++) {
-        const int32_t c = g->centers[r];
-        double esum = 0.0, chosen = 0.0;
-        for (int32_t m = 0; m < g->members; m++) {
-            const int32_t gm = g->member_offset + m;
-            float *a0 = p->act0 + (int64_t)m * w[1] * p->ld + r;
-            for (int k = 0; k < w[1]; k++) act[0][k] = a0[(int64_t)k * p->ld];
-            for (int l = 1; l < lo; l++) {
-                const float *W = p->w[l] + (size_t)m * w[l + 1] * w[l];
-                const float *B = p->b[l] + (size_t)m * w[l + 1];
-                for (int i = 0; i < w[l + 1]; i++) {
-                    float s = 0.0f;
-                    for (int k = 0; k < w[l]; k++) s += W[(size_t)i * w[l] + k] * act[l - 1][k];
-                    act[l][i] = celu_f(s + B[i], al, inv);
-                }
-            }
-            const float *wo = p->w[lo] + (size_t)m * w[lo];
-            float y = p->b[lo][m];
-            for (int k = 0; k < w[lo]; k++) y += wo[k] * act[lo - 1][k];
-            esum += (double)y;
-            if (gm == g->member) chosen = (double)y;
-            if (c >= 0 && g->member_energy)
-                g->member_energy[(int64_t)c * g->ensemble + gm] = (double)y + g->self_energy;
-            if (!g->need_grad || c < 0) continue;
-            const float seed = g->member < 0 ? (float)(1.0 / (double)g->ensemble)
-                                             : (gm == g->member ? 1.0f : 0.0f);
-            for (int k = 0; k < w[lo]; k++)
-                act[lo - 1][k] = celu_grad_act_f(act[lo - 1][k], wo[k] * seed, inv);
-            for (int l = lo - 1; l >= 1; l--) {
-                const float *W = p->w[l] + (size_t)m * w[l + 1] * w[l];
-                for (int k = 0; k < w[l]; k++) {
-                    float s = 0.0f;
-                    for (int i = 0; i < w[l + 1]; i++) s += W[(size_t)i * w[l] + k] * act[l][i];
-                    dA[k] = s;
-                }
-                for (int k = 0; k < w[l]; k++) act[l - 1][k] = celu_grad_act_f(act[l - 1][k], dA[k], inv);
-            }
-            for (int k = 0; k < w[1]; k++) a0[(int64_t)k * p->ld] = act[0][k];
-        }
-        if (c >= 0) g->atom_energy[c] = (g->member < 0 ? esum / (double)g->ensemble : chosen) + g->self_energy;
-    }
-}
-
 #define NNPOPS__FUSED_BODY 1
 
 #define REAL float

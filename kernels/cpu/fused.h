@@ -111,32 +111,4 @@ static inline size_t nnpops__small_gemm_work_bytes(const nnpops__sg_group *g) {
 
 void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g);
 
-/* ---- the chain after a small species' first layer (float32), fused ---------------------------
- * One problem is one species' networks for `out.members` members from the first hidden layer's
- * activations on: layers l = 1 .. n_layers - 2 (hidden: CELU(W_l a + b_l)), the output layer
- * (l = n_layers - 1, width 1: the atom energies as nnpops__ani_output_cpu_f32, over `out`), and
- * with out.need_grad the backward pass down to dZ_0 = dE/d(first layer's pre-activation), written
- * over the activations.  Member m's first hidden activations are act0[(m w_1 + k) ld + r]
- * (k < w_1, r < out.n); member m's weights of layer l are w[l] + m w_{l+1} w_l (row-major
- * [w_{l+1}][w_l]), its biases b[l] + m w_{l+1}.  In the small-species step (potentials/ani) this
- * replaces the grouped launches of layers 1 .. n_layers - 2, the output layer and the backward
- * launches down to layer 1 with one launch; the first layer and dE/dAEV stay the grouped GEMMs.
- * The CUDA twin (kernels_cuda.h): a cluster of 8 blocks per (problem, member, 8 columns), the
- * hidden activations in every block's shared memory, each layer's outputs split over the blocks;
- * it adds the energies with atomics (not for option deterministic). */
-#define NNPOPS__SGM_MAX_LAYERS 8  /* dense layers of the network, output included */
-#define NNPOPS__SGM_MAX_WIDTH 256 /* widest hidden layer */
-typedef struct nnpops__sg_mid_problem {
-    int32_t n_layers;                        /* 3 .. NNPOPS__SGM_MAX_LAYERS */
-    int32_t width[NNPOPS__SGM_MAX_LAYERS + 1]; /* width[l], l <= n_layers (width[n_layers] = 1) */
-    const float *w[NNPOPS__SGM_MAX_LAYERS], *b[NNPOPS__SGM_MAX_LAYERS]; /* l >= 1 */
-    float *act0;
-    int64_t ld;
-    nnpops__ani_output_args out; /* n, members, width = width[n_layers - 1], energies, seed */
-} nnpops__sg_mid_problem;
-
-/* Whether the fused chain takes the problem (layers, widths). */
-int nnpops__sg_mid_supported(const nnpops__sg_mid_problem *p);
-void nnpops__sg_mid_cpu_f32(const nnpops__sg_mid_problem *p);
-
 #endif /* NNPOPS_KERNELS_CPU_FUSED_H */

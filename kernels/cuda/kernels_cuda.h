@@ -228,13 +228,6 @@ nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, c
  * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
                                           size_t work_bytes, void *stream);
-
-/* Twin of nnpops__sg_mid_cpu_f32 (fused.h): `count` problems, device pointers (act0, weights,
- * out.centers / atom_energy / member_energy); atom_energy accumulates (atomics: zero on entry, as
- * for nnpops__ani_output_cuda_f32).  Every problem must pass nnpops__sg_mid_cuda_fits (layers,
- * widths, the shared memory of a block, not deterministic). */
-int nnpops__sg_mid_cuda_fits(const nnpops__sg_mid_problem *p);
-nnpops_status nnpops__sg_mid_cuda_f32(int32_t count, const nnpops__sg_mid_problem *p, void *stream);
 /* The output layers of `count` networks in one launch (per NNPOPS__SG_PER_LAUNCH entries and per
  * kind: entries with args[q].deterministic run the one-thread-per-column kernel): entry q is
  * nnpops__ani_output_cuda_f32(&args[q], w[q], b[q], A[q]), with its atomics / determinism. */

@@ -47,10 +47,7 @@
  *     weights streamed once per 8 or 16 real columns, bias + CELU and CELU' fused into the GEMMs,
  *     no work space): one launch per layer over all small species, forward and backward, and one
  *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
- *     (sg_networks: 2 n_layers - 1 launches in all for ANI; by default only the first layer and
- *     dE/dAEV stay grouped GEMMs, and one launch of nnpops__sg_mid_cuda_f32 runs the chain between,
- *     later hidden layers, output layer and backward pass, with the activations in shared memory:
- *     3 launches, except with option deterministic); each small species has its own
+ *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
  *     activation block (its atoms rounded up to 32 columns).
  *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
  *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
@@ -548,16 +545,10 @@ static const void *first_layer(const nnpops__ani *a, const ani_dev *dev, const n
     return (const char *)dev->arena + a->elem_size * (a->w_off[s][0] + (size_t)n);
 }
 
-#ifndef NNPOPS_SG_MID /* 0: the grouped launches after the first layer too (a build may measure) */
-#define NNPOPS_SG_MID 1
-#endif
-
 /* The networks of the small species (sg_small) of one step, grouped over species: one launch per
  * layer of the forward pass (GEMM + bias + CELU), one for the output layers, one per layer of the
  * backward pass (GEMM + CELU' in place) and one for dE/dAEV (written over the species' AEV
- * columns); or (NNPOPS_SG_MID, when every small species' network fits it and not deterministic)
- * the first layer, one fused launch for the rest of the chain down to dZ_0, and dE/dAEV.  Same
- * products as the cuBLAS path of nnpops__ani_compute_cuda. */
+ * columns).  Same products as the cuBLAS path of nnpops__ani_compute_cuda. */
 static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep *st,
                                  const ani_layout *L, int64_t Me, int64_t moff) {
     const nnpops__ani *a = model->impl;
@@ -583,48 +574,9 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
     ((l) == 0 ? (const float *)first_layer(a, dev, st, s, moff)                                   \
               : W + a->w_off[s][l] + (size_t)moff * a->width[s][(l) + 1] * a->width[s][l])
 #define SB(s, l) (W + a->b_off[s][l] + (size_t)moff * a->width[s][(l) + 1])
-    /* the chain after the first layer fused into one launch (nnpops__sg_mid_cuda_f32) when every
-     * small species' network fits it (not with option deterministic: its energies use atomics) */
-    nnpops__sg_mid_problem mid[NNPOPS__MAX_SPECIES];
-    int32_t n_mid = 0, fused = NNPOPS_SG_MID;
-    for (int s = 0; s < a->n_species && fused; s++) {
-        if (!sg_small(a, st, s)) continue;
-        nnpops__sg_mid_problem *p = &mid[n_mid++];
-        memset(p, 0, sizeof *p);
-        const int nl = a->n_layers[s];
-        p->n_layers = nl;
-        if (nl < 3 || nl > NNPOPS__SGM_MAX_LAYERS) {
-            fused = 0;
-            break;
-        }
-        for (int l = 0; l <= nl; l++) p->width[l] = a->width[s][l];
-        for (int l = 1; l < nl; l++) {
-            p->w[l] = SW(s, l);
-            p->b[l] = SB(s, l);
-        }
-        p->act0 = SACT(s, 0);
-        p->ld = L->small_ld[s];
-        p->out = (nnpops__ani_output_args){
-            .n = st->col_count[s],
-            .members = (int32_t)Me,
-            .width = a->width[s][nl - 1],
-            .alpha = a->alpha,
-            .lda = L->small_ld[s],
-            .need_grad = st->need_grad,
-            .member_offset = (int32_t)moff,
-            .ensemble = a->ensemble,
-            .member = st->member,
-            .self_energy = a->self_energy[s],
-            .centers = st->centers + st->col_start[s],
-            .atom_energy = st->atom_energy,
-            .member_energy = st->member_atom_energy,
-            .deterministic = st->deterministic,
-        };
-        fused = nnpops__sg_mid_cuda_fits(p);
-    }
     nnpops__sg_group g;
-    /* forward: hidden layer l of every small species that has it (only the first when fused) */
-    for (int l = 0; l + 1 < (fused ? 2 : maxnl); l++) {
+    /* forward: hidden layer l of every small species that has it */
+    for (int l = 0; l + 1 < maxnl; l++) {
         memset(&g, 0, sizeof g);
         g.alpha = a->alpha;
         for (int s = 0; s < a->n_species; s++) {
@@ -658,71 +610,65 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         }
         TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
     }
-    if (fused) {
-        TRY(nnpops__sg_mid_cuda_f32(n_mid, mid, st->stream));
-        if (!st->need_grad) return NNPOPS_OK;
+    /* output layers, energies, backward seeds: one grouped launch over the small species */
+    nnpops__ani_output_args oa[NNPOPS__MAX_SPECIES];
+    const float *ow[NNPOPS__MAX_SPECIES], *ob[NNPOPS__MAX_SPECIES];
+    float *oA[NNPOPS__MAX_SPECIES];
+    int32_t no = 0;
+    for (int s = 0; s < a->n_species; s++) {
+        if (!sg_small(a, st, s)) continue;
+        const int lo = a->n_layers[s] - 1;
+        oa[no] = (nnpops__ani_output_args){
+            .n = st->col_count[s],
+            .members = (int32_t)Me,
+            .width = a->width[s][lo],
+            .alpha = a->alpha,
+            .lda = L->small_ld[s],
+            .need_grad = st->need_grad,
+            .member_offset = (int32_t)moff,
+            .ensemble = a->ensemble,
+            .member = st->member,
+            .self_energy = a->self_energy[s],
+            .centers = st->centers + st->col_start[s],
+            .atom_energy = st->atom_energy,
+            .member_energy = st->member_atom_energy,
+            .deterministic = st->deterministic,
+        };
+        ow[no] = SW(s, lo);
+        ob[no] = SB(s, lo);
+        oA[no] = SACT(s, lo - 1);
+        no++;
     }
-    if (!fused) {
-        /* output layers, energies, backward seeds: one grouped launch over the small species */
-        nnpops__ani_output_args oa[NNPOPS__MAX_SPECIES];
-        const float *ow[NNPOPS__MAX_SPECIES], *ob[NNPOPS__MAX_SPECIES];
-        float *oA[NNPOPS__MAX_SPECIES];
-        int32_t no = 0;
+    TRY(nnpops__ani_output_group_cuda_f32(no, oa, ow, ob, oA, st->stream));
+    if (!st->need_grad) return NNPOPS_OK;
+    /* backward through the hidden layers: step d handles layer n_layers - 2 - d of each species */
+    for (int d = 0; d + 2 < maxnl; d++) {
+        memset(&g, 0, sizeof g);
+        g.alpha = a->alpha;
         for (int s = 0; s < a->n_species; s++) {
             if (!sg_small(a, st, s)) continue;
-            const int lo = a->n_layers[s] - 1;
-            oa[no] = (nnpops__ani_output_args){
-                .n = st->col_count[s],
-                .members = (int32_t)Me,
-                .width = a->width[s][lo],
-                .alpha = a->alpha,
-                .lda = L->small_ld[s],
-                .need_grad = st->need_grad,
-                .member_offset = (int32_t)moff,
-                .ensemble = a->ensemble,
-                .member = st->member,
-                .self_energy = a->self_energy[s],
-                .centers = st->centers + st->col_start[s],
-                .atom_energy = st->atom_energy,
-                .member_energy = st->member_atom_energy,
-                .deterministic = st->deterministic,
-            };
-            ow[no] = SW(s, lo);
-            ob[no] = SB(s, lo);
-            oA[no] = SACT(s, lo - 1);
-            no++;
+            const int l = a->n_layers[s] - 2 - d;
+            if (l < 1) continue;
+            const int32_t *w = a->width[s];
+            const int64_t lds = L->small_ld[s];
+            nnpops__sg_problem *p = &g.p[g.count++];
+            p->trans = 1;
+            p->epilogue = NNPOPS__SG_CELU_ACT;
+            p->m = w[l];
+            p->k = w[l + 1];
+            p->n = st->col_count[s];
+            p->batch = Me;
+            p->A = SW(s, l);
+            p->lda = w[l];
+            p->stride_a = (int64_t)w[l + 1] * w[l];
+            p->B = SACT(s, l);
+            p->ldb = lds;
+            p->stride_b = (int64_t)w[l + 1] * lds;
+            p->C = SACT(s, l - 1);
+            p->ldc = lds;
+            p->stride_c = (int64_t)w[l] * lds;
         }
-        TRY(nnpops__ani_output_group_cuda_f32(no, oa, ow, ob, oA, st->stream));
-        if (!st->need_grad) return NNPOPS_OK;
-        /* backward through the hidden layers: step d handles layer n_layers - 2 - d of each species */
-        for (int d = 0; d + 2 < maxnl; d++) {
-            memset(&g, 0, sizeof g);
-            g.alpha = a->alpha;
-            for (int s = 0; s < a->n_species; s++) {
-                if (!sg_small(a, st, s)) continue;
-                const int l = a->n_layers[s] - 2 - d;
-                if (l < 1) continue;
-                const int32_t *w = a->width[s];
-                const int64_t lds = L->small_ld[s];
-                nnpops__sg_problem *p = &g.p[g.count++];
-                p->trans = 1;
-                p->epilogue = NNPOPS__SG_CELU_ACT;
-                p->m = w[l];
-                p->k = w[l + 1];
-                p->n = st->col_count[s];
-                p->batch = Me;
-                p->A = SW(s, l);
-                p->lda = w[l];
-                p->stride_a = (int64_t)w[l + 1] * w[l];
-                p->B = SACT(s, l);
-                p->ldb = lds;
-                p->stride_b = (int64_t)w[l + 1] * lds;
-                p->C = SACT(s, l - 1);
-                p->ldc = lds;
-                p->stride_c = (int64_t)w[l] * lds;
-            }
-            if (g.count) TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
-        }
+        if (g.count) TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
     }
     /* dE/dAEV = sum over members of dZ0_m . W0_m, over the species' AEV columns */
     memset(&g, 0, sizeof g);

@@ -26,9 +26,8 @@
  *   celu               CELU forward / backward
  *   fused              bias + CELU, CELU' from activations, the ensemble output layer (mean,
  *                      one member among all, one member alone)
- *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin, the
- *                      grouped output layer against nnpops__ani_output_cpu_f32, and the fused
- *                      chain after a small species' first layer against nnpops__sg_mid_cpu_f32
+ *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin, and
+ *                      the grouped output layer against nnpops__ani_output_cpu_f32
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
  */
 #include <math.h>
@@ -1501,110 +1500,6 @@ static double sg_output_run(int member, int det) {
     return worst;
 }
 
-/* The fused chain after a small species' first layer (nnpops__sg_mid_cuda_f32) against its CPU
- * twin: four networks in one launch (ANI-2x's H and C widths, widths that are no multiple of 4,
- * five layers), 1 .. 20 columns (one and several blocks of 8, a padding column), the ensemble
- * mean, one member among all, one member alone; energies, member energies and dZ_0. */
-static double sg_mid_run(int member, int alone, int need_grad) {
-    enum { NQ = 4 };
-    const int M = 8, Me = alone ? 1 : M, moff = alone ? member : 0;
-    const int nls[NQ] = {4, 4, 3, 5};
-    const int32_t widths[NQ][6] = {{1008, 256, 192, 160, 1}, {1008, 224, 192, 160, 1},
-                                   {1008, 70, 37, 1}, {1008, 64, 48, 40, 24, 1}};
-    const int64_t ns[NQ] = {7, 13, 1, 20}, lds[NQ] = {32, 32, 32, 64}, n_atoms = 64;
-    const double alpha = 0.1, self[NQ] = {-0.5, -38.1, -54.7, -75.2};
-    double *ae_c = calloc(n_atoms, sizeof(double)), *me_c = calloc(n_atoms * M, sizeof(double));
-    double *dae = dalloc(sizeof(double) * n_atoms), *dme = dalloc(sizeof(double) * n_atoms * M);
-    nnpops__sg_mid_problem ph[NQ], pd[NQ];
-    float *hact[NQ], *dact[NQ], *hw[NQ][6], *dw[NQ][6], *hb[NQ][6], *dbv[NQ][6];
-    int32_t *hc[NQ], *dc[NQ];
-    int64_t off = 0;
-    for (int q = 0; q < NQ; q++) {
-        const int nl = nls[q];
-        const int64_t n = ns[q], ld = lds[q], w1 = widths[q][1];
-        memset(&ph[q], 0, sizeof ph[q]);
-        ph[q].n_layers = nl;
-        for (int l = 0; l <= nl; l++) ph[q].width[l] = widths[q][l];
-        hc[q] = malloc(sizeof(int32_t) * n);
-        for (int64_t r = 0; r < n; r++) hc[q][r] = (int32_t)(off + r);
-        if (n > 3) hc[q][2] = -1; /* a padding column */
-        off += n;
-        dc[q] = dup_to_device(hc[q], sizeof(int32_t) * n);
-        hact[q] = malloc(sizeof(float) * M * w1 * ld);
-        fill(hact[q], 0, M * w1 * ld, -1.5, 2);
-        dact[q] = dup_to_device(hact[q], sizeof(float) * M * w1 * ld);
-        for (int l = 1; l < nl; l++) {
-            const int64_t nw = (int64_t)M * widths[q][l + 1] * widths[q][l], nb = (int64_t)M * widths[q][l + 1];
-            const double sc = 1.5 / sqrt((double)widths[q][l]);
-            hw[q][l] = malloc(sizeof(float) * nw);
-            hb[q][l] = malloc(sizeof(float) * nb);
-            fill(hw[q][l], 0, nw, -sc, sc);
-            fill(hb[q][l], 0, nb, -0.2, 0.2);
-            dw[q][l] = dup_to_device(hw[q][l], sizeof(float) * nw);
-            dbv[q][l] = dup_to_device(hb[q][l], sizeof(float) * nb);
-            /* this call's member 0 is model member moff */
-            ph[q].w[l] = hw[q][l] + (size_t)moff * widths[q][l + 1] * widths[q][l];
-            ph[q].b[l] = hb[q][l] + (size_t)moff * widths[q][l + 1];
-        }
-        ph[q].ld = ld;
-        ph[q].act0 = hact[q];
-        nnpops__ani_output_args a = {n, Me, widths[q][nl - 1], alpha, ld, need_grad, moff, M, member,
-                                     self[q], hc[q], ae_c, me_c, 0};
-        ph[q].out = a;
-        pd[q] = ph[q];
-        for (int l = 1; l < nl; l++) {
-            pd[q].w[l] = dw[q][l] + (size_t)moff * widths[q][l + 1] * widths[q][l];
-            pd[q].b[l] = dbv[q][l] + (size_t)moff * widths[q][l + 1];
-        }
-        pd[q].act0 = dact[q];
-        pd[q].out.centers = dc[q];
-        pd[q].out.atom_energy = dae;
-        pd[q].out.member_energy = dme;
-        CHECK(nnpops__sg_mid_supported(&ph[q]) && nnpops__sg_mid_cuda_fits(&pd[q]));
-        nnpops__sg_mid_cpu_f32(&ph[q]);
-    }
-    CHECK_OK(nnpops__sg_mid_cuda_f32(NQ, pd, g_stream));
-    double *ae_g = malloc(sizeof(double) * n_atoms), *me_g = malloc(sizeof(double) * n_atoms * M);
-    to_host(ae_g, dae, sizeof(double) * n_atoms);
-    to_host(me_g, dme, sizeof(double) * n_atoms * M);
-    char what[96];
-    double worst = 0;
-    snprintf(what, sizeof what, "chain energies member %d alone %d grad %d", member, alone, need_grad);
-    worst = fmax(worst, compare(what, ae_g, ae_c, n_atoms, 1e-5, 1e-6));
-    snprintf(what, sizeof what, "chain member energies member %d alone %d", member, alone);
-    worst = fmax(worst, compare(what, me_g, me_c, n_atoms * M, 1e-5, 1e-6));
-    for (int q = 0; q < NQ; q++) {
-        const int64_t w1 = widths[q][1], ld = lds[q];
-        float *Ag = malloc(sizeof(float) * M * w1 * ld);
-        to_host(Ag, dact[q], sizeof(float) * M * w1 * ld);
-        snprintf(what, sizeof what, "chain dZ0 %d member %d alone %d grad %d", q, member, alone,
-                 need_grad);
-        worst = fmax(worst, cmp_any(what, 0, Ag, hact[q], M * w1, ns[q], ld, 2e-6, 2e-5));
-        free(Ag);
-        free(hact[q]);
-        free(hc[q]);
-        cudaFree(dact[q]);
-        cudaFree(dc[q]);
-        for (int l = 1; l < nls[q]; l++) {
-            free(hw[q][l]);
-            free(hb[q][l]);
-            cudaFree(dw[q][l]);
-            cudaFree(dbv[q][l]);
-        }
-    }
-    /* the energies are not all zero (the kernel ran) */
-    double esum = 0;
-    for (int64_t k = 0; k < n_atoms; k++) esum += fabs(ae_g[k]);
-    CHECK(esum > 0);
-    free(ae_c);
-    free(me_c);
-    free(ae_g);
-    free(me_g);
-    cudaFree(dae);
-    cudaFree(dme);
-    return worst;
-}
-
 static int case_small_gemm(void) {
     const sg_shape shapes[] = {
         {0, NNPOPS__SG_BIAS_CELU, 2048, 1008, 7, 1}, {0, NNPOPS__SG_BIAS_CELU, 192, 256, 45, 8},
@@ -1634,12 +1529,6 @@ static int case_small_gemm(void) {
     /* the grouped output layer */
     for (int det = 0; det < 2; det++)
         for (int member = -1; member < 8; member += 4) worst = fmax(worst, sg_output_run(member, det));
-    /* the fused chain after the first layer */
-    for (int grad = 0; grad < 2; grad++) {
-        worst = fmax(worst, sg_mid_run(-1, 0, grad));
-        worst = fmax(worst, sg_mid_run(5, 0, grad));
-        worst = fmax(worst, sg_mid_run(3, 1, grad));
-    }
     CHECK(worst <= 1.0);
     return 0;
 }

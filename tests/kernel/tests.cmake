@@ -19,10 +19,3 @@ if(NOT TARGET bench_neighbors_cpu)
   add_executable(bench_neighbors_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_neighbors_cpu.c)
   target_link_libraries(bench_neighbors_cpu PRIVATE nnpops_internal)
 endif()
-
-# ---- fused network ops ---------------------------------------------------------------------------
-# The CPU twin of the GPU's fused chain after a small species' first layer against the grouped
-# GEMMs and output layer it replaces.
-foreach(case mean member alone energy)
-  nnpops_internal_test(fused_chain.${case} kernel ${CMAKE_CURRENT_LIST_DIR}/test_fused_chain.c ${case})
-endforeach()
