@@ -18,6 +18,10 @@
  *          4. the potential (vt->compute_cuda): atom energies, member energies, dE/dr per entry;
  *          5. force scatter and virials (pair reduction over the entries), energies per system;
  *          6. ONE device-to-host copy of the output block (status word first) into pinned memory;
+ *          (for inputs and outputs of at most NNPOPS_STAGE_KERNEL_MAX bytes, 1-2 are ONE staging
+ *          kernel reading the pinned inputs through their device pointer and 6 another one writing
+ *          the pinned outputs: kernel nodes follow each other in a graph with less latency than
+ *          copy-engine nodes, which matters for small systems);
  *   host   ONE stream synchronization, then the status word: a neighbor overflow (more entries than
  *          capacity) or a center with more angular neighbors than the AEV kernels held grows the
  *          capacity and recomputes the whole step (a truncated result is never returned); bad
@@ -83,7 +87,9 @@
  *          6. the finish kernel: the caller's outputs in the caller's units, or NaN in every
  *             element when any flag of the step is set; the flags accumulate in a sticky record
  *             (a device allocation that never moves);
- *          7. an async copy of the sticky record into a pinned host slot (also never moved).
+ *          7. an async copy of the sticky record into a pinned host slot (also never moved);
+ *          1 and 7 are the staging kernel (nnpops__stage_cuda) where the output block is at most
+ *          NNPOPS_STAGE_KERNEL_MAX bytes, as in the host entry.
  *          No synchronization, no allocation, no host read of device data: when the caller's
  *          stream is capturing, the same calls go into the caller's graph.  cuBLAS runs on the
  *          caller's stream with the device arena's work space for the call and is set back after.
@@ -197,6 +203,7 @@ typedef struct dev_state {
     int64_t generation;        /* plans made; the device copy is at PERSIST_GEN */
     void *persist;             /* device, PERSIST_BYTES */
     void *pin;                 /* pinned host, PIN_BYTES */
+    void *pin_dev;             /* its device pointer (NULL: not mapped) */
     cudaEvent_t done;          /* recorded after each non-capturing call */
     int have_done;
     cudaStream_t last_stream;  /* the stream of that call (compared, never used) */
@@ -215,6 +222,7 @@ struct nnpops__cuda_ctx {
     void *dev;
     size_t dev_bytes;
     void *pin_in, *pin_out;
+    void *pin_in_dev, *pin_out_dev; /* their device pointers (NULL: not mapped) */
     size_t pin_in_bytes, pin_out_bytes;
     int64_t capacity;          /* center-list entries */
     double entries_per_center; /* largest ratio seen, for the first capacity of a new size */
@@ -420,12 +428,16 @@ static nnpops_status grow_arena(void **p, size_t *have, size_t bytes, cudaStream
     return NNPOPS_OK;
 }
 
-static nnpops_status grow_pinned(void **p, size_t *have, size_t bytes, const char *what) {
+/* Grows the pinned buffer *p to at least `bytes` (1.5x at least); *dp receives its device pointer
+ * (pinned memory is mapped under unified addressing), or NULL when there is none. */
+static nnpops_status grow_pinned(void **p, void **dp, size_t *have, size_t bytes,
+                                 const char *what) {
     if (bytes <= *have) return NNPOPS_OK;
     size_t want = *have + *have / 2;
     if (want < bytes) want = bytes;
     if (*p) cudaFreeHost(*p);
     *p = NULL;
+    *dp = NULL;
     *have = 0;
     cudaError_t e = cudaMallocHost(p, want);
     if (e != cudaSuccess) {
@@ -436,6 +448,10 @@ static nnpops_status grow_pinned(void **p, size_t *have, size_t bytes, const cha
                             what, cudaGetErrorString(e));
     }
     *have = want;
+    if (cudaHostGetDevicePointer(dp, *p, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        *dp = NULL;
+    }
     return NNPOPS_OK;
 }
 
@@ -759,18 +775,37 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
     return NNPOPS_OK;
 }
 
+/* Inputs and outputs of at most this many bytes move through the staging kernel (one kernel
+ * node each way in a graph, instead of a memcpy and a memset node in, a memcpy node out); larger
+ * ones through the copy engines.  A build may set NNPOPS_STAGE_KERNEL_MAX (0: always the copy
+ * engines) for comparisons. */
+#ifndef NNPOPS_STAGE_KERNEL_MAX
+#define NNPOPS_STAGE_KERNEL_MAX (256 << 10)
+#endif
+
 /* The host entry's step, from the input copy to the output copy (what a graph holds). */
 static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, step_plan *P) {
     const step_layout *L = &P->L;
     char *d = c->dev;
+    const size_t out_bytes = L->d2h_end - L->out0, zero_bytes = L->zero_end - L->out0;
+    const int kern = c->pin_in_dev && c->pin_out_dev &&
+                     L->in_bytes <= (size_t)NNPOPS_STAGE_KERNEL_MAX &&
+                     out_bytes <= (size_t)NNPOPS_STAGE_KERNEL_MAX;
     /* 1-2: inputs in, outputs zeroed */
-    NNPOPS__CUDA_CALL(cudaMemcpyAsync(d, c->pin_in, L->in_bytes, cudaMemcpyHostToDevice, c->stream));
-    NNPOPS__CUDA_CALL(cudaMemsetAsync(d + L->out0, 0, L->zero_end - L->out0, c->stream));
+    if (kern) {
+        TRY(nnpops__stage_cuda(d, c->pin_in_dev, L->in_bytes, d + L->out0, zero_bytes, c->stream));
+    } else {
+        NNPOPS__CUDA_CALL(
+            cudaMemcpyAsync(d, c->pin_in, L->in_bytes, cudaMemcpyHostToDevice, c->stream));
+        NNPOPS__CUDA_CALL(cudaMemsetAsync(d + L->out0, 0, zero_bytes, c->stream));
+    }
     /* 3-5 */
     TRY(enqueue_core(c, m, P, d, c->stream));
     /* 6: results out */
-    NNPOPS__CUDA_CALL(cudaMemcpyAsync(c->pin_out, d + L->out0, L->d2h_end - L->out0,
-                                      cudaMemcpyDeviceToHost, c->stream));
+    if (kern)
+        return nnpops__stage_cuda(c->pin_out_dev, d + L->out0, out_bytes, NULL, 0, c->stream);
+    NNPOPS__CUDA_CALL(
+        cudaMemcpyAsync(c->pin_out, d + L->out0, out_bytes, cudaMemcpyDeviceToHost, c->stream));
     return NNPOPS_OK;
 }
 
@@ -900,7 +935,8 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
     /* pinned inputs (their layout does not depend on the capacity) */
     layout_of(z, 0, 0, &P.L);
     const step_layout *L = &P.L;
-    TRY(grow_pinned(&c->pin_in, &c->pin_in_bytes, L->in_bytes, "GPU input staging"));
+    TRY(grow_pinned(&c->pin_in, &c->pin_in_dev, &c->pin_in_bytes, L->in_bytes,
+                    "GPU input staging"));
     {
         char *p = c->pin_in;
         memcpy(p + L->pos, g->positions, sizeof(double) * 3 * (size_t)z->n);
@@ -915,7 +951,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
         /* the potential's work space depends on the columns only */
         step_layout_of(m, z, ds, &P.L);
         TRY(grow_arena(&c->dev, &c->dev_bytes, L->total, c->stream, c->device, "GPU work space"));
-        TRY(grow_pinned(&c->pin_out, &c->pin_out_bytes, L->d2h_end - L->out0,
+        TRY(grow_pinned(&c->pin_out, &c->pin_out_dev, &c->pin_out_bytes, L->d2h_end - L->out0,
                         "GPU output staging"));
         if (c->blas_work != (char *)c->dev + L->blas_work || c->blas_sides != L->blas_sides) {
             TRY(set_workspaces(c, (char *)c->dev + L->blas_work, L->blas_sides));
@@ -1133,6 +1169,10 @@ static nnpops_status dev_init(nnpops__cuda_ctx *c, cudaStream_t stream) {
                             __FILE__, __LINE__, (size_t)PIN_BYTES, cudaGetErrorString(e));
     }
     memset(v->pin, 0, PIN_BYTES);
+    if (cudaHostGetDevicePointer(&v->pin_dev, v->pin, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        v->pin_dev = NULL;
+    }
     NNPOPS__CUDA_CALL(cudaEventCreateWithFlags(&v->done, cudaEventDisableTiming));
     return NNPOPS_OK;
 }
@@ -1166,7 +1206,11 @@ static nnpops_status dev_enqueue_body(nnpops__cuda_ctx *c, const nnpops_model *m
     cudaStream_t stream = (cudaStream_t)a->stream;
     char *pin = v->pin, *persist = v->persist;
 
-    NNPOPS__CUDA_CALL(cudaMemsetAsync(d + L->out0, 0, L->zero_end - L->out0, stream));
+    /* the staging kernel where it may (a kernel node, see enqueue_step) */
+    const size_t zero_bytes = L->zero_end - L->out0;
+    const int kern = v->pin_dev && zero_bytes <= (size_t)NNPOPS_STAGE_KERNEL_MAX;
+    if (kern) TRY(nnpops__stage_cuda(NULL, NULL, 0, d + L->out0, zero_bytes, stream));
+    else NNPOPS__CUDA_CALL(cudaMemsetAsync(d + L->out0, 0, zero_bytes, stream));
     nnpops__io_prep_args pa;
     memset(&pa, 0, sizeof pa);
     pa.n_atoms = z->n;
@@ -1212,6 +1256,9 @@ static nnpops_status dev_enqueue_body(nnpops__cuda_ctx *c, const nnpops_model *m
                                           stream));
         NNPOPS__CUDA_CALL(cudaMemcpyAsync(pin + PIN_IO, d + L->io, sizeof(nnpops__io_status),
                                           cudaMemcpyDeviceToHost, stream));
+    } else if (kern) {
+        TRY(nnpops__stage_cuda((char *)v->pin_dev + PIN_STICKY, persist,
+                               sizeof(nnpops__io_sticky), NULL, 0, stream));
     } else {
         NNPOPS__CUDA_CALL(cudaMemcpyAsync(pin + PIN_STICKY, persist, sizeof(nnpops__io_sticky),
                                           cudaMemcpyDeviceToHost, stream));

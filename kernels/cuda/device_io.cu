@@ -12,6 +12,8 @@
  *            NaN everywhere when a flag is set; thread 0 of block 0 adds the step to the sticky
  *            record (kernels of one stream run in order, so the record needs no atomics); a step
  *            of a stale plan records only that it was stale.
+ * Also the host entry's staging kernel (nnpops__stage_cuda): 16-byte copies and zeroing in
+ * grid-stride loops, the tails byte by byte.
  */
 #include <math.h>
 #include <stdint.h>
@@ -115,7 +117,29 @@ __global__ void io_finish_kernel(const nnpops__io_finish_args a) {
     }
 }
 
+__global__ void stage_kernel(char *dst, const char *src, size_t nc, char *z, size_t nz) {
+    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t stride = (size_t)gridDim.x * blockDim.x, c16 = nc >> 4, z16 = nz >> 4;
+    for (size_t k = t; k < c16; k += stride)
+        reinterpret_cast<uint4 *>(dst)[k] = reinterpret_cast<const uint4 *>(src)[k];
+    for (size_t k = (c16 << 4) + t; k < nc; k += stride) dst[k] = src[k];
+    for (size_t k = t; k < z16; k += stride)
+        reinterpret_cast<uint4 *>(z)[k] = make_uint4(0, 0, 0, 0);
+    for (size_t k = (z16 << 4) + t; k < nz; k += stride) z[k] = 0;
+}
+
 } /* namespace */
+
+extern "C" nnpops_status nnpops__stage_cuda(void *dst, const void *src, size_t copy_bytes,
+                                            void *zdst, size_t zero_bytes, void *stream) {
+    const size_t units = ((copy_bytes > zero_bytes ? copy_bytes : zero_bytes) + 15) >> 4;
+    unsigned grid = grid_for((int64_t)(units > 0 ? units : 1), 256);
+    if (grid > 1024) grid = 1024; /* grid-stride loops */
+    stage_kernel<<<grid, 256, 0, as_stream(stream)>>>((char *)dst, (const char *)src, copy_bytes,
+                                                     (char *)zdst, zero_bytes);
+    NNPOPS__LAUNCH_CHECK("stage_kernel");
+    return NNPOPS_OK;
+}
 
 extern "C" nnpops_status nnpops__io_prepare_cuda(const nnpops__io_prep_args *args, void *stream) {
     int64_t items = args->n_atoms;

@@ -371,6 +371,15 @@ typedef struct nnpops__io_finish_args {
 nnpops_status nnpops__io_finish_cuda(const nnpops__io_finish_args *args, void *stream);
 /* ==== end of the device entry section ========================================================== */
 
+/* Staging in ONE kernel (kernels/cuda/device_io.cu; the host entry's small steps, cuda_step.c):
+ * copies copy_bytes from src to dst and zeroes zero_bytes at zdst (NULL when zero_bytes is 0).
+ * src or dst may be pinned host memory from cudaMallocHost, addressed through its device pointer
+ * (cudaHostGetDevicePointer; mapped under unified addressing).  Every pointer 16-byte aligned.  In
+ * a CUDA graph a kernel node follows and precedes the step's kernels with far less latency than
+ * the copy engines' memcpy and memset nodes. */
+nnpops_status nnpops__stage_cuda(void *dst, const void *src, size_t copy_bytes, void *zdst,
+                                 size_t zero_bytes, void *stream);
+
 /* ---- 3xTF32 GEMMs (kernels/cuda/tf32x3.cu): float32 accuracy on the tensor cores ----
  * nnpops__tf32_stack_cuda: x (rows x cols, column major, ld ldx, batch entries stride_x apart)
  * split into hi (x rounded to TF32) and lo (x - hi, exact) and written three times along the rows

@@ -29,6 +29,10 @@
  *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin, and
  *                      the grouped output layer against nnpops__ani_output_cpu_f32
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
+ *   stage              the staging kernel (nnpops__stage_cuda) against memcpy / memset: pinned host
+ *                      to device and device to pinned host through the device pointers, sizes
+ *                      with and without 16-byte tails, zeroing alone and with a copy; bytes
+ *                      outside the ranges untouched
  */
 #include <math.h>
 #include <stdint.h>
@@ -1533,6 +1537,53 @@ static int case_small_gemm(void) {
     return 0;
 }
 
+/* nnpops__stage_cuda against memcpy / memset (its CPU twin): random bytes from pinned host memory
+ * (through its device pointer) to the device and zeroing there; device to pinned host. */
+static int case_stage(void) {
+    const size_t sizes[] = {0, 1, 15, 16, 17, 1000, 4096, 70001, 262144};
+    const size_t cap = 262144 + 64;
+    unsigned char *hin, *hout, *want = malloc(cap), *got = malloc(cap);
+    CUDA_CHECK(cudaMallocHost((void **)&hin, cap));
+    CUDA_CHECK(cudaMallocHost((void **)&hout, cap));
+    void *din = NULL, *dout = NULL;
+    CUDA_CHECK(cudaHostGetDevicePointer(&din, hin, 0));
+    CUDA_CHECK(cudaHostGetDevicePointer(&dout, hout, 0));
+    unsigned char *dev = dalloc(2 * cap);
+    for (size_t a = 0; a < sizeof sizes / sizeof sizes[0]; a++)
+        for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b += 3) {
+            const size_t nc = sizes[a], nz = sizes[b];
+            /* in: pinned host -> device [0, nc), zero device [cap, cap + nz) */
+            for (size_t k = 0; k < cap; k++) hin[k] = (unsigned char)(urand() * 256);
+            unsigned char *fillv = malloc(2 * cap), *back = malloc(2 * cap);
+            for (size_t k = 0; k < 2 * cap; k++) fillv[k] = (unsigned char)(urand() * 256);
+            CUDA_CHECK(cudaMemcpy(dev, fillv, 2 * cap, cudaMemcpyHostToDevice));
+            CHECK_OK(nnpops__stage_cuda(dev, din, nc, nz ? dev + cap : NULL, nz, g_stream));
+            gsync();
+            to_host(back, dev, 2 * cap);
+            memcpy(fillv, hin, nc);
+            memset(fillv + cap, 0, nz);
+            CHECK(memcmp(back, fillv, 2 * cap) == 0);
+            /* out: device [0, nc) -> pinned host */
+            for (size_t k = 0; k < cap; k++) hout[k] = (unsigned char)(urand() * 256);
+            memcpy(want, hout, cap);
+            CHECK_OK(nnpops__stage_cuda(dout, dev + cap / 2, nc, NULL, 0, g_stream));
+            gsync();
+            memcpy(want, back + cap / 2, nc);
+            memcpy(got, hout, cap);
+            CHECK(memcmp(got, want, cap) == 0);
+            free(fillv);
+            free(back);
+        }
+    printf("stage: %zu copy sizes x %zu zero sizes, both directions, bytes equal\n",
+           sizeof sizes / sizeof sizes[0], (sizeof sizes / sizeof sizes[0] + 2) / 3);
+    cudaFree(dev);
+    cudaFreeHost(hin);
+    cudaFreeHost(hout);
+    free(want);
+    free(got);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s CASE\n", argv[0]);
@@ -1552,6 +1603,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "fused")) r = case_fused();
     else if (!strcmp(c, "reduce")) r = case_reduce();
     else if (!strcmp(c, "small_gemm")) r = case_small_gemm();
+    else if (!strcmp(c, "stage")) r = case_stage();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
