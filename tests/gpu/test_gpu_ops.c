@@ -1556,7 +1556,8 @@ static int case_stage(void) {
             for (size_t k = 0; k < cap; k++) hin[k] = (unsigned char)(urand() * 256);
             unsigned char *fillv = malloc(2 * cap), *back = malloc(2 * cap);
             for (size_t k = 0; k < 2 * cap; k++) fillv[k] = (unsigned char)(urand() * 256);
-            CUDA_CHECK(cudaMemcpy(dev, fillv, 2 * cap, cudaMemcpyHostToDevice));
+            /* on the test's stream: a pageable cudaMemcpy may still be in flight when it returns */
+            CUDA_CHECK(cudaMemcpyAsync(dev, fillv, 2 * cap, cudaMemcpyHostToDevice, g_stream));
             CHECK_OK(nnpops__stage_cuda(dev, din, nc, nz ? dev + cap : NULL, nz, g_stream));
             gsync();
             to_host(back, dev, 2 * cap);
