@@ -17,19 +17,22 @@ void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g) {
     const float al = (float)g->alpha, inv = (float)(1.0 / g->alpha);
     for (int32_t q = 0; q < g->count; q++) {
         const nnpops__sg_problem *p = &g->p[q];
-        for (int64_t t = 0; t < p->batch; t++) {
-            const float *A = p->A + t * p->stride_a, *B = p->B + t * p->stride_b;
-            float *C = p->C + t * p->stride_c;
+        const int32_t S = p->split > 1 ? p->split : 1;
+        const int64_t kper = nnpops__sg_split_k(p->k, S);
+        for (int64_t t = 0; t < p->batch * S; t++) {
+            const int64_t ks = t % S, j0 = ks * kper, j1 = j0 + kper < p->k ? j0 + kper : p->k;
+            const float *A = p->A + (t / S) * p->stride_a, *B = p->B + (t / S) * p->stride_b;
+            float *C = p->C + (t / S) * p->stride_c + ks * p->split_stride;
             for (int64_t i = 0; i < p->m; i++)
                 for (int64_t r = 0; r < p->n; r++) {
                     float s = 0.0f;
-                    for (int64_t j = 0; j < p->k; j++) {
+                    for (int64_t j = j0; j < j1; j++) {
                         const float a = p->trans ? A[j * p->lda + i] : A[i * p->lda + j];
                         s += a * B[j * p->ldb + r];
                     }
                     float *c = C + i * p->ldc + r;
                     if (p->epilogue == NNPOPS__SG_BIAS_CELU) {
-                        const float x = s + (p->bias ? p->bias[t * p->m + i] : 0.0f);
+                        const float x = s + (p->bias ? p->bias[(t / S) * p->m + i] : 0.0f);
                         *c = x > 0 ? x : al * expm1f(x * inv);
                     } else if (p->epilogue == NNPOPS__SG_CELU_ACT) {
                         const float x = *c;

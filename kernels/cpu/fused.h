@@ -71,7 +71,8 @@ void nnpops__ani_output_cpu_f64(const nnpops__ani_output_args *args, const doubl
  *                        NNPOPS__SG_BIAS_CELU:  celu(s + bias[t * m + i])   (bias may be NULL)
  *                        NNPOPS__SG_CELU_ACT:   s * celu'(C_t[i * ldc + r])  (C holds the
  *                                               activation on entry, as nnpops__celu_backward_act)
- * Only columns r < n are read from B and written to C.  The CUDA twin (kernels_cuda.h) sums each
+ * With a k split (split > 1) each slice of the inner dimension is summed into its own copy of C
+ * (see the field).  Only columns r < n are read from B and written to C.  The CUDA twin (kernels_cuda.h) sums each
  * output within one block in a fixed order (no work space): deterministic, equal to this twin to
  * rounding. */
 #define NNPOPS__SG_MAX_PROBLEMS 32
@@ -94,7 +95,18 @@ typedef struct nnpops__sg_problem {
     float *C;
     int64_t ldc, stride_c;
     const float *bias;
+    /* k split (trans 1 with NNPOPS__SG_STORE only; 0 or 1: none): slice j < split of the inner
+     * dimension, j kper <= j' < min(k, (j + 1) kper) with kper = nnpops__sg_split_k(k, split),
+     * is summed into C_t + j split_stride (the caller adds the slices: more blocks, each with a
+     * shorter chain of loads, for products with few outputs and a long inner dimension) */
+    int32_t split;
+    int64_t split_stride;
 } nnpops__sg_problem;
+
+/* Inner rows per slice of a k split (a multiple of 4). */
+static inline int64_t nnpops__sg_split_k(int64_t k, int32_t split) {
+    return split > 1 ? ((k + split - 1) / split + 3) / 4 * 4 : k;
+}
 
 typedef struct nnpops__sg_group {
     int32_t count;

@@ -90,6 +90,11 @@ template <typename R> struct aev_args {
     nnpops__dev_status *status;
     double *pair_grad; /* backward */
     int det;           /* deterministic: fixed-point shared sums (see the file header) */
+    /* backward: dE/dAEV is aev plus n_extra more slices, extra + j extra_stride (the slices of a
+     * k-split adjoint, nnpops__aev_backward_sum_cuda_f32), added in order */
+    const R *extra;
+    int32_t n_extra;
+    int64_t extra_stride;
 };
 
 __host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
@@ -554,7 +559,12 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     int32_t sp;
     bool have = e0 + threadIdx.x < e1 && load_entry(a, e0 + threadIdx.x, p, rev, v, dd, sp);
     pdl_wait(); /* dE/dAEV comes from the kernel before */
-    for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = a.aev[(int64_t)f * a.ld + col];
+    for (int f = threadIdx.x; f < L; f += blockDim.x) {
+        R g = a.aev[(int64_t)f * a.ld + col];
+        for (int j = 0; j < a.n_extra; j++)
+            g += a.extra[j * a.extra_stride + (int64_t)f * a.ld + col];
+        sm.row[f] = g;
+    }
     if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
@@ -730,7 +740,8 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
                      const int32_t *centers, const int64_t *start, const int64_t *entry,
                      const int32_t *pairs, const double *vec, const int32_t *species, R *aev,
                      int64_t ld, double *pair_grad, int64_t capacity, int32_t max_angular,
-                     nnpops__dev_status *status, void *stream, bool det) {
+                     nnpops__dev_status *status, void *stream, bool det,
+                     const R *extra = nullptr, int32_t n_extra = 0, int64_t extra_stride = 0) {
     if (n <= 0) return NNPOPS_OK;
     if (desc->angular_len > 1024)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
@@ -764,6 +775,9 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.status = status;
     a.pair_grad = pair_grad;
     a.det = det ? 1 : 0;
+    a.extra = extra;
+    a.n_extra = extra ? n_extra : 0;
+    a.extra_stride = extra_stride;
     cudaStream_t st = as_stream(stream);
     const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
     if (backward) {
@@ -819,6 +833,17 @@ extern "C" nnpops_status nnpops__aev_backward_cuda_f32(
     nnpops__dev_status *status, void *stream) {
     return launch<float>(true, desc, n, centers, start, entry, pairs, pair_vec, species,
                          (float *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream, false);
+}
+
+extern "C" nnpops_status nnpops__aev_backward_sum_cuda_f32(
+    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
+    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
+    const float *grad_aev, int64_t ld, int32_t slices, int64_t slice_stride, double *pair_grad,
+    int64_t capacity, int32_t max_angular, nnpops__dev_status *status, void *stream, int det) {
+    return launch<float>(true, desc, n, centers, start, entry, pairs, pair_vec, species,
+                         (float *)grad_aev, ld, pair_grad, capacity, max_angular, status, stream,
+                         det != 0, slices > 1 ? grad_aev + slice_stride : nullptr, slices - 1,
+                         slice_stride);
 }
 
 extern "C" nnpops_status nnpops__aev_backward_cuda_f64(

@@ -136,6 +136,14 @@ nnpops_status nnpops__aev_backward_cuda_f32(const nnpops__aev_desc *desc, int64_
                                             const float *grad_aev, int64_t ld, double *pair_grad,
                                             int64_t capacity, int32_t max_angular,
                                             nnpops__dev_status *status, void *stream);
+/* As nnpops__aev_backward_cuda_f32 (det: the deterministic twin) with dE/dAEV given as `slices`
+ * slices grad_aev + j slice_stride, each [aev_len][ld] (the partial sums of a k-split adjoint,
+ * nnpops__sg_problem.split), added in slice order. */
+nnpops_status nnpops__aev_backward_sum_cuda_f32(
+    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
+    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
+    const float *grad_aev, int64_t ld, int32_t slices, int64_t slice_stride, double *pair_grad,
+    int64_t capacity, int32_t max_angular, nnpops__dev_status *status, void *stream, int det);
 nnpops_status nnpops__aev_backward_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
                                             const int32_t *centers, const int64_t *start,
                                             const int64_t *entry, const int32_t *pairs,
@@ -223,7 +231,8 @@ nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, c
 /* Twin of nnpops__small_gemm_cpu_f32 (fused.h): a group of small-n float32 GEMMs with fused
  * epilogues, plain FP32 FMA (no cuBLAS, no tensor cores), ONE launch per kind (trans 0, trans 1)
  * and NNPOPS__SG_PER_LAUNCH problems: each output is summed within one block, in a fixed order
- * (deterministic, no second pass).  Only the n real columns are computed (chunks of 8 or 16).
+ * (deterministic, no second pass; a k split's slices are summed by separate blocks into their
+ * own copies of C, a slice per block).  Only the n real columns are computed (chunks of 8 or 16).
  * work / work_bytes are unused (nnpops__small_gemm_work_bytes is 0; NULL is fine).  Used by the
  * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,

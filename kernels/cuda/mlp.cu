@@ -517,6 +517,7 @@ const int SGT_MAX_THREADS = 512;
 struct SgProb {
     nnpops__sg_problem p;
     int64_t mt, cc, start; /* row tiles, column chunks, first block of the problem */
+    int64_t kper;          /* inner rows per slice of a k split (nnpops__sg_split_k) */
 };
 struct SgLaunch {
     int32_t count, kc; /* problems; k per staged slice */
@@ -758,15 +759,20 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
     int64_t lb = (int64_t)blockIdx.x - Q.start;
     const int64_t mi = lb % Q.mt;
     lb /= Q.mt;
-    const int64_t ci = lb % Q.cc, t = lb / Q.cc;
+    const int64_t ci = lb % Q.cc;
+    lb /= Q.cc;
+    /* slice ks of a k split (nnpops__sg_split_k): its rows of A and B, its copy of C */
+    const int32_t S = p.split > 1 ? p.split : 1;
+    const int64_t ks = lb % S, t = lb / S, kper = Q.kper, kb = ks * kper;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     const int li = lane & 7, lj = lane >> 3;
-    const int64_t r0 = ci * NB, m = p.m, k = p.k, lda = p.lda, ldb = p.ldb;
+    const int64_t r0 = ci * NB, m = p.m, lda = p.lda, ldb = p.ldb;
+    const int64_t k = kb < p.k ? (p.k - kb < kper ? p.k - kb : kper) : 0;
     const int nr = (int)(p.n - r0 < NB ? p.n - r0 : NB);
     const int64_t ib = mi * SG_ROWS + li;
-    const float *__restrict__ Ab = p.A + t * p.stride_a + ib;
-    const float *__restrict__ B = p.B + t * p.stride_b + r0;
-    float *C = p.C + t * p.stride_c + r0;
+    const float *__restrict__ Ab = p.A + t * p.stride_a + kb * lda + ib;
+    const float *__restrict__ B = p.B + t * p.stride_b + kb * ldb + r0;
+    float *C = p.C + t * p.stride_c + ks * p.split_stride + r0;
     pdl_trigger();
     /* this thread's outputs o = tid + v blockDim.x (lane ln = o / NB, column o % NB) and their
      * epilogue inputs, fetched early */
@@ -1027,6 +1033,10 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
                                 "small GEMM: %lld x %lld x %lld (at most %d columns)",
                                 (long long)p->m, (long long)p->k, (long long)p->n,
                                 NNPOPS__SG_MAX_COLS);
+        if (p->split > 1 && (!p->trans || p->epilogue != NNPOPS__SG_STORE || p->split > 64))
+            return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                                "small GEMM: a k split (%d) needs trans 1, a plain store and at "
+                                "most 64 slices", (int)p->split);
     }
     cudaStream_t st = as_stream(stream);
     for (int trans = 0; trans < 2; trans++) {
@@ -1045,7 +1055,8 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
                     continue;
                 idx[cnt++] = q;
                 if (p->n > nmax) nmax = p->n;
-                if (p->k > kmax) kmax = p->k;
+                const int64_t kl = nnpops__sg_split_k(p->k, p->split);
+                if (kl > kmax) kmax = kl;
             }
             if (cnt == 0) break;
             const int64_t nb = nmax <= 8 ? 8 : 16;
@@ -1055,8 +1066,9 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
                 Q.p = g->p[idx[c]];
                 Q.mt = (Q.p.m + SG_ROWS - 1) / SG_ROWS;
                 Q.cc = (Q.p.n + nb - 1) / nb;
+                Q.kper = nnpops__sg_split_k(Q.p.k, Q.p.split);
                 Q.start = blocks;
-                blocks += Q.p.batch * Q.mt * Q.cc;
+                blocks += Q.p.batch * Q.mt * Q.cc * (Q.p.split > 1 ? Q.p.split : 1);
             }
             if (blocks > INT32_MAX)
                 return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "small GEMM: grid too large");

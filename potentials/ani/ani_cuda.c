@@ -48,7 +48,11 @@
  *     no work space): one launch per layer over all small species, forward and backward, and one
  *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
  *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
- *     activation block (its atoms rounded up to 32 columns).
+ *     activation block (its atoms rounded up to 32 columns).  When every species of the step is
+ *     on this path (no branches), the adjoint onto the AEV, whose inner dimension (members x
+ *     first width, 1536-2048 for ANI-2x) is long for its few outputs, runs as a k split of
+ *     NNPOPS_SG_KSPLIT slices summed by separate blocks (shorter chains of weight loads after
+ *     the wait) into a work block of partial sums, which the AEV adjoint adds in slice order.
  *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
  *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
  *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
@@ -400,7 +404,16 @@ typedef struct ani_layout {
     size_t small_act[NNPOPS__MAX_SPECIES]; /* activations of a small species (sg_small) */
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (the atoms rounded up to 32) */
     int64_t act_rows;     /* rows of the activation blocks */
+    /* every species on the small path (no branches, float32): the adjoint onto the AEV runs as a
+     * k split of ksplit slices (nnpops__sg_problem.split), its partial sums at kpart, [ksplit]
+     * [aev_len][n_cols], added by the AEV adjoint (nnpops__aev_backward_sum_cuda_f32); 1: none */
+    int32_t ksplit;
+    size_t kpart;
 } ani_layout;
+
+#ifndef NNPOPS_SG_KSPLIT /* slices of the small path's adjoint onto the AEV (a build may measure) */
+#define NNPOPS_SG_KSPLIT 4
+#endif
 
 /* Species whose networks run through the small-n grouped GEMMs (nnpops__small_gemm_cuda_f32)
  * instead of cuBLAS: float32 models, 1 .. NNPOPS__SG_MAX_COLS atoms of the species.  Chosen from
@@ -519,6 +532,13 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         L.small_ld[s] = (st->col_count[s] + 31) / 32 * 32;
         L.small_act[s] = cur;
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
+    }
+    L.ksplit = 1;
+    if (NNPOPS_SG_KSPLIT > 1 && L.n_branch == 0 && small_cols > 0 && st->need_grad) {
+        L.ksplit = NNPOPS_SG_KSPLIT;
+        L.kpart = cur;
+        cur += al256(sizeof(float) * (size_t)L.ksplit * (size_t)aev_of(a, st)->aev_len *
+                     (size_t)st->n_cols);
     }
     L.total = cur;
     return L;
@@ -689,6 +709,11 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         p->ldb = L->small_ld[s];
         p->C = aev + st->col_start[s];
         p->ldc = ld;
+        if (L->ksplit > 1) { /* the slices' partial sums, added by the AEV adjoint */
+            p->C = (float *)((char *)st->work + L->kpart) + st->col_start[s];
+            p->split = L->ksplit;
+            p->split_stride = Lf * ld;
+        }
     }
 #undef SACT
 #undef SW
@@ -975,5 +1000,11 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                       "cudaStreamWaitEvent (join)"));
     }
     if (!st->need_grad || split) return NNPOPS_OK;
+    if (L.ksplit > 1) /* (float32, every species on the small path) */
+        return nnpops__aev_backward_sum_cuda_f32(
+            aev_of(a, st), st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec,
+            st->pot_state ? st->species_rank : st->species, (const float *)(work + L.kpart), ld,
+            L.ksplit, Lf * ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream,
+            det);
     return aev_cols(a, st, 1, 0, st->n_cols, aev, stream);
 }

@@ -26,8 +26,9 @@
  *   celu               CELU forward / backward
  *   fused              bias + CELU, CELU' from activations, the ensemble output layer (mean,
  *                      one member among all, one member alone)
- *   small_gemm         the small-n grouped GEMM (fused epilogues) against its CPU twin, and
- *                      the grouped output layer against nnpops__ani_output_cpu_f32
+ *   small_gemm         the small-n grouped GEMM (fused epilogues, the k split of the backward
+ *                      kind) against its CPU twin, and the grouped output layer against
+ *                      nnpops__ani_output_cpu_f32
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
  *   stage              the staging kernel (nnpops__stage_cuda) against memcpy / memset: pinned host
  *                      to device and device to pinned host through the device pointers, sizes
@@ -1504,6 +1505,104 @@ static double sg_output_run(int member, int det) {
     return worst;
 }
 
+/* The k split of the backward kind (nnpops__sg_problem.split): every slice against the CPU
+ * twin's slice, the slices' sum against the unsplit product (the split is a decomposition of the
+ * same sums), an empty last slice written as zeros, in one grouped launch with an unsplit
+ * problem. */
+static double sg_split_run(void) {
+    enum { NQ = 4 };
+    const int64_t ms[NQ] = {384, 37, 100, 64}, ks[NQ] = {2048, 130, 10, 300},
+                  ns[NQ] = {7, 13, 5, 16}, bts[NQ] = {1, 2, 1, 1};
+    const int32_t splits[NQ] = {4, 3, 4, 1};
+    nnpops__sg_group gh, gd, gu;
+    memset(&gh, 0, sizeof gh);
+    memset(&gd, 0, sizeof gd);
+    memset(&gu, 0, sizeof gu);
+    gh.alpha = gd.alpha = gu.alpha = 0.1;
+    float *hA[NQ], *hB[NQ], *hC[NQ], *hU[NQ], *dA[NQ], *dB[NQ], *dC[NQ];
+    int64_t cn[NQ];
+    for (int q = 0; q < NQ; q++) {
+        const int64_t m = ms[q], k = ks[q], n = ns[q], bt = bts[q], S = splits[q];
+        const int64_t lda = m + 1, ldb = n + 3, ldc = n + 2, sa = k * lda, sb = k * ldb;
+        const int64_t sc = m * ldc, ss = bt * sc + 5;
+        cn[q] = S * ss;
+        hA[q] = malloc(sizeof(float) * bt * sa);
+        hB[q] = malloc(sizeof(float) * bt * sb);
+        hC[q] = malloc(sizeof(float) * cn[q]);
+        hU[q] = malloc(sizeof(float) * bt * sc);
+        fill(hA[q], 0, bt * sa, -0.1, 0.1);
+        fill(hB[q], 0, bt * sb, -1, 1);
+        fill(hC[q], 0, cn[q], 7, 8); /* every element of a real column is written */
+        dA[q] = dup_to_device(hA[q], sizeof(float) * bt * sa);
+        dB[q] = dup_to_device(hB[q], sizeof(float) * bt * sb);
+        dC[q] = dup_to_device(hC[q], sizeof(float) * cn[q]);
+        nnpops__sg_problem p = {1, NNPOPS__SG_STORE, m, k, n, bt, hA[q], lda, sa, hB[q], ldb, sb,
+                                hC[q], ldc, sc, NULL, (int32_t)S, ss};
+        gh.p[gh.count++] = p;
+        p.C = hU[q];
+        p.split = 0;
+        gu.p[gu.count++] = p;
+        p.A = dA[q];
+        p.B = dB[q];
+        p.C = dC[q];
+        p.split = (int32_t)S;
+        gd.p[gd.count++] = p;
+    }
+    nnpops__small_gemm_cpu_f32(&gh);
+    nnpops__small_gemm_cpu_f32(&gu);
+    CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream));
+    double worst = 0;
+    for (int q = 0; q < NQ; q++) {
+        const nnpops__sg_problem *p = &gh.p[q];
+        float *g = malloc(sizeof(float) * cn[q]);
+        to_host(g, dC[q], sizeof(float) * cn[q]);
+        const int64_t cnt = p->batch * p->m * p->n;
+        double *x = malloc(sizeof(double) * cnt), *y = malloc(sizeof(double) * cnt),
+               *u = malloc(sizeof(double) * cnt), *v = malloc(sizeof(double) * cnt);
+        for (int64_t e = 0; e < cnt; e++) u[e] = v[e] = 0;
+        for (int32_t j = 0; j < splits[q]; j++) {
+            for (int64_t t = 0; t < p->batch; t++)
+                for (int64_t i = 0; i < p->m; i++)
+                    for (int64_t r = 0; r < p->n; r++) {
+                        const int64_t e = (t * p->m + i) * p->n + r;
+                        const int64_t c = j * p->split_stride + t * p->stride_c + i * p->ldc + r;
+                        x[e] = g[c];
+                        y[e] = hC[q][c];
+                        u[e] += g[c];
+                        if (j == 0) v[e] = hU[q][t * p->stride_c + i * p->ldc + r];
+                    }
+            char what[96];
+            snprintf(what, sizeof what, "k split %lldx%lldx%lld b%lld slice %d of %d",
+                     (long long)p->m, (long long)p->k, (long long)p->n, (long long)p->batch,
+                     (int)j, (int)splits[q]);
+            worst = fmax(worst, compare(what, x, y, (size_t)cnt, 2e-4, 1e-4));
+            if (q == 2 && j == 3) /* k = 10 in slices of 4: the last one is empty */
+                for (int64_t e = 0; e < cnt; e++) CHECK(x[e] == 0.0);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "k split %lldx%lldx%lld: slices' sum against unsplit",
+                 (long long)p->m, (long long)p->k, (long long)p->n);
+        worst = fmax(worst, compare(what, u, v, (size_t)cnt, 2e-4, 1e-4));
+        free(x);
+        free(y);
+        free(u);
+        free(v);
+        free(g);
+        free(hA[q]);
+        free(hB[q]);
+        free(hC[q]);
+        free(hU[q]);
+        cudaFree(dA[q]);
+        cudaFree(dB[q]);
+        cudaFree(dC[q]);
+    }
+    /* a split on a forward problem is refused */
+    gd.count = 1;
+    gd.p[0].trans = 0;
+    CHECK_STATUS(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream), NNPOPS_ERROR_INVALID_ARGUMENT);
+    return worst;
+}
+
 static int case_small_gemm(void) {
     const sg_shape shapes[] = {
         {0, NNPOPS__SG_BIAS_CELU, 2048, 1008, 7, 1}, {0, NNPOPS__SG_BIAS_CELU, 192, 256, 45, 8},
@@ -1530,6 +1629,8 @@ static int case_small_gemm(void) {
     worst = fmax(worst, sg_run(shapes, all, np, "one group"));
     worst = fmax(worst, sg_run(shapes, few, nfew, "n <= 8 group"));
     for (int q = 0; q < np; q++) worst = fmax(worst, sg_run(shapes, &q, 1, "alone"));
+    /* the k split of the backward kind */
+    worst = fmax(worst, sg_split_run());
     /* the grouped output layer */
     for (int det = 0; det < 2; det++)
         for (int member = -1; member < 8; member += 4) worst = fmax(worst, sg_output_run(member, det));
