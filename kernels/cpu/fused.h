@@ -72,9 +72,9 @@ void nnpops__ani_output_cpu_f64(const nnpops__ani_output_args *args, const doubl
  *                        NNPOPS__SG_CELU_ACT:   s * celu'(C_t[i * ldc + r])  (C holds the
  *                                               activation on entry, as nnpops__celu_backward_act)
  * With a k split (split > 1) each slice of the inner dimension is summed into its own copy of C
- * (see the field).  Only columns r < n are read from B and written to C.  The CUDA twin (kernels_cuda.h) sums each
- * output within one block in a fixed order (no work space): deterministic, equal to this twin to
- * rounding. */
+ * (see the field).  Only columns r < n are read from B and written to C.  The CUDA twin
+ * (kernels_cuda.h) sums each output within one block in a fixed order (no work space):
+ * deterministic, equal to this twin to rounding. */
 #define NNPOPS__SG_MAX_PROBLEMS 32
 #define NNPOPS__SG_PER_LAUNCH 8
 #ifndef NNPOPS__SG_MAX_COLS /* a build may set another bound (-D) to measure the choice */

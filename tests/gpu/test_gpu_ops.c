@@ -1599,7 +1599,8 @@ static double sg_split_run(void) {
     /* a split on a forward problem is refused */
     gd.count = 1;
     gd.p[0].trans = 0;
-    CHECK_STATUS(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream), NNPOPS_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream),
+                 NNPOPS_ERROR_INVALID_ARGUMENT);
     return worst;
 }
 
