@@ -534,7 +534,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
     }
     L.ksplit = 1;
-    if (NNPOPS_SG_KSPLIT > 1 && L.n_branch == 0 && small_cols > 0 && st->need_grad) {
+    if (NNPOPS_SG_KSPLIT > 1 && L.n_branch == 0 && small_cols > 0) {
         L.ksplit = NNPOPS_SG_KSPLIT;
         L.kpart = cur;
         cur += al256(sizeof(float) * (size_t)L.ksplit * (size_t)aev_of(a, st)->aev_len *
