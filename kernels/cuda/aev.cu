@@ -108,9 +108,11 @@ __host__ __device__ inline size_t table_bytes(const nnpops__aev_desc &d, size_t 
     return factors_fit(d) ? 0 : align16(es * 5 * (size_t)d.angular_len);
 }
 
-/* Programmatic dependent launch (common.cuh): the forward lets the next kernel (the small species'
- * first layer, launched with the attribute) start early; the backward is launched with the
- * attribute and reads nothing that the kernels since the forward write before pdl_wait(). */
+/* Programmatic dependent launch (common.cuh): both kernels are launched with the attribute and let
+ * the next kernel start early.  The forward zeroes its shared row before pdl_wait() and reads
+ * everything after it, and lets the next kernel start only after its pdl_wait(): so every later
+ * kernel starts after the center lists are complete, and the backward lists its center's angular
+ * entries before its pdl_wait() and reads only dE/dAEV after it. */
 
 template <typename R>
 size_t smem_bytes(const nnpops__aev_desc *d, int max_ang, bool backward, bool det) {
@@ -414,12 +416,20 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
     aev_smem<R> sm(d, a.max_ang, smem_raw);
+    const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
+    /* the shared row zeroed (and the tables made) while the kernel before finishes */
+    for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
+    if (a.det)
+        for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
+    if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
+    if (threadIdx.x == 0) nang = 0;
+    pdl_wait(); /* the center lists come from the kernels before */
+    /* the next kernels may start from here on: so every later kernel starts after the center
+     * lists are complete (the backward reads them before its own pdl_wait) */
     pdl_trigger();
     const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
     if (c < 0) return;
-    const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
-    /* the center's entry range and this half-warp's first entry load while the row is zeroed */
     int64_t e0 = a.start[c], e1 = a.start[c + 1];
     if (!a.entry && e1 > a.capacity) e1 = a.capacity;
     const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
@@ -429,11 +439,6 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     R v[3] = {0, 0, 0}, dd = 0;
     int32_t sp = 0;
     bool have = e0 + gw < e1 && load_entry(a, e0 + gw, p, rev, v, dd, sp);
-    for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
-    if (a.det)
-        for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
-    if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
-    if (threadIdx.x == 0) nang = 0;
     __syncthreads();
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
@@ -542,6 +547,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
     aev_smem<R> sm(d, a.max_ang, smem_raw);
+    pdl_trigger(); /* the reductions after it do nothing before their pdl_wait */
     const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
     if (c < 0) {
@@ -558,6 +564,34 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     R v[3], dd;
     int32_t sp;
     bool have = e0 + threadIdx.x < e1 && load_entry(a, e0 + threadIdx.x, p, rev, v, dd, sp);
+    int64_t held = e0 + threadIdx.x; /* the entry in p, rev, v, dd, sp */
+    if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
+    if (threadIdx.x == 0) nang = 0;
+    __syncthreads();
+    const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
+    const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
+    /* the angular entries listed while the kernel before finishes (no dE/dAEV needed) */
+    for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+        if (e != held) {
+            have = load_entry(a, e, p, rev, v, dd, sp);
+            held = e;
+        }
+        if (!have || !(dd < rc_a)) continue;
+        const int slot = atomicAdd(&nang, 1);
+        if (slot < a.max_ang) {
+            ang_ent<R> &en = sm.ang[slot];
+            en.v[0] = v[0];
+            en.v[1] = v[1];
+            en.v[2] = v[2];
+            en.d = dd;
+            const R arg = dd * pi_rc_a;
+            en.fc = (R)0.5 * rcos(arg) + (R)0.5;
+            en.dfc = (R)-0.5 * pi_rc_a * rsin(arg);
+            en.sp = sp;
+            en.e = (int32_t)(e - e0);
+            sm.acc[3 * slot] = sm.acc[3 * slot + 1] = sm.acc[3 * slot + 2] = 0.0;
+        }
+    }
     pdl_wait(); /* dE/dAEV comes from the kernel before */
     for (int f = threadIdx.x; f < L; f += blockDim.x) {
         R g = a.aev[(int64_t)f * a.ld + col];
@@ -565,13 +599,13 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             g += a.extra[j * a.extra_stride + (int64_t)f * a.ld + col];
         sm.row[f] = g;
     }
-    if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
-    if (threadIdx.x == 0) nang = 0;
     __syncthreads();
-    const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
-    const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
+    /* radial terms: the entry gradients (the angular ones are added at the end) */
     for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
-        if (e != e0 + threadIdx.x) have = load_entry(a, e, p, rev, v, dd, sp);
+        if (e != held) {
+            have = load_entry(a, e, p, rev, v, dd, sp);
+            held = e;
+        }
         if (!have) continue;
         double g[3] = {0, 0, 0};
         if (dd < rc_r) {
@@ -596,22 +630,6 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         } else {
             const double sg = rev ? -1.0 : 1.0;
             for (int x = 0; x < 3; x++) atomic_add_f64(a.pair_grad + 3 * p + x, sg * g[x]);
-        }
-        if (dd < rc_a) {
-            const int slot = atomicAdd(&nang, 1);
-            if (slot < a.max_ang) {
-                ang_ent<R> &en = sm.ang[slot];
-                en.v[0] = v[0];
-                en.v[1] = v[1];
-                en.v[2] = v[2];
-                en.d = dd;
-                const R arg = dd * pi_rc_a;
-                en.fc = (R)0.5 * rcos(arg) + (R)0.5;
-                en.dfc = (R)-0.5 * pi_rc_a * rsin(arg);
-                en.sp = sp;
-                en.e = (int32_t)(e - e0);
-                sm.acc[3 * slot] = sm.acc[3 * slot + 1] = sm.acc[3 * slot + 2] = 0.0;
-            }
         }
     }
     __syncthreads();
@@ -786,8 +804,8 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
                            "AEV backward", (aev_args<R>)a));
     } else {
         NNPOPS__TRY(set_dynamic_smem((const void *)aev_forward_kernel<R>, sm));
-        aev_forward_kernel<R><<<(unsigned)n, threads, sm, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("AEV forward");
+        NNPOPS__TRY(launch_chain(aev_forward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
+                               "AEV forward", (aev_args<R>)a));
     }
     return NNPOPS_OK;
 }

@@ -130,6 +130,27 @@ nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t sm
     return NNPOPS_OK;
 }
 
+/* The launches at the two ends of the step's chain (staging kernel, one-block neighbor search,
+ * AEV forward, pair and energy reductions) are programmatic too; a build may set
+ * NNPOPS_PDL_EARLY to 0 to launch them plainly (comparisons). */
+#ifndef NNPOPS_PDL_EARLY
+#define NNPOPS_PDL_EARLY 1
+#endif
+template <typename... Args>
+nnpops_status launch_chain(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
+                           cudaStream_t st, const char *what, Args... args) {
+#if NNPOPS_PDL_EARLY
+    return launch_pdl(kern, grid, block, smem, st, what, args...);
+#else
+    kern<<<grid, block, smem, st>>>(args...);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, what,
+                            cudaGetErrorString(e));
+    return NNPOPS_OK;
+#endif
+}
+
 /* Lets kernel fn use `bytes` of dynamic shared memory (an opt-in above 48 KiB). */
 inline nnpops_status set_dynamic_smem(const void *fn, size_t bytes) {
     if (bytes <= 48 * 1024) return NNPOPS_OK;

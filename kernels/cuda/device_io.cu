@@ -118,6 +118,8 @@ __global__ void io_finish_kernel(const nnpops__io_finish_args a) {
 }
 
 __global__ void stage_kernel(char *dst, const char *src, size_t nc, char *z, size_t nz) {
+    pdl_trigger();
+    pdl_wait(); /* (launched programmatically: the kernel before must be done) */
     const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x, c16 = nc >> 4, z16 = nz >> 4;
     for (size_t k = t; k < c16; k += stride)
@@ -135,10 +137,8 @@ extern "C" nnpops_status nnpops__stage_cuda(void *dst, const void *src, size_t c
     const size_t units = ((copy_bytes > zero_bytes ? copy_bytes : zero_bytes) + 15) >> 4;
     unsigned grid = grid_for((int64_t)(units > 0 ? units : 1), 256);
     if (grid > 1024) grid = 1024; /* grid-stride loops */
-    stage_kernel<<<grid, 256, 0, as_stream(stream)>>>((char *)dst, (const char *)src, copy_bytes,
-                                                     (char *)zdst, zero_bytes);
-    NNPOPS__LAUNCH_CHECK("stage_kernel");
-    return NNPOPS_OK;
+    return launch_chain(stage_kernel, dim3(grid), dim3(256), 0, as_stream(stream), "stage_kernel",
+                      (char *)dst, (const char *)src, copy_bytes, (char *)zdst, zero_bytes);
 }
 
 extern "C" nnpops_status nnpops__io_prepare_cuda(const nnpops__io_prep_args *args, void *stream) {

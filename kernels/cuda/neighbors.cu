@@ -896,8 +896,10 @@ __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
     __shared__ int s_okw[SMALL_TB / 32];
     __shared__ unsigned long long s_ghosts;
     const int nc = (int)a.n_centers, na = (int)a.n_atoms;
+    pdl_trigger();
     if (threadIdx.x == 0) s_ghosts = 0;
     for (int c = threadIdx.x; c <= nc; c += blockDim.x) s_off[c] = 0;
+    pdl_wait(); /* (launched programmatically: the inputs come from the kernel before) */
     for (int i = threadIdx.x; i < 3 * na; i += blockDim.x) s_pos[i] = a.pos[i];
     for (int i = threadIdx.x; i < na; i += blockDim.x) s_order[i] = a.order[i];
     __syncthreads();
@@ -1833,9 +1835,8 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         if (start && a.slices == 1) a.offs = start; /* the scan writes start[] itself */
     }
     if (alg == NNPOPS__NBR_SMALL) {
-        small_kernel<<<1, SMALL_TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (one block)");
-        return NNPOPS_OK;
+        return launch_chain(small_kernel, dim3(1), dim3(SMALL_TB), 0, st,
+                          "neighbor search (one block)", (nbr_args)a);
     }
     if (alg == NNPOPS__NBR_BRUTE) {
         const unsigned grid = grid_for(a.n_atoms * a.slices * 32, TB);

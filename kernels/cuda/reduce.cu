@@ -36,6 +36,8 @@ __global__ void pair_reduce_kernel(int64_t n_pairs, const int64_t *n_pairs_dev,
                                    const int32_t *batch, const int32_t *pairs, const double *vec,
                                    const double *grad, double *forces, double *virials,
                                    double *atomic_virials) {
+    pdl_trigger();
+    pdl_wait(); /* everything it reads comes from the kernels before */
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int64_t np = n_pairs;
     if (n_pairs_dev) {
@@ -85,6 +87,8 @@ __global__ void pair_reduce_kernel(int64_t n_pairs, const int64_t *n_pairs_dev,
 
 __global__ void energy_reduce_kernel(int64_t n_atoms, const int32_t *batch, const double *e,
                                      int64_t width, double *out) {
+    pdl_trigger();
+    pdl_wait();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const bool valid = i < n_atoms;
     const int64_t key = valid ? (int64_t)batch[i] : -1 - (int64_t)(threadIdx.x & 31);
@@ -109,10 +113,10 @@ nnpops_status pair_reduce(int64_t n_atoms, int64_t n_systems, const int32_t *bat
             NNPOPS__CUDA_CALL(cudaMemsetAsync(atomic_virials, 0, sizeof(double) * 9 * (size_t)n_atoms, st));
     }
     if (n_pairs <= 0 || !(forces || virials || atomic_virials)) return NNPOPS_OK;
-    pair_reduce_kernel<<<grid_for(n_pairs, 256), 256, 0, st>>>(
-        n_pairs, n_pairs_dev, batch, pairs, pair_vec, pair_grad, forces, virials, atomic_virials);
-    NNPOPS__LAUNCH_CHECK("pair reduction");
-    return NNPOPS_OK;
+    /* programmatic launch: its start overlaps the kernel before (it waits for it first) */
+    return launch_chain(pair_reduce_kernel, dim3(grid_for(n_pairs, 256)), dim3(256), 0, st,
+                      "pair reduction", n_pairs, n_pairs_dev, batch, pairs, pair_vec, pair_grad,
+                      forces, virials, atomic_virials);
 }
 
 nnpops_status energy_reduce(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
@@ -122,10 +126,8 @@ nnpops_status energy_reduce(int64_t n_atoms, int64_t n_systems, const int32_t *b
     if (zero)
         NNPOPS__CUDA_CALL(cudaMemsetAsync(energies, 0, sizeof(double) * (size_t)(n_systems * width), st));
     if (n_atoms <= 0 || width <= 0) return NNPOPS_OK;
-    energy_reduce_kernel<<<grid_for(n_atoms, 256), 256, 0, st>>>(n_atoms, batch, atom_energy,
-                                                                 width, energies);
-    NNPOPS__LAUNCH_CHECK("energy reduction");
-    return NNPOPS_OK;
+    return launch_chain(energy_reduce_kernel, dim3(grid_for(n_atoms, 256)), dim3(256), 0, st,
+                      "energy reduction", n_atoms, batch, atom_energy, width, energies);
 }
 
 } /* namespace */
