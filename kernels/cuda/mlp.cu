@@ -912,10 +912,17 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
     }
 }
 
+/* Launches whose problems have at most this many columns run chunks of 8 columns, others of 16
+ * (a build may set NNPOPS_SG_NB8_MAX for comparisons). */
+#ifndef NNPOPS_SG_NB8_MAX
+#define NNPOPS_SG_NB8_MAX 8
+#endif
+const int64_t SG_NB8_MAX = NNPOPS_SG_NB8_MAX;
+
 /* One launch of L's problems (all of kind trans, n <= nmax, k <= kmax), `blocks` blocks. */
 nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int64_t blocks,
                         cudaStream_t st) {
-    const bool small = nmax <= 8;
+    const bool small = nmax <= SG_NB8_MAX;
     if (!trans) {
         int64_t kc = (kmax + 127) / 128 * 128;
         if (kc < 128) kc = 128;
@@ -1059,7 +1066,7 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
                 if (kl > kmax) kmax = kl;
             }
             if (cnt == 0) break;
-            const int64_t nb = nmax <= 8 ? 8 : 16;
+            const int64_t nb = nmax <= SG_NB8_MAX ? 8 : 16;
             int64_t blocks = 0;
             for (int c = 0; c < cnt; c++) {
                 SgProb &Q = L.q[L.count++];
