@@ -66,7 +66,10 @@ namespace {
 
 /* Threads per block (a block per column): 512 for up to AEV_SMALL_COLS columns (small systems:
  * every center's angular pairs spread over 16 warps, for latency), else 128. */
-const int AEV_THREADS = 128, AEV_THREADS_SMALL = 512;
+#ifndef NNPOPS_AEV_THREADS_SMALL /* a build may set another count (comparisons) */
+#define NNPOPS_AEV_THREADS_SMALL 512
+#endif
+const int AEV_THREADS = 128, AEV_THREADS_SMALL = NNPOPS_AEV_THREADS_SMALL;
 const int64_t AEV_SMALL_COLS = 640;
 const double PI = 3.14159265358979323846;
 
