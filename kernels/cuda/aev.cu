@@ -4,10 +4,7 @@
  *
  * Forward: one thread block per column r, i.e. per center atom centers[r] (128 threads; 512 when
  * there are at most AEV_SMALL_COLS columns, so that a small system's few centers spread their
- * angular pairs over 16 warps: latency, not throughput, bounds those); for at most
- * AEV_CLUSTER_MAX_COLS columns (not deterministic) a cluster of AEV_CLUSTER blocks per center
- * (forward_cluster): the blocks list the entries alike (in entry order), share the radial entries
- * and the angular pairs, and add their rows through distributed shared memory.
+ * angular pairs over 16 warps: latency, not throughput, bounds those).
  *   1. The center's entries (CSR: start[c] .. start[c+1], entry code 2p + direction, or
  *      entry == NULL for the center lists of the GPU step, entry e = pair e): a half-warp per
  *      entry adds its radial terms (a lane per term, so the shared-memory atomics of one
@@ -57,8 +54,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cooperative_groups.h>
-
 #include "common.cuh"
 
 extern "C" {
@@ -66,7 +61,6 @@ extern "C" {
 }
 
 using namespace nnpops_cuda;
-namespace cg = cooperative_groups;
 
 namespace {
 
@@ -77,13 +71,6 @@ namespace {
 #endif
 const int AEV_THREADS = 128, AEV_THREADS_SMALL = NNPOPS_AEV_THREADS_SMALL;
 const int64_t AEV_SMALL_COLS = 640;
-/* The forward of launches of at most AEV_CLUSTER_MAX_COLS columns runs a cluster of AEV_CLUSTER
- * blocks per center (forward_cluster; a build may set NNPOPS_AEV_CLUSTER, 1 or 0: off) */
-#ifndef NNPOPS_AEV_CLUSTER
-#define NNPOPS_AEV_CLUSTER 4
-#endif
-const int AEV_CLUSTER = NNPOPS_AEV_CLUSTER;
-const int64_t AEV_CLUSTER_MAX_COLS = 256;
 const double PI = 3.14159265358979323846;
 
 template <typename R> struct ang_ent {
@@ -427,11 +414,9 @@ template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
     return v;
 }
 
-/* CLU: a cluster of blocks per center (aev_forward_cluster below); else a block per center. */
-template <typename R, bool CLU> __global__ void aev_forward_kernel(const aev_args<R> a) {
+template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
-    __shared__ int wcount[32];
     const nnpops__aev_desc &d = a.d;
     aev_smem<R> sm(d, a.max_ang, smem_raw);
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
@@ -445,20 +430,13 @@ template <typename R, bool CLU> __global__ void aev_forward_kernel(const aev_arg
     /* the next kernels may start from here on: so every later kernel starts after the center
      * lists are complete (the backward reads them before its own pdl_wait) */
     pdl_trigger();
-    /* the cluster's blocks (rank of nb) share the center's radial entries and angular pairs */
-    int rank = 0, nb = 1;
-    if constexpr (CLU) {
-        rank = (int)cg::this_cluster().block_rank();
-        nb = (int)cg::this_cluster().num_blocks();
-    }
-    const int64_t col = (int64_t)blockIdx.x / nb;
+    const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
-    if (c < 0) return; /* (the whole cluster: one column) */
+    if (c < 0) return;
     int64_t e0 = a.start[c], e1 = a.start[c + 1];
     if (!a.entry && e1 > a.capacity) e1 = a.capacity;
     const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
-    const int gw = (threadIdx.x >> 5) * 2 + half + rank * (blockDim.x >> 4);
-    const int ng = (blockDim.x >> 5) * 2 * nb;
+    const int gw = (threadIdx.x >> 5) * 2 + half, ng = (blockDim.x >> 5) * 2;
     int64_t p = 0;
     int rev = 0;
     R v[3] = {0, 0, 0}, dd = 0;
@@ -467,37 +445,6 @@ template <typename R, bool CLU> __global__ void aev_forward_kernel(const aev_arg
     __syncthreads();
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
-    if constexpr (CLU) {
-        /* every block lists all the entries within the angular cutoff, in entry order (slots
-         * from a block-wide count), so that the blocks number the pairs alike */
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-        for (int64_t b0 = e0; b0 < e1; b0 += blockDim.x) {
-            const int64_t e = b0 + threadIdx.x;
-            int64_t q;
-            int rq;
-            R u[3] = {0, 0, 0}, du = 0;
-            int32_t su = 0;
-            const bool in = e < e1 && load_entry(a, e, q, rq, u, du, su) && du < rc_a;
-            const unsigned bal = __ballot_sync(NNPOPS__FULL_MASK, in);
-            if (lane == 0) wcount[warp] = __popc(bal);
-            __syncthreads();
-            int slot = nang + __popc(bal & ((1u << lane) - 1u));
-            for (int w = 0; w < warp; w++) slot += wcount[w];
-            if (in && slot < a.max_ang) {
-                ang_ent<R> &en = sm.ang[slot];
-                en.v[0] = u[0];
-                en.v[1] = u[1];
-                en.v[2] = u[2];
-                en.d = du;
-                en.fc = (R)0.5 * rcos(du * pi_rc_a) + (R)0.5;
-                en.sp = su;
-            }
-            __syncthreads();
-            if (threadIdx.x == 0)
-                for (int w = 0; w < nw; w++) nang += wcount[w];
-            __syncthreads();
-        }
-    }
     /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
      * the half-warp's first lane lists the entry when inside the angular cutoff.  The warp's two
      * entries go round together (a warp-uniform loop), and when both add into the same species
@@ -508,7 +455,7 @@ template <typename R, bool CLU> __global__ void aev_forward_kernel(const aev_arg
             bool ok = e < e1;
             if (ok && e != e0 + gw) have = load_entry(a, e, p, rev, v, dd, sp);
             ok = ok && have;
-            if (!CLU && ok && t == 0 && dd < rc_a) { /* listed for the angular terms */
+            if (ok && t == 0 && dd < rc_a) { /* listed for the angular terms */
                 const int slot = atomicAdd(&nang, 1);
                 if (slot < a.max_ang) {
                     ang_ent<R> &en = sm.ang[slot];
@@ -544,8 +491,7 @@ template <typename R, bool CLU> __global__ void aev_forward_kernel(const aev_arg
     const int na = listed_count(a, nang);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
-    const int G = al.G, gl = al.gl;
-    const int vw = (rank * nw + warp) * (32 / G) + al.sub, nvw = nw * (32 / G) * nb;
+    const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
     /* a group of G lanes per pair; a group past its last pair runs along on pair (0, 0), whose
      * results it drops, while the other group of its warp still has pairs (shuffles need all 32) */
@@ -590,19 +536,6 @@ template <typename R, bool CLU> __global__ void aev_forward_kernel(const aev_arg
             }
         }
         if (more) more = pair_advance(na, a1, a2, nvw);
-    }
-    if constexpr (CLU) {
-        /* block `rank` adds its slice of the row over the cluster's blocks, in rank order */
-        cg::cluster_group cl = cg::this_cluster();
-        cl.sync();
-        const int per = (L + nb - 1) / nb, f0 = rank * per, f1 = min(L, f0 + per);
-        for (int f = f0 + threadIdx.x; f < f1; f += blockDim.x) {
-            R x = 0;
-            for (int b = 0; b < nb; b++) x += *cl.map_shared_rank(sm.row + f, b);
-            a.aev[(int64_t)f * a.ld + col] = x;
-        }
-        cl.sync(); /* no block leaves while another reads its row */
-        return;
     }
     __syncthreads();
     if (a.det)
@@ -823,40 +756,6 @@ int smem_optin_limit() {
     return v;
 }
 
-/* The forward with a cluster of AEV_CLUSTER blocks per center (small launches, not deterministic):
- * the blocks share the center's radial entries and angular pairs, each adds its terms into its own
- * shared row, and the rows are added across the cluster through distributed shared memory.  More
- * SMs per center: a small molecule's few centers otherwise each run their whole chain of pairs on
- * one SM.  Launched with the cluster dimension and (launch_chain's) programmatic attribute. */
-template <typename R>
-nnpops_status forward_cluster(const aev_args<R> &a, int64_t n, int threads, size_t sm,
-                              cudaStream_t st) {
-    NNPOPS__TRY(set_dynamic_smem((const void *)aev_forward_kernel<R, true>, sm));
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)(n * AEV_CLUSTER));
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = sm;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[2];
-    memset(attr, 0, sizeof attr);
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = AEV_CLUSTER;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = NNPOPS_PDL_EARLY && pdl_enabled() ? 2 : 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, aev_forward_kernel<R, true>, a);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: AEV forward (clusters): %s", __FILE__,
-                            __LINE__, cudaGetErrorString(e));
-    }
-    return NNPOPS_OK;
-}
-
 template <typename R>
 nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
                      const int32_t *centers, const int64_t *start, const int64_t *entry,
@@ -907,11 +806,9 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
         NNPOPS__TRY(launch_pdl(aev_backward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
                            "AEV backward", (aev_args<R>)a));
     } else {
-        if (!det && AEV_CLUSTER > 1 && n <= AEV_CLUSTER_MAX_COLS)
-            return forward_cluster(a, n, threads, sm, st);
-        NNPOPS__TRY(set_dynamic_smem((const void *)aev_forward_kernel<R, false>, sm));
-        NNPOPS__TRY(launch_chain(aev_forward_kernel<R, false>, dim3((unsigned)n), dim3(threads),
-                                 sm, st, "AEV forward", (aev_args<R>)a));
+        NNPOPS__TRY(set_dynamic_smem((const void *)aev_forward_kernel<R>, sm));
+        NNPOPS__TRY(launch_chain(aev_forward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
+                               "AEV forward", (aev_args<R>)a));
     }
     return NNPOPS_OK;
 }
