@@ -14,6 +14,11 @@ endforeach()
 # The public function against ASE's neighbor_list (needs ase, numpy, pytest).
 nnpops_py_test(neighbors_ase kernel tests/kernel/test_neighbors_ase.py)
 
+# ---- the CPU twin of the GPU's grouped small-n GEMM -------------------------------------------
+# Its k split (the slices of the inner dimension, added by the caller) against the unsplit sums.
+nnpops_internal_test(small_gemm_twin.split kernel ${CMAKE_CURRENT_LIST_DIR}/test_small_gemm_twin.c
+  split)
+
 # Benchmark (an executable, not a test): build/tests/bench_neighbors_cpu [max_atoms]
 if(NOT TARGET bench_neighbors_cpu)
   add_executable(bench_neighbors_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_neighbors_cpu.c)
