@@ -428,8 +428,16 @@ static nnpops_status grow_arena(void **p, size_t *have, size_t bytes, cudaStream
     return NNPOPS_OK;
 }
 
+/* The device pointer of pinned host memory h (mapped under unified addressing), or NULL. */
+static void *pinned_device_pointer(void *h) {
+    void *dp = NULL;
+    if (cudaHostGetDevicePointer(&dp, h, 0) == cudaSuccess) return dp;
+    (void)cudaGetLastError();
+    return NULL;
+}
+
 /* Grows the pinned buffer *p to at least `bytes` (1.5x at least); *dp receives its device pointer
- * (pinned memory is mapped under unified addressing), or NULL when there is none. */
+ * (pinned_device_pointer). */
 static nnpops_status grow_pinned(void **p, void **dp, size_t *have, size_t bytes,
                                  const char *what) {
     if (bytes <= *have) return NNPOPS_OK;
@@ -448,10 +456,7 @@ static nnpops_status grow_pinned(void **p, void **dp, size_t *have, size_t bytes
                             what, cudaGetErrorString(e));
     }
     *have = want;
-    if (cudaHostGetDevicePointer(dp, *p, 0) != cudaSuccess) {
-        (void)cudaGetLastError();
-        *dp = NULL;
-    }
+    *dp = pinned_device_pointer(*p);
     return NNPOPS_OK;
 }
 
@@ -1169,10 +1174,7 @@ static nnpops_status dev_init(nnpops__cuda_ctx *c, cudaStream_t stream) {
                             __FILE__, __LINE__, (size_t)PIN_BYTES, cudaGetErrorString(e));
     }
     memset(v->pin, 0, PIN_BYTES);
-    if (cudaHostGetDevicePointer(&v->pin_dev, v->pin, 0) != cudaSuccess) {
-        (void)cudaGetLastError();
-        v->pin_dev = NULL;
-    }
+    v->pin_dev = pinned_device_pointer(v->pin);
     NNPOPS__CUDA_CALL(cudaEventCreateWithFlags(&v->done, cudaEventDisableTiming));
     return NNPOPS_OK;
 }

@@ -796,6 +796,12 @@ static nnpops_status celu_bwd_step(const nnpops__ani *a, const nnpops__dstep *st
                                               (float *)A, ldc, st->stream);
 }
 
+/* The species the AEV kernels take: a species set's restricted AEV the ranked ones (see the
+ * header), the model's AEV the species themselves. */
+static const int32_t *aev_species(const nnpops__dstep *st) {
+    return st->pot_state ? st->species_rank : st->species;
+}
+
 /* The AEV (backward: its adjoint) of the step's columns c0 .. c0 + n, on `stream`. */
 static nnpops_status aev_cols(const nnpops__ani *a, const nnpops__dstep *st, int backward,
                               int64_t c0, int64_t n, char *aev, void *stream) {
@@ -803,9 +809,8 @@ static nnpops_status aev_cols(const nnpops__ani *a, const nnpops__dstep *st, int
     const int32_t *centers = st->centers + c0;
     char *X = aev + a->elem_size * (size_t)c0;
     const int64_t ld = st->n_cols;
-    /* a species set's restricted AEV takes the ranked species (see the header) */
     const nnpops__aev_desc *d = aev_of(a, st);
-    const int32_t *species = st->pot_state ? st->species_rank : st->species;
+    const int32_t *species = aev_species(st);
     if (a->precision == NNPOPS_FLOAT64) {
         if (backward)
             return (det ? nnpops__aev_backward_det_cuda_f64 : nnpops__aev_backward_cuda_f64)(
@@ -1003,7 +1008,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     if (L.ksplit > 1) /* (float32, every species on the small path) */
         return nnpops__aev_backward_sum_cuda_f32(
             aev_of(a, st), st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec,
-            st->pot_state ? st->species_rank : st->species, (const float *)(work + L.kpart), ld,
+            aev_species(st), (const float *)(work + L.kpart), ld,
             L.ksplit, Lf * ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream,
             det);
     return aev_cols(a, st, 1, 0, st->n_cols, aev, stream);

@@ -109,6 +109,12 @@ static void step_cost(const nnpops_model *m, const bsys *s, int64_t aev_len, dou
     *bytes = w + 2.0 * 4.0 * (double)aev_len * (double)s->n + 48.0 * (double)s->n;
 }
 
+/* Median of n times in seconds, in ms (sorts t). */
+static double median_of(double *t, int n) {
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return 1e3 * t[n / 2];
+}
+
 /* Median and best wall time of `steps` calls after 3 warm-up calls; -1 on an error. */
 static double time_steps(nnpops_context *ctx, const nnpops_inputs *in, nnpops_outputs *out,
                          int steps, double *best) {
@@ -125,8 +131,7 @@ static double time_steps(nnpops_context *ctx, const nnpops_inputs *in, nnpops_ou
         nnpops_compute(ctx, in, out);
         t[k] = now() - t0;
     }
-    qsort(t, steps, sizeof(double), cmp_double);
-    const double med = 1e3 * t[steps / 2];
+    const double med = median_of(t, steps);
     *best = 1e3 * t[0];
     free(t);
     return med;
@@ -209,11 +214,6 @@ static void bench_system(const nnpops_model *m, const bsys *s, int steps, FILE *
  * step), and the floor of a host round trip: a graph of one memset node, and one with the host
  * entry's shape (H2D copy of 1 KB from pinned memory, memset, D2H copy of 1 KB), each replayed and
  * synchronized. */
-
-static double median_of(double *t, int n) {
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return 1e3 * t[n / 2];
-}
 
 /* Median ms of `steps` replays of exec, each followed by a synchronization of stream. */
 static double replay_sync_ms(cudaGraphExec_t exec, cudaStream_t stream, int steps) {
