@@ -17,7 +17,7 @@ void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g) {
     const float al = (float)g->alpha, inv = (float)(1.0 / g->alpha);
     for (int32_t q = 0; q < g->count; q++) {
         const nnpops__sg_problem *p = &g->p[q];
-        const int32_t S = p->split > 1 ? p->split : 1;
+        const int32_t S = nnpops__sg_slices(p->split);
         const int64_t kper = nnpops__sg_split_k(p->k, S);
         for (int64_t t = 0; t < p->batch * S; t++) {
             const int64_t ks = t % S, j0 = ks * kper, j1 = j0 + kper < p->k ? j0 + kper : p->k;

@@ -103,6 +103,9 @@ typedef struct nnpops__sg_problem {
     int64_t split_stride;
 } nnpops__sg_problem;
 
+/* Slices of a problem's k split (split 0 or 1: one). */
+static inline int32_t nnpops__sg_slices(int32_t split) { return split > 1 ? split : 1; }
+
 /* Inner rows per slice of a k split (a multiple of 4). */
 static inline int64_t nnpops__sg_split_k(int64_t k, int32_t split) {
     return split > 1 ? ((k + split - 1) / split + 3) / 4 * 4 : k;

@@ -226,6 +226,24 @@ __device__ __forceinline__ bool load_entry(const aev_args<R> &a, int64_t e, int6
     return true;
 }
 
+/* Lists an entry for the angular terms (vector v, distance dd, neighbor species sp) in the next
+ * slot of the shared list (*nang counts them; past max_ang nothing is stored: listed_count flags
+ * it); returns the slot, or -1.  Both kernels list the same way (the backward adds dfc, e). */
+template <typename R>
+__device__ __forceinline__ int list_angular(const aev_args<R> &a, ang_ent<R> *ang, int *nang,
+                                            const R v[3], R dd, R pi_rc_a, int32_t sp) {
+    const int slot = atomicAdd(nang, 1);
+    if (slot >= a.max_ang) return -1;
+    ang_ent<R> &en = ang[slot];
+    en.v[0] = v[0];
+    en.v[1] = v[1];
+    en.v[2] = v[2];
+    en.d = dd;
+    en.fc = (R)0.5 * rcos(dd * pi_rc_a) + (R)0.5;
+    en.sp = sp;
+    return slot;
+}
+
 /* The two half-warps of the forward kernels (lanes l and l ^ 16) may add their terms into the same
  * block of the row (the same neighbor species, the same species pair): where both are active with
  * the same key, the upper half's term joins the lower half's (term) and the upper half skips its
@@ -455,18 +473,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
             bool ok = e < e1;
             if (ok && e != e0 + gw) have = load_entry(a, e, p, rev, v, dd, sp);
             ok = ok && have;
-            if (ok && t == 0 && dd < rc_a) { /* listed for the angular terms */
-                const int slot = atomicAdd(&nang, 1);
-                if (slot < a.max_ang) {
-                    ang_ent<R> &en = sm.ang[slot];
-                    en.v[0] = v[0];
-                    en.v[1] = v[1];
-                    en.v[2] = v[2];
-                    en.d = dd;
-                    en.fc = (R)0.5 * rcos(dd * pi_rc_a) + (R)0.5;
-                    en.sp = sp;
-                }
-            }
+            if (ok && t == 0 && dd < rc_a) /* listed for the angular terms */
+                list_angular(a, sm.ang, &nang, v, dd, pi_rc_a, sp);
             const bool rad = ok && dd < rc_r;
             half_merge hm;
             if (!a.det) hm = half_merge_of(rad, sp, half == 1);
@@ -580,17 +588,10 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             held = e;
         }
         if (!have || !(dd < rc_a)) continue;
-        const int slot = atomicAdd(&nang, 1);
-        if (slot < a.max_ang) {
+        const int slot = list_angular(a, sm.ang, &nang, v, dd, pi_rc_a, sp);
+        if (slot >= 0) {
             ang_ent<R> &en = sm.ang[slot];
-            en.v[0] = v[0];
-            en.v[1] = v[1];
-            en.v[2] = v[2];
-            en.d = dd;
-            const R arg = dd * pi_rc_a;
-            en.fc = (R)0.5 * rcos(arg) + (R)0.5;
-            en.dfc = (R)-0.5 * pi_rc_a * rsin(arg);
-            en.sp = sp;
+            en.dfc = (R)-0.5 * pi_rc_a * rsin(dd * pi_rc_a);
             en.e = (int32_t)(e - e0);
             sm.acc[3 * slot] = sm.acc[3 * slot + 1] = sm.acc[3 * slot + 2] = 0.0;
         }

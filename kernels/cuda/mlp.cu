@@ -518,6 +518,7 @@ struct SgProb {
     nnpops__sg_problem p;
     int64_t mt, cc, start; /* row tiles, column chunks, first block of the problem */
     int64_t kper;          /* inner rows per slice of a k split (nnpops__sg_split_k) */
+    int32_t slices;        /* slices of the k split (nnpops__sg_slices) */
 };
 struct SgLaunch {
     int32_t count, kc; /* problems; k per staged slice */
@@ -762,7 +763,7 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
     const int64_t ci = lb % Q.cc;
     lb /= Q.cc;
     /* slice ks of a k split (nnpops__sg_split_k): its rows of A and B, its copy of C */
-    const int32_t S = p.split > 1 ? p.split : 1;
+    const int32_t S = Q.slices;
     const int64_t ks = lb % S, t = lb / S, kper = Q.kper, kb = ks * kper;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     const int li = lane & 7, lj = lane >> 3;
@@ -1074,8 +1075,9 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
                 Q.mt = (Q.p.m + SG_ROWS - 1) / SG_ROWS;
                 Q.cc = (Q.p.n + nb - 1) / nb;
                 Q.kper = nnpops__sg_split_k(Q.p.k, Q.p.split);
+                Q.slices = nnpops__sg_slices(Q.p.split);
                 Q.start = blocks;
-                blocks += Q.p.batch * Q.mt * Q.cc * (Q.p.split > 1 ? Q.p.split : 1);
+                blocks += Q.p.batch * Q.mt * Q.cc * Q.slices;
             }
             if (blocks > INT32_MAX)
                 return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "small GEMM: grid too large");
