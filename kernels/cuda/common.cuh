@@ -9,7 +9,9 @@
  *    atomics when consecutive items hit the same atom or system.
  *  - atomic_add_f64 (native double atomicAdd, sm_60 and newer).
  *  - programmatic dependent launch (sm_90): pdl_wait / pdl_trigger in kernels, pdl_enabled and
- *    launch_pdl on the host; set_dynamic_smem for kernels with more than 48 KiB of shared memory.
+ *    launch_ex / launch_pdl / launch_chain on the host; set_dynamic_smem for kernels with more
+ *    than 48 KiB of shared memory.
+ *  - copy_bytes, zero_bytes: strided byte copies and zeroing in 16-byte units (staging).
  *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu), put_split3:
  *    V consecutive values split and written into the three blocks of a stacked operand, and
  *    stack3_col: where the three blocks of a stacked column go.
@@ -104,11 +106,11 @@ inline bool pdl_enabled() {
     return on;
 }
 
-/* Launches kern<<<grid, block, smem, st>>>(args...) with the programmatic-stream-serialization
- * attribute (when pdl_enabled()); `what` names the kernel in the error. */
+/* Launches kern<<<grid, block, smem, st>>>(args...), with the programmatic-stream-serialization
+ * attribute when `programmatic` (and pdl_enabled()); `what` names the kernel in the error. */
 template <typename... Args>
-nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
-                         cudaStream_t st, const char *what, Args... args) {
+nnpops_status launch_ex(bool programmatic, void (*kern)(Args...), dim3 grid, dim3 block,
+                        size_t smem, cudaStream_t st, const char *what, Args... args) {
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = grid;
@@ -120,7 +122,7 @@ nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t sm
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = programmatic && pdl_enabled() ? 1 : 0;
     const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, args...);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -130,25 +132,46 @@ nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t sm
     return NNPOPS_OK;
 }
 
+/* Launches with the attribute (when pdl_enabled()). */
+template <typename... Args>
+nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t st, const char *what, Args... args) {
+    return launch_ex(true, kern, grid, block, smem, st, what, args...);
+}
+
 /* The launches at the two ends of the step's chain (staging kernel, one-block neighbor search,
- * AEV forward, pair and energy reductions) are programmatic too; a build may set
- * NNPOPS_PDL_EARLY to 0 to launch them plainly (comparisons). */
+ * AEV forward, reductions) are programmatic too; a build may set NNPOPS_PDL_EARLY to 0 to launch
+ * them plainly (comparisons). */
 #ifndef NNPOPS_PDL_EARLY
 #define NNPOPS_PDL_EARLY 1
 #endif
 template <typename... Args>
 nnpops_status launch_chain(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
                            cudaStream_t st, const char *what, Args... args) {
-#if NNPOPS_PDL_EARLY
-    return launch_pdl(kern, grid, block, smem, st, what, args...);
-#else
-    kern<<<grid, block, smem, st>>>(args...);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, what,
-                            cudaGetErrorString(e));
-    return NNPOPS_OK;
-#endif
+    return launch_ex(NNPOPS_PDL_EARLY != 0, kern, grid, block, smem, st, what, args...);
+}
+
+/* Zeroes n bytes at z (16-byte aligned), thread t of `stride`. */
+__device__ __forceinline__ void zero_bytes(char *z, size_t n, size_t t, size_t stride) {
+    const size_t n16 = n >> 4;
+    for (size_t k = t; k < n16; k += stride)
+        reinterpret_cast<uint4 *>(z)[k] = make_uint4(0, 0, 0, 0);
+    for (size_t k = (n16 << 4) + t; k < n; k += stride) z[k] = 0;
+}
+
+/* Copies n bytes from src to dst, thread t of `stride` (16-byte units, then the tail byte by
+ * byte; both 16-byte aligned).  cg: loads through L2 only (data another block wrote in this
+ * kernel, see the reductions' staging tail). */
+template <bool CG>
+__device__ __forceinline__ void copy_bytes(char *dst, const char *src, size_t n, size_t t,
+                                           size_t stride) {
+    const size_t n16 = n >> 4;
+    for (size_t k = t; k < n16; k += stride) {
+        const uint4 *s = reinterpret_cast<const uint4 *>(src) + k;
+        reinterpret_cast<uint4 *>(dst)[k] = CG ? __ldcg(s) : *s;
+    }
+    for (size_t k = (n16 << 4) + t; k < n; k += stride)
+        dst[k] = CG ? (char)__ldcg(src + k) : src[k];
 }
 
 /* Lets kernel fn use `bytes` of dynamic shared memory (an opt-in above 48 KiB). */

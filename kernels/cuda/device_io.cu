@@ -121,13 +121,9 @@ __global__ void stage_kernel(char *dst, const char *src, size_t nc, char *z, siz
     pdl_trigger();
     pdl_wait(); /* (launched programmatically: the kernel before must be done) */
     const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t stride = (size_t)gridDim.x * blockDim.x, c16 = nc >> 4, z16 = nz >> 4;
-    for (size_t k = t; k < c16; k += stride)
-        reinterpret_cast<uint4 *>(dst)[k] = reinterpret_cast<const uint4 *>(src)[k];
-    for (size_t k = (c16 << 4) + t; k < nc; k += stride) dst[k] = src[k];
-    for (size_t k = t; k < z16; k += stride)
-        reinterpret_cast<uint4 *>(z)[k] = make_uint4(0, 0, 0, 0);
-    for (size_t k = (z16 << 4) + t; k < nz; k += stride) z[k] = 0;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    copy_bytes<false>(dst, src, nc, t, stride);
+    zero_bytes(z, nz, t, stride);
 }
 
 } /* namespace */
