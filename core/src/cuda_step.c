@@ -19,9 +19,12 @@
  *          5. force scatter and virials (pair reduction over the entries), energies per system;
  *          6. ONE device-to-host copy of the output block (status word first) into pinned memory;
  *          (for inputs and outputs of at most NNPOPS_STAGE_KERNEL_MAX bytes, 1-2 are ONE staging
- *          kernel reading the pinned inputs through their device pointer and 6 another one writing
- *          the pinned outputs: kernel nodes follow each other in a graph with less latency than
- *          copy-engine nodes, which matters for small systems);
+ *          kernel reading the pinned inputs through their device pointer and 6 another one
+ *          writing the pinned outputs: kernel nodes follow each other in a graph with less
+ *          latency than copy-engine nodes, which matters for small systems; for a small system
+ *          on the one-block neighbor search, that kernel does 1-2 itself before it searches,
+ *          and for output blocks of at most NNPOPS_STAGE_TAIL_MAX bytes the last block of the
+ *          reductions does 6, nnpops__reduce_cuda: two kernels fewer);
  *   host   ONE stream synchronization, then the status word: a neighbor overflow (more entries than
  *          capacity) or a center with more angular neighbors than the AEV kernels held grows the
  *          capacity and recomputes the whole step (a truncated result is never returned); bad
@@ -125,10 +128,10 @@ typedef struct step_layout {
      * sys_start .. in_bytes */
     size_t pos, cells, sys_start, species, species_rank, batch, order, centers, pbc, in_bytes;
     /* outputs: [status | energies | member energies | virials | forces | atomic virials | atom
-     * energies] copied back up to d2h_end; then member atom energies and the device entry's io
-     * word, zeroed with the rest */
+     * energies] copied back up to d2h_end; then member atom energies, the device entry's io word
+     * and the reductions' ticket (nnpops__reduce_cuda's staging tail), zeroed with the rest */
     size_t out0, status, energies, member_e, virials, forces, atom_vir, atom_e, d2h_end, member_ae,
-        io, zero_end;
+        io, ticket, zero_end;
     size_t start, pairs, vec, grad, nbr_work, nbr_work_bytes, blas_work, pot_work, pot_work_bytes,
         det_work, det_work_bytes, total;
     int blas_sides; /* side-stream cuBLAS handles with a work space after the main one's */
@@ -492,6 +495,7 @@ static void layout_of(const step_sizes *z, size_t pot_work, int sides, step_layo
         TAKE(io, sizeof(nnpops__io_status));
     else
         L->io = cur; /* the host entry has none */
+    TAKE(ticket, sizeof(unsigned));
     L->zero_end = cur;
     TAKE(start, sizeof(int64_t) * (z->n_local + 1));
     TAKE(pairs, sizeof(int32_t) * 2 * z->capacity);
@@ -691,13 +695,20 @@ static void pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const
 }
 
 /* Device steps 3-5 on `stream`, reading and writing the arena at `d`: neighbor search, the
- * potential, the reductions (shared by both entries). */
+ * potential, the reductions (shared by both entries).  in_stage (or NULL): the host entry's
+ * staging of steps 1-2, handed to the neighbor search (its one-block path does it itself, one
+ * kernel fewer).  out_dst (or NULL): the host entry's pinned
+ * output buffer (its device pointer), when the output block is small enough for the reductions'
+ * last block to copy it there (nnpops__reduce_cuda's staging tail); *staged tells whether they
+ * did (they run only in non-deterministic mode). */
 static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, step_plan *P,
-                                  char *d, cudaStream_t stream) {
+                                  char *d, cudaStream_t stream, const nnpops__stage_job *in_stage,
+                                  void *out_dst, int *staged) {
     const step_sizes *z = &P->z;
     const step_layout *L = &P->L;
     nnpops__dstep *ds = &P->ds;
     nnpops__dev_status *dstatus = (nnpops__dev_status *)(d + L->status);
+    *staged = 0;
 
     /* 3: center lists */
     nnpops__nbr_in nin = {
@@ -721,8 +732,9 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
         .dist = NULL,
         .status = dstatus,
     };
-    TRY(nnpops__center_neighbors_cuda(&nin, z->n_local, P->min_distance, &z->plan, &cout,
-                                      d + L->nbr_work, L->nbr_work_bytes, stream));
+    TRY(nnpops__center_neighbors_staged_cuda(&nin, z->n_local, P->min_distance, &z->plan, &cout,
+                                             d + L->nbr_work, L->nbr_work_bytes, in_stage,
+                                             stream));
 
     /* 4: the potential */
     ds->positions = (const double *)(d + L->pos);
@@ -765,19 +777,35 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
             z->want_energies ? (double *)(d + L->energies) : NULL,
             z->want_member ? (double *)(d + L->member_e) : NULL, d + L->det_work,
             L->det_work_bytes, stream));
-    } else if (z->need_grad)
-        TRY(nnpops__pair_reduce_cuda_acc(
-            z->n, z->ns, dbatch, z->capacity, cout.pairs, cout.vec, ds->pair_grad,
-            z->want_forces ? (double *)(d + L->forces) : NULL,
-            z->want_virials ? (double *)(d + L->virials) : NULL,
-            z->want_atom_vir ? (double *)(d + L->atom_vir) : NULL, &dstatus->n_entries, stream));
-    if (z->want_energies && !z->det)
-        TRY(nnpops__energy_reduce_cuda_acc(z->n, z->ns, dbatch, ds->atom_energy, 1,
-                                           (double *)(d + L->energies), stream));
-    if (z->want_member && !z->det)
-        TRY(nnpops__energy_reduce_cuda_acc(z->n, z->ns, dbatch, ds->member_atom_energy, z->ens,
-                                           (double *)(d + L->member_e), stream));
-    return NNPOPS_OK;
+        return NNPOPS_OK;
+    }
+    /* one launch: pair reduction, energies, member energies (and the staging tail) */
+    nnpops__reduce_args ra = {
+        .n_atoms = z->n,
+        .n_systems = z->ns,
+        .batch = dbatch,
+        .n_pairs = z->capacity,
+        .n_pairs_dev = &dstatus->n_entries,
+        .pairs = cout.pairs,
+        .vec = cout.vec,
+        .grad = z->need_grad ? ds->pair_grad : NULL,
+        .forces = z->want_forces ? (double *)(d + L->forces) : NULL,
+        .virials = z->want_virials ? (double *)(d + L->virials) : NULL,
+        .atomic_virials = z->want_atom_vir ? (double *)(d + L->atom_vir) : NULL,
+        .atom_energy = z->want_energies ? ds->atom_energy : NULL,
+        .energies = z->want_energies ? (double *)(d + L->energies) : NULL,
+        .member_atom_energy = z->want_member ? ds->member_atom_energy : NULL,
+        .ensemble = z->ens,
+        .member_energies = z->want_member ? (double *)(d + L->member_e) : NULL,
+    };
+    if (out_dst) {
+        ra.stage_dst = out_dst;
+        ra.stage_src = d + L->out0;
+        ra.stage_bytes = L->d2h_end - L->out0;
+        ra.ticket = (unsigned *)(d + L->ticket);
+        *staged = 1;
+    }
+    return nnpops__reduce_cuda(&ra, stream);
 }
 
 /* Inputs and outputs of at most this many bytes move through the staging kernel (one kernel
@@ -786,6 +814,12 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
  * engines) for comparisons. */
 #ifndef NNPOPS_STAGE_KERNEL_MAX
 #define NNPOPS_STAGE_KERNEL_MAX (256 << 10)
+#endif
+/* Output blocks of at most this many bytes (on the staging-kernel path) are copied out by the last
+ * block of the reductions (nnpops__reduce_cuda), one kernel fewer; a build may set
+ * NNPOPS_STAGE_TAIL_MAX (0: never) for comparisons. */
+#ifndef NNPOPS_STAGE_TAIL_MAX
+#define NNPOPS_STAGE_TAIL_MAX (16 << 10)
 #endif
 
 /* The host entry's step, from the input copy to the output copy (what a graph holds). */
@@ -796,17 +830,20 @@ static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, st
     const int kern = c->pin_in_dev && c->pin_out_dev &&
                      L->in_bytes <= (size_t)NNPOPS_STAGE_KERNEL_MAX &&
                      out_bytes <= (size_t)NNPOPS_STAGE_KERNEL_MAX;
-    /* 1-2: inputs in, outputs zeroed */
-    if (kern) {
-        TRY(nnpops__stage_cuda(d, c->pin_in_dev, L->in_bytes, d + L->out0, zero_bytes, c->stream));
-    } else {
+    /* 1-2: inputs in, outputs zeroed (the staging kernel: done by the neighbor search, first) */
+    const nnpops__stage_job in_stage = {d, c->pin_in_dev, L->in_bytes, d + L->out0, zero_bytes};
+    if (!kern) {
         NNPOPS__CUDA_CALL(
             cudaMemcpyAsync(d, c->pin_in, L->in_bytes, cudaMemcpyHostToDevice, c->stream));
         NNPOPS__CUDA_CALL(cudaMemsetAsync(d + L->out0, 0, zero_bytes, c->stream));
     }
-    /* 3-5 */
-    TRY(enqueue_core(c, m, P, d, c->stream));
+    /* 3-5 (with a small output block, the reductions' last block copies it out) */
+    int staged = 0;
+    TRY(enqueue_core(c, m, P, d, c->stream, kern ? &in_stage : NULL,
+                     kern && out_bytes <= (size_t)NNPOPS_STAGE_TAIL_MAX ? c->pin_out_dev : NULL,
+                     &staged));
     /* 6: results out */
+    if (staged) return NNPOPS_OK;
     if (kern)
         return nnpops__stage_cuda(c->pin_out_dev, d + L->out0, out_bytes, NULL, 0, c->stream);
     NNPOPS__CUDA_CALL(
@@ -1232,7 +1269,8 @@ static nnpops_status dev_enqueue_body(nnpops__cuda_ctx *c, const nnpops_model *m
     memcpy(pa.z_to_species, m->z_to_species, sizeof pa.z_to_species);
     TRY(nnpops__io_prepare_cuda(&pa, stream));
 
-    TRY(enqueue_core(c, m, P, d, stream));
+    int staged = 0;
+    TRY(enqueue_core(c, m, P, d, stream, NULL, NULL, &staged));
 
     nnpops__io_finish_args fa;
     memset(&fa, 0, sizeof fa);

@@ -87,6 +87,25 @@ nnpops_status nnpops__center_neighbors_cuda(const nnpops__nbr_in *in, int64_t n_
                                             double min_distance, const nnpops__nbr_plan *plan,
                                             nnpops__center_out *out, void *work,
                                             size_t work_bytes, void *stream);
+/* A staging job (nnpops__stage_cuda's arguments): copy copy_bytes from src to dst, zero
+ * zero_bytes at zdst. */
+typedef struct nnpops__stage_job {
+    void *dst;
+    const void *src;
+    size_t copy_bytes;
+    void *zdst;
+    size_t zero_bytes;
+} nnpops__stage_job;
+/* nnpops__center_neighbors_cuda after the staging job `stage` (the host entry's inputs in, its
+ * output block zeroed; everything the search reads may come from it): the one-block path does
+ * the job itself before it searches (one kernel fewer at the start of a small step), the other
+ * paths launch the staging kernel first. */
+nnpops_status nnpops__center_neighbors_staged_cuda(const nnpops__nbr_in *in, int64_t n_centers,
+                                                   double min_distance,
+                                                   const nnpops__nbr_plan *plan,
+                                                   nnpops__center_out *out, void *work,
+                                                   size_t work_bytes,
+                                                   const nnpops__stage_job *stage, void *stream);
 /* Twin of nnpops__neighbors_cpu (the half list): same rule and orientation; out->n_pairs is not
  * written (the count is status->n_entries, device); overflow sets NNPOPS__ST_OVERFLOW. */
 nnpops_status nnpops__neighbors_cuda(const nnpops__nbr_in *in, const nnpops__nbr_plan *plan,
@@ -278,6 +297,34 @@ nnpops_status nnpops__energy_reduce_cuda(int64_t n_atoms, int64_t n_systems, con
 nnpops_status nnpops__energy_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
                                              const int32_t *batch, const double *atom_energy,
                                              int64_t width, double *energies, void *stream);
+
+/* The GPU step's reductions (non-deterministic mode) in one launch, added into outputs the caller
+ * zeroed (each part runs when its inputs and outputs are given): the pair reduction (grad: forces,
+ * virials, atomic virials; n_pairs bounds the grid, n_pairs_dev, when given, the pairs read), the
+ * energy reduction of atom_energy (width 1) into energies and of member_atom_energy (width
+ * ensemble) into member_energies.  Staging tail (stage_bytes > 0): after every part is done, the
+ * last block to finish copies stage_bytes (16-byte aligned ends) from stage_src to stage_dst (the
+ * host entry's output block into its pinned buffer); ticket: a device word that is 0 at launch
+ * (the step zeroes it with its outputs). */
+typedef struct nnpops__reduce_args {
+    int64_t n_atoms, n_systems;
+    const int32_t *batch;
+    int64_t n_pairs;
+    const int64_t *n_pairs_dev;
+    const int32_t *pairs;
+    const double *vec, *grad;
+    double *forces, *virials, *atomic_virials;
+    const double *atom_energy;
+    double *energies;
+    const double *member_atom_energy;
+    int64_t ensemble;
+    double *member_energies;
+    void *stage_dst;
+    const void *stage_src;
+    size_t stage_bytes;
+    unsigned *ticket;
+} nnpops__reduce_args;
+nnpops_status nnpops__reduce_cuda(const nnpops__reduce_args *args, void *stream);
 
 /* Deterministic reductions of the GPU step over center lists (option deterministic): gathers
  * instead of atomic scatters, every sum in a fixed order, so the results are bitwise the same on

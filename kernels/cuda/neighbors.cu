@@ -152,6 +152,12 @@ const double FLT_REL = 1e-5; /* relative margin of the float32 thresholds of the
 const int TB = 256;           /* threads per block of the multi-block kernels */
 const int SMALL_TB = 512;     /* the one-block path */
 const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes */
+/* staging jobs of at most this many bytes (copied plus zeroed) the one-block path does itself (a
+ * build may set NBR_SMALL_STAGE_MAX, 0: never, for comparisons) */
+#ifndef NBR_SMALL_STAGE_MAX
+#define NBR_SMALL_STAGE_MAX (16 << 10)
+#endif
+const size_t SMALL_STAGE_MAX = NBR_SMALL_STAGE_MAX;
 /* counts scanned by the last block of the fast cell list's search kernel (more: cub's scan
  * between the passes); a build may set NBR_LB_SCAN_MAX (0: always cub) for comparisons */
 #ifndef NBR_LB_SCAN_MAX
@@ -245,6 +251,7 @@ struct nbr_args {
     float4 *sorted_f4; /* fast cell list: float xr, id in .w */
     int64_t *n_bins_used;
     int64_t n_bins_bound;
+    nnpops__stage_job stage; /* the one-block path: staging done first (zero bytes: none) */
 };
 
 /* ---- exact arithmetic helpers (never contracted) ---- */
@@ -858,7 +865,8 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
 }
 
 /* ---- the one-block path: positions, order and counts in shared memory, block scan, entries;
- * one launch ---- */
+ * one launch (which may first do the step's staging job, nnpops__center_neighbors_staged_cuda)
+ * ---- */
 template <bool WRITE>
 __device__ __forceinline__ void small_pass(const nbr_args &a, const double *s_pos,
                                            const int32_t *s_order, long long *s_off,
@@ -900,6 +908,12 @@ __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
     if (threadIdx.x == 0) s_ghosts = 0;
     for (int c = threadIdx.x; c <= nc; c += blockDim.x) s_off[c] = 0;
     pdl_wait(); /* (launched programmatically: the inputs come from the kernel before) */
+    if (a.stage.copy_bytes || a.stage.zero_bytes) { /* the step's staging, then its inputs */
+        copy_bytes<false>((char *)a.stage.dst, (const char *)a.stage.src, a.stage.copy_bytes,
+                          threadIdx.x, blockDim.x);
+        zero_bytes((char *)a.stage.zdst, a.stage.zero_bytes, threadIdx.x, blockDim.x);
+        __syncthreads();
+    }
     for (int i = threadIdx.x; i < 3 * na; i += blockDim.x) s_pos[i] = a.pos[i];
     for (int i = threadIdx.x; i < na; i += blockDim.x) s_order[i] = a.order[i];
     __syncthreads();
@@ -1761,8 +1775,15 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
                          double min_distance, const nnpops__nbr_plan *plan_in, int64_t capacity,
                          int32_t *pairs, int32_t *shifts, double *vec, double *dist,
                          int64_t *start, nnpops__dev_status *status, void *work,
-                         size_t work_bytes, void *stream) {
+                         size_t work_bytes, void *stream, const nnpops__stage_job *stage) {
+    /* the staging kernel first, unless the one-block path does the job */
+    const auto stage_first = [&]() -> nnpops_status {
+        if (!stage || (!stage->copy_bytes && !stage->zero_bytes)) return NNPOPS_OK;
+        return nnpops__stage_cuda(stage->dst, stage->src, stage->copy_bytes, stage->zdst,
+                                  stage->zero_bytes, stream);
+    };
     if (in->n_atoms <= 0 || n_centers <= 0) {
+        NNPOPS__TRY(stage_first());
         /* nothing to search: zero counts */
         if (start)
             NNPOPS__CUDA_CALL(cudaMemsetAsync(start, 0, sizeof(int64_t) * (size_t)(n_centers + 1),
@@ -1790,6 +1811,9 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     if (half && alg == NNPOPS__NBR_CELL_FAST) alg = NNPOPS__NBR_CELL;
     if (alg == NNPOPS__NBR_SMALL && (in->n_atoms > SMALL_MAX || n_centers > SMALL_MAX))
         alg = NNPOPS__NBR_BRUTE;
+    const bool own_stage = alg == NNPOPS__NBR_SMALL && stage &&
+                           stage->copy_bytes + stage->zero_bytes <= SMALL_STAGE_MAX;
+    if (!own_stage) NNPOPS__TRY(stage_first());
     char *w = (char *)work;
     cudaStream_t st = as_stream(stream);
     nbr_args a;
@@ -1835,6 +1859,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         if (start && a.slices == 1) a.offs = start; /* the scan writes start[] itself */
     }
     if (alg == NNPOPS__NBR_SMALL) {
+        if (own_stage) a.stage = *stage;
         return launch_chain(small_kernel, dim3(1), dim3(SMALL_TB), 0, st,
                           "neighbor search (one block)", (nbr_args)a);
     }
@@ -2052,16 +2077,24 @@ extern "C" size_t nnpops__nbr_cuda_work_bytes(int64_t n_atoms, int64_t n_systems
     return layout_of(n_atoms, n_systems, n_centers, &p).total;
 }
 
+extern "C" nnpops_status nnpops__center_neighbors_staged_cuda(
+    const nnpops__nbr_in *in, int64_t n_centers, double min_distance, const nnpops__nbr_plan *plan,
+    nnpops__center_out *out, void *work, size_t work_bytes, const nnpops__stage_job *stage,
+    void *stream) {
+    nnpops__nbr_in cin = *in;
+    cin.skip_from = n_centers;
+    return run_search(&cin, n_centers, 0, min_distance, plan, out->capacity, out->pairs,
+                      out->shifts, out->vec, out->dist, out->start, out->status, work, work_bytes,
+                      stream, stage);
+}
+
 extern "C" nnpops_status nnpops__center_neighbors_cuda(const nnpops__nbr_in *in, int64_t n_centers,
                                                        double min_distance,
                                                        const nnpops__nbr_plan *plan,
                                                        nnpops__center_out *out, void *work,
                                                        size_t work_bytes, void *stream) {
-    nnpops__nbr_in cin = *in;
-    cin.skip_from = n_centers;
-    return run_search(&cin, n_centers, 0, min_distance, plan, out->capacity, out->pairs,
-                      out->shifts, out->vec, out->dist, out->start, out->status, work, work_bytes,
-                      stream);
+    return nnpops__center_neighbors_staged_cuda(in, n_centers, min_distance, plan, out, work,
+                                                work_bytes, NULL, stream);
 }
 
 extern "C" nnpops_status nnpops__neighbors_cuda(const nnpops__nbr_in *in,
@@ -2069,7 +2102,7 @@ extern "C" nnpops_status nnpops__neighbors_cuda(const nnpops__nbr_in *in,
                                                 nnpops__dev_status *status, void *work,
                                                 size_t work_bytes, void *stream) {
     return run_search(in, in->n_atoms, 1, 0.0, plan, out->capacity, out->pairs, out->shifts,
-                      out->vec, out->dist, NULL, status, work, work_bytes, stream);
+                      out->vec, out->dist, NULL, status, work, work_bytes, stream, NULL);
 }
 
 extern "C" size_t nnpops__center_lists_cuda_work_bytes(int64_t n_centers) {

@@ -13,6 +13,10 @@
  * Energy reduction: energies[s][w] += atom_energy[i][w] over the atoms i of system s, a thread per
  * atom with the same run summation over batch indices.  Sums are double; their order depends on
  * the atomics, so results match the CPU to rounding, not bitwise.
+ * The GPU step runs its pair reduction and its energy reductions as one launch (a block range per
+ * part, nnpops__reduce_cuda), and may hand it the host entry's output staging: the block that
+ * finishes last (a ticket) copies the output block into the pinned buffer, so that the step ends
+ * one kernel earlier.
  * Deterministic reductions (option deterministic, nnpops__center_reduce_det_cuda, end of the file):
  * no float atomics; forces and per-atom virials are gathered per atom (own entries, then a reverse
  * index of the entries whose neighbor is the atom, built by a stable radix sort of the entries by
@@ -32,66 +36,61 @@ using namespace nnpops_cuda;
 
 namespace {
 
-__global__ void pair_reduce_kernel(int64_t n_pairs, const int64_t *n_pairs_dev,
-                                   const int32_t *batch, const int32_t *pairs, const double *vec,
-                                   const double *grad, double *forces, double *virials,
-                                   double *atomic_virials) {
-    pdl_trigger();
-    pdl_wait(); /* everything it reads comes from the kernels before */
-    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t np = n_pairs;
-    if (n_pairs_dev) {
-        const int64_t d = *n_pairs_dev;
+const int RED_TB = 256; /* threads per block of the reductions */
+
+/* The pair reduction of pair p (all threads of the warp call it; p past the count adds nothing). */
+__device__ __forceinline__ void pair_body(const nnpops__reduce_args &a, int64_t p) {
+    int64_t np = a.n_pairs;
+    if (a.n_pairs_dev) {
+        const int64_t d = *a.n_pairs_dev;
         np = d < np ? d : np;
     }
     const bool valid = p < np;
     int32_t i = -1, j = -1;
     double g[3] = {0, 0, 0}, r[3] = {0, 0, 0};
     if (valid) {
-        i = pairs[2 * p];
-        j = pairs[2 * p + 1];
+        i = a.pairs[2 * p];
+        j = a.pairs[2 * p + 1];
         for (int x = 0; x < 3; x++) {
-            g[x] = grad[3 * p + x];
-            r[x] = vec[3 * p + x];
+            g[x] = a.grad[3 * p + x];
+            r[x] = a.vec[3 * p + x];
         }
     }
     const warp_runs ri(valid ? (int64_t)i : -1 - (int64_t)(threadIdx.x & 31));
-    if (forces) {
+    if (a.forces) {
         for (int x = 0; x < 3; x++) {
             const double s = ri.sum(g[x]);
-            if (valid && ri.head) atomic_add_f64(forces + 3 * (int64_t)i + x, s);
-            if (valid) atomic_add_f64(forces + 3 * (int64_t)j + x, -g[x]);
+            if (valid && ri.head) atomic_add_f64(a.forces + 3 * (int64_t)i + x, s);
+            if (valid) atomic_add_f64(a.forces + 3 * (int64_t)j + x, -g[x]);
         }
     }
-    if (virials || atomic_virials) {
+    if (a.virials || a.atomic_virials) {
         double w[9];
-        for (int a = 0; a < 3; a++)
-            for (int b = 0; b < 3; b++) w[3 * a + b] = -r[a] * g[b];
-        if (virials) {
-            const int64_t key = valid ? (int64_t)batch[i] : -1 - (int64_t)(threadIdx.x & 31);
+        for (int u = 0; u < 3; u++)
+            for (int v = 0; v < 3; v++) w[3 * u + v] = -r[u] * g[v];
+        if (a.virials) {
+            const int64_t key = valid ? (int64_t)a.batch[i] : -1 - (int64_t)(threadIdx.x & 31);
             const warp_runs rs(key);
             for (int k = 0; k < 9; k++) {
                 const double s = rs.sum(w[k]);
-                if (valid && rs.head) atomic_add_f64(virials + 9 * key + k, s);
+                if (valid && rs.head) atomic_add_f64(a.virials + 9 * key + k, s);
             }
         }
-        if (atomic_virials) {
+        if (a.atomic_virials) {
             for (int k = 0; k < 9; k++) {
                 const double s = ri.sum(0.5 * w[k]);
-                if (valid && ri.head) atomic_add_f64(atomic_virials + 9 * (int64_t)i + k, s);
-                if (valid) atomic_add_f64(atomic_virials + 9 * (int64_t)j + k, 0.5 * w[k]);
+                if (valid && ri.head) atomic_add_f64(a.atomic_virials + 9 * (int64_t)i + k, s);
+                if (valid) atomic_add_f64(a.atomic_virials + 9 * (int64_t)j + k, 0.5 * w[k]);
             }
         }
     }
 }
 
-__global__ void energy_reduce_kernel(int64_t n_atoms, const int32_t *batch, const double *e,
-                                     int64_t width, double *out) {
-    pdl_trigger();
-    pdl_wait();
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool valid = i < n_atoms;
-    const int64_t key = valid ? (int64_t)batch[i] : -1 - (int64_t)(threadIdx.x & 31);
+/* The energy reduction of atom i (out[s][w] += e[i][w], w < width, s = batch[i]). */
+__device__ __forceinline__ void energy_body(const nnpops__reduce_args &a, const double *e,
+                                            int64_t width, double *out, int64_t i) {
+    const bool valid = i < a.n_atoms;
+    const int64_t key = valid ? (int64_t)a.batch[i] : -1 - (int64_t)(threadIdx.x & 31);
     const warp_runs rs(key);
     for (int64_t w = 0; w < width; w++) {
         const double s = rs.sum(valid ? e[i * width + w] : 0.0);
@@ -99,35 +98,118 @@ __global__ void energy_reduce_kernel(int64_t n_atoms, const int32_t *batch, cons
     }
 }
 
+/* Blocks of each part of a launch: pairs, atom energies, member energies. */
+struct red_split {
+    int64_t pair, energy, member;
+};
+red_split split_of(const nnpops__reduce_args &a) {
+    red_split b = {0, 0, 0};
+    const int64_t atom_blocks = (a.n_atoms + RED_TB - 1) / RED_TB;
+    if (a.n_pairs > 0 && a.grad && (a.forces || a.virials || a.atomic_virials))
+        b.pair = (a.n_pairs + RED_TB - 1) / RED_TB;
+    if (a.atom_energy && a.energies) b.energy = atom_blocks;
+    if (a.member_atom_energy && a.member_energies && a.ensemble > 0) b.member = atom_blocks;
+    return b;
+}
+
+/* A block per RED_TB pairs, then per RED_TB atoms of each energy; with a staging tail, the block
+ * that finishes last copies the staged bytes: every thread fences its atomics, thread 0 takes a
+ * ticket after the block's barrier, and the block holding the last ticket fences again and reads
+ * through L2 (ld.global.cg), so it sees every other block's sums. */
+__global__ void reduce_kernel(const nnpops__reduce_args a, const red_split n) {
+    pdl_trigger();
+    pdl_wait(); /* everything it reads comes from the kernels before */
+    int64_t b = blockIdx.x;
+    const int64_t t = threadIdx.x;
+    if (b < n.pair) {
+        pair_body(a, b * RED_TB + t);
+    } else if ((b -= n.pair) < n.energy) {
+        energy_body(a, a.atom_energy, 1, a.energies, b * RED_TB + t);
+    } else if ((b -= n.energy) < n.member) {
+        energy_body(a, a.member_atom_energy, a.ensemble, a.member_energies, b * RED_TB + t);
+    }
+    if (!a.stage_bytes) return;
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (t == 0) last = atomicAdd(a.ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    copy_bytes<true>((char *)a.stage_dst, (const char *)a.stage_src, a.stage_bytes, (size_t)t,
+                     RED_TB);
+}
+
+nnpops_status reduce_launch(const nnpops__reduce_args &a, void *stream) {
+    const red_split n = split_of(a);
+    const int64_t blocks = n.pair + n.energy + n.member;
+    if (blocks == 0 && !a.stage_bytes) return NNPOPS_OK;
+    if (a.stage_bytes && !a.ticket)
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "reductions: a staging tail without a ticket");
+    /* programmatic launch: its start overlaps the kernel before (it waits for it first) */
+    return launch_chain(reduce_kernel, dim3(grid_for(blocks, 1)), dim3(RED_TB), 0,
+                        as_stream(stream), "reductions", a, n);
+}
+
+/* Zeroes the outputs of a (the overwriting entries). */
+nnpops_status zero_outputs(const nnpops__reduce_args &a, void *stream) {
+    cudaStream_t st = as_stream(stream);
+    const size_t d = sizeof(double);
+    if (a.forces) NNPOPS__CUDA_CALL(cudaMemsetAsync(a.forces, 0, d * 3 * (size_t)a.n_atoms, st));
+    if (a.virials)
+        NNPOPS__CUDA_CALL(cudaMemsetAsync(a.virials, 0, d * 9 * (size_t)a.n_systems, st));
+    if (a.atomic_virials)
+        NNPOPS__CUDA_CALL(cudaMemsetAsync(a.atomic_virials, 0, d * 9 * (size_t)a.n_atoms, st));
+    if (a.energies)
+        NNPOPS__CUDA_CALL(cudaMemsetAsync(a.energies, 0, d * (size_t)a.n_systems, st));
+    if (a.member_energies)
+        NNPOPS__CUDA_CALL(cudaMemsetAsync(a.member_energies, 0,
+                                          d * (size_t)(a.n_systems * a.ensemble), st));
+    return NNPOPS_OK;
+}
+
 nnpops_status pair_reduce(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
                           int64_t n_pairs, const int32_t *pairs, const double *pair_vec,
                           const double *pair_grad, double *forces, double *virials,
                           double *atomic_virials, const int64_t *n_pairs_dev, void *stream,
                           bool zero) {
-    cudaStream_t st = as_stream(stream);
-    if (zero) {
-        if (forces) NNPOPS__CUDA_CALL(cudaMemsetAsync(forces, 0, sizeof(double) * 3 * (size_t)n_atoms, st));
-        if (virials)
-            NNPOPS__CUDA_CALL(cudaMemsetAsync(virials, 0, sizeof(double) * 9 * (size_t)n_systems, st));
-        if (atomic_virials)
-            NNPOPS__CUDA_CALL(cudaMemsetAsync(atomic_virials, 0, sizeof(double) * 9 * (size_t)n_atoms, st));
-    }
-    if (n_pairs <= 0 || !(forces || virials || atomic_virials)) return NNPOPS_OK;
-    /* programmatic launch: its start overlaps the kernel before (it waits for it first) */
-    return launch_chain(pair_reduce_kernel, dim3(grid_for(n_pairs, 256)), dim3(256), 0, st,
-                      "pair reduction", n_pairs, n_pairs_dev, batch, pairs, pair_vec, pair_grad,
-                      forces, virials, atomic_virials);
+    nnpops__reduce_args a;
+    memset(&a, 0, sizeof a);
+    a.n_atoms = n_atoms;
+    a.n_systems = n_systems;
+    a.batch = batch;
+    a.n_pairs = n_pairs;
+    a.n_pairs_dev = n_pairs_dev;
+    a.pairs = pairs;
+    a.vec = pair_vec;
+    a.grad = pair_grad;
+    a.forces = forces;
+    a.virials = virials;
+    a.atomic_virials = atomic_virials;
+    if (zero) NNPOPS__TRY(zero_outputs(a, stream));
+    return reduce_launch(a, stream);
 }
 
 nnpops_status energy_reduce(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
                             const double *atom_energy, int64_t width, double *energies,
                             void *stream, bool zero) {
-    cudaStream_t st = as_stream(stream);
-    if (zero)
-        NNPOPS__CUDA_CALL(cudaMemsetAsync(energies, 0, sizeof(double) * (size_t)(n_systems * width), st));
-    if (n_atoms <= 0 || width <= 0) return NNPOPS_OK;
-    return launch_chain(energy_reduce_kernel, dim3(grid_for(n_atoms, 256)), dim3(256), 0, st,
-                      "energy reduction", n_atoms, batch, atom_energy, width, energies);
+    if (width <= 0) return NNPOPS_OK;
+    nnpops__reduce_args a;
+    memset(&a, 0, sizeof a);
+    a.n_atoms = n_atoms;
+    a.n_systems = n_systems;
+    a.batch = batch;
+    /* width 1 is the energy part, any other the member part (the same body) */
+    if (width == 1) {
+        a.atom_energy = atom_energy;
+        a.energies = energies;
+    } else {
+        a.member_atom_energy = atom_energy;
+        a.member_energies = energies;
+        a.ensemble = width;
+    }
+    if (zero) NNPOPS__TRY(zero_outputs(a, stream));
+    return reduce_launch(a, stream);
 }
 
 } /* namespace */
@@ -165,6 +247,10 @@ extern "C" nnpops_status nnpops__energy_reduce_cuda_acc(int64_t n_atoms, int64_t
                                                         const double *atom_energy, int64_t width,
                                                         double *energies, void *stream) {
     return energy_reduce(n_atoms, n_systems, batch, atom_energy, width, energies, stream, false);
+}
+
+extern "C" nnpops_status nnpops__reduce_cuda(const nnpops__reduce_args *args, void *stream) {
+    return reduce_launch(*args, stream);
 }
 
 /* ---- deterministic reductions over center lists (option deterministic) ---------------------- *

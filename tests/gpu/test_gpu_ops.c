@@ -30,6 +30,8 @@
  *                      kind) against its CPU twin, and the grouped output layer against
  *                      nnpops__ani_output_cpu_f32
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
+ *   reduce_step        the step's one reduction launch (pairs, energies, member energies) and its
+ *                      staging tail (the last block copies the output block to pinned memory)
  *   stage              the staging kernel (nnpops__stage_cuda) against memcpy / memset: pinned host
  *                      to device and device to pinned host through the device pointers, sizes
  *                      with and without 16-byte tails, zeroing alone and with a copy; bytes
@@ -387,9 +389,13 @@ static void free_raw(gpu_raw *r) {
 
 /* Runs nnpops__center_neighbors_cuda with the plan forced to `algorithm` (deterministic option
  * `det`), on a work space and outputs filled with garbage first (0xa5 bytes: the launcher must
- * not rely on zeroed work space; the status is zeroed, as the contract asks). */
-static gpu_raw run_gpu_raw(const batchset *b, const dbatch *d, int algorithm, int det, int64_t cap,
-                           double min_d) {
+ * not rely on zeroed work space; the status is zeroed, as the contract asks).  staged: through
+ * nnpops__center_neighbors_staged_cuda with the positions on the device and the status word
+ * garbage, and a staging job that copies the positions in from pinned host memory and zeroes the
+ * status (the one-block path does the job itself, the others launch the staging kernel first:
+ * either way it must be done before the search reads them). */
+static gpu_raw run_gpu_raw_ex(const batchset *b, const dbatch *d, int algorithm, int det,
+                              int64_t cap, double min_d, int staged) {
     nnpops__nbr_plan plan;
     nnpops__nbr_cuda_plan(b->ns, b->sys_start, b->cells, b->pbc, b->cutoff, algorithm, &plan);
     CHECK(plan.algorithm == algorithm);
@@ -405,8 +411,25 @@ static gpu_raw run_gpu_raw(const batchset *b, const dbatch *d, int algorithm, in
     CUDA_CHECK(cudaDeviceSynchronize());
     nnpops__nbr_in in = dev_in(b, d);
     nnpops__center_out out = {cap, dstart, dpairs, dshifts, dvec, ddist, dst};
-    CHECK_OK(nnpops__center_neighbors_cuda(&in, b->n_centers, min_d, &plan, &out, work, wb,
-                                           g_stream));
+    if (staged) {
+        const size_t xb = sizeof(double) * 3 * (size_t)b->n;
+        double *hx = NULL;
+        void *hx_dev = NULL;
+        CUDA_CHECK(cudaMallocHost((void **)&hx, xb));
+        CUDA_CHECK(cudaHostGetDevicePointer(&hx_dev, hx, 0));
+        memcpy(hx, b->x, xb);
+        CUDA_CHECK(cudaMemset(d->x, 0xa5, xb));
+        CUDA_CHECK(cudaMemset(dst, 0xa5, sizeof(nnpops__dev_status)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const nnpops__stage_job job = {d->x, hx_dev, xb, dst, sizeof(nnpops__dev_status)};
+        CHECK_OK(nnpops__center_neighbors_staged_cuda(&in, b->n_centers, min_d, &plan, &out, work,
+                                                      wb, &job, g_stream));
+        CUDA_CHECK(cudaStreamSynchronize(g_stream));
+        cudaFreeHost(hx);
+    } else {
+        CHECK_OK(nnpops__center_neighbors_cuda(&in, b->n_centers, min_d, &plan, &out, work, wb,
+                                               g_stream));
+    }
     gpu_raw r;
     to_host(&r.st, dst, sizeof r.st);
     r.start = malloc(sizeof(int64_t) * (b->n_centers + 1));
@@ -429,6 +452,11 @@ static gpu_raw run_gpu_raw(const batchset *b, const dbatch *d, int algorithm, in
     cudaFree(ddist);
     cudaFree(dst);
     return r;
+}
+
+static gpu_raw run_gpu_raw(const batchset *b, const dbatch *d, int algorithm, int det, int64_t cap,
+                           double min_d) {
+    return run_gpu_raw_ex(b, d, algorithm, det, cap, min_d, 0);
 }
 
 /* The GPU lists against the CPU's: status, start[], every entry in its center's range, the sorted
@@ -458,7 +486,8 @@ static int same_raw(const gpu_raw *x, const gpu_raw *y, int64_t n_centers) {
 }
 
 /* Every algorithm in `algs` (forced) against the CPU; with `det`, each twice with the
- * deterministic option, bitwise the same. */
+ * deterministic option, bitwise the same; without, batches of at most 1,024 atoms also staged
+ * (run_gpu_raw_ex). */
 static void check_batch(const char *label, const batchset *b, const int *algs, int n_algs, int det) {
     dbatch d = upload_batch(b);
     cl_ref ref = cpu_center_lists(b, 0.0);
@@ -474,6 +503,13 @@ static void check_batch(const char *label, const batchset *b, const int *algs, i
         snprintf(what, sizeof what, "%s, %s%s", label, alg_name(algs[k]), det ? ", deterministic" : "");
         gpu_raw g = run_gpu_raw(b, &d, algs[k], det, ref.total + 100, 0.0);
         check_against(what, b, &ref, &g);
+        if (!det && b->n <= 1024) {
+            char sw[160];
+            snprintf(sw, sizeof sw, "%s, staged", what);
+            gpu_raw gs = run_gpu_raw_ex(b, &d, algs[k], 0, ref.total + 100, 0.0, 1);
+            check_against(sw, b, &ref, &gs);
+            free_raw(&gs);
+        }
         if (det) {
             gpu_raw g2 = run_gpu_raw(b, &d, algs[k], det, ref.total + 100, 0.0);
             CHECK(same_raw(&g, &g2, b->n_centers));
@@ -1311,6 +1347,124 @@ static int case_reduce(void) {
     return 0;
 }
 
+/* nnpops__reduce_cuda (the GPU step's one launch): pair reduction, energies (width 1) and member
+ * energies (width 8) at once, against the CPU twins, into one zeroed output block laid out as the
+ * step's; with the staging tail, the pinned copy of the block must equal the block after the
+ * launch (the last block copied it after every other block's sums: partial sums would differ
+ * from the CPU values) and the ticket must end at the block count; run twice (the second adds:
+ * doubled values copied); and a launch with nothing to reduce still copies. */
+static int case_reduce_step(void) {
+    const int64_t n = 1200, ns = 4, ens = 8;
+    int32_t *batch = malloc(sizeof(int32_t) * n);
+    for (int64_t i = 0; i < n; i++) batch[i] = (int32_t)(i * ns / n);
+    const int64_t cap = 30 * n;
+    int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap);
+    int64_t np = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int q = (int)(urand() * 30); q > 0; q--) {
+            int64_t j;
+            do j = (int64_t)(urand() * n) % n;
+            while (batch[j] != batch[i]);
+            pairs[2 * np] = (int32_t)i;
+            pairs[2 * np + 1] = (int32_t)j;
+            np++;
+        }
+    double *vec = malloc(sizeof(double) * 3 * np), *grad = malloc(sizeof(double) * 3 * np),
+           *ae = malloc(sizeof(double) * n), *mae = malloc(sizeof(double) * n * ens);
+    for (int64_t k = 0; k < 3 * np; k++) {
+        vec[k] = 10 * urand() - 5;
+        grad[k] = 2 * urand() - 1;
+    }
+    for (int64_t k = 0; k < n; k++) ae[k] = urand() - 0.7;
+    for (int64_t k = 0; k < n * ens; k++) mae[k] = urand() - 0.7;
+    /* the block: energies | member energies | virials | forces | atomic virials (doubles) */
+    const int64_t o_e = 0, o_m = ns, o_v = o_m + ns * ens, o_f = o_v + 9 * ns, o_a = o_f + 3 * n,
+                  nb = o_a + 9 * n;
+    double *want = malloc(sizeof(double) * nb), *got = malloc(sizeof(double) * nb);
+    nnpops__pair_reduce_cpu(n, ns, batch, np, pairs, vec, grad, want + o_f, want + o_v, want + o_a);
+    nnpops__energy_reduce_cpu(n, ns, batch, ae, 1, want + o_e);
+    nnpops__energy_reduce_cpu(n, ns, batch, mae, ens, want + o_m);
+    int32_t *db = dup_to_device(batch, sizeof(int32_t) * n);
+    int32_t *dp = dup_to_device(pairs, sizeof(int32_t) * 2 * np);
+    double *dv = dup_to_device(vec, sizeof(double) * 3 * np);
+    double *dg = dup_to_device(grad, sizeof(double) * 3 * np);
+    double *dae = dup_to_device(ae, sizeof(double) * n);
+    double *dmae = dup_to_device(mae, sizeof(double) * n * ens);
+    int64_t *dnp = dup_to_device(&np, sizeof np);
+    double *dout = dalloc(sizeof(double) * nb);
+    unsigned *dticket = dalloc(sizeof(unsigned));
+    double *hpin = NULL;
+    void *hpin_dev = NULL;
+    CUDA_CHECK(cudaMallocHost((void **)&hpin, sizeof(double) * nb));
+    CUDA_CHECK(cudaHostGetDevicePointer(&hpin_dev, hpin, 0));
+    CUDA_CHECK(cudaMemsetAsync(dout, 0, sizeof(double) * nb, g_stream));
+    nnpops__reduce_args a = {
+        .n_atoms = n, .n_systems = ns, .batch = db, .n_pairs = np + 333, .n_pairs_dev = dnp,
+        .pairs = dp, .vec = dv, .grad = dg, .forces = dout + o_f, .virials = dout + o_v,
+        .atomic_virials = dout + o_a, .atom_energy = dae, .energies = dout + o_e,
+        .member_atom_energy = dmae, .ensemble = ens, .member_energies = dout + o_m,
+        .stage_dst = hpin_dev, .stage_src = dout, .stage_bytes = sizeof(double) * nb,
+        .ticket = dticket,
+    };
+    const unsigned blocks = (unsigned)((np + 333 + 255) / 256 + 2 * ((n + 255) / 256));
+    double worst = 0;
+    for (int run = 1; run <= 2; run++) {
+        for (int64_t k = 0; k < nb; k++) hpin[k] = -12345.0;
+        CUDA_CHECK(cudaMemsetAsync(dticket, 0, sizeof(unsigned), g_stream));
+        CHECK_OK(nnpops__reduce_cuda(&a, g_stream));
+        gsync();
+        to_host(got, dout, sizeof(double) * nb);
+        CHECK(memcmp(got, hpin, sizeof(double) * nb) == 0);
+        unsigned t = 0;
+        to_host(&t, dticket, sizeof t);
+        CHECK(t == blocks);
+        const double *h = hpin, *w = want;
+        worst = fmax(worst, compare("reduce_step energies", h + o_e, w + o_e, ns, 1e-12, 1e-12));
+        worst = fmax(worst, compare("reduce_step member energies", h + o_m, w + o_m, ns * ens,
+                                    1e-12, 1e-12));
+        worst = fmax(worst,
+                     compare("reduce_step virials", h + o_v, w + o_v, 9 * ns, 1e-10, 1e-12));
+        worst = fmax(worst, compare("reduce_step forces", h + o_f, w + o_f, 3 * n, 1e-12, 1e-12));
+        worst = fmax(worst, compare("reduce_step atomic virials", h + o_a, w + o_a, 9 * n, 1e-12,
+                                    1e-12));
+        for (int64_t k = 0; k < nb; k++) want[k] *= 2; /* the second run adds */
+    }
+    /* nothing to reduce: one block copies */
+    nnpops__reduce_args c = {.n_atoms = n, .n_systems = ns, .batch = db, .stage_dst = hpin_dev,
+                             .stage_src = dout, .stage_bytes = 8 * 7 + 3, .ticket = dticket};
+    for (int64_t k = 0; k < nb; k++) hpin[k] = -1.0;
+    CUDA_CHECK(cudaMemsetAsync(dticket, 0, sizeof(unsigned), g_stream));
+    CHECK_OK(nnpops__reduce_cuda(&c, g_stream));
+    gsync();
+    CHECK(memcmp(got, hpin, 8 * 7 + 3) == 0);
+    CHECK(hpin[8] == -1.0);
+    /* a staging tail without a ticket is refused */
+    c.ticket = NULL;
+    CHECK(nnpops__reduce_cuda(&c, g_stream) == NNPOPS_ERROR_INTERNAL);
+    printf("reduce_step: %lld pairs, %u blocks, staged copy equal, worst %.3g\n", (long long)np,
+           blocks, worst);
+    CHECK(worst <= 1.0);
+    cudaFreeHost(hpin);
+    cudaFree(db);
+    cudaFree(dp);
+    cudaFree(dv);
+    cudaFree(dg);
+    cudaFree(dae);
+    cudaFree(dmae);
+    cudaFree(dnp);
+    cudaFree(dout);
+    cudaFree(dticket);
+    free(batch);
+    free(pairs);
+    free(vec);
+    free(grad);
+    free(ae);
+    free(mae);
+    free(want);
+    free(got);
+    return 0;
+}
+
 /* The small-n grouped GEMM against its CPU twin.  Shapes of every kind: forward (trans 0) with
  * bias + CELU (first-layer and strided-batched shapes, a NULL bias), CELU' and plain store;
  * backward (trans 1) with CELU' in place, plain store (dE/dAEV shapes) and bias + CELU; n from 1
@@ -1698,6 +1852,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "neighbors_center")) r = case_neighbors_center();
     else if (!strcmp(c, "neighbors_half")) r = case_neighbors_half();
     else if (!strcmp(c, "neighbors_overflow")) r = case_neighbors_overflow();
+    else if (!strcmp(c, "reduce_step")) r = case_reduce_step();
     else if (!strcmp(c, "neighbors_errors")) r = case_neighbors_errors();
     else if (!strcmp(c, "center_lists")) r = case_center_lists();
     else if (!strcmp(c, "aev")) r = case_aev();
