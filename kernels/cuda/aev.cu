@@ -71,12 +71,6 @@ namespace {
 #endif
 const int AEV_THREADS = 128, AEV_THREADS_SMALL = NNPOPS_AEV_THREADS_SMALL;
 const int64_t AEV_SMALL_COLS = 640;
-/* at most this many extra slices of dE/dAEV (the k split's, aev_args.n_extra); a build may set
- * NNPOPS_AEV_ROW_BATCHED to 0 to read them in a plain loop (comparisons) */
-const int AEV_MAX_EXTRA = 7;
-#ifndef NNPOPS_AEV_ROW_BATCHED
-#define NNPOPS_AEV_ROW_BATCHED 1
-#endif
 const double PI = 3.14159265358979323846;
 
 template <typename R> struct ang_ent {
@@ -603,36 +597,11 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         }
     }
     pdl_wait(); /* dE/dAEV comes from the kernel before */
-    /* the row (plus the k split's slices, added in order), two features per thread and round with
-     * every load issued before any is used: a loop over the slices would wait for each in turn */
-#if !NNPOPS_AEV_ROW_BATCHED
     for (int f = threadIdx.x; f < L; f += blockDim.x) {
         R g = a.aev[(int64_t)f * a.ld + col];
         for (int j = 0; j < a.n_extra; j++)
             g += a.extra[j * a.extra_stride + (int64_t)f * a.ld + col];
         sm.row[f] = g;
-    }
-#endif
-    for (int f0 = threadIdx.x; NNPOPS_AEV_ROW_BATCHED && f0 < L; f0 += 2 * blockDim.x) {
-        const int f1 = f0 + blockDim.x;
-        R g0[1 + AEV_MAX_EXTRA], g1[1 + AEV_MAX_EXTRA];
-#pragma unroll
-        for (int j = 0; j <= AEV_MAX_EXTRA; j++) {
-            g0[j] = g1[j] = (R)0;
-            if (j > a.n_extra) continue;
-            const R *src = j == 0 ? a.aev : a.extra + (j - 1) * a.extra_stride;
-            g0[j] = src[(int64_t)f0 * a.ld + col];
-            if (f1 < L) g1[j] = src[(int64_t)f1 * a.ld + col];
-        }
-        R s0 = g0[0], s1 = g1[0];
-#pragma unroll
-        for (int j = 1; j <= AEV_MAX_EXTRA; j++) {
-            if (j > a.n_extra) break;
-            s0 += g0[j];
-            s1 += g1[j];
-        }
-        sm.row[f0] = s0;
-        if (f1 < L) sm.row[f1] = s1;
     }
     __syncthreads();
     /* radial terms: the entry gradients (the angular ones are added at the end) */
@@ -804,9 +773,6 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "AEV on the GPU: %lld centers is too many",
                             (long long)n);
     if (max_angular < 2) max_angular = 2;
-    if (extra && (n_extra < 0 || n_extra > AEV_MAX_EXTRA))
-        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "AEV backward: %d extra slices (at most %d)",
-                            (int)n_extra, AEV_MAX_EXTRA);
     const size_t sm = smem_bytes<R>(desc, max_angular, backward, det);
     const int limit = smem_optin_limit();
     if (sm > (size_t)limit)
