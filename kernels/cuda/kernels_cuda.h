@@ -305,8 +305,7 @@ nnpops_status nnpops__energy_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
  * ensemble) into member_energies.  Staging tail (stage_bytes > 0): after every part is done, the
  * last block to finish copies stage_bytes (16-byte aligned ends) from stage_src to stage_dst (the
  * host entry's output block into its pinned buffer); ticket: a device word that is 0 at launch
- * (the step zeroes it with its outputs; a launch of at most NNPOPS_RED_ONE_BLOCK_MAX blocks' work
- * runs as one block and leaves it untouched, others leave it at their block count). */
+ * (the step zeroes it with its outputs). */
 typedef struct nnpops__reduce_args {
     int64_t n_atoms, n_systems;
     const int32_t *batch;

@@ -37,13 +37,6 @@ using namespace nnpops_cuda;
 namespace {
 
 const int RED_TB = 256; /* threads per block of the reductions */
-/* Launches of at most this many blocks run as ONE block of RED_ONE_TB threads looping over the
- * parts instead (no ticket and fences before the staging tail); a build may set
- * NNPOPS_RED_ONE_BLOCK_MAX (0: never) for comparisons. */
-#ifndef NNPOPS_RED_ONE_BLOCK_MAX
-#define NNPOPS_RED_ONE_BLOCK_MAX 8
-#endif
-const int RED_ONE_TB = 1024;
 
 /* The pair reduction of pair p (all threads of the warp call it; p past the count adds nothing). */
 __device__ __forceinline__ void pair_body(const nnpops__reduce_args &a, int64_t p) {
@@ -108,43 +101,26 @@ __device__ __forceinline__ void energy_body(const nnpops__reduce_args &a, const 
 /* Blocks of each part of a launch: pairs, atom energies, member energies. */
 struct red_split {
     int64_t pair, energy, member;
-    int32_t one; /* one block loops over the parts */
 };
 red_split split_of(const nnpops__reduce_args &a) {
-    red_split b = {0, 0, 0, 0};
+    red_split b = {0, 0, 0};
     const int64_t atom_blocks = (a.n_atoms + RED_TB - 1) / RED_TB;
     if (a.n_pairs > 0 && a.grad && (a.forces || a.virials || a.atomic_virials))
         b.pair = (a.n_pairs + RED_TB - 1) / RED_TB;
     if (a.atom_energy && a.energies) b.energy = atom_blocks;
     if (a.member_atom_energy && a.member_energies && a.ensemble > 0) b.member = atom_blocks;
-    b.one = b.pair + b.energy + b.member <= NNPOPS_RED_ONE_BLOCK_MAX;
     return b;
 }
 
 /* A block per RED_TB pairs, then per RED_TB atoms of each energy; with a staging tail, the block
  * that finishes last copies the staged bytes: every thread fences its atomics, thread 0 takes a
  * ticket after the block's barrier, and the block holding the last ticket fences again and reads
- * through L2 (ld.global.cg), so it sees every other block's sums.  One-block launches (n.one)
- * loop over the parts and copy after a barrier. */
+ * through L2 (ld.global.cg), so it sees every other block's sums. */
 __global__ void reduce_kernel(const nnpops__reduce_args a, const red_split n) {
     pdl_trigger();
     pdl_wait(); /* everything it reads comes from the kernels before */
     int64_t b = blockIdx.x;
     const int64_t t = threadIdx.x;
-    if (n.one) {
-        int64_t np = n.pair ? a.n_pairs : 0;
-        if (np && a.n_pairs_dev) np = *a.n_pairs_dev < np ? *a.n_pairs_dev : np;
-        for (int64_t p0 = 0; p0 < np; p0 += blockDim.x) pair_body(a, p0 + t);
-        for (int64_t i0 = 0; n.energy && i0 < a.n_atoms; i0 += blockDim.x)
-            energy_body(a, a.atom_energy, 1, a.energies, i0 + t);
-        for (int64_t i0 = 0; n.member && i0 < a.n_atoms; i0 += blockDim.x)
-            energy_body(a, a.member_atom_energy, a.ensemble, a.member_energies, i0 + t);
-        if (!a.stage_bytes) return;
-        __syncthreads();
-        copy_bytes<true>((char *)a.stage_dst, (const char *)a.stage_src, a.stage_bytes,
-                         (size_t)t, blockDim.x);
-        return;
-    }
     if (b < n.pair) {
         pair_body(a, b * RED_TB + t);
     } else if ((b -= n.pair) < n.energy) {
@@ -171,9 +147,8 @@ nnpops_status reduce_launch(const nnpops__reduce_args &a, void *stream) {
     if (a.stage_bytes && !a.ticket)
         return nnpops__fail(NNPOPS_ERROR_INTERNAL, "reductions: a staging tail without a ticket");
     /* programmatic launch: its start overlaps the kernel before (it waits for it first) */
-    return launch_chain(reduce_kernel, dim3(n.one ? 1 : grid_for(blocks, 1)),
-                        dim3(n.one ? RED_ONE_TB : RED_TB), 0, as_stream(stream), "reductions", a,
-                        n);
+    return launch_chain(reduce_kernel, dim3(grid_for(blocks, 1)), dim3(RED_TB), 0,
+                        as_stream(stream), "reductions", a, n);
 }
 
 /* Zeroes the outputs of a (the overwriting entries). */

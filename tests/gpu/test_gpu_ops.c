@@ -1350,19 +1350,18 @@ static int case_reduce(void) {
 /* nnpops__reduce_cuda (the GPU step's one launch): pair reduction, energies (width 1) and member
  * energies (width 8) at once, against the CPU twins, into one zeroed output block laid out as the
  * step's; with the staging tail, the pinned copy of the block must equal the block after the
- * launch (the copy came after every sum: partial sums would differ from the CPU values); run
- * twice (the second adds: doubled values copied).  A large problem runs one block per 256 items
- * and leaves the ticket at its block count; a small one runs as one block and leaves the ticket
- * untouched (which tells the two paths apart). */
-static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_block) {
-    const int64_t ens = 8;
+ * launch (the last block copied it after every other block's sums: partial sums would differ
+ * from the CPU values) and the ticket must end at the block count; run twice (the second adds:
+ * doubled values copied); and a launch with nothing to reduce still copies. */
+static int case_reduce_step(void) {
+    const int64_t n = 1200, ns = 4, ens = 8;
     int32_t *batch = malloc(sizeof(int32_t) * n);
     for (int64_t i = 0; i < n; i++) batch[i] = (int32_t)(i * ns / n);
-    const int64_t cap = per_atom * n + 1;
+    const int64_t cap = 30 * n;
     int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap);
     int64_t np = 0;
     for (int64_t i = 0; i < n; i++)
-        for (int q = (int)(urand() * per_atom); q > 0; q--) {
+        for (int q = (int)(urand() * 30); q > 0; q--) {
             int64_t j;
             do j = (int64_t)(urand() * n) % n;
             while (batch[j] != batch[i]);
@@ -1370,9 +1369,8 @@ static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_bloc
             pairs[2 * np + 1] = (int32_t)j;
             np++;
         }
-    double *vec = malloc(sizeof(double) * 3 * (np + 1)),
-           *grad = malloc(sizeof(double) * 3 * (np + 1)), *ae = malloc(sizeof(double) * n),
-           *mae = malloc(sizeof(double) * n * ens);
+    double *vec = malloc(sizeof(double) * 3 * np), *grad = malloc(sizeof(double) * 3 * np),
+           *ae = malloc(sizeof(double) * n), *mae = malloc(sizeof(double) * n * ens);
     for (int64_t k = 0; k < 3 * np; k++) {
         vec[k] = 10 * urand() - 5;
         grad[k] = 2 * urand() - 1;
@@ -1387,9 +1385,9 @@ static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_bloc
     nnpops__energy_reduce_cpu(n, ns, batch, ae, 1, want + o_e);
     nnpops__energy_reduce_cpu(n, ns, batch, mae, ens, want + o_m);
     int32_t *db = dup_to_device(batch, sizeof(int32_t) * n);
-    int32_t *dp = dup_to_device(pairs, sizeof(int32_t) * 2 * (np + 1));
-    double *dv = dup_to_device(vec, sizeof(double) * 3 * (np + 1));
-    double *dg = dup_to_device(grad, sizeof(double) * 3 * (np + 1));
+    int32_t *dp = dup_to_device(pairs, sizeof(int32_t) * 2 * np);
+    double *dv = dup_to_device(vec, sizeof(double) * 3 * np);
+    double *dg = dup_to_device(grad, sizeof(double) * 3 * np);
     double *dae = dup_to_device(ae, sizeof(double) * n);
     double *dmae = dup_to_device(mae, sizeof(double) * n * ens);
     int64_t *dnp = dup_to_device(&np, sizeof np);
@@ -1400,17 +1398,15 @@ static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_bloc
     CUDA_CHECK(cudaMallocHost((void **)&hpin, sizeof(double) * nb));
     CUDA_CHECK(cudaHostGetDevicePointer(&hpin_dev, hpin, 0));
     CUDA_CHECK(cudaMemsetAsync(dout, 0, sizeof(double) * nb, g_stream));
-    /* the grid bound (n_pairs) above the count read on the device, as in the step */
-    const int64_t bound = np + (one_block ? 7 : 333);
     nnpops__reduce_args a = {
-        .n_atoms = n, .n_systems = ns, .batch = db, .n_pairs = bound, .n_pairs_dev = dnp,
+        .n_atoms = n, .n_systems = ns, .batch = db, .n_pairs = np + 333, .n_pairs_dev = dnp,
         .pairs = dp, .vec = dv, .grad = dg, .forces = dout + o_f, .virials = dout + o_v,
         .atomic_virials = dout + o_a, .atom_energy = dae, .energies = dout + o_e,
         .member_atom_energy = dmae, .ensemble = ens, .member_energies = dout + o_m,
         .stage_dst = hpin_dev, .stage_src = dout, .stage_bytes = sizeof(double) * nb,
         .ticket = dticket,
     };
-    const unsigned blocks = (unsigned)((bound + 255) / 256 + 2 * ((n + 255) / 256));
+    const unsigned blocks = (unsigned)((np + 333 + 255) / 256 + 2 * ((n + 255) / 256));
     double worst = 0;
     for (int run = 1; run <= 2; run++) {
         for (int64_t k = 0; k < nb; k++) hpin[k] = -12345.0;
@@ -1421,7 +1417,7 @@ static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_bloc
         CHECK(memcmp(got, hpin, sizeof(double) * nb) == 0);
         unsigned t = 0;
         to_host(&t, dticket, sizeof t);
-        CHECK(t == (one_block ? 0u : blocks));
+        CHECK(t == blocks);
         const double *h = hpin, *w = want;
         worst = fmax(worst, compare("reduce_step energies", h + o_e, w + o_e, ns, 1e-12, 1e-12));
         worst = fmax(worst, compare("reduce_step member energies", h + o_m, w + o_m, ns * ens,
@@ -1437,6 +1433,7 @@ static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_bloc
     nnpops__reduce_args c = {.n_atoms = n, .n_systems = ns, .batch = db, .stage_dst = hpin_dev,
                              .stage_src = dout, .stage_bytes = 8 * 7 + 3, .ticket = dticket};
     for (int64_t k = 0; k < nb; k++) hpin[k] = -1.0;
+    CUDA_CHECK(cudaMemsetAsync(dticket, 0, sizeof(unsigned), g_stream));
     CHECK_OK(nnpops__reduce_cuda(&c, g_stream));
     gsync();
     CHECK(memcmp(got, hpin, 8 * 7 + 3) == 0);
@@ -1444,9 +1441,9 @@ static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_bloc
     /* a staging tail without a ticket is refused */
     c.ticket = NULL;
     CHECK(nnpops__reduce_cuda(&c, g_stream) == NNPOPS_ERROR_INTERNAL);
-    printf("reduce_step: %lld atoms, %lld pairs, %s, staged copy equal, worst %.3g\n",
-           (long long)n, (long long)np, one_block ? "one block" : "one block per 256 items",
-           worst);
+    printf("reduce_step: %lld pairs, %u blocks, staged copy equal, worst %.3g\n", (long long)np,
+           blocks, worst);
+    CHECK(worst <= 1.0);
     cudaFreeHost(hpin);
     cudaFree(db);
     cudaFree(dp);
@@ -1465,12 +1462,6 @@ static double reduce_step_once(int64_t n, int64_t ns, int per_atom, int one_bloc
     free(mae);
     free(want);
     free(got);
-    return worst;
-}
-
-static int case_reduce_step(void) {
-    const double w1 = reduce_step_once(1200, 4, 30, 0), w2 = reduce_step_once(60, 2, 12, 1);
-    CHECK(w1 <= 1.0 && w2 <= 1.0);
     return 0;
 }
 
