@@ -101,9 +101,6 @@ typedef struct nnpops__sg_problem {
      * shorter chain of loads, for products with few outputs and a long inner dimension) */
     int32_t split;
     int64_t split_stride;
-    /* CUDA: run on the tensor cores as 3xTF32 products (float32 accuracy, not bitwise the FMA
-     * kernels' sums) where the operands are aligned for it; the CPU twin sums in FP32 either way */
-    int32_t tf32x3;
 } nnpops__sg_problem;
 
 /* Slices of a problem's k split (split 0 or 1: one). */

@@ -913,245 +913,6 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
     }
 }
 
-/* ---- the small-n grouped GEMM on the tensor cores (3xTF32; problems with tf32x3 set) -----------
- * Same problems and epilogues as sgn_kernel / sgt_kernel, as mma.sync m16n8k8 TF32 products with
- * each operand split into a TF32 high part and a TF32 remainder, x = hi + lo, and the three
- * products lo.hi + hi.lo + hi.hi accumulated in FP32 (the lo.lo term, ~2^-22 relative, dropped):
- * float32 accuracy at a tenth of the FMA instructions.  A block covers 32 rows (two fragments of
- * 16) and ALL n columns (n-tiles of 8, up to NNPOPS__SG_MAX_COLS / 8), so each weight is read
- * once per step instead of once per 8 or 16 columns; its 8 warps are 2 row fragments x 4 quarters
- * of k (warp q takes the k-steps of 8 numbered q mod 4), whose sums meet in shared memory, added
- * in quarter order (deterministic).  B goes through shared memory in slices of SGC_KS rows, two
- * slices in flight (cp.async, 16-byte copies zero-filled past n and k), stored with a 16-byte-
- * chunk swizzle so that the fragment reads hit distinct banks.  Within each k-step of 8 the
- * fragments' k index is permuted (logical t and t + 4 are physical 2t and 2t + 1, the same for A
- * and B, so the sum is unchanged): a lane's two A values of a row are one 8-byte load (trans 0).
- * The weights of the first slice load before pdl_wait (with the rest of the block's weights
- * prefetched into L2), as in the FMA kernels.  k splits as sgt_kernel (trans 1 only). */
-const int SGC_THREADS = 256;
-const int SGC_ROWS = 32;
-const int SGC_KS = 64;  /* k rows per staged slice (8 steps: two per warp of each quarter) */
-const int SGC_NT = NNPOPS__SG_MAX_COLS / 8;
-
-__device__ __forceinline__ uint32_t tf32_bits(float x) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ void tf32_pair(float x, uint32_t &hi, uint32_t &lo) {
-    hi = tf32_bits(x);
-    lo = tf32_bits(x - __uint_as_float(hi));
-}
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-/* 16-byte asynchronous copy; `bytes` (0..16) read, the rest zero-filled. */
-__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes)
-                 : "memory");
-}
-/* Float index of (row j, column c) of a staged slice of row stride ncs (a multiple of 32): the
- * 16-byte chunk c / 4 xor 2 ((j / 2) mod 4), so that the lanes t = 0..3 of a fragment read, rows
- * 2t (+ 1), hit banks 8 t apart. */
-__device__ __forceinline__ int sgc_at(int j, int c, int ncs) {
-    return j * ncs + ((((c >> 2) ^ (((j >> 1) & 3) << 1))) << 2) + (c & 3);
-}
-
-/* The A values of k-step kk (its first k index) for rows ia, ib of the lane (trans 0: A[i][k],
- * rows contiguous in k; trans 1: A[k][i]): v[0], v[1] row ia at physical k kk + 2t, kk + 2t + 1
- * (logical t, t + 4), v[2], v[3] row ib; zero past kend. */
-template <int TRANS>
-__device__ __forceinline__ void sgc_load_a(float (&v)[4], const float *A, int64_t lda, int64_t ia,
-                                           int64_t ib, int64_t kk, int64_t kend, int t) {
-    const int64_t k0 = kk + 2 * t;
-    if (TRANS == 0) {
-        if (kk + 8 <= kend) {
-            const float2 x = __ldg(reinterpret_cast<const float2 *>(A + ia * lda + k0));
-            const float2 y = __ldg(reinterpret_cast<const float2 *>(A + ib * lda + k0));
-            v[0] = x.x;
-            v[1] = x.y;
-            v[2] = y.x;
-            v[3] = y.y;
-            return;
-        }
-        v[0] = k0 < kend ? __ldg(A + ia * lda + k0) : 0.0f;
-        v[1] = k0 + 1 < kend ? __ldg(A + ia * lda + k0 + 1) : 0.0f;
-        v[2] = k0 < kend ? __ldg(A + ib * lda + k0) : 0.0f;
-        v[3] = k0 + 1 < kend ? __ldg(A + ib * lda + k0 + 1) : 0.0f;
-    } else {
-        v[0] = k0 < kend ? __ldg(A + k0 * lda + ia) : 0.0f;
-        v[1] = k0 + 1 < kend ? __ldg(A + (k0 + 1) * lda + ia) : 0.0f;
-        v[2] = k0 < kend ? __ldg(A + k0 * lda + ib) : 0.0f;
-        v[3] = k0 + 1 < kend ? __ldg(A + (k0 + 1) * lda + ib) : 0.0f;
-    }
-}
-
-template <int TRANS>
-__global__ void __launch_bounds__(SGC_THREADS) sgc_kernel(const SgLaunch L) {
-    extern __shared__ __align__(16) float sg_sm[];
-    const SgProb &Q = L.q[sg_find(L)];
-    const nnpops__sg_problem &p = Q.p;
-    int64_t lb = (int64_t)blockIdx.x - Q.start;
-    const int64_t mi = lb % Q.mt;
-    lb /= Q.mt;
-    const int32_t S = Q.slices;
-    const int64_t ks = lb % S, t = lb / S, kper = Q.kper, kb = ks * kper;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int rf = warp & 1, kq = warp >> 1, g = lane >> 2, tq = lane & 3;
-    const int64_t m = p.m, n = p.n, lda = p.lda, ldb = p.ldb;
-    const int64_t k = kb < p.k ? (p.k - kb < kper ? p.k - kb : kper) : 0;
-    const int nt_used = (int)((n + 7) >> 3), ncs = ((nt_used * 8 + 31) >> 5) << 5;
-    const int64_t i0 = mi * SGC_ROWS + rf * 16;
-    const int64_t ia = min(i0 + g, m - 1), ib = min(i0 + g + 8, m - 1);
-    const float *__restrict__ A = p.A + t * p.stride_a + (TRANS ? kb * lda : kb);
-    const float *__restrict__ B = p.B + t * p.stride_b + kb * ldb;
-    float *C = p.C + t * p.stride_c + ks * p.split_stride;
-    pdl_trigger();
-    /* epilogue inputs of the lane's rows (bias: before the wait) */
-    float bias_a = 0.0f, bias_b = 0.0f;
-    if (kq == 0 && p.epilogue == NNPOPS__SG_BIAS_CELU && p.bias) {
-        bias_a = __ldg(p.bias + t * m + ia);
-        bias_b = __ldg(p.bias + t * m + ib);
-    }
-    const int nslices = (int)((k + SGC_KS - 1) / SGC_KS);
-    /* the first slice's weights into registers (a warp's k-steps kq and kq + 4 of each slice) and
-     * the rest of the block's weights into L2, before waiting for the kernels that write B */
-    float acur[2][4], anext[2][4] = {};
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-        sgc_load_a<TRANS>(acur[h], A, lda, ia, ib, (int64_t)(kq + 4 * h) * 8, k, tq);
-    if (TRANS == 0) {
-        for (int64_t j = (int64_t)SGC_KS + 32 * tq; kq == 0 && j < k; j += 128) {
-            prefetch_l2(A + ia * lda + j);
-            prefetch_l2(A + ib * lda + j);
-        }
-    } else {
-        for (int64_t j = SGC_KS + kq * 16 + rf * 8 + (lane >> 2); j < k; j += 64)
-            prefetch_l2(A + j * lda + i0 + (lane & 3) * 4);
-    }
-    pdl_wait();
-    float acc[SGC_NT][4];
-#pragma unroll
-    for (int u = 0; u < SGC_NT; u++) acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.0f;
-    const int chunks = ncs >> 2; /* 16-byte chunks per staged row */
-    const auto stage = [&](int s) {
-        float *buf = sg_sm + (s & 1) * SGC_KS * ncs;
-        const int64_t j0 = (int64_t)s * SGC_KS;
-        for (int q = tid; q < SGC_KS * chunks; q += SGC_THREADS) {
-            const int j = q / chunks, c = (q - j * chunks) * 4;
-            int bytes = 0;
-            if (j0 + j < k && c < n) bytes = (int)(n - c >= 4 ? 16 : 4 * (n - c));
-            cp_async16(buf + sgc_at(j, c, ncs), bytes ? B + (j0 + j) * ldb + c : B, bytes);
-        }
-        cp_async_commit();
-    };
-    stage(0);
-    if (nslices > 1) stage(1);
-    for (int s = 0; s < nslices; s++) {
-        /* the next slice's weights load while this one is summed */
-        if (s + 1 < nslices) {
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                sgc_load_a<TRANS>(anext[h], A, lda, ia, ib,
-                                  (int64_t)(s + 1) * SGC_KS + (kq + 4 * h) * 8, k, tq);
-        }
-        cp_async_wait_pending(s + 1 < nslices ? 1 : 0);
-        __syncthreads();
-        const float *buf = sg_sm + (s & 1) * SGC_KS * ncs;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            uint32_t ahi[4], alo[4];
-            /* fragment order: a0 (row g, t), a1 (row g + 8, t), a2 (row g, t + 4), a3 (g + 8) */
-            tf32_pair(acur[h][0], ahi[0], alo[0]);
-            tf32_pair(acur[h][2], ahi[1], alo[1]);
-            tf32_pair(acur[h][1], ahi[2], alo[2]);
-            tf32_pair(acur[h][3], ahi[3], alo[3]);
-            const int jr = (kq + 4 * h) * 8 + 2 * tq;
-#pragma unroll
-            for (int u = 0; u < SGC_NT; u++) {
-                if (u >= nt_used) break;
-                const int c = u * 8 + g;
-                uint32_t bhi0, blo0, bhi1, blo1;
-                tf32_pair(buf[sgc_at(jr, c, ncs)], bhi0, blo0);
-                tf32_pair(buf[sgc_at(jr + 1, c, ncs)], bhi1, blo1);
-                mma_tf32(acc[u], alo, bhi0, bhi1);
-                mma_tf32(acc[u], ahi, blo0, blo1);
-                mma_tf32(acc[u], ahi, bhi0, bhi1);
-            }
-        }
-        __syncthreads(); /* the buffer is free for slice s + 2 */
-        if (s + 2 < nslices) stage(s + 2);
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acur[h][e] = anext[h][e];
-    }
-    /* the quarters' sums meet in shared memory (the staging buffers are free): quarters 1..3
-     * store, quarter 0 adds them in order and finishes */
-    const int per = SGC_NT * 4;
-    if (kq > 0) {
-        float *r = sg_sm + ((kq - 1) * 2 + rf) * 32 * per + lane;
-#pragma unroll
-        for (int u = 0; u < SGC_NT; u++) {
-            if (u >= nt_used) break;
-#pragma unroll
-            for (int e = 0; e < 4; e++) r[(u * 4 + e) * 32] = acc[u][e];
-        }
-    }
-    __syncthreads();
-    if (kq > 0) return;
-    for (int q = 1; q < 4; q++) {
-        const float *r = sg_sm + ((q - 1) * 2 + rf) * 32 * per + lane;
-#pragma unroll
-        for (int u = 0; u < SGC_NT; u++) {
-            if (u >= nt_used) break;
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[u][e] += r[(u * 4 + e) * 32];
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < SGC_NT; u++) {
-        if (u >= nt_used) break;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int64_t i = i0 + g + (e >> 1) * 8, r = u * 8 + 2 * tq + (e & 1);
-            if (i >= m || r >= n) continue;
-            float *cp = C + i * p.ldc + r;
-            float pre = e >> 1 ? bias_b : bias_a;
-            if (p.epilogue == NNPOPS__SG_CELU_ACT) pre = *cp;
-            *cp = sg_finish(p, L.alpha, L.inv, acc[u][e], pre);
-        }
-    }
-}
-
-/* Whether problem p runs on the tensor cores: asked (tf32x3) and aligned for the kernel's
- * 8-byte weight loads (trans 0) and 16-byte B copies. */
-bool sgc_ok(const nnpops__sg_problem &p) {
-    if (!p.tf32x3) return false;
-    const bool b_ok = ((uintptr_t)p.B % 16 == 0) && p.ldb % 4 == 0 && p.stride_b % 4 == 0;
-    const bool a_ok =
-        p.trans || (((uintptr_t)p.A % 8 == 0) && p.lda % 2 == 0 && p.stride_a % 2 == 0);
-    return a_ok && b_ok;
-}
-
-/* One launch of L's problems on the tensor cores, `blocks` blocks. */
-nnpops_status sgc_launch(const SgLaunch &L, int trans, int64_t nmax, cudaStream_t st,
-                         int64_t blocks) {
-    const int ncs = (int)((((nmax + 7) / 8) * 8 + 31) / 32 * 32);
-    const size_t stage = sizeof(float) * 2 * SGC_KS * (size_t)ncs;
-    const size_t red = sizeof(float) * 6 * 32 * SGC_NT * 4;
-    const size_t sm = stage > red ? stage : red;
-    auto kern = trans ? sgc_kernel<1> : sgc_kernel<0>;
-    NNPOPS__TRY(set_dynamic_smem((const void *)kern, sm));
-    return launch_pdl(kern, dim3((unsigned)blocks), dim3(SGC_THREADS), sm, st,
-                      "small GEMM (tensor cores)", (SgLaunch)L);
-}
-
 /* Launches whose problems have at most this many columns run chunks of 8 columns, others of 16
  * (a build may set NNPOPS_SG_NB8_MAX for comparisons). */
 #ifndef NNPOPS_SG_NB8_MAX
@@ -1286,9 +1047,7 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
                                 "most 64 slices", (int)p->split);
     }
     cudaStream_t st = as_stream(stream);
-    /* kinds: trans 0 and 1 on the FMA kernels, then on the tensor cores (sgc_ok) */
-    for (int kind = 0; kind < 4; kind++) {
-        const int trans = kind & 1, tc = kind >> 1;
+    for (int trans = 0; trans < 2; trans++) {
         int32_t q = 0;
         for (;;) {
             SgLaunch L;
@@ -1300,8 +1059,7 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
             int64_t nmax = 0, kmax = 0;
             for (; q < g->count && cnt < NNPOPS__SG_PER_LAUNCH; q++) {
                 const nnpops__sg_problem *p = &g->p[q];
-                if ((p->trans != 0) != (trans != 0) || p->m <= 0 || p->n <= 0 || p->batch <= 0 ||
-                    sgc_ok(*p) != (tc != 0))
+                if ((p->trans != 0) != (trans != 0) || p->m <= 0 || p->n <= 0 || p->batch <= 0)
                     continue;
                 idx[cnt++] = q;
                 if (p->n > nmax) nmax = p->n;
@@ -1309,13 +1067,12 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
                 if (kl > kmax) kmax = kl;
             }
             if (cnt == 0) break;
-            const int64_t nb = tc ? NNPOPS__SG_MAX_COLS : (nmax <= SG_NB8_MAX ? 8 : 16);
-            const int64_t rows = tc ? SGC_ROWS : SG_ROWS;
+            const int64_t nb = nmax <= SG_NB8_MAX ? 8 : 16;
             int64_t blocks = 0;
             for (int c = 0; c < cnt; c++) {
                 SgProb &Q = L.q[L.count++];
                 Q.p = g->p[idx[c]];
-                Q.mt = (Q.p.m + rows - 1) / rows;
+                Q.mt = (Q.p.m + SG_ROWS - 1) / SG_ROWS;
                 Q.cc = (Q.p.n + nb - 1) / nb;
                 Q.kper = nnpops__sg_split_k(Q.p.k, Q.p.split);
                 Q.slices = nnpops__sg_slices(Q.p.split);
@@ -1324,8 +1081,7 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
             }
             if (blocks > INT32_MAX)
                 return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "small GEMM: grid too large");
-            const nnpops_status s = tc ? sgc_launch(L, trans, nmax, st, blocks)
-                                       : sg_launch(L, trans, nmax, kmax, blocks, st);
+            const nnpops_status s = sg_launch(L, trans, nmax, kmax, blocks, st);
             if (s != NNPOPS_OK) return s;
         }
     }

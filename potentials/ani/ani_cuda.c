@@ -444,16 +444,6 @@ static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
            st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
 }
 
-/* Option tensor_cores on the small-n path: its products for species s as 3xTF32 on the tensor
- * cores (nnpops__sg_problem.tf32x3; on: always, auto: from SG_TC_AUTO_COLS atoms of the
- * species, where a block's columns are enough to make a tensor-core step pay). */
-#ifndef SG_TC_AUTO_COLS /* a build may set another bound (-D) to measure the choice */
-#define SG_TC_AUTO_COLS 16
-#endif
-static int32_t sg_tc(const nnpops__dstep *st, int s) {
-    return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= SG_TC_AUTO_COLS);
-}
-
 /* The species' columns in chunks of at most NNPOPS__ANI_CUDA_CHUNK. */
 static int64_t chunk_cols(int64_t n) {
     return n < NNPOPS__ANI_CUDA_CHUNK ? n : NNPOPS__ANI_CUDA_CHUNK;
@@ -615,7 +605,6 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             const int64_t lds = L->small_ld[s];
             nnpops__sg_problem *p = &g.p[g.count++];
             p->trans = 0;
-            p->tf32x3 = sg_tc(st, s);
             p->epilogue = NNPOPS__SG_BIAS_CELU;
             p->n = st->col_count[s];
             p->k = l == 0 ? Lf : w[l];
@@ -684,7 +673,6 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             const int64_t lds = L->small_ld[s];
             nnpops__sg_problem *p = &g.p[g.count++];
             p->trans = 1;
-            p->tf32x3 = sg_tc(st, s);
             p->epilogue = NNPOPS__SG_CELU_ACT;
             p->m = w[l];
             p->k = w[l + 1];
@@ -710,7 +698,6 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         const int32_t *w = a->width[s];
         nnpops__sg_problem *p = &g.p[g.count++];
         p->trans = 1;
-        p->tf32x3 = sg_tc(st, s);
         p->epilogue = NNPOPS__SG_STORE;
         p->m = Lf;
         p->k = Me * w[1];

@@ -1473,18 +1473,13 @@ static int case_reduce_step(void) {
  * three ways: all problems in one group (launches split by kind and NNPOPS__SG_PER_LAUNCH), the
  * problems with n <= 8 in one group (the 8-column kernels), and each problem alone.  The columns
  * n .. ld of B hold NaN (must not be read) and those of C a sentinel (must not be written); a
- * re-run of a group from the same inputs must give the same bits (fixed summation order).  With
- * tc, every problem asks for the tensor cores (tf32x3) with leading dimensions aligned for them:
- * the same tolerance against the FP32 twin, and results that differ from the FMA kernels' (the
- * 3xTF32 path ran). */
+ * re-run of a group from the same inputs must give the same bits (fixed summation order). */
 typedef struct sg_shape {
     int trans, epi;
     int64_t m, k, n, batch;
 } sg_shape;
 
-static int64_t sg_tc_differ; /* elements of the tc runs that differ from the FMA kernels' */
-static double sg_run_tc(const sg_shape *shapes, const int *sel, int count, const char *label,
-                        int tc) {
+static double sg_run(const sg_shape *shapes, const int *sel, int count, const char *label) {
     nnpops__sg_group gh, gd;
     memset(&gh, 0, sizeof gh);
     memset(&gd, 0, sizeof gd);
@@ -1498,10 +1493,8 @@ static double sg_run_tc(const sg_shape *shapes, const int *sel, int count, const
     for (int q = 0; q < count; q++) {
         const sg_shape *h = &shapes[sel[q]];
         const int64_t m = h->m, k = h->k, n = h->n, bt = h->batch;
-        const int64_t lda = tc ? ((h->trans ? m : k) + 3) / 2 * 2 : (h->trans ? m : k) + 3;
-        const int64_t ldb = tc ? (n + 5) / 4 * 4 + 4 : n + 5, ldc = n + 7;
-        const int64_t sa = (h->trans ? k : m) * lda + (tc ? 12 : 11);
-        const int64_t sb = k * ldb + (tc ? 4 : 2), sc = m * ldc + 9;
+        const int64_t lda = (h->trans ? m : k) + 3, ldb = n + 5, ldc = n + 7;
+        const int64_t sa = (h->trans ? k : m) * lda + 11, sb = k * ldb + 2, sc = m * ldc + 9;
         nc[q] = bt * sc;
         hA[q] = malloc(sizeof(float) * bt * sa);
         hB[q] = malloc(sizeof(float) * bt * sb);
@@ -1526,7 +1519,6 @@ static double sg_run_tc(const sg_shape *shapes, const int *sel, int count, const
         const int nobias = h->m == 70; /* the 70-row forward shape runs without a bias */
         nnpops__sg_problem p = {h->trans, h->epi, m, k, n, bt, hA[q], lda, sa, hB[q], ldb, sb,
                                 hC[q], ldc, sc, h->epi == NNPOPS__SG_BIAS_CELU && !nobias ? hb[q] : NULL};
-        p.tf32x3 = tc;
         gh.p[gh.count++] = p;
         p.A = dA[q];
         p.B = dB[q];
@@ -1536,26 +1528,6 @@ static double sg_run_tc(const sg_shape *shapes, const int *sel, int count, const
     }
     CHECK(nnpops__small_gemm_work_bytes(&gd) == 0);
     nnpops__small_gemm_cpu_f32(&gh);
-    int64_t differ = 0; /* tc: elements that differ from the FMA kernels' */
-    if (tc) {
-        nnpops__sg_group gf = gd;
-        for (int q = 0; q < count; q++) gf.p[q].tf32x3 = 0;
-        CHECK_OK(nnpops__small_gemm_cuda_f32(&gf, NULL, 0, g_stream));
-        for (int q = 0; q < count; q++) {
-            float *a = malloc(sizeof(float) * nc[q]);
-            to_host(a, dC[q], sizeof(float) * nc[q]);
-            CUDA_CHECK(cudaMemcpy(dC[q], hC0[q], sizeof(float) * nc[q], cudaMemcpyHostToDevice));
-            CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream));
-            float *b = malloc(sizeof(float) * nc[q]);
-            to_host(b, dC[q], sizeof(float) * nc[q]);
-            for (int64_t e = 0; e < nc[q]; e++) differ += memcmp(&a[e], &b[e], 4) != 0;
-            free(a);
-            free(b);
-        }
-        for (int q = 0; q < count; q++)
-            CUDA_CHECK(cudaMemcpy(dC[q], hC0[q], sizeof(float) * nc[q], cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaDeviceSynchronize());
-    }
     CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream));
     double worst = 0;
     float *g1[NNPOPS__SG_MAX_PROBLEMS];
@@ -1571,9 +1543,9 @@ static double sg_run_tc(const sg_shape *shapes, const int *sel, int count, const
                     if (g[t * p->stride_c + i * p->ldc + r] != 12345.0f) sentinel_ok = 0;
         CHECK(sentinel_ok);
         char what[128];
-        snprintf(what, sizeof what, "small GEMM %s %lldx%lldx%lld b%lld e%d (%s%s)",
-                 p->trans ? "T" : "N", (long long)p->m, (long long)p->k, (long long)p->n,
-                 (long long)p->batch, p->epilogue, label, tc ? ", tensor cores" : "");
+        snprintf(what, sizeof what, "small GEMM %s %lldx%lldx%lld b%lld e%d (%s)", p->trans ? "T" : "N",
+                 (long long)p->m, (long long)p->k, (long long)p->n, (long long)p->batch, p->epilogue,
+                 label);
         const int64_t cnt = p->batch * p->m * p->n;
         double *x = malloc(sizeof(double) * cnt), *y = malloc(sizeof(double) * cnt);
         for (int64_t t = 0; t < p->batch; t++)
@@ -1609,12 +1581,7 @@ static double sg_run_tc(const sg_shape *shapes, const int *sel, int count, const
         cudaFree(dC[q]);
         cudaFree(db[q]);
     }
-    sg_tc_differ += differ;
     return worst;
-}
-
-static double sg_run(const sg_shape *shapes, const int *sel, int count, const char *label) {
-    return sg_run_tc(shapes, sel, count, label, 0);
 }
 
 /* The grouped output layer (nnpops__ani_output_group_cuda_f32) against the CPU twin of each entry:
@@ -1695,8 +1662,8 @@ static double sg_output_run(int member, int det) {
 /* The k split of the backward kind (nnpops__sg_problem.split): every slice against the CPU
  * twin's slice, the slices' sum against the unsplit product (the split is a decomposition of the
  * same sums), an empty last slice written as zeros, in one grouped launch with an unsplit
- * problem; tc: on the tensor cores (B's leading dimension aligned for them). */
-static double sg_split_run(int tc) {
+ * problem. */
+static double sg_split_run(void) {
     enum { NQ = 4 };
     const int64_t ms[NQ] = {384, 37, 100, 64}, ks[NQ] = {2048, 130, 10, 300},
                   ns[NQ] = {7, 13, 5, 16}, bts[NQ] = {1, 2, 1, 1};
@@ -1710,8 +1677,7 @@ static double sg_split_run(int tc) {
     int64_t cn[NQ];
     for (int q = 0; q < NQ; q++) {
         const int64_t m = ms[q], k = ks[q], n = ns[q], bt = bts[q], S = splits[q];
-        const int64_t lda = m + 1, ldb = tc ? (n + 6) / 4 * 4 : n + 3, ldc = n + 2;
-        const int64_t sa = k * lda, sb = k * ldb;
+        const int64_t lda = m + 1, ldb = n + 3, ldc = n + 2, sa = k * lda, sb = k * ldb;
         const int64_t sc = m * ldc, ss = bt * sc + 5;
         cn[q] = S * ss;
         hA[q] = malloc(sizeof(float) * bt * sa);
@@ -1734,7 +1700,6 @@ static double sg_split_run(int tc) {
         p.B = dB[q];
         p.C = dC[q];
         p.split = (int32_t)S;
-        p.tf32x3 = tc;
         gd.p[gd.count++] = p;
     }
     nnpops__small_gemm_cpu_f32(&gh);
@@ -1819,15 +1784,8 @@ static int case_small_gemm(void) {
     worst = fmax(worst, sg_run(shapes, all, np, "one group"));
     worst = fmax(worst, sg_run(shapes, few, nfew, "n <= 8 group"));
     for (int q = 0; q < np; q++) worst = fmax(worst, sg_run(shapes, &q, 1, "alone"));
-    /* the tensor-core kernels: one group, and each problem alone */
-    worst = fmax(worst, sg_run_tc(shapes, all, np, "one group", 1));
-    for (int q = 0; q < np; q++) worst = fmax(worst, sg_run_tc(shapes, &q, 1, "alone", 1));
-    printf("small GEMM, tensor cores: %lld elements differ from the FMA kernels'\n",
-           (long long)sg_tc_differ);
-    CHECK(sg_tc_differ > 0);
     /* the k split of the backward kind */
-    worst = fmax(worst, sg_split_run(0));
-    worst = fmax(worst, sg_split_run(1));
+    worst = fmax(worst, sg_split_run());
     /* the grouped output layer */
     for (int det = 0; det < 2; det++)
         for (int member = -1; member < 8; member += 4) worst = fmax(worst, sg_output_run(member, det));

@@ -21,10 +21,6 @@
  *          max |dF| <= 1e-3 eV/A), and the two float32 results differ (the 3xTF32 path ran)
  *   chunks a species over several network chunks: a batch of three identical 18,432-atom boxes
  *          (36,864 H), float64 and float32, every copy equal to the first to rounding
- *   small  every species on the small-n path (a 144-atom box: 96 H, 48 O; the adjoint onto the AEV
- *          as a k split): tensor_cores on and off both within the float32 tolerances of the
- *          float64 model, on different from off (the small-n tensor-core kernels ran), auto
- *          equal to on bit for bit (both species above its bound) with option deterministic
  *   auto   option tensor_cores auto (the default) puts every float32 species of the cuBLAS path
  *          (more than 96 atoms) on the tensor cores: bitwise equal to on, different from off, on
  *          the 96-molecule box and on a 12,288-molecule box, with option deterministic on
@@ -421,37 +417,11 @@ static int case_model(void) {
     return 0;
 }
 
-static int case_small(void) {
-    int32_t z[144];
-    double x[3 * 144], cell[9];
-    const int64_t n = water_box(4, 4, 3, z, x, cell);
-    CHECK(n == 144 && 96 <= NNPOPS__SG_MAX_COLS);
-    double e64, e[3];
-    double *f64 = malloc(sizeof(double) * 3 * n), *f[3];
-    for (int k = 0; k < 3; k++) f[k] = malloc(sizeof(double) * 3 * n);
-    run_model("float64", NNPOPS_FLOAT64, 0, 0, n, z, x, cell, &e64, f64);
-    for (int tc = 0; tc < 3; tc++)
-        run_model("float32", NNPOPS_FLOAT32, tc, 1, n, z, x, cell, &e[tc], f[tc]);
-    for (int tc = 0; tc < 2; tc++) {
-        double df = 0;
-        for (int64_t k = 0; k < 3 * n; k++) df = fmax(df, fabs(f[tc][k] - f64[k]));
-        printf("%lld atoms, small-n path, tensor_cores %s: |dE|/N %.2e eV, max |dF| %.2e eV/A\n",
-               (long long)n, tc_words[tc], fabs(e[tc] - e64) / n, df);
-        CHECK(fabs(e[tc] - e64) / n <= 1e-5);
-        CHECK(df <= 1e-3);
-    }
-    CHECK(e[1] != e[0] || memcmp(f[1], f[0], sizeof(double) * 3 * (size_t)n) != 0);
-    CHECK(e[2] == e[1] && memcmp(f[2], f[1], sizeof(double) * 3 * (size_t)n) == 0);
-    free(f64);
-    for (int k = 0; k < 3; k++) free(f[k]);
-    return 0;
-}
-
 /* tensor_cores auto (the default) puts every float32 species with more than NNPOPS__SG_MAX_COLS
- * (96) atoms, the cuBLAS path, on the tensor cores, and on the small-n path every species with at
- * least SG_TC_AUTO_COLS (16) atoms: with option deterministic on (bitwise reproducible), auto
- * equals on bit for bit and differs from off, on the 288-atom box (192 H on the cuBLAS path, 96 O
- * on the small-n path) and on a 36,864-atom box (24,576 H, 12,288 O) */
+ * (96) atoms, the cuBLAS path, on the tensor cores: with option deterministic on (bitwise
+ * reproducible), auto equals on bit for bit and differs from off, on the 288-atom box (192 H on the
+ * cuBLAS path, 96 O on the small-n path, which the option does not touch) and on a 36,864-atom box
+ * (24,576 H, 12,288 O) */
 static int case_auto(void) {
     enum { NMAX = 36864 };
     CHECK(NNPOPS__SG_MAX_COLS < 192);
@@ -542,7 +512,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "gemm")) return case_gemm();
     if (!strcmp(argv[1], "model")) return case_model();
     if (!strcmp(argv[1], "auto")) return case_auto();
-    if (!strcmp(argv[1], "small")) return case_small();
     if (!strcmp(argv[1], "chunks")) return case_chunks();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;

@@ -86,7 +86,7 @@ endforeach()
 # 3xTF32 GEMMs (test_gpu_tf32x3.c)
 add_executable(test_gpu_tf32x3 ${CMAKE_CURRENT_LIST_DIR}/test_gpu_tf32x3.c)
 nnpops_gpu_internal_program(test_gpu_tf32x3)
-foreach(case stack fused gemm model small auto chunks)
+foreach(case stack fused gemm model auto chunks)
   add_test(NAME gpu.ops.tf32x3_${case} COMMAND test_gpu_tf32x3 ${case})
   set_tests_properties(gpu.ops.tf32x3_${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
