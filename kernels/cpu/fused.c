@@ -31,7 +31,8 @@ void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g) {
                         s += a * B[j * p->ldb + r];
                     }
                     float *c = C + i * p->ldc + r;
-                    if (p->epilogue == NNPOPS__SG_BIAS_CELU) {
+                    if (p->epilogue == NNPOPS__SG_BIAS_CELU ||
+                        p->epilogue == NNPOPS__SG_BIAS_CELU_OUT) {
                         const float x = s + (p->bias ? p->bias[(t / S) * p->m + i] : 0.0f);
                         *c = x > 0 ? x : al * expm1f(x * inv);
                     } else if (p->epilogue == NNPOPS__SG_CELU_ACT) {
@@ -42,6 +43,8 @@ void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g) {
                     }
                 }
         }
+        if (p->epilogue == NNPOPS__SG_BIAS_CELU_OUT)
+            nnpops__ani_output_cpu_f32(&p->out, p->out_w, p->out_b, p->C);
     }
 }
 

@@ -71,6 +71,14 @@ void nnpops__ani_output_cpu_f64(const nnpops__ani_output_args *args, const doubl
  *                        NNPOPS__SG_BIAS_CELU:  celu(s + bias[t * m + i])   (bias may be NULL)
  *                        NNPOPS__SG_CELU_ACT:   s * celu'(C_t[i * ldc + r])  (C holds the
  *                                               activation on entry, as nnpops__celu_backward_act)
+ *                        NNPOPS__SG_BIAS_CELU_OUT: the activation as NNPOPS__SG_BIAS_CELU, then
+ *                                               the output layer over it: exactly
+ *                                               nnpops__ani_output_cpu_f32(&out, out_w, out_b, C)
+ *                                               (trans 0, batch = out.members, stride_c =
+ *                                               m * ldc: batch entry t is member
+ *                                               out.member_offset + t; out.width = m, out.lda =
+ *                                               ldc, out.n = n): the last hidden layer and the
+ *                                               output layer in one launch
  * With a k split (split > 1) each slice of the inner dimension is summed into its own copy of C
  * (see the field).  Only columns r < n are read from B and written to C.  The CUDA twin
  * (kernels_cuda.h) sums each output within one block in a fixed order (no work space):
@@ -83,7 +91,12 @@ void nnpops__ani_output_cpu_f64(const nnpops__ani_output_args *args, const doubl
  * later runs) */
 #define NNPOPS__SG_MAX_COLS 96
 #endif
-enum { NNPOPS__SG_STORE = 0, NNPOPS__SG_BIAS_CELU = 1, NNPOPS__SG_CELU_ACT = 2 };
+enum {
+    NNPOPS__SG_STORE = 0,
+    NNPOPS__SG_BIAS_CELU = 1,
+    NNPOPS__SG_CELU_ACT = 2,
+    NNPOPS__SG_BIAS_CELU_OUT = 3
+};
 
 typedef struct nnpops__sg_problem {
     int32_t trans, epilogue;
@@ -101,6 +114,11 @@ typedef struct nnpops__sg_problem {
      * shorter chain of loads, for products with few outputs and a long inner dimension) */
     int32_t split;
     int64_t split_stride;
+    /* NNPOPS__SG_BIAS_CELU_OUT: the output layer (its weights [members][m], biases [members]);
+     * the CUDA twin ADDS the energies (atomics: out.atom_energy and out.member_energy zero on
+     * entry) and needs out.deterministic = 0 */
+    nnpops__ani_output_args out;
+    const float *out_w, *out_b;
 } nnpops__sg_problem;
 
 /* Slices of a problem's k split (split 0 or 1: one). */

@@ -252,6 +252,9 @@ nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, c
  * and NNPOPS__SG_PER_LAUNCH problems: each output is summed within one block, in a fixed order
  * (deterministic, no second pass; a k split's slices are summed by separate blocks into their
  * own copies of C, a slice per block).  Only the n real columns are computed (chunks of 8 or 16).
+ * NNPOPS__SG_BIAS_CELU_OUT adds each block's part of the output layer's energies with atomics
+ * (the entry's atom and member energies zero on entry; not deterministic: refused with
+ * out.deterministic set).
  * work / work_bytes are unused (nnpops__small_gemm_work_bytes is 0; NULL is fine).  Used by the
  * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,

@@ -180,6 +180,19 @@ __device__ __forceinline__ void output_add_energy(const nnpops__ani_output_args 
     if (add != 0.0) atomicAdd(g.atom_energy + c, add);
 }
 
+/* A part of member gm's output for center c (a block's rows of the sum; `first`: the part that
+ * also holds the output bias, which adds the self energy too), added to the member energy and
+ * to the atom's energy as output_add_energy does with the whole output (both zero on entry). */
+__device__ __forceinline__ void output_add_partial(const nnpops__ani_output_args &g, int32_t c,
+                                                   int32_t gm, double part, bool first) {
+    const double self = first ? g.self_energy : 0.0;
+    if (g.member_energy) atomicAdd(g.member_energy + (int64_t)c * g.ensemble + gm, part + self);
+    double add = 0.0;
+    if (g.member < 0) add = part / (double)g.ensemble + (gm == 0 ? self : 0.0);
+    else if (gm == g.member) add = part + self;
+    if (add != 0.0) atomicAdd(g.atom_energy + c, add);
+}
+
 /* Bodies of the output-layer kernels, shared with the grouped launch of the small species
  * (nnpops__ani_output_group_cuda_f32): bx and m stand for blockIdx.x and blockIdx.y. */
 template <typename R>
@@ -490,7 +503,10 @@ extern "C" nnpops_status nnpops__celu_backward_act_stack_cuda_f32(
  *     reduce-scatter over lj (2 shuffle steps) leaves it one row's NB sums, and the warps' partial
  *     sums meet in shared memory, added in warp order.
  * The thread holding a finished sum applies the epilogue (bias + CELU; CELU' from the activation
- * in C; plain store).  Plain FP32 FMA throughout: equal to the CPU twin to rounding (another
+ * in C; plain store; trans 0 also bias + CELU followed by the output layer: each output's term
+ * w a is summed over the block's rows in shared memory and added to the energies with atomics,
+ * the first row block adding the output bias and self energy, and the activation is replaced by
+ * the backward seed).  Plain FP32 FMA throughout: equal to the CPU twin to rounding (another
  * summation order), bitwise the same from run to run. */
 namespace {
 
@@ -566,14 +582,14 @@ __device__ __forceinline__ void cp_async_wait_pending(int n) {
  * CELU; a weight, read before pdl_wait) or the activation held in C (CELU'; read after it). */
 __device__ __forceinline__ float sg_pre(const nnpops__sg_problem &p, int64_t t, int64_t i,
                                         const float *c, bool after_wait) {
-    if (p.epilogue == NNPOPS__SG_BIAS_CELU && !after_wait)
-        return p.bias ? __ldg(p.bias + t * p.m + i) : 0.0f;
+    const bool bias = p.epilogue == NNPOPS__SG_BIAS_CELU || p.epilogue == NNPOPS__SG_BIAS_CELU_OUT;
+    if (bias && !after_wait) return p.bias ? __ldg(p.bias + t * p.m + i) : 0.0f;
     if (p.epilogue == NNPOPS__SG_CELU_ACT && after_wait) return *c;
     return 0.0f;
 }
 __device__ __forceinline__ float sg_finish(const nnpops__sg_problem &p, float al, float inv,
                                            float s, float pre) {
-    if (p.epilogue == NNPOPS__SG_BIAS_CELU) {
+    if (p.epilogue == NNPOPS__SG_BIAS_CELU || p.epilogue == NNPOPS__SG_BIAS_CELU_OUT) {
         const float x = s + pre;
         return x > 0 ? x : al * expm1f(x * inv);
     }
@@ -644,6 +660,18 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
         const int q = (base + u) / NB, r = (base + u) - q * NB;
         pre[u] = (i0 + q < m && r < nr) ? sg_pre(p, t, i0 + q, C + (i0 + q) * p.ldc + r, false)
                                         : 0.0f;
+    }
+    /* the output layer's weights of the lane's rows and the atoms of its columns (the fused
+     * output epilogue; static inputs, complete when the AEV forward lets this kernel start) */
+    const bool out = p.epilogue == NNPOPS__SG_BIAS_CELU_OUT;
+    float wo[NO];
+    int32_t cen[NO];
+#pragma unroll
+    for (int u = 0; u < NO; u++) {
+        const int q = (base + u) / NB, r = (base + u) - q * NB;
+        const bool ok = out && i0 + q < m && r < nr;
+        wo[u] = ok ? __ldg(p.out_w + t * m + i0 + q) : 0.0f;
+        cen[u] = ok ? p.out.centers[r0 + r] : -1;
     }
     const float *arow[SGN_R]; /* the rows from the lane's first value on */
 #pragma unroll
@@ -741,6 +769,42 @@ __global__ void __launch_bounds__(SGN_THREADS, 2) sgn_kernel(const SgLaunch L) {
     sg_half<V / 8>(acc, lane, 4);
     sg_half<V / 16>(acc, lane, 2);
     sg_half<V / 32>(acc, lane, 1);
+    if (out) { /* (block-uniform) */
+        /* the fused output layer: each output's term w a into shared memory (the staged B is no
+         * longer read), summed per column over the block's rows in row order; the block of the
+         * first rows adds the output bias (and the self energy); the activation is replaced by
+         * the backward seed w coef celu'(a) as ani_output does */
+        __syncthreads();
+        float *ep = sg_sm; /* [SG_ROWS][NB] */
+        const nnpops__ani_output_args &o = p.out;
+        const int32_t gm = o.member_offset + (int32_t)t;
+        const float seed = output_seed<float>(o, gm);
+#pragma unroll
+        for (int u = 0; u < NO; u++) {
+            const int q = (base + u) / NB, r = (base + u) - q * NB;
+            const int64_t i = i0 + q;
+            float e = 0.0f;
+            if (i < m && r < nr) {
+                const float a = sg_finish(p, L.alpha, L.inv, acc[u], pre[u]);
+                e = wo[u] * a;
+                float v = a;
+                if (o.need_grad && cen[u] >= 0) { /* (padding columns keep the activation) */
+                    const float da = wo[u] * seed;
+                    v = a > 0 ? da : da * (a * L.inv + 1.0f);
+                }
+                C[i * p.ldc + r] = v;
+            }
+            ep[(warp * SGN_R + q) * NB + r] = e;
+        }
+        __syncthreads();
+        if (tid < nr) {
+            float s = mi == 0 ? __ldg(p.out_b + t) : 0.0f;
+            for (int row = 0; row < SG_ROWS; row++) s += ep[row * NB + tid];
+            const int32_t c = o.centers[r0 + tid];
+            if (c >= 0) output_add_partial(o, c, gm, (double)s, mi == 0);
+        }
+        return;
+    }
 #pragma unroll
     for (int u = 0; u < NO; u++) {
         const int q = (base + u) / NB, r = (base + u) - q * NB;
@@ -1045,6 +1109,12 @@ extern "C" nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, 
             return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                                 "small GEMM: a k split (%d) needs trans 1, a plain store and at "
                                 "most 64 slices", (int)p->split);
+        if (p->epilogue == NNPOPS__SG_BIAS_CELU_OUT &&
+            (p->trans || p->out.deterministic || p->out.members != p->batch ||
+             p->out.width != p->m || p->stride_c != p->m * p->ldc || !p->out.centers))
+            return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                                "small GEMM: the fused output layer needs trans 0, one member per "
+                                "batch entry (stride m ldc), centers and the atomic form");
     }
     cudaStream_t st = as_stream(stream);
     for (int trans = 0; trans < 2; trans++) {

@@ -45,9 +45,12 @@
  *     chosen from the column counts, which the CUDA graph key holds) skip cuBLAS: their networks run
  *     together through the grouped small-n GEMM (nnpops__small_gemm_cuda_f32, plain FP32 FMA,
  *     weights streamed once per 8 or 16 real columns, bias + CELU and CELU' fused into the GEMMs,
- *     no work space): one launch per layer over all small species, forward and backward, and one
- *     grouped output-layer launch (nnpops__ani_output_group_cuda_f32), the same products as above
- *     (sg_networks: 2 n_layers - 1 launches in all for ANI); each small species has its own
+ *     no work space): one launch per layer over all small species, forward and backward, with the
+ *     output layer fused into the last hidden layer's launch (its epilogue adds each block's part
+ *     of the energies with atomics and writes the backward seed; in deterministic mode a grouped
+ *     output-layer launch, nnpops__ani_output_group_cuda_f32, sums the members in order), the same
+ *     products as above (sg_networks: 2 n_layers - 2 launches in all for ANI, one more in
+ *     deterministic mode); each small species has its own
  *     activation block (its atoms rounded up to 32 columns).  When every species of the step is
  *     on this path (no branches), the adjoint onto the AEV, whose inner dimension (members x
  *     first width, 1536-2048 for ANI-2x) is long for its few outputs, runs as a k split of
@@ -595,6 +598,41 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
               : W + a->w_off[s][l] + (size_t)moff * a->width[s][(l) + 1] * a->width[s][l])
 #define SB(s, l) (W + a->b_off[s][l] + (size_t)moff * a->width[s][(l) + 1])
     nnpops__sg_group g;
+    /* the output layer: fused into the last hidden layer's launch (its epilogue adds the energies
+     * with atomics and writes the backward seed), or, in deterministic mode, its own grouped
+     * launch with the members summed in order */
+    nnpops__ani_output_args oa[NNPOPS__MAX_SPECIES];
+    const float *ow[NNPOPS__MAX_SPECIES], *ob[NNPOPS__MAX_SPECIES];
+    float *oA[NNPOPS__MAX_SPECIES];
+    int32_t no = 0, out_of[NNPOPS__MAX_SPECIES];
+    for (int s = 0; s < a->n_species; s++) {
+        out_of[s] = -1;
+        if (!sg_small(a, st, s)) continue;
+        const int lo = a->n_layers[s] - 1;
+        out_of[s] = no;
+        oa[no] = (nnpops__ani_output_args){
+            .n = st->col_count[s],
+            .members = (int32_t)Me,
+            .width = a->width[s][lo],
+            .alpha = a->alpha,
+            .lda = L->small_ld[s],
+            .need_grad = st->need_grad,
+            .member_offset = (int32_t)moff,
+            .ensemble = a->ensemble,
+            .member = st->member,
+            .self_energy = a->self_energy[s],
+            .centers = st->centers + st->col_start[s],
+            .atom_energy = st->atom_energy,
+            .member_energy = st->member_atom_energy,
+            .deterministic = st->deterministic,
+        };
+        ow[no] = SW(s, lo);
+        ob[no] = SB(s, lo);
+        oA[no] = SACT(s, lo - 1);
+        no++;
+    }
+    const int fuse_out = !st->deterministic;
+    int fused[NNPOPS__MAX_SPECIES] = {0};
     /* forward: hidden layer l of every small species that has it */
     for (int l = 0; l + 1 < maxnl; l++) {
         memset(&g, 0, sizeof g);
@@ -627,39 +665,28 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
                 p->stride_b = (int64_t)w[l] * lds;
                 p->stride_c = (int64_t)w[l + 1] * lds;
             }
+            if (fuse_out && l >= 1 && l + 2 == a->n_layers[s]) { /* the last hidden layer */
+                p->epilogue = NNPOPS__SG_BIAS_CELU_OUT;
+                p->out = oa[out_of[s]];
+                p->out_w = ow[out_of[s]];
+                p->out_b = ob[out_of[s]];
+                fused[out_of[s]] = 1;
+            }
         }
         TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
     }
-    /* output layers, energies, backward seeds: one grouped launch over the small species */
-    nnpops__ani_output_args oa[NNPOPS__MAX_SPECIES];
-    const float *ow[NNPOPS__MAX_SPECIES], *ob[NNPOPS__MAX_SPECIES];
-    float *oA[NNPOPS__MAX_SPECIES];
-    int32_t no = 0;
-    for (int s = 0; s < a->n_species; s++) {
-        if (!sg_small(a, st, s)) continue;
-        const int lo = a->n_layers[s] - 1;
-        oa[no] = (nnpops__ani_output_args){
-            .n = st->col_count[s],
-            .members = (int32_t)Me,
-            .width = a->width[s][lo],
-            .alpha = a->alpha,
-            .lda = L->small_ld[s],
-            .need_grad = st->need_grad,
-            .member_offset = (int32_t)moff,
-            .ensemble = a->ensemble,
-            .member = st->member,
-            .self_energy = a->self_energy[s],
-            .centers = st->centers + st->col_start[s],
-            .atom_energy = st->atom_energy,
-            .member_energy = st->member_atom_energy,
-            .deterministic = st->deterministic,
-        };
-        ow[no] = SW(s, lo);
-        ob[no] = SB(s, lo);
-        oA[no] = SACT(s, lo - 1);
-        no++;
+    /* output layers, energies, backward seeds of the species not fused (deterministic mode, or a
+     * single hidden layer): one grouped launch */
+    int32_t nu = 0;
+    for (int32_t q = 0; q < no; q++) {
+        if (fused[q]) continue;
+        oa[nu] = oa[q];
+        ow[nu] = ow[q];
+        ob[nu] = ob[q];
+        oA[nu] = oA[q];
+        nu++;
     }
-    TRY(nnpops__ani_output_group_cuda_f32(no, oa, ow, ob, oA, st->stream));
+    if (nu) TRY(nnpops__ani_output_group_cuda_f32(nu, oa, ow, ob, oA, st->stream));
     if (!st->need_grad) return NNPOPS_OK;
     /* backward through the hidden layers: step d handles layer n_layers - 2 - d of each species */
     for (int d = 0; d + 2 < maxnl; d++) {

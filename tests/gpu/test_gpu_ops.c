@@ -1659,6 +1659,131 @@ static double sg_output_run(int member, int det) {
     return worst;
 }
 
+/* The last hidden layer with the output layer fused (NNPOPS__SG_BIAS_CELU_OUT) against the CPU
+ * twin (the plain layer followed by nnpops__ani_output_cpu_f32): two species' problems in one
+ * launch (8-column chunks for one, 16 for the other; rows not a multiple of 32: several row
+ * blocks add parts of one output), the ensemble mean or member 5 alone, with and without the
+ * backward seed: the activations or seeds, the atom energies and the member energies.  The
+ * atomic form only (deterministic entries are refused). */
+static double sg_out_run(int member, int need_grad) {
+    enum { NQ = 2 };
+    const int64_t ms[NQ] = {160, 70}, ks[NQ] = {192, 130}, ns[NQ] = {7, 40}, n_atoms = 60;
+    const int M = 8, Me = member < 0 ? M : 1, moff = member < 0 ? 0 : member;
+    const double self[NQ] = {-0.6, -38.2};
+    double *ae_c = calloc(n_atoms, sizeof(double)), *me_c = calloc(n_atoms * M, sizeof(double));
+    double *dae = dalloc(sizeof(double) * n_atoms), *dme = dalloc(sizeof(double) * n_atoms * M);
+    nnpops__sg_group gh, gd;
+    memset(&gh, 0, sizeof gh);
+    memset(&gd, 0, sizeof gd);
+    gh.alpha = gd.alpha = 0.1;
+    float *hC[NQ], *dC[NQ], *hA[NQ], *hB[NQ], *hbias[NQ], *hw[NQ], *hb[NQ];
+    void *dev[NQ][6];
+    int32_t *hc[NQ];
+    int64_t nc[NQ];
+    for (int q = 0; q < NQ; q++) {
+        const int64_t m = ms[q], k = ks[q], n = ns[q], ldb = n + 1, ldc = n + 3;
+        nc[q] = Me * m * ldc;
+        hA[q] = malloc(sizeof(float) * Me * m * k);
+        hB[q] = malloc(sizeof(float) * Me * k * ldb);
+        hC[q] = malloc(sizeof(float) * nc[q]);
+        hbias[q] = malloc(sizeof(float) * Me * m);
+        hw[q] = malloc(sizeof(float) * Me * m);
+        hb[q] = malloc(sizeof(float) * Me);
+        hc[q] = malloc(sizeof(int32_t) * n);
+        fill(hA[q], 0, Me * m * k, -0.1, 0.1);
+        fill(hB[q], 0, Me * k * ldb, -1, 1);
+        fill(hC[q], 0, nc[q], 5, 6);
+        fill(hbias[q], 0, Me * m, -0.5, 0.5);
+        fill(hw[q], 0, Me * m, -0.5, 0.5);
+        fill(hb[q], 0, Me, -0.2, 0.2);
+        for (int64_t r = 0; r < n; r++) /* distinct atoms of the two species, a padding column */
+            hc[q][r] = r == 3 ? -1 : (int32_t)(q == 0 ? r : 10 + r);
+        dev[q][0] = dup_to_device(hA[q], sizeof(float) * Me * m * k);
+        dev[q][1] = dup_to_device(hB[q], sizeof(float) * Me * k * ldb);
+        dev[q][2] = dC[q] = dup_to_device(hC[q], sizeof(float) * nc[q]);
+        dev[q][3] = dup_to_device(hbias[q], sizeof(float) * Me * m);
+        dev[q][4] = dup_to_device(hw[q], sizeof(float) * Me * m);
+        dev[q][5] = dup_to_device(hb[q], sizeof(float) * Me);
+        int32_t *dc = dup_to_device(hc[q], sizeof(int32_t) * n);
+        nnpops__ani_output_args o = {n, Me, (int32_t)m, 0.1, ldc, need_grad, moff, M, member,
+                                     self[q], hc[q], ae_c, me_c, 0};
+        nnpops__sg_problem p = {0, NNPOPS__SG_BIAS_CELU_OUT, m, k, n, Me, hA[q], k, m * k,
+                                hB[q], ldb, k * ldb, hC[q], ldc, m * ldc, hbias[q]};
+        p.out = o;
+        p.out_w = hw[q];
+        p.out_b = hb[q];
+        gh.p[gh.count++] = p;
+        p.A = dev[q][0];
+        p.B = dev[q][1];
+        p.C = dC[q];
+        p.bias = dev[q][3];
+        p.out_w = dev[q][4];
+        p.out_b = dev[q][5];
+        p.out.centers = dc;
+        p.out.atom_energy = dae;
+        p.out.member_energy = dme;
+        gd.p[gd.count++] = p;
+    }
+    nnpops__small_gemm_cpu_f32(&gh);
+    CHECK_OK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream));
+    double worst = 0;
+    char what[128];
+    for (int q = 0; q < NQ; q++) {
+        float *g = malloc(sizeof(float) * nc[q]);
+        to_host(g, dC[q], sizeof(float) * nc[q]);
+        const int64_t m = ms[q], n = ns[q], ldc = n + 3, cnt = Me * m * n;
+        double *x = malloc(sizeof(double) * cnt), *y = malloc(sizeof(double) * cnt);
+        int sentinel_ok = 1;
+        for (int64_t t = 0; t < Me; t++)
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t r = 0; r < ldc; r++) {
+                    const int64_t c = (t * m + i) * ldc + r;
+                    if (r >= n) {
+                        sentinel_ok &= g[c] == hC[q][c];
+                        continue;
+                    }
+                    x[(t * m + i) * n + r] = g[c];
+                    y[(t * m + i) * n + r] = hC[q][c];
+                }
+        CHECK(sentinel_ok);
+        snprintf(what, sizeof what, "fused output %lldx%lldx%lld, member %d, grad %d: %s",
+                 (long long)m, (long long)ks[q], (long long)n, member, need_grad,
+                 need_grad ? "seeds" : "activations");
+        worst = fmax(worst, compare(what, x, y, (size_t)cnt, 2e-4, 1e-4));
+        free(g);
+        free(x);
+        free(y);
+    }
+    double *ae_g = malloc(sizeof(double) * n_atoms), *me_g = malloc(sizeof(double) * n_atoms * M);
+    to_host(ae_g, dae, sizeof(double) * n_atoms);
+    to_host(me_g, dme, sizeof(double) * n_atoms * M);
+    snprintf(what, sizeof what, "fused output, member %d: atom energies", member);
+    worst = fmax(worst, compare(what, ae_g, ae_c, n_atoms, 1e-4, 1e-5));
+    snprintf(what, sizeof what, "fused output, member %d: member energies", member);
+    worst = fmax(worst, compare(what, me_g, me_c, n_atoms * M, 1e-4, 1e-5));
+    /* the deterministic form is refused */
+    gd.p[0].out.deterministic = 1;
+    CHECK(nnpops__small_gemm_cuda_f32(&gd, NULL, 0, g_stream) == NNPOPS_ERROR_INVALID_ARGUMENT);
+    for (int q = 0; q < NQ; q++) {
+        for (int d = 0; d < 6; d++) cudaFree(dev[q][d]);
+        cudaFree((void *)gd.p[q].out.centers);
+        free(hA[q]);
+        free(hB[q]);
+        free(hC[q]);
+        free(hbias[q]);
+        free(hw[q]);
+        free(hb[q]);
+        free(hc[q]);
+    }
+    free(ae_c);
+    free(me_c);
+    free(ae_g);
+    free(me_g);
+    cudaFree(dae);
+    cudaFree(dme);
+    return worst;
+}
+
 /* The k split of the backward kind (nnpops__sg_problem.split): every slice against the CPU
  * twin's slice, the slices' sum against the unsplit product (the split is a decomposition of the
  * same sums), an empty last slice written as zeros, in one grouped launch with an unsplit
@@ -1786,6 +1911,9 @@ static int case_small_gemm(void) {
     for (int q = 0; q < np; q++) worst = fmax(worst, sg_run(shapes, &q, 1, "alone"));
     /* the k split of the backward kind */
     worst = fmax(worst, sg_split_run());
+    /* the fused output layer */
+    for (int member = -1; member < 8; member += 6)
+        for (int grad = 0; grad < 2; grad++) worst = fmax(worst, sg_out_run(member, grad));
     /* the grouped output layer */
     for (int det = 0; det < 2; det++)
         for (int member = -1; member < 8; member += 4) worst = fmax(worst, sg_output_run(member, det));
