@@ -442,6 +442,12 @@ static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);
 }
 
+/* The output layer fused into the small path's last hidden layer (a build may set
+ * NNPOPS_SG_FUSE_OUT to 0 for comparisons). */
+#ifndef NNPOPS_SG_FUSE_OUT
+#define NNPOPS_SG_FUSE_OUT 1
+#endif
+
 static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     return a->precision == NNPOPS_FLOAT32 && st->col_count[s] > 0 &&
            st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
@@ -631,7 +637,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         oA[no] = SACT(s, lo - 1);
         no++;
     }
-    const int fuse_out = !st->deterministic;
+    const int fuse_out = NNPOPS_SG_FUSE_OUT && !st->deterministic;
     int fused[NNPOPS__MAX_SPECIES] = {0};
     /* forward: hidden layer l of every small species that has it */
     for (int l = 0; l + 1 < maxnl; l++) {
