@@ -15,9 +15,7 @@
  *      entry are loaded before the barrier that follows zeroing the row, hiding their latency).
  *   2. The angular terms: a group of G lanes per unordered pair (j, k) of listed entries (G = 16,
  *      two pairs per warp, when a pair's distinct factors fit in 16 lanes, as in ANI; else 32), a
- *      lane per angular term (looping when the block has more than G terms); a group takes
- *      AEV_PAIRS (2) of its pairs per round, their chains of factors, shuffles and atomics
- *      interleaved (the kernels are latency-bound at small sizes).  (Walking contiguous
+ *      lane per angular term (looping when the block has more than G terms).  (Walking contiguous
  *      shares of species-sorted pairs with sums kept in registers was tried: no faster forward, a
  *      32 % slower backward at 41,472 waters, tests/bench/results/082f50b-gpu.log.)  A term is the
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
@@ -278,44 +276,6 @@ __device__ __forceinline__ bool pair_advance(int na, int &a1, int &a2, int step)
     return a1 < na - 1;
 }
 
-/* Pairs handled per round by a group of the angular loops (a build may set NNPOPS_AEV_PAIRS to 1
- * for comparisons). */
-#ifndef NNPOPS_AEV_PAIRS
-#define NNPOPS_AEV_PAIRS 2
-#endif
-const int AEV_PAIRS = NNPOPS_AEV_PAIRS;
-
-/* A group's walk over its pairs: group vw of nvw takes pairs vw, vw + nvw, vw + 2 nvw, ... (row-
- * major order of the unordered pairs of na entries), AEV_PAIRS of them per round: pair u of a
- * round is (a1[u], a2[u]) while more[u] (more[u] implies more[u - 1]). */
-struct pair_walk {
-    int na, nvw;
-    int a1[AEV_PAIRS], a2[AEV_PAIRS];
-    bool more[AEV_PAIRS];
-    __device__ __forceinline__ pair_walk(int na_, int vw, int nvw_) : na(na_), nvw(nvw_) {
-        a1[0] = a2[0] = 0;
-        more[0] = pair_advance(na, a1[0], a2[0], vw + 1);
-        fill();
-    }
-    /* pairs 1.. of the round from pair 0 */
-    __device__ __forceinline__ void fill() {
-#pragma unroll
-        for (int u = 1; u < AEV_PAIRS; u++) {
-            a1[u] = a1[u - 1];
-            a2[u] = a2[u - 1];
-            more[u] = more[u - 1] && pair_advance(na, a1[u], a2[u], nvw);
-        }
-    }
-    /* the next round: pair 0 follows the last pair of this one */
-    __device__ __forceinline__ void next() {
-        const bool last = more[AEV_PAIRS - 1];
-        a1[0] = a1[AEV_PAIRS - 1];
-        a2[0] = a2[AEV_PAIRS - 1];
-        more[0] = last && pair_advance(na, a1[0], a2[0], nvw);
-        fill();
-    }
-};
-
 __device__ __forceinline__ int angular_block(int s1, int s2, int S) {
     if (s1 > s2) {
         const int t = s1;
@@ -540,67 +500,50 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
-    /* a group of G lanes per pair, AEV_PAIRS pairs per round (the group's next ones, nvw apart:
-     * their chains of factors, shuffles and atomics interleave); a group past its last pair runs
-     * along on pair (0, 0), whose results it drops, while the other group of its warp still has
-     * pairs (shuffles need all 32) */
-    pair_walk pw(na, vw, nvw);
-    while (__any_sync(NNPOPS__FULL_MASK, pw.more[0])) {
-        R cs[AEV_PAIRS], sn[AEV_PAIRS], dm[AEV_PAIRS], pre[AEV_PAIRS];
-        int boff[AEV_PAIRS];
-#pragma unroll
-        for (int u = 0; u < AEV_PAIRS; u++) {
-            const ang_ent<R> &ej = sm.ang[pw.more[u] ? pw.a1[u] : 0];
-            const ang_ent<R> &ek = sm.ang[pw.more[u] ? pw.a2[u] : 0];
-            cs[u] = (R)0.95 * pair_cos(ej, ek);
-            sn[u] = fsqrt(fmax((R)0, (R)1 - cs[u] * cs[u]));
-            dm[u] = (ej.d + ek.d) * (R)0.5;
-            pre[u] = (R)2 * ej.fc * ek.fc;
-            boff[u] = S * Rl + angular_block(ej.sp, ek.sp, S) * A;
-        }
+    int a1 = 0, a2 = 0;
+    /* a group of G lanes per pair; a group past its last pair runs along on pair (0, 0), whose
+     * results it drops, while the other group of its warp still has pairs (shuffles need all 32) */
+    bool more = pair_advance(na, a1, a2, vw + 1);
+    while (__any_sync(NNPOPS__FULL_MASK, more)) {
+        const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
+        const R cs = (R)0.95 * pair_cos(ej, ek);
+        const R sn = fsqrt(fmax((R)0, (R)1 - cs * cs));
+        const R dm = (ej.d + ek.d) * (R)0.5;
+        const R pre = (R)2 * ej.fc * ek.fc;
+        const int boff = S * Rl + angular_block(ej.sp, ek.sp, S) * A;
+        R *blk = sm.row + boff;
+        unsigned long long *blkq = sm.rowq + boff;
         if (al.shared_factors) {
-            R v[AEV_PAIRS];
-            /* two groups of a warp (G = 16) on the same block of the row: the second group's
-             * terms are added to the first's and one atomic is issued (otherwise the two groups'
+            const R v = lane_factor(al, dm, cs, sn);
+            /* two pairs per warp (G = 16) in the same block of the row: the second group's terms
+             * are added to the first's and one atomic is issued (otherwise the two groups'
              * atomics on the same addresses make every compare-and-swap of one of them fail) */
-            half_merge hm[AEV_PAIRS];
-#pragma unroll
-            for (int u = 0; u < AEV_PAIRS; u++) {
-                v[u] = lane_factor(al, dm[u], cs[u], sn[u]);
-                if (G == 16 && !a.det) hm[u] = half_merge_of(pw.more[u], boff[u], al.sub == 1);
-            }
+            half_merge hm;
+            if (G == 16 && !a.det) hm = half_merge_of(more, boff, al.sub == 1);
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
                 al.sources(d, t0, t, src2, src1);
-#pragma unroll
-                for (int u = 0; u < AEV_PAIRS; u++) {
-                    const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v[u], src2, G);
-                    const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v[u], src1, G);
-                    R term = f1 * (f2 * pre[u]);
-                    if (G == 16 && !a.det) term = hm[u].term(term);
-                    if (pw.more[u] && t < A && !hm[u].skip) {
-                        if (a.det) atomicAdd(sm.rowq + boff[u] + t, fx_of((double)term));
-                        else atomicAdd(sm.row + boff[u] + t, term);
-                    }
+                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
+                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
+                R term = f1 * (f2 * pre);
+                if (G == 16 && !a.det) term = hm.term(term);
+                if (more && t < A && !hm.skip) {
+                    if (a.det) atomicAdd(blkq + t, fx_of((double)term));
+                    else atomicAdd(blk + t, term);
                 }
             }
-        } else {
-#pragma unroll
-            for (int u = 0; u < AEV_PAIRS; u++) {
-                if (!pw.more[u]) continue;
-                for (int t = gl; t < A; t += G) {
-                    const R base = ((R)1 + (cs[u] * sm.tc[t] + sn[u] * sm.ts[t])) * (R)0.5;
-                    const R f1 = rpow(base, sm.tzeta[t]);
-                    const R x = dm[u] - sm.tshfa[t];
-                    const R f2 = rexp(-sm.teta[t] * x * x);
-                    const R term = f1 * (f2 * pre[u]);
-                    if (a.det) atomicAdd(sm.rowq + boff[u] + t, fx_of((double)term));
-                    else atomicAdd(sm.row + boff[u] + t, term);
-                }
+        } else if (more) {
+            for (int t = gl; t < A; t += G) {
+                const R base = ((R)1 + (cs * sm.tc[t] + sn * sm.ts[t])) * (R)0.5;
+                const R f1 = rpow(base, sm.tzeta[t]);
+                const R x = dm - sm.tshfa[t];
+                const R f2 = rexp(-sm.teta[t] * x * x);
+                if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
+                else atomicAdd(blk + t, f1 * (f2 * pre));
             }
         }
-        pw.next();
+        if (more) more = pair_advance(na, a1, a2, nvw);
     }
     __syncthreads();
     if (a.det)
@@ -698,113 +641,92 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
-    /* groups of G lanes per pair, AEV_PAIRS pairs per round, as in the forward */
-    pair_walk pw(na, vw, nvw);
-    while (__any_sync(NNPOPS__FULL_MASK, pw.more[0])) {
-        R cc[AEV_PAIRS], sc[AEV_PAIRS], smv[AEV_PAIRS], sv[AEV_PAIRS];
-        R cs[AEV_PAIRS], sn[AEV_PAIRS], dtheta[AEV_PAIRS], dm[AEV_PAIRS];
-        const R *gb[AEV_PAIRS];
-#pragma unroll
-        for (int u = 0; u < AEV_PAIRS; u++) {
-            const ang_ent<R> &ej = sm.ang[pw.more[u] ? pw.a1[u] : 0];
-            const ang_ent<R> &ek = sm.ang[pw.more[u] ? pw.a2[u] : 0];
-            cc[u] = pair_cos(ej, ek);
-            cs[u] = (R)0.95 * cc[u];
-            sn[u] = fsqrt(fmax((R)0, (R)1 - cs[u] * cs[u]));
-            dtheta[u] = (R)-0.95 * frsqrt((R)1 - (R)0.9025 * cc[u] * cc[u]);
-            dm[u] = (ej.d + ek.d) * (R)0.5;
-            gb[u] = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
-            sc[u] = smv[u] = sv[u] = 0;
-        }
+    int a1 = 0, a2 = 0;
+    /* groups of G lanes per pair, as in the forward */
+    bool more = pair_advance(na, a1, a2, vw + 1);
+    while (__any_sync(NNPOPS__FULL_MASK, more)) {
+        const ang_ent<R> &ej = sm.ang[more ? a1 : 0], &ek = sm.ang[more ? a2 : 0];
+        const R cc = pair_cos(ej, ek);
+        const R cs = (R)0.95 * cc;
+        const R sn = fsqrt(fmax((R)0, (R)1 - cs * cs));
+        const R dtheta = (R)-0.95 * frsqrt((R)1 - (R)0.9025 * cc * cc);
+        const R dm = (ej.d + ek.d) * (R)0.5;
+        const R *gb = sm.row + S * Rl + angular_block(ej.sp, ek.sp, S) * A;
+        R sc = 0, smv = 0, sv = 0;
         if (al.shared_factors) {
-            R v[AEV_PAIRS], dv[AEV_PAIRS];
-#pragma unroll
-            for (int u = 0; u < AEV_PAIRS; u++)
-                lane_factor_grad(al, dm[u], cs[u], sn[u], dtheta[u], v[u], dv[u]);
+            R v, dv;
+            lane_factor_grad(al, dm, cs, sn, dtheta, v, dv);
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
                 al.sources(d, t0, t, src2, src1);
-#pragma unroll
-                for (int u = 0; u < AEV_PAIRS; u++) {
-                    const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v[u], src2, G);
-                    const R df2 = __shfl_sync(NNPOPS__FULL_MASK, dv[u], src2, G);
-                    const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v[u], src1, G);
-                    const R df1 = __shfl_sync(NNPOPS__FULL_MASK, dv[u], src1, G);
-                    if (t < A) {
-                        const R g = gb[u][t];
-                        sc[u] += g * df1 * f2;
-                        smv[u] += g * f1 * df2;
-                        sv[u] += g * f1 * f2;
-                    }
+                const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
+                const R df2 = __shfl_sync(NNPOPS__FULL_MASK, dv, src2, G);
+                const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
+                const R df1 = __shfl_sync(NNPOPS__FULL_MASK, dv, src1, G);
+                if (t < A) {
+                    const R g = gb[t];
+                    sc += g * df1 * f2;
+                    smv += g * f1 * df2;
+                    sv += g * f1 * f2;
                 }
             }
         } else {
-#pragma unroll
-            for (int u = 0; u < AEV_PAIRS; u++) {
-                for (int t = gl; t < A; t += G) {
-                    const R base = ((R)1 + (cs[u] * sm.tc[t] + sn[u] * sm.ts[t])) * (R)0.5;
-                    const R sdiff = sn[u] * sm.tc[t] - cs[u] * sm.ts[t]; /* sin(theta - shift) */
-                    const R dbase = (R)-0.5 * sdiff * dtheta[u];
-                    const R z = sm.tzeta[t];
-                    const R pm1 = rpow(base, z - (R)1);
-                    const R f1 = pm1 * base, df1 = z * pm1 * dbase;
-                    const R x = dm[u] - sm.tshfa[t];
-                    const R f2 = rexp(-sm.teta[t] * x * x);
-                    const R df2 = (R)-2 * sm.teta[t] * x * f2;
-                    const R g = gb[u][t];
-                    sc[u] += g * df1 * f2;
-                    smv[u] += g * f1 * df2;
-                    sv[u] += g * f1 * f2;
+            for (int t = gl; t < A; t += G) {
+                const R base = ((R)1 + (cs * sm.tc[t] + sn * sm.ts[t])) * (R)0.5;
+                const R sdiff = sn * sm.tc[t] - cs * sm.ts[t]; /* sin(theta - shift) */
+                const R dbase = (R)-0.5 * sdiff * dtheta;
+                const R z = sm.tzeta[t];
+                const R pm1 = rpow(base, z - (R)1);
+                const R f1 = pm1 * base, df1 = z * pm1 * dbase;
+                const R x = dm - sm.tshfa[t];
+                const R f2 = rexp(-sm.teta[t] * x * x);
+                const R df2 = (R)-2 * sm.teta[t] * x * f2;
+                const R g = gb[t];
+                sc += g * df1 * f2;
+                smv += g * f1 * df2;
+                sv += g * f1 * f2;
+            }
+        }
+        sc = group_sum(sc, G);
+        smv = group_sum(smv, G);
+        sv = group_sum(sv, G);
+        /* the two entry gradients: lane gl < 6 of the group forms component gl % 3 of entry j
+         * (gl < 3) or k, from the group's sums (every lane holds them); one expression for both
+         * entries, so that swapping j and k gives bitwise the same terms */
+        R go = 0;
+        int slot = -1, x = 0;
+        if (more && gl < 6) {
+            x = gl % 3;
+            const bool second = gl >= 3;
+            const ang_ent<R> &eo = second ? ek : ej, &ep = second ? ej : ek; /* own, partner */
+            const R fcjk = ej.fc * ek.fc;
+            const R dedc = (R)2 * fcjk * sc;
+            const R dedo = fcjk * smv + (R)2 * sv * (eo.dfc * ep.fc);
+            const R inv_jk = fdiv((R)1, ej.d * ek.d);
+            const R co = fdiv(dedc * cc, eo.d * eo.d), ro = fdiv(dedo, eo.d);
+            go = dedc * ep.v[x] * inv_jk - co * eo.v[x] + ro * eo.v[x];
+            slot = second ? a2 : a1;
+        }
+        if (a.det) {
+            if (slot >= 0)
+                atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
+        } else {
+            /* the two pairs of a warp (G = 16) often share an entry (consecutive pairs of one
+             * row): one atomic with both gradients (summed in double) instead of two that
+             * collide */
+            double gd = (double)go;
+            if (G == 16) {
+                const double og = __shfl_xor_sync(NNPOPS__FULL_MASK, gd, 16);
+                const int os = __shfl_xor_sync(NNPOPS__FULL_MASK, slot, 16);
+                if (slot >= 0 && os == slot) {
+                    if (al.sub == 0) gd += og;
+                    else slot = -1;
                 }
             }
+            if (slot >= 0) atomicAdd(sm.acc + 3 * slot + x, gd);
         }
-#pragma unroll
-        for (int u = 0; u < AEV_PAIRS; u++) {
-            sc[u] = group_sum(sc[u], G);
-            smv[u] = group_sum(smv[u], G);
-            sv[u] = group_sum(sv[u], G);
-        }
-#pragma unroll
-        for (int u = 0; u < AEV_PAIRS; u++) {
-            /* the two entry gradients: lane gl < 6 of the group forms component gl % 3 of entry
-             * j (gl < 3) or k, from the group's sums (every lane holds them); one expression for
-             * both entries, so that swapping j and k gives bitwise the same terms */
-            R go = 0;
-            int slot = -1, x = 0;
-            if (pw.more[u] && gl < 6) {
-                const ang_ent<R> &ej = sm.ang[pw.a1[u]], &ek = sm.ang[pw.a2[u]];
-                x = gl % 3;
-                const bool second = gl >= 3;
-                const ang_ent<R> &eo = second ? ek : ej, &ep = second ? ej : ek; /* own, partner */
-                const R fcjk = ej.fc * ek.fc;
-                const R dedc = (R)2 * fcjk * sc[u];
-                const R dedo = fcjk * smv[u] + (R)2 * sv[u] * (eo.dfc * ep.fc);
-                const R inv_jk = fdiv((R)1, ej.d * ek.d);
-                const R co = fdiv(dedc * cc[u], eo.d * eo.d), ro = fdiv(dedo, eo.d);
-                go = dedc * ep.v[x] * inv_jk - co * eo.v[x] + ro * eo.v[x];
-                slot = second ? pw.a2[u] : pw.a1[u];
-            }
-            if (a.det) {
-                if (slot >= 0)
-                    atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
-            } else {
-                /* the two groups of a warp (G = 16) often share an entry (consecutive pairs of
-                 * one row): one atomic with both gradients (summed in double) instead of two
-                 * that collide */
-                double gd = (double)go;
-                if (G == 16) {
-                    const double og = __shfl_xor_sync(NNPOPS__FULL_MASK, gd, 16);
-                    const int os = __shfl_xor_sync(NNPOPS__FULL_MASK, slot, 16);
-                    if (slot >= 0 && os == slot) {
-                        if (al.sub == 0) gd += og;
-                        else slot = -1;
-                    }
-                }
-                if (slot >= 0) atomicAdd(sm.acc + 3 * slot + x, gd);
-            }
-        }
-        pw.next();
+        if (more) more = pair_advance(na, a1, a2, nvw);
     }
     __syncthreads();
     if (a.det) {
