@@ -697,10 +697,10 @@ static void pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const
 /* Device steps 3-5 on `stream`, reading and writing the arena at `d`: neighbor search, the
  * potential, the reductions (shared by both entries).  in_stage (or NULL): the host entry's
  * staging of steps 1-2, handed to the neighbor search (its one-block path does it itself, one
- * kernel fewer).  out_dst (or NULL): the host entry's pinned
- * output buffer (its device pointer), when the output block is small enough for the reductions'
- * last block to copy it there (nnpops__reduce_cuda's staging tail); *staged tells whether they
- * did (they run only in non-deterministic mode). */
+ * kernel fewer).  out_dst (or NULL): the host entry's pinned output buffer (its device pointer),
+ * when the output block is small enough for the reductions' last block to copy it there
+ * (nnpops__reduce_cuda's staging tail); *staged tells whether they did (they run only in
+ * non-deterministic mode). */
 static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, step_plan *P,
                                   char *d, cudaStream_t stream, const nnpops__stage_job *in_stage,
                                   void *out_dst, int *staged) {
