@@ -164,6 +164,13 @@ const size_t SMALL_STAGE_MAX = NBR_SMALL_STAGE_MAX;
 #define NBR_LB_SCAN_MAX 8192
 #endif
 const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
+/* brute force with at most this many items (centers x slices): no scan between the passes, the
+ * write pass's warps sum the counts before their items (a build may set NBR_BRUTE_PREFIX_MAX, 0:
+ * always cub, for comparisons) */
+#ifndef NBR_BRUTE_PREFIX_MAX
+#define NBR_BRUTE_PREFIX_MAX 1024
+#endif
+const int64_t BRUTE_PREFIX_MAX = NBR_BRUTE_PREFIX_MAX;
 const int FAST_TB = 128;      /* fast cell list, search pass: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
@@ -233,6 +240,8 @@ struct nbr_args {
     int32_t ghost_nhalf;     /* center mode: n_half from the ghost entries counted by the count pass */
     int32_t lb_scan;         /* the last block of the count kernel scans and finishes */
     int32_t finish_in_write; /* the write kernel finishes (copies start[], fills the status) */
+    int32_t prefix_in_write; /* brute force, few items: no scan; the write kernel's warps sum the
+                              * counts before their item, and start[] and the status come from it */
     int64_t capacity, n_items;
     /* outputs */
     int32_t *pairs, *shifts;
@@ -592,8 +601,27 @@ __device__ void count_epilogue(const nbr_args &a, long long ghosts) {
     last_block_scan(a);
 }
 
-/* End of a write kernel when cub scanned: start[] from offs where they differ, the status. */
+/* The output offset of item `slot` in the write pass: offs[slot], or with prefix_in_write the sum
+ * of counts[0 .. slot) by the warp (all its lanes call it). */
+__device__ __forceinline__ int64_t item_offset(const nbr_args &a, int64_t slot) {
+    if (!a.prefix_in_write) return a.offs[slot];
+    long long sum = 0;
+    for (int64_t q = threadIdx.x & 31; q < slot; q += 32) sum += a.counts[q];
+    return warp_sum(sum);
+}
+
+/* End of a write kernel when cub scanned: start[] from offs where they differ, the status; with
+ * prefix_in_write, start[n_centers] and the status from the sum of all counts (the first warp). */
 __device__ __forceinline__ void write_epilogue(const nbr_args &a) {
+    if (a.prefix_in_write) {
+        if (blockIdx.x != 0 || threadIdx.x >= 32) return;
+        const int64_t total = item_offset(a, a.n_items);
+        if (threadIdx.x == 0) {
+            if (a.start) a.start[a.n_centers] = total;
+            finish_status(a, total);
+        }
+        return;
+    }
     if (!a.finish_in_write) return;
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -851,9 +879,9 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
                 ok = warp_frame(a, s, s_gw[wi], s_okw[wi], !WRITE);
                 gp = &s_gw[wi];
             }
-            if (ok)
-                brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices,
-                                  WRITE ? a.offs[slot] : 0, count, gh);
+            const int64_t off = WRITE ? item_offset(a, slot) : 0;
+            if (WRITE && a.prefix_in_write && w == 0 && lane == 0 && a.start) a.start[c] = off;
+            if (ok) brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices, off, count, gh);
             if (!WRITE && lane == 0) {
                 a.counts[slot] = count;
                 ghosts = gh;
@@ -1855,7 +1883,8 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     if (newflow) {
         a.ghost_nhalf = 1;
         a.lb_scan = alg != NNPOPS__NBR_BRUTE && a.n_items + 1 <= LB_SCAN_MAX;
-        a.finish_in_write = !a.lb_scan;
+        a.prefix_in_write = alg == NNPOPS__NBR_BRUTE && a.n_items <= BRUTE_PREFIX_MAX;
+        a.finish_in_write = !a.lb_scan && !a.prefix_in_write;
         if (start && a.slices == 1) a.offs = start; /* the scan writes start[] itself */
     }
     if (alg == NNPOPS__NBR_SMALL) {
@@ -1867,7 +1896,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         const unsigned grid = grid_for(a.n_atoms * a.slices * 32, TB);
         brute_kernel<false><<<grid, TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (brute force, count)");
-        if (!a.lb_scan)
+        if (!a.lb_scan && !a.prefix_in_write)
             NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
                                                             (int64_t)(a.n_items + 1), st));
         brute_kernel<true><<<grid, TB, 0, st>>>(a);
@@ -1998,7 +2027,8 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  * The thresholds are measured (H200, CUDA graph replay, tests/bench/results): on random open
  * clusters of about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open) the one-block
  * path takes 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force about 10 us up
- * to 256 atoms (measured with the two launches it then had; now four, cub's scan between), the
+ * to 256 atoms (measured with the two launches it then had; then four, cub's scan between; now two again for at most BRUTE_PREFIX_MAX items, whose write pass
+ * sums the counts itself), the
  * fast cell list about 0.1 ms from 512 to 16,384 atoms (its ~10 launches); on a periodic box of
  * 256 atoms and 27 images the brute force takes 31 us, the cell list 149 us. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
