@@ -2027,10 +2027,10 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  * The thresholds are measured (H200, CUDA graph replay, tests/bench/results): on random open
  * clusters of about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open) the one-block
  * path takes 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force about 10 us up
- * to 256 atoms (measured with the two launches it then had; then four, cub's scan between; now two again for at most BRUTE_PREFIX_MAX items, whose write pass
- * sums the counts itself), the
- * fast cell list about 0.1 ms from 512 to 16,384 atoms (its ~10 launches); on a periodic box of
- * 256 atoms and 27 images the brute force takes 31 us, the cell list 149 us. */
+ * to 256 atoms (measured with the two launches it then had; then four, cub's scan between; now two
+ * again for at most BRUTE_PREFIX_MAX items, whose write pass sums the counts itself), the fast
+ * cell list about 0.1 ms from 512 to 16,384 atoms (its ~10 launches); on a periodic box of 256
+ * atoms and 27 images the brute force takes 31 us, the cell list 149 us. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
                                       const double *cells, const uint8_t *pbc, double cutoff,
                                       int32_t force, nnpops__nbr_plan *plan) {
