@@ -1268,17 +1268,12 @@ static int case_fused(void) {
 
 /* ---- reductions ------------------------------------------------------------------------------ */
 
-static int case_reduce(void) {
-    const int64_t n = 1500, ns = 3;
-    int32_t *batch = malloc(sizeof(int32_t) * n);
-    for (int64_t i = 0; i < n; i++) batch[i] = i < 700 ? 0 : (i < 1100 ? 2 : 1);
-    /* pairs: center-list-like runs of equal i (same system), then random pairs */
+/* Center-list-like pairs: for each atom i in turn, a run of fewer than `most` pairs (i, j) with
+ * random partners j of its system; returns the count (pairs holds 2 x most x n). */
+static int64_t random_runs(const int32_t *batch, int64_t n, int most, int32_t *pairs) {
     int64_t np = 0;
-    const int64_t cap = 60 * n;
-    int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap);
-    for (int64_t i = 0; i < n; i++) {
-        const int k = (int)(urand() * 40);
-        for (int q = 0; q < k; q++) {
+    for (int64_t i = 0; i < n; i++)
+        for (int q = (int)(urand() * most); q > 0; q--) {
             int64_t j;
             do j = (int64_t)(urand() * n) % n;
             while (batch[j] != batch[i]);
@@ -1286,7 +1281,17 @@ static int case_reduce(void) {
             pairs[2 * np + 1] = (int32_t)j;
             np++;
         }
-    }
+    return np;
+}
+
+static int case_reduce(void) {
+    const int64_t n = 1500, ns = 3;
+    int32_t *batch = malloc(sizeof(int32_t) * n);
+    for (int64_t i = 0; i < n; i++) batch[i] = i < 700 ? 0 : (i < 1100 ? 2 : 1);
+    /* pairs: center-list-like runs of equal i (same system), then random pairs */
+    const int64_t cap = 60 * n;
+    int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap);
+    int64_t np = random_runs(batch, n, 40, pairs);
     for (int q = 0; q < 5000; q++) {
         const int64_t i = (int64_t)(urand() * n) % n;
         int64_t j;
@@ -1359,16 +1364,7 @@ static int case_reduce_step(void) {
     for (int64_t i = 0; i < n; i++) batch[i] = (int32_t)(i * ns / n);
     const int64_t cap = 30 * n;
     int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap);
-    int64_t np = 0;
-    for (int64_t i = 0; i < n; i++)
-        for (int q = (int)(urand() * 30); q > 0; q--) {
-            int64_t j;
-            do j = (int64_t)(urand() * n) % n;
-            while (batch[j] != batch[i]);
-            pairs[2 * np] = (int32_t)i;
-            pairs[2 * np + 1] = (int32_t)j;
-            np++;
-        }
+    const int64_t np = random_runs(batch, n, 30, pairs);
     double *vec = malloc(sizeof(double) * 3 * np), *grad = malloc(sizeof(double) * 3 * np),
            *ae = malloc(sizeof(double) * n), *mae = malloc(sizeof(double) * n * ens);
     for (int64_t k = 0; k < 3 * np; k++) {
@@ -1584,6 +1580,17 @@ static double sg_run(const sg_shape *shapes, const int *sel, int count, const ch
     return worst;
 }
 
+/* The energy buffers of the output-layer cases: CPU and GPU copies, device arrays. */
+static void free_energies(double *ae_c, double *me_c, double *ae_g, double *me_g, double *dae,
+                          double *dme) {
+    free(ae_c);
+    free(me_c);
+    free(ae_g);
+    free(me_g);
+    cudaFree(dae);
+    cudaFree(dme);
+}
+
 /* The grouped output layer (nnpops__ani_output_group_cuda_f32) against the CPU twin of each entry:
  * three networks of different widths, column counts and leading dimensions, the ensemble mean and
  * one member, atomics and deterministic kernels. */
@@ -1650,12 +1657,7 @@ static double sg_output_run(int member, int det) {
         cudaFree((void *)dbv[q]);
         cudaFree(dc[q]);
     }
-    free(ae_c);
-    free(me_c);
-    free(ae_g);
-    free(me_g);
-    cudaFree(dae);
-    cudaFree(dme);
+    free_energies(ae_c, me_c, ae_g, me_g, dae, dme);
     return worst;
 }
 
@@ -1775,12 +1777,7 @@ static double sg_out_run(int member, int need_grad) {
         free(hb[q]);
         free(hc[q]);
     }
-    free(ae_c);
-    free(me_c);
-    free(ae_g);
-    free(me_g);
-    cudaFree(dae);
-    cudaFree(dme);
+    free_energies(ae_c, me_c, ae_g, me_g, dae, dme);
     return worst;
 }
 
