@@ -280,20 +280,15 @@ nnpops_status nnpops__gemm_cuda(void *blas, void *stream, int precision, int tra
                                 int64_t batch);
 
 /* ---- reductions (reduce.cu) ------------------------------------------------------------------ *
- * Twins of nnpops__pair_reduce_cpu / nnpops__energy_reduce_cpu (outputs overwritten).  The *_acc
- * variants ADD into outputs the caller zeroed (the GPU step zeroes all its outputs with one memset).
- * n_pairs_dev (device, or NULL = n_pairs) bounds the pairs read; n_pairs is then the grid size. */
+ * Twins of nnpops__pair_reduce_cpu / nnpops__energy_reduce_cpu (outputs overwritten).  The _acc
+ * variant ADDS into outputs the caller zeroed (the GPU step itself runs its reductions in one
+ * launch, nnpops__reduce_cuda below).  n_pairs_dev (device, or NULL = n_pairs) bounds the pairs
+ * read; n_pairs is then the grid size. */
 nnpops_status nnpops__pair_reduce_cuda(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
                                        int64_t n_pairs, const int32_t *pairs,
                                        const double *pair_vec, const double *pair_grad,
                                        double *forces, double *virials, double *atomic_virials,
                                        const int64_t *n_pairs_dev, void *stream);
-nnpops_status nnpops__pair_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
-                                           const int32_t *batch, int64_t n_pairs,
-                                           const int32_t *pairs, const double *pair_vec,
-                                           const double *pair_grad, double *forces,
-                                           double *virials, double *atomic_virials,
-                                           const int64_t *n_pairs_dev, void *stream);
 nnpops_status nnpops__energy_reduce_cuda(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
                                          const double *atom_energy, int64_t width,
                                          double *energies, void *stream);

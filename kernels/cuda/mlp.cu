@@ -169,14 +169,21 @@ __device__ __forceinline__ R output_seed(const nnpops__ani_output_args &g, int32
     return g.member < 0 ? (R)(1.0 / (double)g.ensemble) : (gm == g.member ? (R)1 : (R)0);
 }
 
+/* Member gm's share of the atom's energy from (a part of) its output y, with `self` the self
+ * energy that part carries: y / ensemble for the ensemble mean (member 0 carrying the self
+ * energy), y + self for the chosen member, else 0. */
+__device__ __forceinline__ double atom_share(const nnpops__ani_output_args &g, int32_t gm, double y,
+                                             double self) {
+    if (g.member < 0) return y / (double)g.ensemble + (gm == 0 ? self : 0.0);
+    return gm == g.member ? y + self : 0.0;
+}
+
 /* Member gm's output yv for center c: its member energy, and its share of the atom's energy
  * (atomicAdd; the member holding the self energy adds it). */
 __device__ __forceinline__ void output_add_energy(const nnpops__ani_output_args &g, int32_t c,
                                                   int32_t gm, double yv) {
     if (g.member_energy) g.member_energy[(int64_t)c * g.ensemble + gm] = yv + g.self_energy;
-    double add = 0.0;
-    if (g.member < 0) add = yv / (double)g.ensemble + (gm == 0 ? g.self_energy : 0.0);
-    else if (gm == g.member) add = yv + g.self_energy;
+    const double add = atom_share(g, gm, yv, g.self_energy);
     if (add != 0.0) atomicAdd(g.atom_energy + c, add);
 }
 
@@ -187,9 +194,7 @@ __device__ __forceinline__ void output_add_partial(const nnpops__ani_output_args
                                                    int32_t gm, double part, bool first) {
     const double self = first ? g.self_energy : 0.0;
     if (g.member_energy) atomicAdd(g.member_energy + (int64_t)c * g.ensemble + gm, part + self);
-    double add = 0.0;
-    if (g.member < 0) add = part / (double)g.ensemble + (gm == 0 ? self : 0.0);
-    else if (gm == g.member) add = part + self;
+    const double add = atom_share(g, gm, part, self);
     if (add != 0.0) atomicAdd(g.atom_energy + c, add);
 }
 

@@ -168,28 +168,6 @@ nnpops_status zero_outputs(const nnpops__reduce_args &a, void *stream) {
     return NNPOPS_OK;
 }
 
-nnpops_status pair_reduce(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
-                          int64_t n_pairs, const int32_t *pairs, const double *pair_vec,
-                          const double *pair_grad, double *forces, double *virials,
-                          double *atomic_virials, const int64_t *n_pairs_dev, void *stream,
-                          bool zero) {
-    nnpops__reduce_args a;
-    memset(&a, 0, sizeof a);
-    a.n_atoms = n_atoms;
-    a.n_systems = n_systems;
-    a.batch = batch;
-    a.n_pairs = n_pairs;
-    a.n_pairs_dev = n_pairs_dev;
-    a.pairs = pairs;
-    a.vec = pair_vec;
-    a.grad = pair_grad;
-    a.forces = forces;
-    a.virials = virials;
-    a.atomic_virials = atomic_virials;
-    if (zero) NNPOPS__TRY(zero_outputs(a, stream));
-    return reduce_launch(a, stream);
-}
-
 nnpops_status energy_reduce(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
                             const double *atom_energy, int64_t width, double *energies,
                             void *stream, bool zero) {
@@ -220,19 +198,21 @@ extern "C" nnpops_status nnpops__pair_reduce_cuda(int64_t n_atoms, int64_t n_sys
                                                   const double *pair_grad, double *forces,
                                                   double *virials, double *atomic_virials,
                                                   const int64_t *n_pairs_dev, void *stream) {
-    return pair_reduce(n_atoms, n_systems, batch, n_pairs, pairs, pair_vec, pair_grad, forces,
-                       virials, atomic_virials, n_pairs_dev, stream, true);
-}
-
-extern "C" nnpops_status nnpops__pair_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
-                                                      const int32_t *batch, int64_t n_pairs,
-                                                      const int32_t *pairs,
-                                                      const double *pair_vec,
-                                                      const double *pair_grad, double *forces,
-                                                      double *virials, double *atomic_virials,
-                                                      const int64_t *n_pairs_dev, void *stream) {
-    return pair_reduce(n_atoms, n_systems, batch, n_pairs, pairs, pair_vec, pair_grad, forces,
-                       virials, atomic_virials, n_pairs_dev, stream, false);
+    nnpops__reduce_args a;
+    memset(&a, 0, sizeof a);
+    a.n_atoms = n_atoms;
+    a.n_systems = n_systems;
+    a.batch = batch;
+    a.n_pairs = n_pairs;
+    a.n_pairs_dev = n_pairs_dev;
+    a.pairs = pairs;
+    a.vec = pair_vec;
+    a.grad = pair_grad;
+    a.forces = forces;
+    a.virials = virials;
+    a.atomic_virials = atomic_virials;
+    NNPOPS__TRY(zero_outputs(a, stream));
+    return reduce_launch(a, stream);
 }
 
 extern "C" nnpops_status nnpops__energy_reduce_cuda(int64_t n_atoms, int64_t n_systems,
