@@ -14,6 +14,7 @@ set(NNPOPS_CUDA_KERNEL_SOURCES
   kernels/cuda/aev.cu
   kernels/cuda/mlp.cu
   kernels/cuda/reduce.cu
+  kernels/cuda/tail.cu
   kernels/cuda/tf32x3.cu
   kernels/cuda/device_io.cu
   core/src/cuda_step.c

@@ -448,6 +448,12 @@ static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
 #define NNPOPS_SG_FUSE_OUT 1
 #endif
 
+/* The tails of the small species' networks in one launch (nnpops__sg_tail_cuda_f32; a build may
+ * set NNPOPS_SG_TAIL to 0 for comparisons). */
+#ifndef NNPOPS_SG_TAIL
+#define NNPOPS_SG_TAIL 1
+#endif
+
 static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     return a->precision == NNPOPS_FLOAT32 && st->col_count[s] > 0 &&
            st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
@@ -639,8 +645,32 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
     }
     const int fuse_out = NNPOPS_SG_FUSE_OUT && !st->deterministic;
     int fused[NNPOPS__MAX_SPECIES] = {0};
-    /* forward: hidden layer l of every small species that has it */
-    for (int l = 0; l + 1 < maxnl; l++) {
+    /* the tails (hidden layers 1 on, output layer, their backward) in one launch when every small
+     * species' network can (nnpops__sg_tail_supported) */
+    nnpops__sg_tail tails[NNPOPS__MAX_SPECIES];
+    int32_t nt = 0;
+    int use_tail = NNPOPS_SG_TAIL && fuse_out;
+    for (int s = 0; s < a->n_species && use_tail; s++) {
+        if (!sg_small(a, st, s)) continue;
+        const int lo = a->n_layers[s] - 1;
+        nnpops__sg_tail *t = &tails[nt++];
+        memset(t, 0, sizeof *t);
+        t->hidden = lo;
+        if (lo < 2 || lo > NNPOPS__SG_TAIL_MAX_HIDDEN) {
+            use_tail = 0;
+            break;
+        }
+        for (int l = 0; l < lo; l++) t->width[l] = a->width[s][l + 1];
+        for (int l = 1; l <= lo; l++) {
+            t->W[l] = SW(s, l);
+            t->b[l] = SB(s, l);
+        }
+        t->A = SACT(s, 0);
+        t->out = oa[out_of[s]];
+        if (!nnpops__sg_tail_supported(t)) use_tail = 0;
+    }
+    /* forward: hidden layer l of every small species that has it (only the first with the tails) */
+    for (int l = 0; l + 1 < (use_tail ? 2 : maxnl); l++) {
         memset(&g, 0, sizeof g);
         g.alpha = a->alpha;
         for (int s = 0; s < a->n_species; s++) {
@@ -680,6 +710,11 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             }
         }
         TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
+    }
+    if (use_tail) {
+        TRY(nnpops__sg_tail_cuda_f32(tails, nt, a->alpha, st->stream));
+        if (!st->need_grad) return NNPOPS_OK;
+        goto adjoint;
     }
     /* output layers, energies, backward seeds of the species not fused (deterministic mode, or a
      * single hidden layer): one grouped launch */
@@ -723,6 +758,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         }
         if (g.count) TRY(nnpops__small_gemm_cuda_f32(&g, NULL, 0, st->stream));
     }
+adjoint:
     /* dE/dAEV = sum over members of dZ0_m . W0_m, over the species' AEV columns */
     memset(&g, 0, sizeof g);
     g.alpha = a->alpha;

@@ -29,6 +29,9 @@
  *   small_gemm         the small-n grouped GEMM (fused epilogues, the k split of the backward
  *                      kind) against its CPU twin, and the grouped output layer against
  *                      nnpops__ani_output_cpu_f32
+ *   sg_tail            the networks' tails in one launch (hidden layers past the first, output
+ *                      layer, backward; thread block clusters) against nnpops__sg_tail_cpu_f32,
+ *                      and the networks that path refuses
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
  *   reduce_step        the step's one reduction launch (pairs, energies, member energies) and its
  *                      staging tail (the last block copies the output block to pinned memory)
@@ -1918,6 +1921,153 @@ static int case_small_gemm(void) {
     return 0;
 }
 
+/* The networks' tails in one launch (nnpops__sg_tail_cuda_f32) against the CPU twin
+ * (nnpops__sg_tail_cpu_f32: the small-n GEMM twin layer after layer): three networks (ANI-2x's
+ * H and C shapes, and four hidden layers of widths that are not multiples of 8 or 32), 7, 40 and
+ * 13 columns (8-, 16- and 32-column chunks, two chunks, a padding column), together and each
+ * alone, the ensemble mean and one member, with and without the backward pass: the atom and
+ * member energies, dE/dZ0 over the first layer's activations, and the columns past n untouched. */
+static double tail_run(const int *which, int count, int member, int need_grad) {
+    enum { NQ = 3 };
+    const int hid[NQ] = {3, 3, 4};
+    const int32_t widths[NQ][4] = {{256, 192, 160}, {224, 192, 160}, {100, 68, 36, 20}};
+    const int64_t ns[NQ] = {7, 40, 13}, n_atoms = 80;
+    const int M = 8, Me = member < 0 ? M : 1, moff = member < 0 ? 0 : member;
+    const double alpha = 0.1, self[NQ] = {-0.6, -38.2, -54.7};
+    double *ae_c = calloc(n_atoms, sizeof(double)), *me_c = calloc(n_atoms * M, sizeof(double));
+    double *dae = dalloc(sizeof(double) * n_atoms), *dme = dalloc(sizeof(double) * n_atoms * M);
+    CUDA_CHECK(cudaMemset(dae, 0, sizeof(double) * n_atoms));
+    CUDA_CHECK(cudaMemset(dme, 0, sizeof(double) * n_atoms * M));
+    nnpops__sg_tail th[NQ], td[NQ];
+    float *hA[NQ], *hA0[NQ], *dA[NQ];
+    void *dev[NQ][2 * NNPOPS__SG_TAIL_MAX_HIDDEN + 2];
+    int nd[NQ];
+    int64_t na[NQ];
+    for (int c = 0; c < count; c++) {
+        const int q = which[c], h = hid[q];
+        const int64_t n = ns[q], ld = (n + 31) / 32 * 32 + 2;
+        memset(&th[c], 0, sizeof th[c]);
+        th[c].hidden = h;
+        for (int l = 0; l < h; l++) th[c].width[l] = widths[q][l];
+        nd[c] = 0;
+        td[c] = th[c];
+        for (int l = 1; l <= h; l++) { /* layer l's weights and biases (l == h: the output) */
+            const int64_t m = l < h ? widths[q][l] : 1, k = widths[q][l - 1];
+            float *w = malloc(sizeof(float) * Me * m * k), *b = malloc(sizeof(float) * Me * m);
+            const double sc = 1.5 / sqrt((double)k);
+            fill(w, 0, Me * m * k, -sc, sc);
+            fill(b, 0, Me * m, -0.3, 0.3);
+            th[c].W[l] = w;
+            th[c].b[l] = b;
+            td[c].W[l] = dev[c][nd[c]++] = dup_to_device(w, sizeof(float) * Me * m * k);
+            td[c].b[l] = dev[c][nd[c]++] = dup_to_device(b, sizeof(float) * Me * m);
+        }
+        na[c] = Me * widths[q][0] * ld;
+        hA[c] = malloc(sizeof(float) * na[c]);
+        hA0[c] = malloc(sizeof(float) * na[c]);
+        fill(hA[c], 0, na[c], -0.1, 1.2);
+        memcpy(hA0[c], hA[c], sizeof(float) * na[c]);
+        dA[c] = dup_to_device(hA[c], sizeof(float) * na[c]);
+        int32_t *hc = malloc(sizeof(int32_t) * n);
+        const int32_t first[NQ] = {0, 10, 50}; /* distinct atoms per network */
+        for (int64_t r = 0; r < n; r++) hc[r] = r == 3 ? -1 : first[q] + (int32_t)r; /* 3: pad */
+        int32_t *dc = dup_to_device(hc, sizeof(int32_t) * n);
+        dev[c][nd[c]++] = dc;
+        nnpops__ani_output_args o = {n, Me, widths[q][h - 1], alpha, ld, need_grad, moff, M,
+                                     member, self[q], hc, ae_c, me_c, 0};
+        th[c].out = o;
+        th[c].A = hA[c];
+        o.centers = dc;
+        o.atom_energy = dae;
+        o.member_energy = dme;
+        td[c].out = o;
+        td[c].A = dA[c];
+        CHECK(nnpops__sg_tail_supported(&td[c]));
+        float *work = malloc(sizeof(float) * nnpops__sg_tail_work_floats(&th[c]));
+        nnpops__sg_tail_cpu_f32(&th[c], alpha, work);
+        free(work);
+    }
+    CHECK_OK(nnpops__sg_tail_cuda_f32(td, count, alpha, g_stream));
+    double worst = 0;
+    char what[128];
+    for (int c = 0; c < count; c++) {
+        const int q = which[c];
+        const int64_t n = ns[q], ld = (n + 31) / 32 * 32 + 2, rows = Me * widths[q][0];
+        float *g = malloc(sizeof(float) * na[c]);
+        to_host(g, dA[c], sizeof(float) * na[c]);
+        int untouched = 1;
+        for (int64_t f = 0; f < rows; f++)
+            for (int64_t r = n; r < ld; r++) untouched &= g[f * ld + r] == hA0[c][f * ld + r];
+        CHECK(untouched);
+        snprintf(what, sizeof what, "tail %d (%d of %d), member %d, grad %d: %s", q, c, count,
+                 member, need_grad, need_grad ? "dE/dZ0" : "layer 0 unchanged");
+        worst = fmax(worst, cmp_any(what, 0, g, hA[c], rows, n, ld, 2e-5, 1e-4));
+        if (!need_grad) CHECK(memcmp(g, hA0[c], sizeof(float) * na[c]) == 0);
+        free(g);
+    }
+    double *ae_g = malloc(sizeof(double) * n_atoms), *me_g = malloc(sizeof(double) * n_atoms * M);
+    to_host(ae_g, dae, sizeof(double) * n_atoms);
+    to_host(me_g, dme, sizeof(double) * n_atoms * M);
+    snprintf(what, sizeof what, "tail (%d networks), member %d: atom energies", count, member);
+    worst = fmax(worst, compare(what, ae_g, ae_c, n_atoms, 1e-4, 1e-5));
+    snprintf(what, sizeof what, "tail (%d networks), member %d: member energies", count, member);
+    worst = fmax(worst, compare(what, me_g, me_c, n_atoms * M, 1e-4, 1e-5));
+    for (int c = 0; c < count; c++) {
+        for (int d = 0; d < nd[c]; d++) cudaFree(dev[c][d]);
+        for (int l = 1; l <= th[c].hidden; l++) {
+            free((void *)th[c].W[l]);
+            free((void *)th[c].b[l]);
+        }
+        free((void *)th[c].out.centers);
+        free(hA[c]);
+        free(hA0[c]);
+        cudaFree(dA[c]);
+    }
+    free_energies(ae_c, me_c, ae_g, me_g, dae, dme);
+    return worst;
+}
+
+static int case_sg_tail(void) {
+    const int all[3] = {0, 1, 2};
+    double worst = 0;
+    for (int member = -1; member < 8; member += 6)
+        for (int grad = 0; grad < 2; grad++) {
+            worst = fmax(worst, tail_run(all, 3, member, grad));
+            for (int q = 0; q < 3; q++) worst = fmax(worst, tail_run(&q, 1, member, grad));
+        }
+    CHECK(worst <= 1.0);
+    /* networks the one-launch path refuses: nothing enqueued, a clear status */
+    nnpops__sg_tail t;
+    memset(&t, 0, sizeof t);
+    int32_t cen = 0;
+    float *w = dalloc(sizeof(float) * 4096);
+    t.hidden = 3;
+    t.width[0] = 64;
+    t.width[1] = 32;
+    t.width[2] = 16;
+    t.W[1] = t.W[2] = t.W[3] = t.b[1] = t.b[2] = t.b[3] = w;
+    t.A = w;
+    t.out = (nnpops__ani_output_args){5, 1, 16, 0.1, 32, 1, 0, 8, 0, 0.0, &cen, NULL, NULL, 0};
+    CHECK(nnpops__sg_tail_supported(&t));
+    t.out.deterministic = 1;
+    CHECK(!nnpops__sg_tail_supported(&t));
+    CHECK(nnpops__sg_tail_cuda_f32(&t, 1, 0.1, g_stream) == NNPOPS_ERROR_UNSUPPORTED);
+    t.out.deterministic = 0;
+    t.width[1] = 260; /* wider than 256 */
+    CHECK(!nnpops__sg_tail_supported(&t));
+    t.width[1] = 30; /* not a multiple of 4 */
+    CHECK(!nnpops__sg_tail_supported(&t));
+    t.width[1] = 32;
+    t.hidden = 1; /* no hidden layer past the first */
+    CHECK(!nnpops__sg_tail_supported(&t));
+    t.hidden = 3;
+    t.out.n = NNPOPS__SG_MAX_COLS + 1;
+    CHECK(!nnpops__sg_tail_supported(&t));
+    cudaFree(w);
+    printf("sg_tail: worst %.3g of the tolerance\n", worst);
+    return 0;
+}
+
 /* nnpops__stage_cuda against memcpy / memset (its CPU twin): random bytes from pinned host memory
  * (through its device pointer) to the device and zeroing there; device to pinned host. */
 static int case_stage(void) {
@@ -1986,6 +2136,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "fused")) r = case_fused();
     else if (!strcmp(c, "reduce")) r = case_reduce();
     else if (!strcmp(c, "small_gemm")) r = case_small_gemm();
+    else if (!strcmp(c, "sg_tail")) r = case_sg_tail();
     else if (!strcmp(c, "stage")) r = case_stage();
     else {
         fprintf(stderr, "unknown case %s\n", c);
