@@ -48,8 +48,19 @@ const int TL_ROWS = 32;     /* rows of a block's slice (padded) */
 const int TL_MAXW = 256;    /* widest layer */
 const int TL_MAXSMEM = 227 * 1024;
 
+/* Shared memory layout of a network (offsets in floats), computed on the host (tl_layout). */
+struct TlLayout {
+    int32_t ws[NNPOPS__SG_TAIL_MAX_HIDDEN]; /* weight rows of layer l: [rs][kpad + 4] */
+    int32_t s[NNPOPS__SG_TAIL_MAX_HIDDEN];  /* slice of layer l's activations: [TL_ROWS][NC + 4] */
+    int32_t bias[NNPOPS__SG_TAIL_MAX_HIDDEN];
+    int32_t xp;   /* exchange: the forward's input [NC][kpad + 4] and warp sums, the partials */
+    int32_t dz;   /* [TL_ROWS][NC + 4] */
+    int32_t wout; /* the output layer's weights of the block's rows */
+    int32_t total;
+};
 struct TlProb {
     nnpops__sg_tail t;
+    TlLayout y;
     int32_t chunks, start; /* column chunks; first cluster */
 };
 struct TlLaunch {
@@ -62,24 +73,15 @@ struct TlLaunch {
 __host__ __device__ inline int tl_kpad(int k) { return (k + 31) / 32 * 32; }
 __host__ __device__ inline int tl_rs(int m) { return (m + TL_CS - 1) / TL_CS; }
 
-/* Shared memory layout of a network (offsets in floats). */
-struct TlLayout {
-    int ws[NNPOPS__SG_TAIL_MAX_HIDDEN]; /* weight rows of layer l: [TL_ROWS][kpad + 4] */
-    int s[NNPOPS__SG_TAIL_MAX_HIDDEN];  /* slice of layer l's activations: [TL_ROWS][NC + 4] */
-    int bias[NNPOPS__SG_TAIL_MAX_HIDDEN];
-    int xp;     /* exchange: the forward's input [NC][kpad + 4] and warp sums, the partials */
-    int dz;     /* [TL_ROWS][NC + 4] */
-    int wout;   /* the output layer's weights of the block's rows */
-    int total;
-};
-__host__ __device__ inline TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
+TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
     TlLayout L;
+    memset(&L, 0, sizeof L);
     const int ncp = NC + 4;
     int o = 0, xp = 8 * TL_ROWS * NC;
     for (int l = 1; l < t.hidden; l++) {
         const int kp = tl_kpad(t.width[l - 1]);
         L.ws[l] = o;
-        o += TL_ROWS * (kp + 4);
+        o += tl_rs(t.width[l]) * (kp + 4);
         if (NC * (kp + 4) > xp) xp = NC * (kp + 4);
         if (kp * ncp > xp) xp = kp * ncp;
     }
@@ -107,8 +109,8 @@ __device__ __forceinline__ float celu_back(float a, float g, float inv) {
     return a > 0 ? g : g * (a * inv + 1.0f);
 }
 
-/* The block's rows of Z = W H + b over X ([NC][kpad + 4], zero past k), CELU into S
- * ([TL_ROWS][NC + 4], zeros past rs rows and nc columns).  Lane (rg, cg) of a warp takes rows
+/* The block's rows of Z = W H + b over X ([NC][kpad + 4], zero past k; ws: [rs][kpad + 4]), CELU
+ * into S ([TL_ROWS][NC + 4], zeros past rs rows and nc columns).  Lane (rg, cg) of a warp takes rows
  * rg + RG i (i < RT) and columns cg + CG j (j < 4) over the warp's eighth of k. */
 template <int NC>
 __device__ __forceinline__ void tl_forward(const float *ws, const float *bias, float *X, float *S,
@@ -128,7 +130,9 @@ __device__ __forceinline__ void tl_forward(const float *ws, const float *bias, f
             x[j] = *reinterpret_cast<const float4 *>(X + (cg + CG * j) * kx + k);
 #pragma unroll
         for (int i = 0; i < RT; i++) {
-            const float4 a = *reinterpret_cast<const float4 *>(ws + (rg + RG * i) * kx + k);
+            const float4 a = rg + RG * i < rs
+                                 ? *reinterpret_cast<const float4 *>(ws + (rg + RG * i) * kx + k)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 float c = acc[i][j];
@@ -195,7 +199,7 @@ __device__ __forceinline__ void tl_partial(const float *ws, const float *dz, flo
 }
 
 template <int NC>
-__global__ void __launch_bounds__(TL_THREADS, 2) tail_kernel(const TlLaunch L) {
+__global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(const TlLaunch L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(16) float tl_sm[];
     cgx::cluster_group cl = cgx::this_cluster();
@@ -210,7 +214,7 @@ __global__ void __launch_bounds__(TL_THREADS, 2) tail_kernel(const TlLaunch L) {
     const int nc = (int)(T.out.n - c0 < NC ? T.out.n - c0 : NC);
     const int64_t ld = T.out.lda;
     const int tid = threadIdx.x;
-    const TlLayout Y = tl_layout(T, NC);
+    const TlLayout &Y = Q.y;
     const float al = L.alpha, inv = L.inv;
     pdl_trigger();
     /* the block's rows of every weight matrix, its biases and output weights (static inputs) */
@@ -218,11 +222,12 @@ __global__ void __launch_bounds__(TL_THREADS, 2) tail_kernel(const TlLaunch L) {
         const int m = T.width[l], k = T.width[l - 1], kw = tl_kpad(k) + 4, rs = tl_rs(m);
         const float *W = T.W[l] + (int64_t)mt * m * k;
         float *ws = tl_sm + Y.ws[l];
-        const int g4 = kw / 4;
-        for (int e = tid; e < TL_ROWS * g4; e += TL_THREADS) {
-            const int r = e / g4, g = e - r * g4, gr = b * rs + r;
-            const bool ok = r < rs && gr < m && 4 * g < k;
-            cp_async16(ws + r * kw + 4 * g, ok ? W + (int64_t)gr * k + 4 * g : W, ok);
+        for (int r = tid >> 5; r < rs; r += TL_THREADS / 32) {
+            const int gr = b * rs + r;
+            for (int g = tid & 31; 4 * g < kw; g += 32) {
+                const bool ok = gr < m && 4 * g < k;
+                cp_async16(ws + r * kw + 4 * g, ok ? W + (int64_t)gr * k + 4 * g : W, ok);
+            }
         }
         if (tid < TL_ROWS) {
             const int gr = b * rs + tid;
@@ -255,18 +260,26 @@ __global__ void __launch_bounds__(TL_THREADS, 2) tail_kernel(const TlLaunch L) {
         float *S = tl_sm + Y.s[l];
         tl_forward<NC>(tl_sm + Y.ws[l], tl_sm + Y.bias[l], X, S, tl_kpad(T.width[l - 1]), rs, nc,
                        al, inv);
+        if (l + 1 == h) break;
         cl.sync(); /* every slice of layer l written */
-        if (l + 1 < h) { /* the next layer's input from the 8 slices */
-            const int kp = tl_kpad(m), kx = kp + 4;
-            for (int e = tid; e < kp * NC; e += TL_THREADS) {
-                const int kk = e / NC, c = e - kk * NC, p = kk / rs;
-                float v = 0.0f;
-                if (kk < m) v = cl.map_shared_rank(S, p)[(kk - p * rs) * ncp + c];
-                X[c * kx + kk] = v;
-            }
-            __syncthreads();
+        /* the next layer's input from the 8 slices (a thread's 8 loads in flight at once) */
+        const int kp = tl_kpad(m), kx = kp + 4;
+        for (int e = tid; e < rs * NC; e += TL_THREADS) {
+            const int r = e / NC, c = e - r * NC;
+            float v[TL_CS];
+#pragma unroll
+            for (int p = 0; p < TL_CS; p++) v[p] = cl.map_shared_rank(S, p)[r * ncp + c];
+#pragma unroll
+            for (int p = 0; p < TL_CS; p++)
+                if (p * rs + r < m) X[c * kx + p * rs + r] = v[p];
         }
+        for (int e = tid; e < (kp - m) * NC; e += TL_THREADS) {
+            const int kk = m + e / NC, c = e % NC;
+            X[c * kx + kk] = 0.0f;
+        }
+        __syncthreads();
     }
+    __syncthreads();
     /* the output layer: the block's rows' part of each column's output */
     const float *Sh = tl_sm + Y.s[h - 1];
     const float *wo = tl_sm + Y.wout;
@@ -450,6 +463,7 @@ extern "C" nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int3
             P.t = t[q];
             P.chunks = (int32_t)((t[q].out.n + NC - 1) / NC);
             P.start = (int32_t)clusters;
+            P.y = tl_layout(t[q], NC);
             clusters += (int64_t)P.chunks * t[q].out.members;
             const size_t b = tl_smem(t[q], NC);
             if (b > smem) smem = b;
