@@ -55,6 +55,8 @@ struct TlLayout {
     int32_t bias[NNPOPS__SG_TAIL_MAX_HIDDEN];
     int32_t xp;   /* exchange: the forward's input [NC][kpad + 4] and warp sums, the partials */
     int32_t dz;   /* [TL_ROWS][NC + 4] */
+    int32_t h0;   /* the block's rows of hidden layer 0's activations: [TL_ROWS][NC + 4] */
+    int32_t cen;  /* the chunk's centers (int32): [NC] */
     int32_t wout; /* the output layer's weights of the block's rows */
     int32_t total;
 };
@@ -97,6 +99,10 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
     o += TL_ROWS * ncp;
     L.wout = o;
     o += TL_ROWS;
+    L.h0 = o;
+    o += TL_ROWS * ncp;
+    L.cen = o;
+    o += NC;
     L.total = o;
     return L;
 }
@@ -246,15 +252,23 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     /* hidden layer 0's activations of the chunk, X[c][k] */
     float *X = tl_sm + Y.xp;
     float *A0 = T.A + (int64_t)mt * T.width[0] * ld + c0;
-    {
-        const int k = T.width[0], kp = tl_kpad(k), kx = kp + 4;
-        for (int e = tid; e < kp * NC; e += TL_THREADS) {
-            const int kk = e / NC, c = e - kk * NC;
-            X[c * kx + kk] = kk < k && c < nc ? A0[(int64_t)kk * ld + c] : 0.0f;
-        }
+    int32_t *cen = reinterpret_cast<int32_t *>(tl_sm + Y.cen);
+    float *h0 = tl_sm + Y.h0;
+    const int k0 = T.width[0], kx0 = tl_kpad(k0) + 4, rs0 = tl_rs(k0);
+    for (int e = tid; e < (kx0 - 4) * NC; e += TL_THREADS) { /* every copy in flight at once */
+        const int kk = e / NC, c = e - kk * NC;
+        const bool ok = kk < k0 && c < nc;
+        cp_async4(X + c * kx0 + kk, ok ? A0 + (int64_t)kk * ld + c : A0, ok);
     }
+    cp_async_commit();
+    if (tid < NC) cen[tid] = tid < nc ? T.out.centers[c0 + tid] : -1;
     cp_async_wait_pending(0);
     __syncthreads();
+    /* the block's rows of layer 0 (CELU' of the last backward step), read before X is reused */
+    for (int e = tid; e < rs0 * NC; e += TL_THREADS) {
+        const int r = e / NC, c = e - r * NC, gr = b * rs0 + r;
+        h0[r * ncp + c] = gr < k0 ? X[c * kx0 + gr] : 0.0f;
+    }
     for (int l = 1; l < h; l++) {
         const int m = T.width[l], rs = tl_rs(m);
         float *S = tl_sm + Y.s[l];
@@ -287,7 +301,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     if (tid < nc) {
         float e = out_b;
         for (int r = 0; r < rso; r++) e += wo[r] * Sh[r * ncp + tid];
-        const int32_t c = T.out.centers[c0 + tid];
+        const int32_t c = cen[tid];
         if (c >= 0) output_add_partial(T.out, c, gm, (double)e, b == 0);
     }
     if (T.out.need_grad) {
@@ -300,7 +314,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             float v = 0.0f;
             if (r < rso && c < nc) {
                 const float a = Sh[r * ncp + c];
-                v = T.out.centers[c0 + c] >= 0 ? celu_back(a, wo[r] * seed, inv) : a;
+                v = cen[c] >= 0 ? celu_back(a, wo[r] * seed, inv) : a;
             }
             dz[r * ncp + c] = v;
         }
@@ -325,8 +339,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
                 if (l > 1) {
                     dz[r * ncp + c] = celu_back(Sl[r * ncp + c], g, inv);
                 } else {
-                    float *a = A0 + (int64_t)gr * ld + c;
-                    *a = celu_back(*a, g, inv);
+                    A0[(int64_t)gr * ld + c] = celu_back(h0[r * ncp + c], g, inv);
                 }
             }
             __syncthreads();
