@@ -270,6 +270,10 @@ nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int32_t count, 
  * NNPOPS__SG_TAIL_MAX_HIDDEN hidden layers, widths at most 256 and multiples of 4, 16-byte
  * aligned weights, out.n <= NNPOPS__SG_MAX_COLS, the atomic output form (not deterministic). */
 int nnpops__sg_tail_supported(const nnpops__sg_tail *t);
+/* Diagnostics: in builds with NNPOPS_TAIL_STAMPS, copies the SM clock of the last tail launch's
+ * first thread at its phase boundaries into stamps[NNPOPS__SG_TAIL_STAMPS] and returns 1 (else 0). */
+#define NNPOPS__SG_TAIL_STAMPS 17
+int nnpops__sg_tail_stamps(long long *stamps);
 /* The output layers of `count` networks in one launch (per NNPOPS__SG_PER_LAUNCH entries and per
  * kind: entries with args[q].deterministic run the one-thread-per-column kernel): entry q is
  * nnpops__ani_output_cuda_f32(&args[q], w[q], b[q], A[q]), with its atomics / determinism. */

@@ -48,6 +48,17 @@ const int TL_ROWS = 32;     /* rows of a block's slice (padded) */
 const int TL_MAXW = 256;    /* widest layer */
 const int TL_MAXSMEM = 227 * 1024;
 
+/* Diagnostics (builds with NNPOPS_TAIL_STAMPS): thread 0 of block 0 records its SM clock at the
+ * phase boundaries (nnpops__sg_tail_stamps reads them). */
+#ifdef NNPOPS_TAIL_STAMPS
+__device__ long long tl_stamps[NNPOPS__SG_TAIL_STAMPS];
+__device__ __forceinline__ void tl_stamp(int i) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && i < NNPOPS__SG_TAIL_STAMPS) tl_stamps[i] = clock64();
+}
+#else
+__device__ __forceinline__ void tl_stamp(int) {}
+#endif
+
 /* Shared memory layout of a network (offsets in floats), computed on the host (tl_layout). */
 struct TlLayout {
     int32_t ws[NNPOPS__SG_TAIL_MAX_HIDDEN]; /* weight rows of layer l: [rs][kpad + 4] */
@@ -222,6 +233,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     const int tid = threadIdx.x;
     const TlLayout &Y = Q.y;
     const float al = L.alpha, inv = L.inv;
+    tl_stamp(0);
     pdl_trigger();
     /* the block's rows of every weight matrix, its biases and output weights (static inputs) */
     for (int l = 1; l < h; l++) {
@@ -248,7 +260,9 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     }
     const float out_b = b == 0 ? __ldg(T.b[h] + mt) : 0.0f;
     cp_async_commit();
+    tl_stamp(1);
     pdl_wait();
+    tl_stamp(2);
     /* hidden layer 0's activations of the chunk, X[c][k] */
     float *X = tl_sm + Y.xp;
     float *A0 = T.A + (int64_t)mt * T.width[0] * ld + c0;
@@ -264,6 +278,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     if (tid < NC) cen[tid] = tid < nc ? T.out.centers[c0 + tid] : -1;
     cp_async_wait_pending(0);
     __syncthreads();
+    tl_stamp(3);
     /* the block's rows of layer 0 (CELU' of the last backward step), read before X is reused */
     for (int e = tid; e < rs0 * NC; e += TL_THREADS) {
         const int r = e / NC, c = e - r * NC, gr = b * rs0 + r;
@@ -274,6 +289,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         float *S = tl_sm + Y.s[l];
         tl_forward<NC>(tl_sm + Y.ws[l], tl_sm + Y.bias[l], X, S, tl_kpad(T.width[l - 1]), rs, nc,
                        al, inv);
+        tl_stamp(2 + 2 * l);
         if (l + 1 == h) break;
         cl.sync(); /* every slice of layer l written */
         /* the next layer's input from the 8 slices (a thread's 8 loads in flight at once) */
@@ -292,6 +308,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             X[c * kx + kk] = 0.0f;
         }
         __syncthreads();
+        tl_stamp(3 + 2 * l);
     }
     __syncthreads();
     /* the output layer: the block's rows' part of each column's output */
@@ -322,9 +339,12 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         for (int l = h - 1; l >= 1; l--) {
             const int m = T.width[l], k = T.width[l - 1], kp = tl_kpad(k), rs = tl_rs(m);
             const int rsk = tl_rs(k);
+            tl_stamp(9 + 3 * (h - 1 - l));
             if (l + 1 < h) cl.sync(); /* the peers have read the previous partials */
             tl_partial<NC>(tl_sm + Y.ws[l], dz, X, kp, rs);
+            tl_stamp(10 + 3 * (h - 1 - l));
             cl.sync();
+            tl_stamp(11 + 3 * (h - 1 - l));
             /* the block's rows of layer l - 1: the 8 partials in block order, times CELU' */
             const float *Sl = l > 1 ? tl_sm + Y.s[l - 1] : nullptr;
             for (int e = tid; e < rsk * NC; e += TL_THREADS) {
@@ -345,7 +365,9 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             __syncthreads();
         }
     }
+    tl_stamp(15);
     cl.sync(); /* no block leaves while a peer may still read its shared memory */
+    tl_stamp(16);
 #endif
 }
 
@@ -486,4 +508,18 @@ extern "C" nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int3
         NNPOPS__TRY(tl_launch(L, NC, clusters, smem, st));
     }
     return NNPOPS_OK;
+}
+
+extern "C" int nnpops__sg_tail_stamps(long long *stamps) {
+#ifdef NNPOPS_TAIL_STAMPS
+    if (cudaMemcpyFromSymbol(stamps, tl_stamps, sizeof(long long) * NNPOPS__SG_TAIL_STAMPS) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return 1;
+#else
+    (void)stamps;
+    return 0;
+#endif
 }
