@@ -108,8 +108,8 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
     o += xp;
     L.dz = o;
     o += TL_ROWS * ncp;
-    L.wout = o;
-    o += TL_ROWS;
+    L.wout = o; /* and the output bias after them */
+    o += TL_ROWS + 4;
     L.h0 = o;
     o += TL_ROWS * ncp;
     L.cen = o;
@@ -234,7 +234,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     const TlLayout &Y = Q.y;
     const float al = L.alpha, inv = L.inv;
     tl_stamp(0);
-    pdl_trigger();
     /* the block's rows of every weight matrix, its biases and output weights (static inputs) */
     for (int l = 1; l < h; l++) {
         const int m = T.width[l], k = T.width[l - 1], kw = tl_kpad(k) + 4, rs = tl_rs(m);
@@ -247,18 +246,21 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
                 cp_async16(ws + r * kw + 4 * g, ok ? W + (int64_t)gr * k + 4 * g : W, ok);
             }
         }
-        if (tid < TL_ROWS) {
+        if (tid < TL_ROWS) { /* (asynchronous too: no load waited for before pdl_wait) */
             const int gr = b * rs + tid;
-            tl_sm[Y.bias[l] + tid] =
-                tid < rs && gr < m ? __ldg(T.b[l] + (int64_t)mt * m + gr) : 0.0f;
+            const bool ok = tid < rs && gr < m;
+            const float *src = T.b[l] + (int64_t)mt * m + gr;
+            cp_async4(tl_sm + Y.bias[l] + tid, ok ? src : T.b[l], ok);
         }
     }
     const int mo = T.width[h - 1], rso = tl_rs(mo);
     if (tid < TL_ROWS) {
         const int gr = b * rso + tid;
-        tl_sm[Y.wout + tid] = tid < rso && gr < mo ? __ldg(T.W[h] + (int64_t)mt * mo + gr) : 0.0f;
+        const bool ok = tid < rso && gr < mo;
+        cp_async4(tl_sm + Y.wout + tid, ok ? T.W[h] + (int64_t)mt * mo + gr : T.W[h], ok);
+    } else if (tid == TL_ROWS) { /* the output bias, added by block 0 */
+        cp_async4(tl_sm + Y.wout + TL_ROWS, T.b[h] + mt, b == 0);
     }
-    const float out_b = b == 0 ? __ldg(T.b[h] + mt) : 0.0f;
     cp_async_commit();
     tl_stamp(1);
     pdl_wait();
@@ -316,11 +318,14 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     const float *wo = tl_sm + Y.wout;
     const int32_t gm = T.out.member_offset + mt;
     if (tid < nc) {
-        float e = out_b;
+        float e = wo[TL_ROWS]; /* the output bias in block 0, else 0 */
         for (int r = 0; r < rso; r++) e += wo[r] * Sh[r * ncp + tid];
         const int32_t c = cen[tid];
         if (c >= 0) output_add_partial(T.out, c, gm, (double)e, b == 0);
     }
+    /* the next kernel (the adjoint onto the AEV) may start loading its weights now; earlier, its
+     * prefetches compete with this kernel's weight copies */
+    pdl_trigger();
     if (T.out.need_grad) {
         /* the backward seed of the block's rows (padding columns keep the activation, as the
          * output layer's twin leaves them) */

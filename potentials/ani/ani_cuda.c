@@ -448,10 +448,17 @@ static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
 #define NNPOPS_SG_FUSE_OUT 1
 #endif
 
-/* The tails of the small species' networks in one launch (nnpops__sg_tail_cuda_f32; a build may
- * set NNPOPS_SG_TAIL to 0 for comparisons). */
+/* The tails of the small species' networks in one launch (nnpops__sg_tail_cuda_f32) when every
+ * small species has at most NNPOPS_SG_TAIL_MAX_COLS atoms (a build may set NNPOPS_SG_TAIL to 0 or
+ * another bound for comparisons).  Measured on an H200 (tests/bench/results/, the tail logs):
+ * 8- and 16-column chunks run three blocks per SM and a step's clusters in one wave; 32-column
+ * chunks two blocks per SM, and the 98-atom molecule's 48 clusters took two waves (0.136 ms
+ * against 0.120 without the tail). */
 #ifndef NNPOPS_SG_TAIL
 #define NNPOPS_SG_TAIL 1
+#endif
+#ifndef NNPOPS_SG_TAIL_MAX_COLS
+#define NNPOPS_SG_TAIL_MAX_COLS 16
 #endif
 
 static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
@@ -667,7 +674,8 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         }
         t->A = SACT(s, 0);
         t->out = oa[out_of[s]];
-        if (!nnpops__sg_tail_supported(t)) use_tail = 0;
+        if (st->col_count[s] > NNPOPS_SG_TAIL_MAX_COLS || !nnpops__sg_tail_supported(t))
+            use_tail = 0;
     }
     /* forward: hidden layer l of every small species that has it (only the first with the tails) */
     for (int l = 0; l + 1 < (use_tail ? 2 : maxnl); l++) {
