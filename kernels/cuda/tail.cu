@@ -20,7 +20,9 @@
  *     row, no reduction within the block); cluster barrier; each block sums the 8 partials of its
  *     rows of the layer below in block order, times CELU' of that layer's activation (its slice,
  *     or for hidden layer 0 the activations in global memory, overwritten with dE/dZ0).
- * Five cluster barriers for ANI's three hidden layers, one kernel instead of 2 h - 2.  Plain FP32
+ * Five cluster barriers for ANI's three hidden layers, one kernel instead of 2 h - 2.  The next
+ * kernel is let start (pdl_trigger) once the forward pass is done: earlier, its weight prefetches
+ * compete with this kernel's copies.  Plain FP32
  * FMA; every sum in a fixed order, so the results are the same from run to run (the energies'
  * atomics aside, as in the small-n GEMM's fused output).  Shared memory per block: the weight
  * rows (32 x (k + 4) floats per layer, zero padded), one exchange buffer, the slices.

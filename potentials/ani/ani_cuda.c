@@ -50,8 +50,10 @@
  *     of the energies with atomics and writes the backward seed; in deterministic mode a grouped
  *     output-layer launch, nnpops__ani_output_group_cuda_f32, sums the members in order), the same
  *     products as above (sg_networks: 2 n_layers - 2 launches in all for ANI, one more in
- *     deterministic mode); each small species has its own activation block (its atoms rounded
- *     up to 32 columns).  When every species of the step is
+ *     deterministic mode; when every small species has at most NNPOPS_SG_TAIL_MAX_COLS atoms,
+ *     three: the first layer, the tails of all networks in one launch of thread block clusters,
+ *     nnpops__sg_tail_cuda_f32, and the adjoint onto the AEV); each small species has its own
+ *     activation block (its atoms rounded up to 32 columns).  When every species of the step is
  *     on this path (no branches), the adjoint onto the AEV, whose inner dimension (members x
  *     first width, 1536-2048 for ANI-2x) is long for its few outputs, runs as a k split of
  *     NNPOPS_SG_KSPLIT slices summed by separate blocks (shorter chains of weight loads after
