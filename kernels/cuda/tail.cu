@@ -128,9 +128,9 @@ __device__ __forceinline__ float celu_back(float a, float g, float inv) {
     return a > 0 ? g : g * (a * inv + 1.0f);
 }
 
-/* The block's rows of Z = W H + b over X ([NC][kpad + 4], zero past k; ws: [rs][kpad + 4]), CELU
- * into S ([TL_ROWS][NC + 4], zeros past rs rows and nc columns).  Lane (rg, cg) of a warp takes rows
- * rg + RG i (i < RT) and columns cg + CG j (j < 4) over the warp's eighth of k. */
+/* The block's rows of Z = W H + b over X ([NC][kpad + 4], zero past k; ws: [rs][kpad + 4]),
+ * CELU into S ([TL_ROWS][NC + 4], zeros past rs rows and nc columns).  Lane (rg, cg) of a warp
+ * takes rows rg + RG i (i < RT) and columns cg + CG j (j < 4) over the warp's eighth of k. */
 template <int NC>
 __device__ __forceinline__ void tl_forward(const float *ws, const float *bias, float *X, float *S,
                                            int kp, int rs, int nc, float al, float inv) {
