@@ -380,17 +380,19 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
 
 int tl_nc(int64_t nmax) { return nmax <= 8 ? 8 : (nmax <= 16 ? 16 : 32); }
 
-nnpops_status tl_launch(TlLaunch &L, int NC, int64_t clusters, size_t smem, cudaStream_t st) {
-    void (*kern)(const TlLaunch) =
-        NC == 8 ? tail_kernel<8> : (NC == 16 ? tail_kernel<16> : tail_kernel<32>);
-    NNPOPS__TRY(set_dynamic_smem((const void *)kern, smem));
-    cudaLaunchConfig_t cfg;
+using TlKernel = void (*)(const TlLaunch);
+TlKernel tl_kernel(int NC) {
+    return NC == 8 ? tail_kernel<8> : (NC == 16 ? tail_kernel<16> : tail_kernel<32>);
+}
+
+/* A launch of `blocks` blocks in clusters of TL_CS, programmatic (PDL) when asked and enabled. */
+void tl_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute (&attr)[2], unsigned blocks,
+               size_t smem, cudaStream_t st, bool programmatic) {
     memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3((unsigned)(clusters * TL_CS));
+    cfg.gridDim = dim3(blocks);
     cfg.blockDim = dim3(TL_THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute attr[2];
     memset(attr, 0, sizeof attr);
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = TL_CS;
@@ -399,7 +401,15 @@ nnpops_status tl_launch(TlLaunch &L, int NC, int64_t clusters, size_t smem, cuda
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 2 : 1;
+    cfg.numAttrs = programmatic && pdl_enabled() ? 2 : 1;
+}
+
+nnpops_status tl_launch(TlLaunch &L, int NC, int64_t clusters, size_t smem, cudaStream_t st) {
+    const TlKernel kern = tl_kernel(NC);
+    NNPOPS__TRY(set_dynamic_smem((const void *)kern, smem));
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2];
+    tl_config(cfg, attr, (unsigned)(clusters * TL_CS), smem, st, true);
     const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (const TlLaunch)L);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -428,22 +438,11 @@ bool tl_device_ok(int NC, size_t smem) {
         return false;
     }
     if (major < 9) return false;
-    void (*kern)(const TlLaunch) =
-        NC == 8 ? tail_kernel<8> : (NC == 16 ? tail_kernel<16> : tail_kernel<32>);
+    const TlKernel kern = tl_kernel(NC);
     if (set_dynamic_smem((const void *)kern, smem) != NNPOPS_OK) return false;
     cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3(TL_CS);
-    cfg.blockDim = dim3(TL_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    memset(attr, 0, sizeof attr);
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = TL_CS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr[2];
+    tl_config(cfg, attr, TL_CS, smem, 0, false);
     int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
         (void)cudaGetLastError();
