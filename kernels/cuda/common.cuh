@@ -106,23 +106,45 @@ inline bool pdl_enabled() {
     return on;
 }
 
-/* Launches kern<<<grid, block, smem, st>>>(args...), with the programmatic-stream-serialization
- * attribute when `programmatic` (and pdl_enabled()); `what` names the kernel in the error. */
-template <typename... Args>
-nnpops_status launch_ex(bool programmatic, void (*kern)(Args...), dim3 grid, dim3 block,
-                        size_t smem, cudaStream_t st, const char *what, Args... args) {
-    cudaLaunchConfig_t cfg;
+/* The configuration of a launch of grid x block threads with smem bytes on st: in clusters of
+ * `cluster` blocks along x when cluster > 0, with the programmatic-stream-serialization attribute
+ * when `programmatic` (and pdl_enabled()).  attr holds the attributes cfg points to. */
+inline void launch_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute (&attr)[2], dim3 grid,
+                          dim3 block, size_t smem, cudaStream_t st, bool programmatic,
+                          unsigned cluster) {
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute attr[1];
     memset(attr, 0, sizeof attr);
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    unsigned n = 0;
+    if (cluster > 0) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster;
+        attr[n].val.clusterDim.y = 1;
+        attr[n].val.clusterDim.z = 1;
+        n++;
+    }
+    if (programmatic && pdl_enabled()) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = programmatic && pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = n;
+}
+
+/* Launches kern<<<grid, block, smem, st>>>(args...), in clusters of `cluster` blocks when
+ * cluster > 0, with the programmatic-stream-serialization attribute when `programmatic` (and
+ * pdl_enabled()); `what` names the kernel in the error. */
+template <typename... Args>
+nnpops_status launch_ex(bool programmatic, unsigned cluster, void (*kern)(Args...), dim3 grid,
+                        dim3 block, size_t smem, cudaStream_t st, const char *what,
+                        Args... args) {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2];
+    launch_config(cfg, attr, grid, block, smem, st, programmatic, cluster);
     const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, args...);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -136,7 +158,7 @@ nnpops_status launch_ex(bool programmatic, void (*kern)(Args...), dim3 grid, dim
 template <typename... Args>
 nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
                          cudaStream_t st, const char *what, Args... args) {
-    return launch_ex(true, kern, grid, block, smem, st, what, args...);
+    return launch_ex(true, 0, kern, grid, block, smem, st, what, args...);
 }
 
 /* The launches at the two ends of the step's chain (staging kernel, one-block neighbor search,
@@ -148,7 +170,7 @@ nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t sm
 template <typename... Args>
 nnpops_status launch_chain(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
                            cudaStream_t st, const char *what, Args... args) {
-    return launch_ex(NNPOPS_PDL_EARLY != 0, kern, grid, block, smem, st, what, args...);
+    return launch_ex(NNPOPS_PDL_EARLY != 0, 0, kern, grid, block, smem, st, what, args...);
 }
 
 /* Zeroes n bytes at z (16-byte aligned), thread t of `stride`. */

@@ -385,38 +385,11 @@ TlKernel tl_kernel(int NC) {
     return NC == 8 ? tail_kernel<8> : (NC == 16 ? tail_kernel<16> : tail_kernel<32>);
 }
 
-/* A launch of `blocks` blocks in clusters of TL_CS, programmatic (PDL) when asked and enabled. */
-void tl_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute (&attr)[2], unsigned blocks,
-               size_t smem, cudaStream_t st, bool programmatic) {
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(TL_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    memset(attr, 0, sizeof attr);
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = TL_CS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = programmatic && pdl_enabled() ? 2 : 1;
-}
-
 nnpops_status tl_launch(TlLaunch &L, int NC, int64_t clusters, size_t smem, cudaStream_t st) {
     const TlKernel kern = tl_kernel(NC);
     NNPOPS__TRY(set_dynamic_smem((const void *)kern, smem));
-    cudaLaunchConfig_t cfg;
-    cudaLaunchAttribute attr[2];
-    tl_config(cfg, attr, (unsigned)(clusters * TL_CS), smem, st, true);
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kern, (const TlLaunch)L);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: network tail: %s", __FILE__, __LINE__,
-                            cudaGetErrorString(e));
-    }
-    return NNPOPS_OK;
+    return launch_ex(true, (unsigned)TL_CS, kern, dim3((unsigned)(clusters * TL_CS)),
+                     dim3(TL_THREADS), smem, st, "network tail", (const TlLaunch)L);
 }
 
 /* per device (< 16) and NC: the most shared memory (KiB) a cluster was found to fit with */
@@ -442,7 +415,7 @@ bool tl_device_ok(int NC, size_t smem) {
     if (set_dynamic_smem((const void *)kern, smem) != NNPOPS_OK) return false;
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute attr[2];
-    tl_config(cfg, attr, TL_CS, smem, 0, false);
+    launch_config(cfg, attr, dim3(TL_CS), dim3(TL_THREADS), smem, 0, false, TL_CS);
     int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
         (void)cudaGetLastError();
