@@ -171,6 +171,24 @@ template <> __device__ __forceinline__ float rpow(float x, float y) {
 }
 template <> __device__ __forceinline__ double rpow(double x, double y) { return pow(x, y); }
 
+/* Diagnostics (builds with NNPOPS_AEV_STAMPS): thread 0 of the first blocks records its SM clock
+ * at the phase boundaries, and the global timer at entry and exit (nnpops__aev_stamps). */
+#ifdef NNPOPS_AEV_STAMPS
+__device__ long long av_stamps[2 * NNPOPS__AEV_STAMP_BLOCKS * NNPOPS__AEV_STAMPS];
+__device__ __forceinline__ void av_stamp(int k, int i) {
+    if (threadIdx.x != 0 || blockIdx.x >= NNPOPS__AEV_STAMP_BLOCKS) return;
+    long long *s = av_stamps + (k * NNPOPS__AEV_STAMP_BLOCKS + blockIdx.x) * NNPOPS__AEV_STAMPS;
+    s[i] = clock64();
+    if (i == 0 || i == NNPOPS__AEV_STAMPS - 3) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        s[i == 0 ? NNPOPS__AEV_STAMPS - 2 : NNPOPS__AEV_STAMPS - 1] = (long long)t;
+    }
+}
+#else
+__device__ __forceinline__ void av_stamp(int, int) {}
+#endif
+
 /* Shared memory carve-up and the per-term tables. */
 template <typename R> struct aev_smem {
     R *row, *tc, *ts, *tzeta, *teta, *tshfa;
@@ -444,7 +462,9 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
     if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
+    av_stamp(0, 0);
     pdl_wait(); /* the center lists come from the kernels before */
+    av_stamp(0, 1);
     /* the next kernels may start from here on: so every later kernel starts after the center
      * lists are complete (the backward reads them before its own pdl_wait) */
     pdl_trigger();
@@ -461,6 +481,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     int32_t sp = 0;
     bool have = e0 + gw < e1 && load_entry(a, e0 + gw, p, rev, v, dd, sp);
     __syncthreads();
+    av_stamp(0, 2);
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
     /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
@@ -496,6 +517,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         }
     }
     __syncthreads();
+    av_stamp(0, 3);
     const int na = listed_count(a, nang);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
@@ -545,12 +567,15 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         }
         if (more) more = pair_advance(na, a1, a2, nvw);
     }
+    av_stamp(0, 4);
     __syncthreads();
+    av_stamp(0, 5);
     if (a.det)
         for (int f = threadIdx.x; f < L; f += blockDim.x)
             a.aev[(int64_t)f * a.ld + col] = (R)fx_val(sm.rowq[f]);
     else
         for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
+    av_stamp(0, 6);
 }
 
 template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
@@ -558,6 +583,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
     aev_smem<R> sm(d, a.max_ang, smem_raw);
+    av_stamp(1, 0);
     pdl_trigger(); /* the reductions after it do nothing before their pdl_wait */
     const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
@@ -596,7 +622,9 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             sm.acc[3 * slot] = sm.acc[3 * slot + 1] = sm.acc[3 * slot + 2] = 0.0;
         }
     }
+    av_stamp(1, 1);
     pdl_wait(); /* dE/dAEV comes from the kernel before */
+    av_stamp(1, 2);
     for (int f = threadIdx.x; f < L; f += blockDim.x) {
         R g = a.aev[(int64_t)f * a.ld + col];
         for (int j = 0; j < a.n_extra; j++)
@@ -604,6 +632,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         sm.row[f] = g;
     }
     __syncthreads();
+    av_stamp(1, 3);
     /* radial terms: the entry gradients (the angular ones are added at the end) */
     for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
         if (e != held) {
@@ -637,6 +666,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         }
     }
     __syncthreads();
+    av_stamp(1, 4);
     const int na = listed_count(a, nang);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const ang_lane<R> al(d, lane);
@@ -729,6 +759,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         if (more) more = pair_advance(na, a1, a2, nvw);
     }
     __syncthreads();
+    av_stamp(1, 5);
     if (a.det) {
         const unsigned long long *q = (const unsigned long long *)sm.acc;
         for (int k = threadIdx.x; k < 3 * na; k += blockDim.x) sm.acc[k] = fx_val(q[k]);
@@ -745,6 +776,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
                 atomic_add_f64(a.pair_grad + 3 * (code >> 1) + x, sg * sm.acc[3 * slot + x]);
         }
     }
+    av_stamp(1, 6);
 }
 
 int smem_optin_limit() {
@@ -899,3 +931,16 @@ extern "C" nnpops_status nnpops__aev_backward_cuda_f64(
     }
 NNPOPS__AEV_DET(f32, float)
 NNPOPS__AEV_DET(f64, double)
+
+extern "C" int nnpops__aev_stamps(long long *stamps) {
+#ifdef NNPOPS_AEV_STAMPS
+    if (cudaMemcpyFromSymbol(stamps, av_stamps, sizeof av_stamps) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return 1;
+#else
+    (void)stamps;
+    return 0;
+#endif
+}

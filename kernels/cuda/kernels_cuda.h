@@ -203,6 +203,13 @@ nnpops_status nnpops__aev_backward_det_cuda_f64(const nnpops__aev_desc *desc, in
                                                 double *pair_grad, int64_t capacity,
                                                 int32_t max_angular, nnpops__dev_status *status,
                                                 void *stream);
+/* Diagnostics: in builds with NNPOPS_AEV_STAMPS, copies the SM clocks recorded by the first thread
+ * of blocks 0 .. NNPOPS__AEV_STAMP_BLOCKS-1 of the last AEV forward (k = 0) and adjoint (k = 1) at
+ * their phase boundaries, stamps[(k * NNPOPS__AEV_STAMP_BLOCKS + block) * NNPOPS__AEV_STAMPS +
+ * phase] (the last two phases: the global timer in ns at entry and exit), and returns 1 (else 0). */
+#define NNPOPS__AEV_STAMPS 9
+#define NNPOPS__AEV_STAMP_BLOCKS 16
+int nnpops__aev_stamps(long long *stamps);
 
 /* ---- dense layers, CELU and the fused network ops (mlp.cu) ----------------------------------- *
  * Twins of kernels.h (dense_forward/backward through cuBLAS in plain FP32 / FP64 compute,

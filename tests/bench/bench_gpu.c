@@ -273,6 +273,21 @@ static double roundtrip_floor_ms(cudaStream_t stream, int copies, int steps) {
     return med;
 }
 
+/* Diagnostic builds (NNPOPS_AEV_STAMPS): the AEV kernels' phases in the last step, per block
+ * (center): SM cycles from each boundary to the next, and the block's time from entry to exit. */
+static void print_aev_stamps(const char *name, int64_t n) {
+    static long long st[2 * NNPOPS__AEV_STAMP_BLOCKS * NNPOPS__AEV_STAMPS];
+    if (!nnpops__aev_stamps(st)) return;
+    for (int k = 0; k < 2; k++)
+        for (int b = 0; b < NNPOPS__AEV_STAMP_BLOCKS && b < n; b++) {
+            const long long *p = st + (k * NNPOPS__AEV_STAMP_BLOCKS + b) * NNPOPS__AEV_STAMPS;
+            printf("| aev %s stamps, %s, block %d: cycles", k ? "adjoint" : "forward", name, b);
+            for (int i = 1; i < NNPOPS__AEV_STAMPS - 2; i++) printf(" %lld", p[i] - p[i - 1]);
+            printf("; entry at %lld ns, %lld ns in the block\n", p[NNPOPS__AEV_STAMPS - 2] % 1000000,
+                   p[NNPOPS__AEV_STAMPS - 1] - p[NNPOPS__AEV_STAMPS - 2]);
+        }
+}
+
 static void bench_latency(const nnpops_model *m, const bsys *s, int steps, FILE *md) {
     const int64_t n = s->n;
     double *e = calloc(1, sizeof(double)), *f = malloc(sizeof(double) * 3 * n);
@@ -285,6 +300,7 @@ static void bench_latency(const nnpops_model *m, const bsys *s, int steps, FILE 
             host_g = time_steps(ctx, &in, &out, steps, &best);
         nnpops_context_destroy(ctx);
     }
+    print_aev_stamps(s->name, n);
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     void *dz, *dx, *de, *df;
