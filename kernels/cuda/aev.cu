@@ -98,6 +98,7 @@ template <typename R> struct aev_args {
     const R *extra;
     int32_t n_extra;
     int64_t extra_stride;
+    double pi_rc_r, pi_rc_a; /* pi / cutoff (radial, angular), formed on the host */
 };
 
 __host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
@@ -462,6 +463,18 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
         for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
     if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
+    /* the lanes' constants (angular factors and term sources; the radial term of lane t for
+     * q < 16) while the kernel before finishes: they take integer divisions and loads of
+     * lane-dependent parameters, which would otherwise start the radial and angular phases */
+    const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const ang_lane<R> al(d, lane);
+    R eta_t = 0, shf_t = 0;
+    if (t < Rl) {
+        const int ie = t / d.n_shf_r, is = t - ie * d.n_shf_r;
+        eta_t = (R)d.eta_r[ie];
+        shf_t = (R)d.shf_r[is];
+    }
     av_stamp(0, 0);
     pdl_wait(); /* the center lists come from the kernels before */
     av_stamp(0, 1);
@@ -473,7 +486,6 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     if (c < 0) return;
     int64_t e0 = a.start[c], e1 = a.start[c + 1];
     if (!a.entry && e1 > a.capacity) e1 = a.capacity;
-    const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
     const int gw = (threadIdx.x >> 5) * 2 + half, ng = (blockDim.x >> 5) * 2;
     int64_t p = 0;
     int rev = 0;
@@ -483,7 +495,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     __syncthreads();
     av_stamp(0, 2);
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
-    const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
+    const R pi_rc_r = (R)a.pi_rc_r, pi_rc_a = (R)a.pi_rc_a;
     /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
      * the half-warp's first lane lists the entry when inside the angular cutoff.  The warp's two
      * entries go round together (a warp-uniform loop), and when both add into the same species
@@ -505,9 +517,14 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const int q = q0 + t;
                 R term = 0;
                 if (rad && q < Rl) {
-                    const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
-                    const R x = dd - (R)d.shf_r[is];
-                    term = (R)0.25 * rexp(-(R)d.eta_r[ie] * x * x) * fc;
+                    R eta = eta_t, shf = shf_t;
+                    if (q0 > 0) {
+                        const int ie = q / d.n_shf_r, is = q - ie * d.n_shf_r;
+                        eta = (R)d.eta_r[ie];
+                        shf = (R)d.shf_r[is];
+                    }
+                    const R x = dd - shf;
+                    term = (R)0.25 * rexp(-eta * x * x) * fc;
                 }
                 if (!a.det) term = hm.term(term);
                 if (!rad || q >= Rl || hm.skip) continue;
@@ -519,8 +536,6 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     __syncthreads();
     av_stamp(0, 3);
     const int na = listed_count(a, nang);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
     /* a group of G lanes per pair; a group past its last pair runs along on pair (0, 0), whose
@@ -591,6 +606,9 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         pdl_wait();
         return;
     }
+    /* the lanes' angular constants (as in the forward) while the center's entries load */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const ang_lane<R> al(d, lane);
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
     /* the center's entry range and this thread's first entry load while the row is read */
     int64_t e0 = a.start[c], e1 = a.start[c + 1];
@@ -606,7 +624,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
-    const R pi_rc_r = (R)(PI / d.rc_r), pi_rc_a = (R)(PI / d.rc_a);
+    const R pi_rc_r = (R)a.pi_rc_r, pi_rc_a = (R)a.pi_rc_a;
     /* the angular entries listed while the kernel before finishes (no dE/dAEV needed) */
     for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
         if (e != held) {
@@ -668,8 +686,6 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     __syncthreads();
     av_stamp(1, 4);
     const int na = listed_count(a, nang);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const ang_lane<R> al(d, lane);
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
     /* groups of G lanes per pair, as in the forward */
@@ -832,6 +848,8 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.extra = extra;
     a.n_extra = extra ? n_extra : 0;
     a.extra_stride = extra_stride;
+    a.pi_rc_r = PI / desc->rc_r;
+    a.pi_rc_a = PI / desc->rc_a;
     cudaStream_t st = as_stream(stream);
     const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
     if (backward) {
