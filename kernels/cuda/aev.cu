@@ -98,7 +98,8 @@ template <typename R> struct aev_args {
     const R *extra;
     int32_t n_extra;
     int64_t extra_stride;
-    double pi_rc_r, pi_rc_a; /* pi / cutoff (radial, angular), formed on the host */
+    double pi_rc_r, pi_rc_a;   /* pi / cutoff (radial, angular), formed on the host */
+    double inv_rc_r, inv_rc_a; /* 1 / cutoff */
 };
 
 __host__ __device__ inline size_t align16(size_t b) { return (b + 15) & ~(size_t)15; }
@@ -143,6 +144,14 @@ template <> __device__ __forceinline__ double rcos(double x) { return cos(x); }
 template <typename R> __device__ __forceinline__ R rsin(R x);
 template <> __device__ __forceinline__ float rsin(float x) { return sinf(x); }
 template <> __device__ __forceinline__ double rsin(double x) { return sin(x); }
+/* cos(pi x) and sin(pi x): the cutoff function's cos(pi d / rc) without the general argument
+ * reduction of cos (whose large-argument path is a long stretch of code on the kernels' path) */
+template <typename R> __device__ __forceinline__ R rcospi(R x);
+template <> __device__ __forceinline__ float rcospi(float x) { return cospif(x); }
+template <> __device__ __forceinline__ double rcospi(double x) { return cospi(x); }
+template <typename R> __device__ __forceinline__ R rsinpi(R x);
+template <> __device__ __forceinline__ float rsinpi(float x) { return sinpif(x); }
+template <> __device__ __forceinline__ double rsinpi(double x) { return sinpi(x); }
 template <typename R> __device__ __forceinline__ R rexp(R x);
 template <> __device__ __forceinline__ float rexp(float x) { return expf(x); }
 template <> __device__ __forceinline__ double rexp(double x) { return exp(x); }
@@ -250,7 +259,7 @@ __device__ __forceinline__ bool load_entry(const aev_args<R> &a, int64_t e, int6
  * it); returns the slot, or -1.  Both kernels list the same way (the backward adds dfc, e). */
 template <typename R>
 __device__ __forceinline__ int list_angular(const aev_args<R> &a, ang_ent<R> *ang, int *nang,
-                                            const R v[3], R dd, R pi_rc_a, int32_t sp) {
+                                            const R v[3], R dd, R inv_rc_a, int32_t sp) {
     const int slot = atomicAdd(nang, 1);
     if (slot >= a.max_ang) return -1;
     ang_ent<R> &en = ang[slot];
@@ -258,7 +267,7 @@ __device__ __forceinline__ int list_angular(const aev_args<R> &a, ang_ent<R> *an
     en.v[1] = v[1];
     en.v[2] = v[2];
     en.d = dd;
-    en.fc = (R)0.5 * rcos(dd * pi_rc_a) + (R)0.5;
+    en.fc = (R)0.5 * rcospi(dd * inv_rc_a) + (R)0.5;
     en.sp = sp;
     return slot;
 }
@@ -451,7 +460,7 @@ template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
     return v;
 }
 
-template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
+template <typename R, bool DET> __global__ void aev_forward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
@@ -459,7 +468,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
     /* the shared row zeroed (and the tables made) while the kernel before finishes */
     for (int f = threadIdx.x; f < L; f += blockDim.x) sm.row[f] = (R)0;
-    if (a.det)
+    if (DET)
         for (int f = threadIdx.x; f < L; f += blockDim.x) sm.rowq[f] = 0ull;
     if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
@@ -495,7 +504,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     __syncthreads();
     av_stamp(0, 2);
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
-    const R pi_rc_r = (R)a.pi_rc_r, pi_rc_a = (R)a.pi_rc_a;
+    const R inv_rc_r = (R)a.inv_rc_r, inv_rc_a = (R)a.inv_rc_a;
     /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
      * the half-warp's first lane lists the entry when inside the angular cutoff.  The warp's two
      * entries go round together (a warp-uniform loop), and when both add into the same species
@@ -507,12 +516,13 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
             if (ok && e != e0 + gw) have = load_entry(a, e, p, rev, v, dd, sp);
             ok = ok && have;
             if (ok && t == 0 && dd < rc_a) /* listed for the angular terms */
-                list_angular(a, sm.ang, &nang, v, dd, pi_rc_a, sp);
+                list_angular(a, sm.ang, &nang, v, dd, inv_rc_a, sp);
             const bool rad = ok && dd < rc_r;
             half_merge hm;
-            if (!a.det) hm = half_merge_of(rad, sp, half == 1);
-            const R fc = rad ? (R)0.5 * rcos(dd * pi_rc_r) + (R)0.5 : (R)0;
+            if (!DET) hm = half_merge_of(rad, sp, half == 1);
+            const R fc = rad ? (R)0.5 * rcospi(dd * inv_rc_r) + (R)0.5 : (R)0;
             R *blk = sm.row + sp * Rl;
+#pragma unroll 1
             for (int q0 = 0; q0 < Rl; q0 += 16) {
                 const int q = q0 + t;
                 R term = 0;
@@ -526,9 +536,9 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                     const R x = dd - shf;
                     term = (R)0.25 * rexp(-eta * x * x) * fc;
                 }
-                if (!a.det) term = hm.term(term);
+                if (!DET) term = hm.term(term);
                 if (!rad || q >= Rl || hm.skip) continue;
-                if (a.det) atomicAdd(sm.rowq + sp * Rl + q, fx_of((double)term));
+                if (DET) atomicAdd(sm.rowq + sp * Rl + q, fx_of((double)term));
                 else atomicAdd(blk + q, term);
             }
         }
@@ -556,7 +566,8 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
              * are added to the first's and one atomic is issued (otherwise the two groups'
              * atomics on the same addresses make every compare-and-swap of one of them fail) */
             half_merge hm;
-            if (G == 16 && !a.det) hm = half_merge_of(more, boff, al.sub == 1);
+            if (G == 16 && !DET) hm = half_merge_of(more, boff, al.sub == 1);
+#pragma unroll 1
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
@@ -564,9 +575,9 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const R f2 = __shfl_sync(NNPOPS__FULL_MASK, v, src2, G);
                 const R f1 = __shfl_sync(NNPOPS__FULL_MASK, v, src1, G);
                 R term = f1 * (f2 * pre);
-                if (G == 16 && !a.det) term = hm.term(term);
+                if (G == 16 && !DET) term = hm.term(term);
                 if (more && t < A && !hm.skip) {
-                    if (a.det) atomicAdd(blkq + t, fx_of((double)term));
+                    if (DET) atomicAdd(blkq + t, fx_of((double)term));
                     else atomicAdd(blk + t, term);
                 }
             }
@@ -576,7 +587,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
                 const R f1 = rpow(base, sm.tzeta[t]);
                 const R x = dm - sm.tshfa[t];
                 const R f2 = rexp(-sm.teta[t] * x * x);
-                if (a.det) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
+                if (DET) atomicAdd(blkq + t, fx_of((double)(f1 * (f2 * pre))));
                 else atomicAdd(blk + t, f1 * (f2 * pre));
             }
         }
@@ -585,7 +596,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     av_stamp(0, 4);
     __syncthreads();
     av_stamp(0, 5);
-    if (a.det)
+    if (DET)
         for (int f = threadIdx.x; f < L; f += blockDim.x)
             a.aev[(int64_t)f * a.ld + col] = (R)fx_val(sm.rowq[f]);
     else
@@ -593,7 +604,7 @@ template <typename R> __global__ void aev_forward_kernel(const aev_args<R> a) {
     av_stamp(0, 6);
 }
 
-template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
+template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
@@ -625,6 +636,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     __syncthreads();
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R pi_rc_r = (R)a.pi_rc_r, pi_rc_a = (R)a.pi_rc_a;
+    const R inv_rc_r = (R)a.inv_rc_r, inv_rc_a = (R)a.inv_rc_a;
     /* the angular entries listed while the kernel before finishes (no dE/dAEV needed) */
     for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
         if (e != held) {
@@ -632,10 +644,10 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             held = e;
         }
         if (!have || !(dd < rc_a)) continue;
-        const int slot = list_angular(a, sm.ang, &nang, v, dd, pi_rc_a, sp);
+        const int slot = list_angular(a, sm.ang, &nang, v, dd, inv_rc_a, sp);
         if (slot >= 0) {
             ang_ent<R> &en = sm.ang[slot];
-            en.dfc = (R)-0.5 * pi_rc_a * rsin(dd * pi_rc_a);
+            en.dfc = (R)-0.5 * pi_rc_a * rsinpi(dd * inv_rc_a);
             en.e = (int32_t)(e - e0);
             sm.acc[3 * slot] = sm.acc[3 * slot + 1] = sm.acc[3 * slot + 2] = 0.0;
         }
@@ -660,9 +672,9 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         if (!have) continue;
         double g[3] = {0, 0, 0};
         if (dd < rc_r) {
-            const R arg = dd * pi_rc_r;
-            const R fc = (R)0.5 * rcos(arg) + (R)0.5;
-            const R dfc = (R)-0.5 * pi_rc_r * rsin(arg);
+            const R arg = dd * inv_rc_r;
+            const R fc = (R)0.5 * rcospi(arg) + (R)0.5;
+            const R dfc = (R)-0.5 * pi_rc_r * rsinpi(arg);
             const R *gr = sm.row + sp * Rl;
             R dedd = 0;
             for (int ie = 0; ie < d.n_eta_r; ie++) {
@@ -702,6 +714,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
         if (al.shared_factors) {
             R v, dv;
             lane_factor_grad(al, dm, cs, sn, dtheta, v, dv);
+#pragma unroll 1
             for (int t0 = 0; t0 < A; t0 += G) {
                 const int t = t0 + gl;
                 int src2, src1;
@@ -754,7 +767,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
             go = dedc * ep.v[x] * inv_jk - co * eo.v[x] + ro * eo.v[x];
             slot = second ? a2 : a1;
         }
-        if (a.det) {
+        if (DET) {
             if (slot >= 0)
                 atomicAdd((unsigned long long *)sm.acc + 3 * slot + x, fx_of((double)go));
         } else {
@@ -776,7 +789,7 @@ template <typename R> __global__ void aev_backward_kernel(const aev_args<R> a) {
     }
     __syncthreads();
     av_stamp(1, 5);
-    if (a.det) {
+    if (DET) {
         const unsigned long long *q = (const unsigned long long *)sm.acc;
         for (int k = threadIdx.x; k < 3 * na; k += blockDim.x) sm.acc[k] = fx_val(q[k]);
         __syncthreads();
@@ -850,16 +863,23 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.extra_stride = extra_stride;
     a.pi_rc_r = PI / desc->rc_r;
     a.pi_rc_a = PI / desc->rc_a;
+    a.inv_rc_r = 1.0 / desc->rc_r;
+    a.inv_rc_a = 1.0 / desc->rc_a;
     cudaStream_t st = as_stream(stream);
     const int threads = n <= AEV_SMALL_COLS ? AEV_THREADS_SMALL : AEV_THREADS;
+    /* deterministic mode is a kernel of its own (less code on the common path) */
     if (backward) {
-        NNPOPS__TRY(set_dynamic_smem((const void *)aev_backward_kernel<R>, sm));
-        NNPOPS__TRY(launch_pdl(aev_backward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
-                           "AEV backward", (aev_args<R>)a));
+        void (*kern)(const aev_args<R>) =
+            det ? aev_backward_kernel<R, true> : aev_backward_kernel<R, false>;
+        NNPOPS__TRY(set_dynamic_smem((const void *)kern, sm));
+        NNPOPS__TRY(launch_pdl(kern, dim3((unsigned)n), dim3(threads), sm, st, "AEV backward",
+                               (aev_args<R>)a));
     } else {
-        NNPOPS__TRY(set_dynamic_smem((const void *)aev_forward_kernel<R>, sm));
-        NNPOPS__TRY(launch_chain(aev_forward_kernel<R>, dim3((unsigned)n), dim3(threads), sm, st,
-                               "AEV forward", (aev_args<R>)a));
+        void (*kern)(const aev_args<R>) =
+            det ? aev_forward_kernel<R, true> : aev_forward_kernel<R, false>;
+        NNPOPS__TRY(set_dynamic_smem((const void *)kern, sm));
+        NNPOPS__TRY(launch_chain(kern, dim3((unsigned)n), dim3(threads), sm, st, "AEV forward",
+                                 (aev_args<R>)a));
     }
     return NNPOPS_OK;
 }
