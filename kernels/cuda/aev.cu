@@ -70,6 +70,14 @@ namespace {
 #define NNPOPS_AEV_THREADS_SMALL 512
 #endif
 const int AEV_THREADS = 128, AEV_THREADS_SMALL = NNPOPS_AEV_THREADS_SMALL;
+/* The lanes' angular constants (ang_lane) are made by one warp of each block before the wait for
+ * the kernel before and kept in shared memory; a build with NNPOPS_AEV_LANES_LATE makes them in
+ * every thread after the radial terms instead (comparisons). */
+#ifdef NNPOPS_AEV_LANES_LATE
+const bool AEV_LANES_LATE = true;
+#else
+const bool AEV_LANES_LATE = false;
+#endif
 const int64_t AEV_SMALL_COLS = 640;
 const double PI = 3.14159265358979323846;
 
@@ -337,7 +345,7 @@ template <typename R> struct ang_lane {
     int src2, src1;      /* sources (lanes of the group) of term t = gl */
     int src2b, src1b;    /* ... of term t = gl + G */
     R eta, shfa, zeta, cz, sz;
-    __device__ ang_lane(const nnpops__aev_desc &d, int lane) {
+    __device__ void init(const nnpops__aev_desc &d, int lane) {
         n2 = d.n_eta_a * d.n_shf_a;
         const int n1 = d.n_zeta * d.n_shf_z;
         G = n1 + n2 <= 16 ? 16 : 32;
@@ -460,7 +468,10 @@ template <typename T> __device__ __forceinline__ T group_sum(T v, int G) {
     return v;
 }
 
-template <typename R, bool DET> __global__ void aev_forward_kernel(const aev_args<R> a) {
+/* (float: at most 40 registers, so that three blocks of AEV_THREADS_SMALL fit on an SM) */
+template <typename R, bool DET>
+__global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 1)
+    aev_forward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
@@ -477,7 +488,8 @@ template <typename R, bool DET> __global__ void aev_forward_kernel(const aev_arg
      * lane-dependent parameters, which would otherwise start the radial and angular phases */
     const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const ang_lane<R> al(d, lane);
+    __shared__ ang_lane<R> s_al[32]; /* made by one warp, read by every warp's lane */
+    if (!AEV_LANES_LATE && warp == (nw > 1 ? 1 : 0)) s_al[lane].init(d, lane);
     R eta_t = 0, shf_t = 0;
     if (t < Rl) {
         const int ie = t / d.n_shf_r, is = t - ie * d.n_shf_r;
@@ -546,6 +558,9 @@ template <typename R, bool DET> __global__ void aev_forward_kernel(const aev_arg
     __syncthreads();
     av_stamp(0, 3);
     const int na = listed_count(a, nang);
+    ang_lane<R> al;
+    if (AEV_LANES_LATE) al.init(d, lane);
+    else al = s_al[lane];
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
     /* a group of G lanes per pair; a group past its last pair runs along on pair (0, 0), whose
@@ -605,11 +620,14 @@ template <typename R, bool DET> __global__ void aev_forward_kernel(const aev_arg
 
 /* The backward's radial entries of a center with few of them (at most BW_FEW: a half-warp per
  * entry, see aev_backward_kernel), staged before the wait. */
-const int BW_FEW = 32;
+#ifndef NNPOPS_AEV_BW_FEW /* a build may set another bound, 0: never (comparisons) */
+#define NNPOPS_AEV_BW_FEW 32
+#endif
+const int BW_FEW = NNPOPS_AEV_BW_FEW, BW_FEW_N = BW_FEW > 0 ? BW_FEW : 1;
 template <typename R> struct few_ent {
-    R v[BW_FEW][3], dd[BW_FEW];
-    int64_t p[BW_FEW];
-    int32_t sp[BW_FEW], rev[BW_FEW], have[BW_FEW];
+    R v[BW_FEW_N][3], dd[BW_FEW_N];
+    int64_t p[BW_FEW_N];
+    int32_t sp[BW_FEW_N], rev[BW_FEW_N], have[BW_FEW_N];
 };
 
 template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_args<R> a) {
@@ -628,7 +646,8 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
     }
     /* the lanes' angular constants (as in the forward) while the center's entries load */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const ang_lane<R> al(d, lane);
+    __shared__ ang_lane<R> s_al[32];
+    if (!AEV_LANES_LATE && warp == (nw > 1 ? 1 : 0)) s_al[lane].init(d, lane);
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
     /* the center's entry range and this thread's first entry load while the row is read */
     int64_t e0 = a.start[c], e1 = a.start[c + 1];
@@ -755,6 +774,9 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
     __syncthreads();
     av_stamp(1, 4);
     const int na = listed_count(a, nang);
+    ang_lane<R> al;
+    if (AEV_LANES_LATE) al.init(d, lane);
+    else al = s_al[lane];
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
     /* groups of G lanes per pair, as in the forward */
