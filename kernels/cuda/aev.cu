@@ -30,6 +30,13 @@
  *      cos(theta) = 0.95 cos_ijk and
  *      sin(theta) = sqrt(1 - cos(theta)^2) (no acos).
  *   3. The row is stored into column r of the feature-major output, aev[f * ld + r].
+ * What does not depend on the center is done before the wait for the kernel before (programmatic
+ * dependent launch): the row zeroed, each lane's radial term constants, and the lanes' angular
+ * constants (factor parameters and term sources: integer divisions, cos / sin of the shifts,
+ * loads of lane-dependent parameters), made by one warp and kept in shared memory; pi / cutoff
+ * comes from the host, and the cutoff function is 0.5 cospi(d / rc) + 0.5.  (A small step's
+ * AEV runs a block on each of a few SMs, so every cycle of such set-up after the wait is on the
+ * step's critical path: tests/bench/results/140dac3-aev-*-gpu.log.)
  * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
  *   radial terms give dE/dv per entry directly (one thread per entry, its first entry loaded while
  *   the row is read); angular pairs are reduced per group (sums over the terms of g df1 f2,
@@ -618,22 +625,9 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 1)
     av_stamp(0, 6);
 }
 
-/* The backward's radial entries of a center with few of them (at most BW_FEW: a half-warp per
- * entry, see aev_backward_kernel), staged before the wait. */
-#ifndef NNPOPS_AEV_BW_FEW /* a build may set another bound, 0: never (comparisons) */
-#define NNPOPS_AEV_BW_FEW 32
-#endif
-const int BW_FEW = NNPOPS_AEV_BW_FEW, BW_FEW_N = BW_FEW > 0 ? BW_FEW : 1;
-template <typename R> struct few_ent {
-    R v[BW_FEW_N][3], dd[BW_FEW_N];
-    int64_t p[BW_FEW_N];
-    int32_t sp[BW_FEW_N], rev[BW_FEW_N], have[BW_FEW_N];
-};
-
 template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_args<R> a) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __shared__ int nang;
-    __shared__ few_ent<R> few;
     const nnpops__aev_desc &d = a.d;
     aev_smem<R> sm(d, a.max_ang, smem_raw);
     av_stamp(1, 0);
@@ -659,29 +653,6 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
     int32_t sp;
     bool have = e0 + threadIdx.x < e1 && load_entry(a, e0 + threadIdx.x, p, rev, v, dd, sp);
     int64_t held = e0 + threadIdx.x; /* the entry in p, rev, v, dd, sp */
-    /* few entries (a small molecule's center): a half-warp per entry in the radial part below,
-     * which reads them from shared memory, and a lane per term (its constants made here) */
-    const bool halfw = Rl <= 16 && e1 - e0 <= (int64_t)min((int)(blockDim.x >> 4), BW_FEW);
-    const int t16 = threadIdx.x & 15;
-    R eta_t = 0, shf_t = 0;
-    if (halfw) {
-        if (t16 < Rl) {
-            const int ie = t16 / d.n_shf_r, is = t16 - ie * d.n_shf_r;
-            eta_t = (R)d.eta_r[ie];
-            shf_t = (R)d.shf_r[is];
-        }
-        if (threadIdx.x < e1 - e0) {
-            const int k = threadIdx.x;
-            few.have[k] = have;
-            few.v[k][0] = v[0];
-            few.v[k][1] = v[1];
-            few.v[k][2] = v[2];
-            few.dd[k] = dd;
-            few.p[k] = p;
-            few.sp[k] = sp;
-            few.rev[k] = rev;
-        }
-    }
     if (!factors_fit(d)) sm.tables(d); /* only the per-lane path reads the tables */
     if (threadIdx.x == 0) nang = 0;
     __syncthreads();
@@ -715,32 +686,7 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
     __syncthreads();
     av_stamp(1, 3);
     /* radial terms: the entry gradients (the angular ones are added at the end) */
-    if (halfw) {
-        /* a half-warp per entry, a lane per term, the 16 products summed by shuffles (a fixed
-         * order); lanes 0-2 write the gradient's components */
-        const int hw = threadIdx.x >> 4;
-        const bool ok = e0 + hw < e1 && few.have[hw];
-        R contrib = 0, de = 0;
-        if (ok) {
-            de = few.dd[hw];
-            if (de < rc_r && t16 < Rl) {
-                const R arg = de * inv_rc_r;
-                const R fc = (R)0.5 * rcospi(arg) + (R)0.5;
-                const R dfc = (R)-0.5 * pi_rc_r * rsinpi(arg);
-                const R x = de - shf_t;
-                const R ex = (R)0.25 * rexp(-eta_t * x * x);
-                contrib = sm.row[few.sp[hw] * Rl + t16] * ex * (dfc - (R)2 * eta_t * x * fc);
-            }
-        }
-        for (int o = 8; o > 0; o >>= 1) contrib += __shfl_xor_sync(NNPOPS__FULL_MASK, contrib, o);
-        if (ok && t16 < 3) {
-            const double gx = de < rc_r ? (double)((contrib / de) * few.v[hw][t16]) : 0.0;
-            const int64_t pp = few.p[hw];
-            if (own) a.pair_grad[3 * pp + t16] = gx;
-            else atomic_add_f64(a.pair_grad + 3 * pp + t16, few.rev[hw] ? -gx : gx);
-        }
-    }
-    for (int64_t e = e0 + threadIdx.x; !halfw && e < e1; e += blockDim.x) {
+    for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
         if (e != held) {
             have = load_entry(a, e, p, rev, v, dd, sp);
             held = e;
