@@ -206,7 +206,7 @@ nnpops_status nnpops__aev_backward_det_cuda_f64(const nnpops__aev_desc *desc, in
 /* Diagnostics: in builds with NNPOPS_AEV_STAMPS, copies the SM clocks recorded by the first thread
  * of blocks 0 .. NNPOPS__AEV_STAMP_BLOCKS-1 of the last AEV forward (k = 0) and adjoint (k = 1) at
  * their phase boundaries, stamps[(k * NNPOPS__AEV_STAMP_BLOCKS + block) * NNPOPS__AEV_STAMPS +
- * phase] (the last two phases: the global timer in ns at entry and exit), and returns 1 (else 0). */
+ * phase] (the last two slots: the global timer in ns at entry and exit); returns 1 (else 0). */
 #define NNPOPS__AEV_STAMPS 9
 #define NNPOPS__AEV_STAMP_BLOCKS 16
 int nnpops__aev_stamps(long long *stamps);

@@ -283,8 +283,8 @@ static void print_aev_stamps(const char *name, int64_t n) {
             const long long *p = st + (k * NNPOPS__AEV_STAMP_BLOCKS + b) * NNPOPS__AEV_STAMPS;
             printf("| aev %s stamps, %s, block %d: cycles", k ? "adjoint" : "forward", name, b);
             for (int i = 1; i < NNPOPS__AEV_STAMPS - 2; i++) printf(" %lld", p[i] - p[i - 1]);
-            printf("; entry at %lld ns, %lld ns in the block\n", p[NNPOPS__AEV_STAMPS - 2] % 1000000,
-                   p[NNPOPS__AEV_STAMPS - 1] - p[NNPOPS__AEV_STAMPS - 2]);
+            const long long t0 = p[NNPOPS__AEV_STAMPS - 2], t1 = p[NNPOPS__AEV_STAMPS - 1];
+            printf("; entry at %lld ns, %lld ns in the block\n", t0 % 1000000, t1 - t0);
         }
 }
 
