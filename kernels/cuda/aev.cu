@@ -107,7 +107,6 @@ template <typename R> struct aev_args {
     int32_t max_ang;
     nnpops__dev_status *status;
     double *pair_grad; /* backward */
-    int det;           /* deterministic: fixed-point shared sums (see the file header) */
     /* backward: dE/dAEV is aev plus n_extra more slices, extra + j extra_stride (the slices of a
      * k-split adjoint, nnpops__aev_backward_sum_cuda_f32), added in order */
     const R *extra;
@@ -153,26 +152,6 @@ __device__ __forceinline__ double fx_val(unsigned long long q) {
     return (double)(long long)q * (1.0 / 1099511627776.0);
 }
 
-template <typename R> __device__ __forceinline__ R rcos(R x);
-template <> __device__ __forceinline__ float rcos(float x) { return cosf(x); }
-template <> __device__ __forceinline__ double rcos(double x) { return cos(x); }
-template <typename R> __device__ __forceinline__ R rsin(R x);
-template <> __device__ __forceinline__ float rsin(float x) { return sinf(x); }
-template <> __device__ __forceinline__ double rsin(double x) { return sin(x); }
-/* cos(pi x) and sin(pi x): the cutoff function's cos(pi d / rc) without the general argument
- * reduction of cos (whose large-argument path is a long stretch of code on the kernels' path) */
-template <typename R> __device__ __forceinline__ R rcospi(R x);
-template <> __device__ __forceinline__ float rcospi(float x) { return cospif(x); }
-template <> __device__ __forceinline__ double rcospi(double x) { return cospi(x); }
-template <typename R> __device__ __forceinline__ R rsinpi(R x);
-template <> __device__ __forceinline__ float rsinpi(float x) { return sinpif(x); }
-template <> __device__ __forceinline__ double rsinpi(double x) { return sinpi(x); }
-template <typename R> __device__ __forceinline__ R rexp(R x);
-template <> __device__ __forceinline__ float rexp(float x) { return expf(x); }
-template <> __device__ __forceinline__ double rexp(double x) { return exp(x); }
-template <typename R> __device__ __forceinline__ R rsqrt_(R x);
-template <> __device__ __forceinline__ float rsqrt_(float x) { return sqrtf(x); }
-template <> __device__ __forceinline__ double rsqrt_(double x) { return sqrt(x); }
 /* The angular pairs' divisions and roots.  Double: exact (/, sqrt).  Float: a / b as a times the
  * correctly rounded reciprocal (<= 1.5 ulp instead of 0.5, without the division's range check and
  * slow path), sqrt(x) as x rsqrt(x) and 1 / sqrt(x) as rsqrt(x) (a few ulp): far inside the
@@ -881,7 +860,6 @@ nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,
     a.max_ang = max_angular;
     a.status = status;
     a.pair_grad = pair_grad;
-    a.det = det ? 1 : 0;
     a.extra = extra;
     a.n_extra = extra ? n_extra : 0;
     a.extra_stride = extra_stride;
@@ -996,11 +974,7 @@ NNPOPS__AEV_DET(f64, double)
 
 extern "C" int nnpops__aev_stamps(long long *stamps) {
 #ifdef NNPOPS_AEV_STAMPS
-    if (cudaMemcpyFromSymbol(stamps, av_stamps, sizeof av_stamps) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return 1;
+    return copy_stamps(stamps, av_stamps, sizeof av_stamps);
 #else
     (void)stamps;
     return 0;

@@ -15,6 +15,8 @@
  *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu), put_split3:
  *    V consecutive values split and written into the three blocks of a stacked operand, and
  *    stack3_col: where the three blocks of a stacked column go.
+ *  - float / double overloads of exp, expm1, cos, sin, cospi, sinpi, sqrt (rexp, ...), and
+ *    copy_stamps (the phase clocks of diagnostic builds).
  */
 #ifndef NNPOPS_KERNELS_CUDA_COMMON_CUH
 #define NNPOPS_KERNELS_CUDA_COMMON_CUH
@@ -247,6 +249,42 @@ __device__ __forceinline__ void put_split3(const float (&v)[V], float *o, int64_
  * of blocks 0 (lo), 1 and 2 (hi) are c, c + g and c + 2 g with c = 3 g (f / g) + f % g. */
 __device__ __forceinline__ int64_t stack3_col(int64_t f, int64_t g) {
     return (f / g) * 3 * g + f % g;
+}
+
+/* float / double overloads of the math functions the kernels take (each picks the precision's
+ * own library call). */
+template <typename R> __device__ __forceinline__ R rexp(R x);
+template <> __device__ __forceinline__ float rexp(float x) { return expf(x); }
+template <> __device__ __forceinline__ double rexp(double x) { return exp(x); }
+template <typename R> __device__ __forceinline__ R rexpm1(R x);
+template <> __device__ __forceinline__ float rexpm1(float x) { return expm1f(x); }
+template <> __device__ __forceinline__ double rexpm1(double x) { return expm1(x); }
+template <typename R> __device__ __forceinline__ R rcos(R x);
+template <> __device__ __forceinline__ float rcos(float x) { return cosf(x); }
+template <> __device__ __forceinline__ double rcos(double x) { return cos(x); }
+template <typename R> __device__ __forceinline__ R rsin(R x);
+template <> __device__ __forceinline__ float rsin(float x) { return sinf(x); }
+template <> __device__ __forceinline__ double rsin(double x) { return sin(x); }
+/* cos(pi x) and sin(pi x): the AEV cutoff function's cos(pi d / rc) without the general argument
+ * reduction of cos (whose large-argument path is a long stretch of code on the kernels' path) */
+template <typename R> __device__ __forceinline__ R rcospi(R x);
+template <> __device__ __forceinline__ float rcospi(float x) { return cospif(x); }
+template <> __device__ __forceinline__ double rcospi(double x) { return cospi(x); }
+template <typename R> __device__ __forceinline__ R rsinpi(R x);
+template <> __device__ __forceinline__ float rsinpi(float x) { return sinpif(x); }
+template <> __device__ __forceinline__ double rsinpi(double x) { return sinpi(x); }
+template <typename R> __device__ __forceinline__ R rsqrt_(R x);
+template <> __device__ __forceinline__ float rsqrt_(float x) { return sqrtf(x); }
+template <> __device__ __forceinline__ double rsqrt_(double x) { return sqrt(x); }
+
+/* Diagnostics builds: copies a __device__ array of phase clocks (bytes) to the host; 0 when the
+ * copy fails (the error cleared), else 1. */
+inline int copy_stamps(long long *dst, const void *symbol, size_t bytes) {
+    if (cudaMemcpyFromSymbol(dst, symbol, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return 1;
 }
 
 } /* namespace nnpops_cuda */

@@ -39,13 +39,6 @@ namespace {
 
 const int EW_THREADS = 256;
 
-template <typename R> __device__ __forceinline__ R rexpm1(R x);
-template <> __device__ __forceinline__ float rexpm1(float x) { return expm1f(x); }
-template <> __device__ __forceinline__ double rexpm1(double x) { return expm1(x); }
-template <typename R> __device__ __forceinline__ R rexp_(R x);
-template <> __device__ __forceinline__ float rexp_(float x) { return expf(x); }
-template <> __device__ __forceinline__ double rexp_(double x) { return exp(x); }
-
 dim3 ew_grid(int64_t n, int64_t width) {
     const int64_t gx = (n + EW_THREADS - 1) / EW_THREADS;
     const int64_t gy = width < 65535 ? width : 65535;
@@ -119,7 +112,7 @@ __global__ void celu_bwd_kernel(int64_t n, int64_t width, R inv, const R *Z, int
     for (int64_t f = blockIdx.y; f < width; f += gridDim.y) {
         const R x = Z[f * ldz + r];
         const R da = dA[f * ldda + r];
-        dZ[f * lddz + r] = x > 0 ? da : da * rexp_(x * inv);
+        dZ[f * lddz + r] = x > 0 ? da : da * rexp(x * inv);
     }
 }
 

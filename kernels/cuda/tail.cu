@@ -491,12 +491,7 @@ extern "C" nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int3
 
 extern "C" int nnpops__sg_tail_stamps(long long *stamps) {
 #ifdef NNPOPS_TAIL_STAMPS
-    if (cudaMemcpyFromSymbol(stamps, tl_stamps, sizeof(long long) * NNPOPS__SG_TAIL_STAMPS) !=
-        cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return 1;
+    return copy_stamps(stamps, tl_stamps, sizeof tl_stamps);
 #else
     (void)stamps;
     return 0;
