@@ -113,7 +113,7 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
         if (NC * (kp + 4) > xp) xp = NC * (kp + 4);
         if (kp * ncp > xp) xp = kp * ncp;
     }
-    if (t.X) { /* the head's input [NC][kh + 4]; its adjoint's partials [kh][NC] are fewer */
+    if (t.X) { /* the head's input [NC][kh + 4]; its adjoint's partials [NC][kh] are fewer */
         const int kh = tl_hpad(t.k_in);
         if (NC * (kh + 4) > xp) xp = NC * (kh + 4);
     }
@@ -322,16 +322,17 @@ __device__ __forceinline__ void tl_head_forward(const float *__restrict__ W0, in
     }
 }
 
-/* The head's adjoint, the block's part: P[kk][c] = sum over the block's rows r of W0[row0 + r][kk]
- * dZ[r][c] (P: [k][NC], kk < k; dZ: [TL_ROWS][NC + 4]; W0 as in tl_head_forward).  Thread t
- * takes the float4 of k values f = t % Q (Q: the power of two >= k / 4, from 32 to 256, and f +
- * Q, ... on) over the rows g, g + G, ... (g = t / Q of G = 256 / Q groups); the groups' sums are
- * added in shared memory in a fixed order (group G - 1 first). */
+/* The head's adjoint, the block's part: P[c][kk] = sum over the block's rows r of W0[row0 + r][kk]
+ * dZ[r][c] (P: [NC][tl_hpad(k)], kk < k, columns c < nc; dZ: [TL_ROWS][NC + 4]; W0 as in
+ * tl_head_forward).  Thread t takes the float4 of k values f = t % Q (Q: the power of two >= k / 4,
+ * from 32 to 256, and f + Q, ... on) over the rows g, g + G, ... (g = t / Q of G = 256 / Q
+ * groups); the groups' sums are added in shared memory in a fixed order (group G - 1 first), a
+ * float4 per column (consecutive threads, consecutive 16 bytes). */
 template <int NC>
 __device__ __forceinline__ void tl_head_partial(const float *__restrict__ W0, int k, int m0,
                                                 int row0, int rs0, const float *dz, float *P,
                                                 int nc) {
-    const int tid = threadIdx.x, k4 = k >> 2, ncp = NC + 4;
+    const int tid = threadIdx.x, k4 = k >> 2, ncp = NC + 4, kh = tl_hpad(k);
     const int nv = rs0 < m0 - row0 ? rs0 : m0 - row0;
     int Q = 32;
     while (Q < k4 && Q < TL_THREADS) Q <<= 1;
@@ -364,10 +365,14 @@ __device__ __forceinline__ void tl_head_partial(const float *__restrict__ W0, in
             for (int gg = G - 1; gg >= 0; gg--) {
                 if (g == gg && f < k4)
 #pragma unroll
-                    for (int u = 0; u < 4; u++) {
-                        float *p = P + (4 * f + u) * NC + c0;
-#pragma unroll
-                        for (int c = 0; c < 8; c++) p[c] = gg == G - 1 ? acc[u][c] : acc[u][c] + p[c];
+                    for (int c = 0; c < 8; c++) {
+                        float4 *p = reinterpret_cast<float4 *>(P + (c0 + c) * kh) + f;
+                        float4 v = make_float4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]);
+                        if (gg != G - 1) {
+                            const float4 o = *p;
+                            v = make_float4(v.x + o.x, v.y + o.y, v.z + o.z, v.w + o.w);
+                        }
+                        *p = v;
                     }
                 __syncthreads();
             }
@@ -419,6 +424,12 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         const int r = tid - 64, gr = b * rs0 + r;
         const bool ok = T.b[0] && r < rs0 && gr < k0;
         cp_async4(tl_sm + Y.b0 + r, ok ? T.b[0] + (int64_t)mt * k0 + gr : T.X, ok);
+    }
+    if (head) { /* the head's first-layer rows into L2 (read after the wait, twice) */
+        const int nv = rs0 < k0 - b * rs0 ? rs0 : k0 - b * rs0, lines = (int)((T.k_in + 31) / 32);
+        const float *w0 = T.W[0] + ((int64_t)mt * k0 + b * rs0) * T.k_in;
+        for (int i = tid; i < nv * lines; i += TL_THREADS)
+            prefetch_l2(w0 + (int64_t)(i / lines) * T.k_in + 32 * (i % lines));
     }
     const int mo = T.width[h - 1], rso = tl_rs(mo);
     if (tid < TL_ROWS) {
@@ -547,14 +558,14 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             cl.sync(); /* the peers have read this block's partials of layer 1 */
             tl_head_partial<NC>(W0, (int)T.k_in, k0, b * rs0, rs0, dz, X, nc);
             cl.sync();
-            const int kin = (int)T.k_in, kper = (kin + TL_CS - 1) / TL_CS;
+            const int kin = (int)T.k_in, kper = (kin + TL_CS - 1) / TL_CS, kh = tl_hpad(kin);
             float *dX = T.dX + (int64_t)mt * T.dx_stride + c0;
             for (int e = tid; e < kper * nc; e += TL_THREADS) {
-                const int kk = b * kper + e / nc, c = e % nc;
-                if (kk >= kin) break;
+                const int c = e / kper, kk = b * kper + e % kper;
+                if (kk >= kin) continue;
                 float v[TL_CS];
 #pragma unroll
-                for (int p = 0; p < TL_CS; p++) v[p] = cl.map_shared_rank(X, p)[kk * NC + c];
+                for (int p = 0; p < TL_CS; p++) v[p] = cl.map_shared_rank(X, p)[c * kh + kk];
                 float g = 0.0f;
 #pragma unroll
                 for (int p = 0; p < TL_CS; p++) g += v[p];
