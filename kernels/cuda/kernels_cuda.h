@@ -286,6 +286,13 @@ int nnpops__sg_tail_one_wave(const nnpops__sg_tail *t, int32_t count);
  * first thread at its phase boundaries into stamps[NNPOPS__SG_TAIL_STAMPS] and returns 1 (else 0). */
 #define NNPOPS__SG_TAIL_STAMPS 17
 int nnpops__sg_tail_stamps(long long *stamps);
+/* Diagnostics (the same builds): each of the last launch's first NNPOPS__SG_TAIL_TIME_BLOCKS
+ * blocks' global timer (ns) at entry, after its wait, when its forward pass is done and at exit,
+ * then its SM (and in block 0's record the grid size): times[NNPOPS__SG_TAIL_TIMES * block + i];
+ * the record is cleared after the copy. */
+#define NNPOPS__SG_TAIL_TIMES 6
+#define NNPOPS__SG_TAIL_TIME_BLOCKS 1024
+int nnpops__sg_tail_times(long long *times);
 /* The output layers of `count` networks in one launch (per NNPOPS__SG_PER_LAUNCH entries and per
  * kind: entries with args[q].deterministic run the one-thread-per-column kernel): entry q is
  * nnpops__ani_output_cuda_f32(&args[q], w[q], b[q], A[q]), with its atomics / determinism. */

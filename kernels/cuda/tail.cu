@@ -20,7 +20,12 @@
  *     row, no reduction within the block); cluster barrier; each block sums the 8 partials of its
  *     rows of the layer below in block order, times CELU' of that layer's activation (its slice,
  *     or for hidden layer 0 the activations in global memory, overwritten with dE/dZ0).
- * Five cluster barriers for ANI's three hidden layers, one kernel instead of 2 h - 2.
+ * Five cluster barriers for ANI's three hidden layers, one kernel instead of 2 h - 2.  The next
+ * kernel is let start (pdl_trigger) once the forward pass is done: earlier, its weight prefetches
+ * compete with this kernel's copies.  Plain FP32 FMA; every sum in a fixed order, so the results
+ * are the same from run to run (the energies' atomics aside, as in the small-n GEMM's fused
+ * output).  Shared memory per block: the weight rows (32 x (k + 4) floats per layer, zero
+ * padded), one exchange buffer, the slices.
  * With a head (t.X set) the clusters also run hidden layer 0 and its adjoint, so that the first
  * layer's two launches go too and the kernel's weight copies overlap the AEV kernel before it:
  *   head forward: the block's rows of hidden layer 0 from the input staged in shared memory (X's
@@ -29,12 +34,7 @@
  *     shared memory), written to A too; cluster barrier; the gather as between other layers.
  *   head adjoint: the block's partial product W0_rows^T dZ0_rows over every input row k; cluster
  *     barrier; block b sums the 8 partials of its eighth of k, in block order, into member t's
- *     dE/dX (t.dX + t dx_stride: a slice per member, which the AEV adjoint adds in member order).  The next
- * kernel is let start (pdl_trigger) once the forward pass is done: earlier, its weight prefetches
- * compete with this kernel's copies.  Plain FP32
- * FMA; every sum in a fixed order, so the results are the same from run to run (the energies'
- * atomics aside, as in the small-n GEMM's fused output).  Shared memory per block: the weight
- * rows (32 x (k + 4) floats per layer, zero padded), one exchange buffer, the slices.
+ *     dE/dX (t.dX + t dx_stride: a slice per member, which the AEV adjoint adds in member order).
  */
 #include <cooperative_groups.h>
 #include <string.h>
@@ -63,11 +63,28 @@ const int TL_MAXSMEM = 227 * 1024;
  * phase boundaries (nnpops__sg_tail_stamps reads them). */
 #ifdef NNPOPS_TAIL_STAMPS
 __device__ long long tl_stamps[NNPOPS__SG_TAIL_STAMPS];
+__device__ long long tl_times[NNPOPS__SG_TAIL_TIMES * NNPOPS__SG_TAIL_TIME_BLOCKS];
 __device__ __forceinline__ void tl_stamp(int i) {
     if (blockIdx.x == 0 && threadIdx.x == 0 && i < NNPOPS__SG_TAIL_STAMPS) tl_stamps[i] = clock64();
 }
+/* every block's global timer at point i (0 entry, 1 after the wait, 2 forward done, 3 exit; 4:
+ * its SM) */
+__device__ __forceinline__ void tl_time(int i) {
+    if (threadIdx.x != 0 || blockIdx.x >= NNPOPS__SG_TAIL_TIME_BLOCKS) return;
+    long long *t = tl_times + (int64_t)blockIdx.x * NNPOPS__SG_TAIL_TIMES;
+    unsigned long long g;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    t[i] = (long long)g;
+    if (i == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        t[4] = sm;
+        if (blockIdx.x == 0) t[5] = gridDim.x;
+    }
+}
 #else
 __device__ __forceinline__ void tl_stamp(int) {}
+__device__ __forceinline__ void tl_time(int) {}
 #endif
 
 /* Shared memory layout of a network (offsets in floats), computed on the host (tl_layout). */
@@ -278,7 +295,8 @@ __device__ __forceinline__ void tl_head_forward(const float *__restrict__ W0, in
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         rok[q] = 4 * warp + q < nv;
-        wr[q] = reinterpret_cast<const float4 *>(W0 + (int64_t)(row0 + (rok[q] ? 4 * warp + q : 0)) * k);
+        const int64_t row = row0 + (rok[q] ? 4 * warp + q : 0);
+        wr[q] = reinterpret_cast<const float4 *>(W0 + row * k);
     }
     const int r = 4 * warp + (lane >> 3);
     for (int c0 = 0; c0 < NC; c0 += 8) {
@@ -290,7 +308,8 @@ __device__ __forceinline__ void tl_head_forward(const float *__restrict__ W0, in
                 float4 w[4];
                 const int kn = kb + 4 * lane;
 #pragma unroll
-                for (int q = 0; q < 4; q++) w[q] = rok[q] && kn < k ? __ldg(wr[q] + (kn >> 2)) : zero;
+                for (int q = 0; q < 4; q++)
+                    w[q] = rok[q] && kn < k ? __ldg(wr[q] + (kn >> 2)) : zero;
                 const float *xk = X + kb + 4 * lane;
 #pragma unroll
                 for (int c = 0; c < 8; c++) {
@@ -399,6 +418,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     const TlLayout &Y = Q.y;
     const float al = L.alpha, inv = L.inv;
     tl_stamp(0);
+    tl_time(0);
     /* the block's rows of every weight matrix, its biases and output weights (static inputs) */
     for (int l = 1; l < h; l++) {
         const int m = T.width[l], k = T.width[l - 1], kw = tl_kpad(k) + 4, rs = tl_rs(m);
@@ -443,6 +463,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     tl_stamp(1);
     pdl_wait();
     tl_stamp(2);
+    tl_time(1);
     /* the chunk's input, X[c][k]: the head's (X's columns), else hidden layer 0's activations */
     float *X = tl_sm + Y.xp;
     float *A0 = T.A + (int64_t)mt * T.width[0] * ld + c0;
@@ -509,6 +530,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     /* the next kernel (the adjoint onto the AEV) may start loading its weights now; earlier, its
      * prefetches compete with this kernel's weight copies */
     pdl_trigger();
+    tl_time(2);
     if (T.out.need_grad) {
         /* the backward seed of the block's rows (padding columns keep the activation, as the
          * output layer's twin leaves them) */
@@ -576,6 +598,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     tl_stamp(15);
     cl.sync(); /* no block leaves while a peer may still read its shared memory */
     tl_stamp(16);
+    tl_time(3);
 #endif
 }
 
@@ -712,6 +735,20 @@ extern "C" nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int3
         NNPOPS__TRY(tl_launch(L, NC, clusters, smem, st));
     }
     return NNPOPS_OK;
+}
+
+extern "C" int nnpops__sg_tail_times(long long *times) {
+#ifdef NNPOPS_TAIL_STAMPS
+    if (!copy_stamps(times, tl_times, sizeof tl_times)) return 0;
+    void *p = nullptr; /* cleared: a later call shows only a later launch */
+    if (cudaGetSymbolAddress(&p, tl_times) != cudaSuccess ||
+        cudaMemset(p, 0, sizeof tl_times) != cudaSuccess)
+        (void)cudaGetLastError();
+    return 1;
+#else
+    (void)times;
+    return 0;
+#endif
 }
 
 extern "C" int nnpops__sg_tail_stamps(long long *stamps) {

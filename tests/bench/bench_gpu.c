@@ -288,6 +288,46 @@ static void print_aev_stamps(const char *name, int64_t n) {
         }
 }
 
+static int cmp_ll(const void *a, const void *b) {
+    const long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Diagnostic builds (NNPOPS_TAIL_STAMPS): the last tail launch's blocks, each point's times
+ * (entry, after the wait, forward done, exit; ns from the first entry) as min / median / max,
+ * and the blocks that left last. */
+static void print_tail_times(const char *name) {
+    static long long t[NNPOPS__SG_TAIL_TIMES * NNPOPS__SG_TAIL_TIME_BLOCKS];
+    static long long v[NNPOPS__SG_TAIL_TIME_BLOCKS];
+    if (!nnpops__sg_tail_times(t)) return;
+    int nb = (int)t[5];
+    if (nb <= 0) return;
+    if (nb > NNPOPS__SG_TAIL_TIME_BLOCKS) nb = NNPOPS__SG_TAIL_TIME_BLOCKS;
+    long long t0 = t[0];
+    for (int b = 0; b < nb; b++)
+        if (t[NNPOPS__SG_TAIL_TIMES * b] < t0) t0 = t[NNPOPS__SG_TAIL_TIMES * b];
+    static const char *what[4] = {"entry", "after the wait", "forward done", "exit"};
+    printf("| tail times, %s, %d blocks, first entry at %lld ns:", name, nb, t0 % 1000000);
+    for (int i = 0; i < 4; i++) {
+        for (int b = 0; b < nb; b++) v[b] = t[NNPOPS__SG_TAIL_TIMES * b + i] - t0;
+        qsort(v, (size_t)nb, sizeof v[0], cmp_ll);
+        printf(" %s %lld / %lld / %lld;", what[i], v[0], v[nb / 2], v[nb - 1]);
+    }
+    printf("\n");
+    for (int k = 0; k < 6; k++) { /* the blocks that left last */
+        int last = -1;
+        for (int b = 0; b < nb; b++) {
+            const long long *p = t + NNPOPS__SG_TAIL_TIMES * b;
+            if (p[3] >= 0 && (last < 0 || p[3] > t[NNPOPS__SG_TAIL_TIMES * last + 3])) last = b;
+        }
+        if (last < 0) break;
+        long long *p = t + NNPOPS__SG_TAIL_TIMES * last;
+        printf("|   block %d (SM %lld): %lld %lld %lld %lld\n", last, p[4], p[0] - t0, p[1] - t0,
+               p[2] - t0, p[3] - t0);
+        p[3] = -1;
+    }
+}
+
 static void bench_latency(const nnpops_model *m, const bsys *s, int steps, FILE *md) {
     const int64_t n = s->n;
     double *e = calloc(1, sizeof(double)), *f = malloc(sizeof(double) * 3 * n);
@@ -301,6 +341,7 @@ static void bench_latency(const nnpops_model *m, const bsys *s, int steps, FILE 
         nnpops_context_destroy(ctx);
     }
     print_aev_stamps(s->name, n);
+    print_tail_times(s->name);
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     void *dz, *dx, *de, *df;
