@@ -58,15 +58,6 @@ void nnpops__sg_tail_cpu_f32(const nnpops__sg_tail *t, double alpha, float *work
         work += Me * t->width[l] * ld;
     }
     nnpops__sg_group g = {.count = 1, .alpha = alpha};
-    const int64_t m0 = t->width[0], kin = t->k_in;
-    if (t->X) { /* the head: hidden layer 0 from X */
-        g.p[0] = (nnpops__sg_problem){.trans = 0, .epilogue = NNPOPS__SG_BIAS_CELU, .m = m0,
-                                      .k = kin, .n = n, .batch = Me, .A = t->W[0], .lda = kin,
-                                      .stride_a = m0 * kin, .B = t->X, .ldb = t->ldx,
-                                      .stride_b = 0, .C = act[0], .ldc = ld, .stride_c = m0 * ld,
-                                      .bias = t->b[0]};
-        nnpops__small_gemm_cpu_f32(&g);
-    }
     for (int32_t l = 1; l < h; l++) {
         const int64_t m = t->width[l], k = t->width[l - 1];
         g.p[0] = (nnpops__sg_problem){.trans = 0, .epilogue = NNPOPS__SG_BIAS_CELU, .m = m, .k = k,
@@ -90,14 +81,6 @@ void nnpops__sg_tail_cpu_f32(const nnpops__sg_tail *t, double alpha, float *work
                                       .stride_a = m * k, .B = act[l], .ldb = ld,
                                       .stride_b = k * ld, .C = act[l - 1], .ldc = ld,
                                       .stride_c = m * ld};
-        nnpops__small_gemm_cpu_f32(&g);
-    }
-    if (t->X && t->dX) { /* the head's adjoint: dE/dX of each member */
-        g.p[0] = (nnpops__sg_problem){.trans = 1, .epilogue = NNPOPS__SG_STORE, .m = kin, .k = m0,
-                                      .n = n, .batch = Me, .A = t->W[0], .lda = kin,
-                                      .stride_a = m0 * kin, .B = act[0], .ldb = ld,
-                                      .stride_b = m0 * ld, .C = t->dX, .ldc = t->ldx,
-                                      .stride_c = t->dx_stride};
         nnpops__small_gemm_cpu_f32(&g);
     }
 }

@@ -155,23 +155,14 @@ void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g);
  * (out) do.  W[l] (1 <= l < h): member out.member_offset's layer from hidden l-1 to hidden l,
  * [width[l]][width[l-1]], the members' consecutive; W[h]: the output layer [width[h-1]] per
  * member; b[l]: biases [members][width[l]], b[h] [members].  The CUDA twin (kernels_cuda.h) runs
- * a whole group in one launch.
- * The head (optional, X != NULL): the call computes hidden layer 0 itself first, member t's
- * A_t = CELU(W[0]_t X + b[0]_t) (X [k_in][ldx], columns r < out.n; W[0] [members][width[0]][k_in],
- * b[0] [members][width[0]] or NULL), instead of reading it; with out.need_grad and dX != NULL it
- * also writes member t's dE/dX = W[0]_t^T dE/dZ0_t at dX + t dx_stride ([k_in][ldx]), after A_t
- * holds dE/dZ0_t. */
+ * a whole group in one launch. */
 #define NNPOPS__SG_TAIL_MAX_HIDDEN 6
 typedef struct nnpops__sg_tail {
     int32_t hidden;                                 /* h: 2 .. NNPOPS__SG_TAIL_MAX_HIDDEN */
     int32_t width[NNPOPS__SG_TAIL_MAX_HIDDEN];      /* hidden widths */
-    const float *W[NNPOPS__SG_TAIL_MAX_HIDDEN + 1]; /* W[0]: the head's (else unused) */
-    const float *b[NNPOPS__SG_TAIL_MAX_HIDDEN + 1]; /* b[0]: the head's (else unused) */
+    const float *W[NNPOPS__SG_TAIL_MAX_HIDDEN + 1]; /* W[0] unused */
+    const float *b[NNPOPS__SG_TAIL_MAX_HIDDEN + 1]; /* b[0] unused */
     float *A;
-    const float *X;       /* the head's input, or NULL (no head) */
-    int64_t k_in, ldx;    /* its rows and leading dimension */
-    float *dX;            /* the head's dE/dX per member, or NULL */
-    int64_t dx_stride;    /* floats between members' dE/dX */
     nnpops__ani_output_args out; /* out.width = width[h-1] */
 } nnpops__sg_tail;
 

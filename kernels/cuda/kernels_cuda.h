@@ -266,22 +266,17 @@ nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, c
  * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
                                           size_t work_bytes, void *stream);
-/* The tails of `count` networks (nnpops__sg_tail_cpu_f32: with a head hidden layer 0 from t[q].X
- * first, hidden layers 1 .. h-1, the output layer adding the energies with atomics
- * (out.atom_energy, out.member_energy zero on entry), the backward pass down to dE/dZ0 written
- * over t[q].A, with a head's dX its adjoint onto X) in one launch per NNPOPS__SG_PER_LAUNCH
+/* The tails of `count` networks (nnpops__sg_tail_cpu_f32: hidden layers 1 .. h-1, the output
+ * layer adding the energies with atomics (out.atom_energy, out.member_energy zero on entry), the
+ * backward pass down to dE/dZ0 written over t[q].A) in one launch per NNPOPS__SG_PER_LAUNCH
  * networks (thread block clusters, tail.cu).  Every network must pass nnpops__sg_tail_supported
  * (else NNPOPS_ERROR_UNSUPPORTED, nothing enqueued). */
 nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int32_t count, double alpha,
                                        void *stream);
 /* 1 when the current device runs network t's tail in one launch: compute capability 9.0 on, 2 to
  * NNPOPS__SG_TAIL_MAX_HIDDEN hidden layers, widths at most 256 and multiples of 4, 16-byte
- * aligned weights, out.n <= NNPOPS__SG_MAX_COLS, the atomic output form (not deterministic); with
- * a head also k_in a multiple of 4 and W[0] 16-byte aligned. */
+ * aligned weights, out.n <= NNPOPS__SG_MAX_COLS, the atomic output form (not deterministic). */
 int nnpops__sg_tail_supported(const nnpops__sg_tail *t);
-/* 1 when every network passes nnpops__sg_tail_supported and the launch's clusters fit the device
- * at once (one wave), else 0. */
-int nnpops__sg_tail_one_wave(const nnpops__sg_tail *t, int32_t count);
 /* Diagnostics: in builds with NNPOPS_TAIL_STAMPS, copies the SM clock of the last tail launch's
  * first thread at its phase boundaries into stamps[NNPOPS__SG_TAIL_STAMPS] and returns 1 (else 0). */
 #define NNPOPS__SG_TAIL_STAMPS 17

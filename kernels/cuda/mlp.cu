@@ -531,6 +531,21 @@ __device__ __forceinline__ float sg_finish(const nnpops__sg_problem &p, float al
     return s;
 }
 
+/* One step of a butterfly reduce-scatter over lane bit o: of the 2H values v[0..2H) the lanes with
+ * bit o clear keep the lower half, the others the upper half, each adding its partner's copy; the
+ * kept half moves to v[0..H).  After the steps o = 16, 8, ... a lane holds the values from index
+ * sum over the steps of (lane & o ? H : 0) on. */
+template <int H>
+__device__ __forceinline__ void sg_half(float *v, int lane, int o) {
+    const bool hi = (lane & o) != 0;
+#pragma unroll
+    for (int u = 0; u < H; u++) {
+        const float send = hi ? v[u] : v[u + H];
+        const float keep = hi ? v[u + H] : v[u];
+        v[u] = keep + __shfl_xor_sync(NNPOPS__FULL_MASK, send, o);
+    }
+}
+
 /* The weights of one trans-0 step s (128 values of k) of a warp's rows (rows past m read row
  * m - 1; their sums are never written); arow: the rows from the lane's first value on.  A step
  * wholly inside the slice loads without bounds tests (the step loop is unrolled: s is a constant

@@ -1,7 +1,6 @@
 /*
  * nets.cuh - device helpers shared by the network kernels (mlp.cu, tail.cu): the output layer's
- * backward seed and each member's share of the energies, a butterfly reduce-scatter step over the
- * lanes of a warp, asynchronous global -> shared copies.
+ * backward seed and each member's share of the energies, asynchronous global -> shared copies.
  * Include after kernels_cuda.h.
  */
 #ifndef NNPOPS_KERNELS_CUDA_NETS_CUH
@@ -42,21 +41,6 @@ __device__ __forceinline__ void output_add_partial(const nnpops__ani_output_args
     if (g.member_energy) atomicAdd(g.member_energy + (int64_t)c * g.ensemble + gm, part + self);
     const double add = atom_share(g, gm, part, self);
     if (add != 0.0) atomicAdd(g.atom_energy + c, add);
-}
-
-/* One step of a butterfly reduce-scatter over lane bit o: of the 2H values v[0..2H) the lanes with
- * bit o clear keep the lower half, the others the upper half, each adding its partner's copy; the
- * kept half moves to v[0..H).  After the steps o = 16, 8, ... a lane holds the values from index
- * sum over the steps of (lane & o ? H : 0) on. */
-template <int H>
-__device__ __forceinline__ void sg_half(float *v, int lane, int o) {
-    const bool hi = (lane & o) != 0;
-#pragma unroll
-    for (int u = 0; u < H; u++) {
-        const float send = hi ? v[u] : v[u + H];
-        const float keep = hi ? v[u + H] : v[u];
-        v[u] = keep + __shfl_xor_sync(NNPOPS__FULL_MASK, send, o);
-    }
 }
 
 /* 4-byte asynchronous global -> shared copy; ok == false writes a zero (reads nothing). */

@@ -22,19 +22,10 @@
  *     or for hidden layer 0 the activations in global memory, overwritten with dE/dZ0).
  * Five cluster barriers for ANI's three hidden layers, one kernel instead of 2 h - 2.  The next
  * kernel is let start (pdl_trigger) once the forward pass is done: earlier, its weight prefetches
- * compete with this kernel's copies.  Plain FP32 FMA; every sum in a fixed order, so the results
- * are the same from run to run (the energies' atomics aside, as in the small-n GEMM's fused
- * output).  Shared memory per block: the weight rows (32 x (k + 4) floats per layer, zero
- * padded), one exchange buffer, the slices.
- * With a head (t.X set) the clusters also run hidden layer 0 and its adjoint, so that the first
- * layer's two launches go too and the kernel's weight copies overlap the AEV kernel before it:
- *   head forward: the block's rows of hidden layer 0 from the input staged in shared memory (X's
- *     columns) and the member's first-layer rows read from global memory (too large to stage
- *     with the rest: the whole first layer of a step's members is about the size of all SMs'
- *     shared memory), written to A too; cluster barrier; the gather as between other layers.
- *   head adjoint: the block's partial product W0_rows^T dZ0_rows over every input row k; cluster
- *     barrier; block b sums the 8 partials of its eighth of k, in block order, into member t's
- *     dE/dX (t.dX + t dx_stride: a slice per member, which the AEV adjoint adds in member order).
+ * compete with this kernel's copies.  Plain FP32
+ * FMA; every sum in a fixed order, so the results are the same from run to run (the energies'
+ * atomics aside, as in the small-n GEMM's fused output).  Shared memory per block: the weight
+ * rows (32 x (k + 4) floats per layer, zero padded), one exchange buffer, the slices.
  */
 #include <cooperative_groups.h>
 #include <string.h>
@@ -97,7 +88,6 @@ struct TlLayout {
     int32_t h0;   /* the block's rows of hidden layer 0's activations: [TL_ROWS][NC + 4] */
     int32_t cen;  /* the chunk's centers (int32): [NC] */
     int32_t wout; /* the output layer's weights of the block's rows */
-    int32_t b0;   /* the head's biases of the block's rows [TL_ROWS] */
     int32_t total;
 };
 struct TlProb {
@@ -114,9 +104,6 @@ struct TlLaunch {
 /* Input rows of a layer padded to the warps' k split (8 warps x a multiple of 4). */
 __host__ __device__ inline int tl_kpad(int k) { return (k + 31) / 32 * 32; }
 __host__ __device__ inline int tl_rs(int m) { return (m + TL_CS - 1) / TL_CS; }
-/* Rows of the head's staged input, X[c][tl_hpad(k_in) + 4]: k_in rounded up to the head's lane
- * step (128); zero past k_in. */
-__host__ __device__ inline int tl_hpad(int64_t k) { return (int)((k + 127) / 128 * 128); }
 
 TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
     TlLayout L;
@@ -129,10 +116,6 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
         o += tl_rs(t.width[l]) * (kp + 4);
         if (NC * (kp + 4) > xp) xp = NC * (kp + 4);
         if (kp * ncp > xp) xp = kp * ncp;
-    }
-    if (t.X) { /* the head's input [NC][kh + 4]; its adjoint's partials [NC][kh] are fewer */
-        const int kh = tl_hpad(t.k_in);
-        if (NC * (kh + 4) > xp) xp = NC * (kh + 4);
     }
     for (int l = 1; l < t.hidden; l++) {
         L.s[l] = o;
@@ -148,8 +131,6 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
     o += TL_ROWS + 4;
     L.h0 = o;
     o += TL_ROWS * ncp;
-    L.b0 = o;
-    o += TL_ROWS;
     L.cen = o;
     o += NC;
     L.total = o;
@@ -253,152 +234,6 @@ __device__ __forceinline__ void tl_partial(const float *ws, const float *dz, flo
             make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
 }
 
-/* The next layer's input X ([NC][tl_kpad(m) + 4], zero past m) from the 8 blocks' slices S
- * ([TL_ROWS][NC + 4], rs rows each, m in all), after the cluster barrier that follows the slices'
- * writes (a thread's 8 loads in flight at once). */
-template <int NC>
-__device__ __forceinline__ void tl_gather(cgx::cluster_group &cl, float *S, float *X, int m,
-                                          int rs) {
-    const int tid = threadIdx.x, ncp = NC + 4, kp = tl_kpad(m), kx = kp + 4;
-    for (int e = tid; e < rs * NC; e += TL_THREADS) {
-        const int r = e / NC, c = e - r * NC;
-        float v[TL_CS];
-#pragma unroll
-        for (int p = 0; p < TL_CS; p++) v[p] = cl.map_shared_rank(S, p)[r * ncp + c];
-#pragma unroll
-        for (int p = 0; p < TL_CS; p++)
-            if (p * rs + r < m) X[c * kx + p * rs + r] = v[p];
-    }
-    for (int e = tid; e < (kp - m) * NC; e += TL_THREADS) {
-        const int kk = m + e / NC, c = e % NC;
-        X[c * kx + kk] = 0.0f;
-    }
-}
-
-/* The head's forward for the block's rows row0 + r (r < rs0, row0 + r < m0) of hidden layer 0:
- * S = CELU(W0 X + b0) ([TL_ROWS][NC + 4], zero past those rows and nc columns), also written to
- * A0's rows.  W0: the member's [m0][k] rows in global memory (k a multiple of 4, 16-byte
- * aligned), read as float4; X: [NC][tl_hpad(k) + 4] in
- * shared memory, zero past k.  Warp w takes rows 4 w .. 4 w + 3, lane l the k values 4 l + 128 j;
- * the 32 sums of a group of 8 columns (4 rows x 8) are reduce-scattered over the lanes (5
- * butterfly steps), lane l ending with row l >> 3 and column l & 7 of the group. */
-template <int NC>
-__device__ __forceinline__ void tl_head_forward(const float *__restrict__ W0, int k, int m0,
-                                                int row0, int rs0, const float *bias,
-                                                const float *X, float *S, float *A0, int64_t ld,
-                                                int nc, float al, float inv) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kx = tl_hpad(k) + 4;
-    const int ncp = NC + 4, nv = rs0 < m0 - row0 ? rs0 : m0 - row0; /* the block's real rows */
-    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float4 *wr[4];
-    bool rok[4];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        rok[q] = 4 * warp + q < nv;
-        const int64_t row = row0 + (rok[q] ? 4 * warp + q : 0);
-        wr[q] = reinterpret_cast<const float4 *>(W0 + row * k);
-    }
-    const int r = 4 * warp + (lane >> 3);
-    for (int c0 = 0; c0 < NC; c0 += 8) {
-        float v[32];
-#pragma unroll
-        for (int u = 0; u < 32; u++) v[u] = 0.0f;
-        if (c0 < nc) {
-            for (int kb = 0; kb < k; kb += 128) {
-                float4 w[4];
-                const int kn = kb + 4 * lane;
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    w[q] = rok[q] && kn < k ? __ldg(wr[q] + (kn >> 2)) : zero;
-                const float *xk = X + kb + 4 * lane;
-#pragma unroll
-                for (int c = 0; c < 8; c++) {
-                    const float4 x = *reinterpret_cast<const float4 *>(xk + (c0 + c) * kx);
-#pragma unroll
-                    for (int q = 0; q < 4; q++) {
-                        float a = v[8 * q + c];
-                        a = fmaf(w[q].x, x.x, a);
-                        a = fmaf(w[q].y, x.y, a);
-                        a = fmaf(w[q].z, x.z, a);
-                        a = fmaf(w[q].w, x.w, a);
-                        v[8 * q + c] = a;
-                    }
-                }
-            }
-            sg_half<16>(v, lane, 16);
-            sg_half<8>(v, lane, 8);
-            sg_half<4>(v, lane, 4);
-            sg_half<2>(v, lane, 2);
-            sg_half<1>(v, lane, 1);
-        }
-        const int c = c0 + (lane & 7);
-        float o = 0.0f;
-        if (c < nc && r < nv) {
-            o = celu_f(v[0] + bias[r], al, inv);
-            A0[(int64_t)(row0 + r) * ld + c] = o;
-        }
-        S[r * ncp + c] = o;
-    }
-}
-
-/* The head's adjoint, the block's part: P[c][kk] = sum over the block's rows r of W0[row0 + r][kk]
- * dZ[r][c] (P: [NC][tl_hpad(k)], kk < k, columns c < nc; dZ: [TL_ROWS][NC + 4]; W0 as in
- * tl_head_forward).  Thread t takes the float4 of k values f = t % Q (Q: the power of two >= k / 4,
- * from 32 to 256, and f + Q, ... on) over the rows g, g + G, ... (g = t / Q of G = 256 / Q
- * groups); the groups' sums are added in shared memory in a fixed order (group G - 1 first), a
- * float4 per column (consecutive threads, consecutive 16 bytes). */
-template <int NC>
-__device__ __forceinline__ void tl_head_partial(const float *__restrict__ W0, int k, int m0,
-                                                int row0, int rs0, const float *dz, float *P,
-                                                int nc) {
-    const int tid = threadIdx.x, k4 = k >> 2, ncp = NC + 4, kh = tl_hpad(k);
-    const int nv = rs0 < m0 - row0 ? rs0 : m0 - row0;
-    int Q = 32;
-    while (Q < k4 && Q < TL_THREADS) Q <<= 1;
-    const int G = TL_THREADS / Q, g = tid / Q;
-    const float4 *W4 = reinterpret_cast<const float4 *>(W0 + (int64_t)row0 * k);
-    for (int c0 = 0; c0 < nc; c0 += 8) {
-        for (int f0 = 0; f0 < k4; f0 += Q) {
-            const int f = f0 + tid % Q;
-            float acc[4][8];
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-#pragma unroll
-                for (int c = 0; c < 8; c++) acc[u][c] = 0.0f;
-            if (f < k4) {
-#pragma unroll 2
-                for (int r = g; r < nv; r += G) {
-                    const float4 w = __ldg(W4 + (int64_t)r * k4 + f);
-                    const float4 d0 = *reinterpret_cast<const float4 *>(dz + r * ncp + c0);
-                    const float4 d1 = *reinterpret_cast<const float4 *>(dz + r * ncp + c0 + 4);
-                    const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
-#pragma unroll
-                    for (int c = 0; c < 8; c++) {
-                        acc[0][c] = fmaf(w.x, d[c], acc[0][c]);
-                        acc[1][c] = fmaf(w.y, d[c], acc[1][c]);
-                        acc[2][c] = fmaf(w.z, d[c], acc[2][c]);
-                        acc[3][c] = fmaf(w.w, d[c], acc[3][c]);
-                    }
-                }
-            }
-            for (int gg = G - 1; gg >= 0; gg--) {
-                if (g == gg && f < k4)
-#pragma unroll
-                    for (int c = 0; c < 8; c++) {
-                        float4 *p = reinterpret_cast<float4 *>(P + (c0 + c) * kh) + f;
-                        float4 v = make_float4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]);
-                        if (gg != G - 1) {
-                            const float4 o = *p;
-                            v = make_float4(v.x + o.x, v.y + o.y, v.z + o.z, v.w + o.w);
-                        }
-                        *p = v;
-                    }
-                __syncthreads();
-            }
-        }
-    }
-}
-
 template <int NC>
 __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(const TlLaunch L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -438,19 +273,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             cp_async4(tl_sm + Y.bias[l] + tid, ok ? src : T.b[l], ok);
         }
     }
-    const bool head = T.X != nullptr;
-    const int k0 = T.width[0], kx0 = tl_kpad(k0) + 4, rs0 = tl_rs(k0);
-    if (head && tid >= 64 && tid < 64 + TL_ROWS) { /* the head's biases of the block's rows */
-        const int r = tid - 64, gr = b * rs0 + r;
-        const bool ok = T.b[0] && r < rs0 && gr < k0;
-        cp_async4(tl_sm + Y.b0 + r, ok ? T.b[0] + (int64_t)mt * k0 + gr : T.X, ok);
-    }
-    if (head) { /* the head's first-layer rows into L2 (read after the wait, twice) */
-        const int nv = rs0 < k0 - b * rs0 ? rs0 : k0 - b * rs0, lines = (int)((T.k_in + 31) / 32);
-        const float *w0 = T.W[0] + ((int64_t)mt * k0 + b * rs0) * T.k_in;
-        for (int i = tid; i < nv * lines; i += TL_THREADS)
-            prefetch_l2(w0 + (int64_t)(i / lines) * T.k_in + 32 * (i % lines));
-    }
     const int mo = T.width[h - 1], rso = tl_rs(mo);
     if (tid < TL_ROWS) {
         const int gr = b * rso + tid;
@@ -464,45 +286,26 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     pdl_wait();
     tl_stamp(2);
     tl_time(1);
-    /* the chunk's input, X[c][k]: the head's (X's columns), else hidden layer 0's activations */
+    /* hidden layer 0's activations of the chunk, X[c][k] */
     float *X = tl_sm + Y.xp;
     float *A0 = T.A + (int64_t)mt * T.width[0] * ld + c0;
     int32_t *cen = reinterpret_cast<int32_t *>(tl_sm + Y.cen);
     float *h0 = tl_sm + Y.h0;
-    if (head) {
-        const int kh = tl_hpad(T.k_in), kxh = kh + 4;
-        const float *Xg = T.X + c0;
-        for (int e = tid; e < kh * NC; e += TL_THREADS) { /* every copy in flight at once */
-            const int kk = e / NC, c = e - kk * NC;
-            const bool ok = kk < T.k_in && c < nc;
-            cp_async4(X + c * kxh + kk, ok ? Xg + (int64_t)kk * T.ldx + c : Xg, ok);
-        }
-    } else {
-        for (int e = tid; e < (kx0 - 4) * NC; e += TL_THREADS) { /* every copy in flight at once */
-            const int kk = e / NC, c = e - kk * NC;
-            const bool ok = kk < k0 && c < nc;
-            cp_async4(X + c * kx0 + kk, ok ? A0 + (int64_t)kk * ld + c : A0, ok);
-        }
+    const int k0 = T.width[0], kx0 = tl_kpad(k0) + 4, rs0 = tl_rs(k0);
+    for (int e = tid; e < (kx0 - 4) * NC; e += TL_THREADS) { /* every copy in flight at once */
+        const int kk = e / NC, c = e - kk * NC;
+        const bool ok = kk < k0 && c < nc;
+        cp_async4(X + c * kx0 + kk, ok ? A0 + (int64_t)kk * ld + c : A0, ok);
     }
     cp_async_commit();
     if (tid < NC) cen[tid] = tid < nc ? T.out.centers[c0 + tid] : -1;
     cp_async_wait_pending(0);
     __syncthreads();
     tl_stamp(3);
-    const float *W0 = head ? T.W[0] + (int64_t)mt * k0 * T.k_in : nullptr;
-    if (head) { /* hidden layer 0: the block's rows, then the whole layer from the 8 blocks */
-        tl_head_forward<NC>(W0, (int)T.k_in, k0, b * rs0, rs0, tl_sm + Y.b0, X, h0, A0, ld, nc,
-                            al, inv);
-        cl.sync();
-        tl_gather<NC>(cl, h0, X, k0, rs0);
-        __syncthreads();
-    } else {
-        /* the block's rows of layer 0 (CELU' of the last backward step), read before X is
-         * reused */
-        for (int e = tid; e < rs0 * NC; e += TL_THREADS) {
-            const int r = e / NC, c = e - r * NC, gr = b * rs0 + r;
-            h0[r * ncp + c] = gr < k0 ? X[c * kx0 + gr] : 0.0f;
-        }
+    /* the block's rows of layer 0 (CELU' of the last backward step), read before X is reused */
+    for (int e = tid; e < rs0 * NC; e += TL_THREADS) {
+        const int r = e / NC, c = e - r * NC, gr = b * rs0 + r;
+        h0[r * ncp + c] = gr < k0 ? X[c * kx0 + gr] : 0.0f;
     }
     for (int l = 1; l < h; l++) {
         const int m = T.width[l], rs = tl_rs(m);
@@ -512,7 +315,21 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         tl_stamp(2 + 2 * l);
         if (l + 1 == h) break;
         cl.sync(); /* every slice of layer l written */
-        tl_gather<NC>(cl, S, X, m, rs);
+        /* the next layer's input from the 8 slices (a thread's 8 loads in flight at once) */
+        const int kp = tl_kpad(m), kx = kp + 4;
+        for (int e = tid; e < rs * NC; e += TL_THREADS) {
+            const int r = e / NC, c = e - r * NC;
+            float v[TL_CS];
+#pragma unroll
+            for (int p = 0; p < TL_CS; p++) v[p] = cl.map_shared_rank(S, p)[r * ncp + c];
+#pragma unroll
+            for (int p = 0; p < TL_CS; p++)
+                if (p * rs + r < m) X[c * kx + p * rs + r] = v[p];
+        }
+        for (int e = tid; e < (kp - m) * NC; e += TL_THREADS) {
+            const int kk = m + e / NC, c = e % NC;
+            X[c * kx + kk] = 0.0f;
+        }
         __syncthreads();
         tl_stamp(3 + 2 * l);
     }
@@ -560,7 +377,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             for (int e = tid; e < rsk * NC; e += TL_THREADS) {
                 const int r = e / NC, c = e - r * NC, gr = b * rsk + r;
                 if (gr >= k || c >= nc) { /* (zero weights meet these rows: keep them zero) */
-                    if (l > 1 || head) dz[r * ncp + c] = 0.0f;
+                    if (l > 1) dz[r * ncp + c] = 0.0f;
                     continue;
                 }
                 float g = 0.0f;
@@ -569,30 +386,10 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
                 if (l > 1) {
                     dz[r * ncp + c] = celu_back(Sl[r * ncp + c], g, inv);
                 } else {
-                    const float d = celu_back(h0[r * ncp + c], g, inv);
-                    A0[(int64_t)gr * ld + c] = d;
-                    if (head) dz[r * ncp + c] = d;
+                    A0[(int64_t)gr * ld + c] = celu_back(h0[r * ncp + c], g, inv);
                 }
             }
             __syncthreads();
-        }
-        if (head && T.dX) { /* the head's adjoint: member mt's dE/dX over the chunk's columns */
-            cl.sync(); /* the peers have read this block's partials of layer 1 */
-            tl_head_partial<NC>(W0, (int)T.k_in, k0, b * rs0, rs0, dz, X, nc);
-            cl.sync();
-            const int kin = (int)T.k_in, kper = (kin + TL_CS - 1) / TL_CS, kh = tl_hpad(kin);
-            float *dX = T.dX + (int64_t)mt * T.dx_stride + c0;
-            for (int e = tid; e < kper * nc; e += TL_THREADS) {
-                const int c = e / kper, kk = b * kper + e % kper;
-                if (kk >= kin) continue;
-                float v[TL_CS];
-#pragma unroll
-                for (int p = 0; p < TL_CS; p++) v[p] = cl.map_shared_rank(X, p)[c * kh + kk];
-                float g = 0.0f;
-#pragma unroll
-                for (int p = 0; p < TL_CS; p++) g += v[p];
-                dX[(int64_t)kk * T.ldx + c] = g;
-            }
         }
     }
     tl_stamp(15);
@@ -616,47 +413,42 @@ nnpops_status tl_launch(TlLaunch &L, int NC, int64_t clusters, size_t smem, cuda
                      dim3(TL_THREADS), smem, st, "network tail", (const TlLaunch)L);
 }
 
-/* per device (< 16), NC and KiB of shared memory per block: 1 + the clusters the device holds at
- * once (0: not asked yet) */
-const int TL_KIB = (TL_MAXSMEM + 1023) / 1024 + 1;
-std::atomic<int> tl_fit[16][3][TL_KIB];
+/* per device (< 16) and NC: the most shared memory (KiB) a cluster was found to fit with */
+std::atomic<int> tl_ok_kib[16][3];
 
-/* How many clusters of the tail kernel with NC columns per chunk and `smem` bytes per block the
- * current device holds at once (cudaOccupancyMaxActiveClusters; 0 without clusters, i.e. below
- * compute capability 9.0, or when one does not fit). */
-int tl_device_clusters(int NC, size_t smem) {
+/* Whether the tail kernel with NC columns per chunk runs on the current device with `smem` bytes
+ * per block (clusters: compute capability 9.0 on; a cluster must fit). */
+bool tl_device_ok(int NC, size_t smem) {
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         (void)cudaGetLastError();
-        return 0;
+        return false;
     }
     const int ni = NC == 8 ? 0 : (NC == 16 ? 1 : 2), kib = (int)((smem + 1023) / 1024);
-    if (kib >= TL_KIB) return 0;
-    const bool cache = dev >= 0 && dev < 16;
-    if (cache) {
-        const int known = tl_fit[dev][ni][kib].load();
-        if (known > 0) return known - 1;
-    }
+    if (dev >= 0 && dev < 16 && tl_ok_kib[dev][ni].load() >= kib) return true;
     int major = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
         (void)cudaGetLastError();
-        return 0;
+        return false;
     }
+    if (major < 9) return false;
+    const TlKernel kern = tl_kernel(NC);
+    if (set_dynamic_smem((const void *)kern, smem) != NNPOPS_OK) return false;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2];
+    launch_config(cfg, attr, dim3(TL_CS), dim3(TL_THREADS), smem, 0, false, TL_CS);
     int n = 0;
-    if (major >= 9) {
-        const TlKernel kern = tl_kernel(NC);
-        if (set_dynamic_smem((const void *)kern, (size_t)kib * 1024) != NNPOPS_OK) return 0;
-        cudaLaunchConfig_t cfg;
-        cudaLaunchAttribute attr[2];
-        launch_config(cfg, attr, dim3(TL_CS), dim3(TL_THREADS), (size_t)kib * 1024, 0, false,
-                      TL_CS);
-        if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
-            (void)cudaGetLastError();
-            n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    if (n <= 0) return false;
+    if (dev >= 0 && dev < 16) {
+        int cur = tl_ok_kib[dev][ni].load();
+        while (cur < kib && !tl_ok_kib[dev][ni].compare_exchange_weak(cur, kib)) {
         }
     }
-    if (cache) tl_fit[dev][ni][kib].store(n + 1);
-    return n;
+    return true;
 }
 
 /* Shared memory bytes of network t with NC columns per chunk. */
@@ -675,29 +467,10 @@ extern "C" int nnpops__sg_tail_supported(const nnpops__sg_tail *t) {
         if (t->width[l] <= 0 || t->width[l] > TL_MAXW || t->width[l] % 4) return 0;
     for (int l = 1; l < t->hidden; l++)
         if (((uintptr_t)t->W[l]) % 16) return 0;
-    if (t->X && (t->k_in <= 0 || t->k_in % 4 || t->k_in > INT32_MAX / 2 || !t->W[0] ||
-                 ((uintptr_t)t->W[0]) % 16 || t->ldx < t->out.n))
-        return 0;
     const int NC = tl_nc(t->out.n);
     const size_t smem = tl_smem(*t, NC);
     if (smem > (size_t)TL_MAXSMEM) return 0;
-    return tl_device_clusters(NC, smem) > 0 ? 1 : 0;
-}
-
-extern "C" int nnpops__sg_tail_one_wave(const nnpops__sg_tail *t, int32_t count) {
-    int64_t nmax = 0, clusters = 0;
-    for (int32_t q = 0; q < count; q++) {
-        if (!nnpops__sg_tail_supported(&t[q])) return 0;
-        if (t[q].out.n > nmax) nmax = t[q].out.n;
-    }
-    const int NC = tl_nc(nmax);
-    size_t smem = 0;
-    for (int32_t q = 0; q < count; q++) {
-        clusters += (t[q].out.n + NC - 1) / NC * t[q].out.members;
-        const size_t b = tl_smem(t[q], NC);
-        if (b > smem) smem = b;
-    }
-    return clusters <= (int64_t)tl_device_clusters(NC, smem) ? 1 : 0;
+    return tl_device_ok(NC, smem) ? 1 : 0;
 }
 
 extern "C" nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int32_t count,

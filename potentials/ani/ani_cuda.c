@@ -52,16 +52,12 @@
  *     products as above (sg_networks: 2 n_layers - 2 launches in all for ANI, one more in
  *     deterministic mode; when every small species has at most NNPOPS_SG_TAIL_MAX_COLS atoms,
  *     three: the first layer, the tails of all networks in one launch of thread block clusters,
- *     nnpops__sg_tail_cuda_f32, and the adjoint onto the AEV; one when the tails' launch takes the
- *     first layer and its adjoint too, its head, which it does when its clusters fit the GPU at
- *     once (nnpops__sg_tail_one_wave) and, with forces of more than one member, the members'
- *     slices of dE/dAEV have a work block (below)); each small species has its own
+ *     nnpops__sg_tail_cuda_f32, and the adjoint onto the AEV); each small species has its own
  *     activation block (its atoms rounded up to 32 columns).  When every species of the step is
  *     on this path (no branches), the adjoint onto the AEV, whose inner dimension (members x
  *     first width, 1536-2048 for ANI-2x) is long for its few outputs, runs as a k split of
  *     NNPOPS_SG_KSPLIT slices summed by separate blocks (shorter chains of weight loads after
- *     the wait) into a work block of partial sums, which the AEV adjoint adds in slice order (the
- *     tails' head writes a slice per member there, added in member order).
+ *     the wait) into a work block of partial sums, which the AEV adjoint adds in slice order.
  *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
  *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
  *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
@@ -414,10 +410,9 @@ typedef struct ani_layout {
     int64_t small_ld[NNPOPS__MAX_SPECIES]; /* their columns (the atoms rounded up to 32) */
     int64_t act_rows;     /* rows of the activation blocks */
     /* every species on the small path (no branches, float32): the adjoint onto the AEV runs as a
-     * k split of ksplit slices (nnpops__sg_problem.split), its partial sums at kpart, [kslices]
-     * [aev_len][n_cols], added by the AEV adjoint (nnpops__aev_backward_sum_cuda_f32); 1: none.
-     * kslices >= ksplit: also room for a slice per member (the tails' head) */
-    int32_t ksplit, kslices;
+     * k split of ksplit slices (nnpops__sg_problem.split), its partial sums at kpart, [ksplit]
+     * [aev_len][n_cols], added by the AEV adjoint (nnpops__aev_backward_sum_cuda_f32); 1: none */
+    int32_t ksplit;
     size_t kpart;
 } ani_layout;
 
@@ -466,11 +461,6 @@ static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
 #endif
 #ifndef NNPOPS_SG_TAIL_MAX_COLS
 #define NNPOPS_SG_TAIL_MAX_COLS 16
-#endif
-/* The tails' launch runs the first layer and its adjoint too (its head, nnpops__sg_tail) when
- * it can (a build may set NNPOPS_SG_HEAD to 0 for comparisons). */
-#ifndef NNPOPS_SG_HEAD
-#define NNPOPS_SG_HEAD 1
 #endif
 
 static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
@@ -567,12 +557,11 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         L.small_act[s] = cur;
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
     }
-    L.ksplit = L.kslices = 1;
+    L.ksplit = 1;
     if (NNPOPS_SG_KSPLIT > 1 && L.n_branch == 0 && small_cols > 0) {
         L.ksplit = NNPOPS_SG_KSPLIT;
-        L.kslices = L.ksplit > a->ensemble ? L.ksplit : a->ensemble;
         L.kpart = cur;
-        cur += al256(sizeof(float) * (size_t)L.kslices * (size_t)aev_of(a, st)->aev_len *
+        cur += al256(sizeof(float) * (size_t)L.ksplit * (size_t)aev_of(a, st)->aev_len *
                      (size_t)st->n_cols);
     }
     L.total = cur;
@@ -603,18 +592,14 @@ static const void *first_layer(const nnpops__ani *a, const ani_dev *dev, const n
 /* The networks of the small species (sg_small) of one step, grouped over species: one launch per
  * layer of the forward pass (GEMM + bias + CELU), one for the output layers, one per layer of the
  * backward pass (GEMM + CELU' in place) and one for dE/dAEV (written over the species' AEV
- * columns, or its slices at L->kpart).  Same products as the cuBLAS path of
- * nnpops__ani_compute_cuda.  *slices: how many slices of dE/dAEV the AEV adjoint adds (1: the
- * AEV's own columns hold it). */
+ * columns).  Same products as the cuBLAS path of nnpops__ani_compute_cuda. */
 static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep *st,
-                                 const ani_layout *L, int64_t Me, int64_t moff, int32_t *slices) {
+                                 const ani_layout *L, int64_t Me, int64_t moff) {
     const nnpops__ani *a = model->impl;
     const ani_dev *dev = model->device_data;
     const float *W = dev->arena;
     float *aev = (float *)((char *)st->work + L->aev);
-    float *kpart = (float *)((char *)st->work + L->kpart);
     const int64_t Lf = aev_of(a, st)->aev_len, ld = st->n_cols;
-    *slices = L->ksplit;
     int maxnl = 0;
     for (int s = 0; s < a->n_species; s++)
         if (sg_small(a, st, s) && a->n_layers[s] > maxnl) maxnl = a->n_layers[s];
@@ -694,31 +679,8 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         if (st->col_count[s] > NNPOPS_SG_TAIL_MAX_COLS || !nnpops__sg_tail_supported(t))
             use_tail = 0;
     }
-    /* the head: the first layer and its adjoint in the tails' launch; dE/dAEV per member into the
-     * slices (one member: over the AEV's own columns, which the head has read by then) */
-    int use_head = NNPOPS_SG_HEAD && use_tail && (!st->need_grad || Me == 1 || L->kslices >= Me);
-    for (int q = 0, s = 0; q < nt && use_head; s++) {
-        if (!sg_small(a, st, s)) continue;
-        nnpops__sg_tail *t = &tails[q++];
-        t->X = aev + st->col_start[s];
-        t->k_in = Lf;
-        t->ldx = ld;
-        t->W[0] = SW(s, 0);
-        t->b[0] = SB(s, 0);
-        if (st->need_grad) {
-            t->dX = (Me == 1 ? aev : kpart) + st->col_start[s];
-            t->dx_stride = Lf * ld;
-        }
-    }
-    if (use_head && !nnpops__sg_tail_one_wave(tails, nt)) {
-        use_head = 0;
-        for (int q = 0; q < nt; q++) {
-            tails[q].X = NULL;
-            tails[q].dX = NULL;
-        }
-    }
     /* forward: hidden layer l of every small species that has it (only the first with the tails) */
-    for (int l = 0; l + 1 < (use_head ? 1 : use_tail ? 2 : maxnl); l++) {
+    for (int l = 0; l + 1 < (use_tail ? 2 : maxnl); l++) {
         memset(&g, 0, sizeof g);
         g.alpha = a->alpha;
         for (int s = 0; s < a->n_species; s++) {
@@ -762,10 +724,6 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
     if (use_tail) {
         TRY(nnpops__sg_tail_cuda_f32(tails, nt, a->alpha, st->stream));
         if (!st->need_grad) return NNPOPS_OK;
-        if (use_head) {
-            *slices = Me == 1 ? 1 : (int32_t)Me;
-            return NNPOPS_OK;
-        }
         goto adjoint;
     }
     /* output layers, energies, backward seeds of the species not fused (deterministic mode, or a
@@ -831,7 +789,7 @@ adjoint:
         p->C = aev + st->col_start[s];
         p->ldc = ld;
         if (L->ksplit > 1) { /* the slices' partial sums, added by the AEV adjoint */
-            p->C = kpart + st->col_start[s];
+            p->C = (float *)((char *)st->work + L->kpart) + st->col_start[s];
             p->split = L->ksplit;
             p->split_stride = Lf * ld;
         }
@@ -1013,8 +971,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
     } else {
         TRY(aev_cols(a, st, 0, 0, st->n_cols, aev, stream));
     }
-    int32_t slices = L.ksplit; /* of dE/dAEV (sg_networks) */
-    if (!f64) TRY(sg_networks(model, st, &L, Me, moff, &slices));
+    if (!f64) TRY(sg_networks(model, st, &L, Me, moff));
     if (split && st->need_grad)
         for (int s = 0; s < a->n_species; s++)
             if (sg_small(a, st, s))
@@ -1127,11 +1084,11 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                       "cudaStreamWaitEvent (join)"));
     }
     if (!st->need_grad || split) return NNPOPS_OK;
-    if (slices > 1) /* (float32, every species on the small path) */
+    if (L.ksplit > 1) /* (float32, every species on the small path) */
         return nnpops__aev_backward_sum_cuda_f32(
             aev_of(a, st), st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec,
             aev_species(st), (const float *)(work + L.kpart), ld,
-            slices, Lf * ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream,
+            L.ksplit, Lf * ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream,
             det);
     return aev_cols(a, st, 1, 0, st->n_cols, aev, stream);
 }

@@ -30,9 +30,8 @@
  *                      kind) against its CPU twin, and the grouped output layer against
  *                      nnpops__ani_output_cpu_f32
  *   sg_tail            the networks' tails in one launch (hidden layers past the first, output
- *                      layer, backward; thread block clusters; with the head the first layer and
- *                      its adjoint too) against nnpops__sg_tail_cpu_f32, and the networks that
- *                      path refuses
+ *                      layer, backward; thread block clusters) against nnpops__sg_tail_cpu_f32,
+ *                      and the networks that path refuses
  *   reduce             pair reduction (forces, virials, per-atom virials) and energy reduction
  *   reduce_step        the step's one reduction launch (pairs, energies, member energies) and its
  *                      staging tail (the last block copies the output block to pinned memory)
@@ -1927,14 +1926,12 @@ static int case_small_gemm(void) {
  * H and C shapes, and four hidden layers of widths that are not multiples of 8 or 32), 7, 40 and
  * 13 columns (8-, 16- and 32-column chunks, two chunks, a padding column), together and each
  * alone, the ensemble mean and one member, with and without the backward pass: the atom and
- * member energies, dE/dZ0 over the first layer's activations, and the columns past n untouched.
- * With `head` the launch computes the first layer too, from inputs of 384, 1008 and 100 rows (the
- * three shapes of its adjoint's thread groups), and with the backward pass each member's dE/dX. */
-static double tail_run(const int *which, int count, int member, int need_grad, int head) {
+ * member energies, dE/dZ0 over the first layer's activations, and the columns past n untouched. */
+static double tail_run(const int *which, int count, int member, int need_grad) {
     enum { NQ = 3 };
     const int hid[NQ] = {3, 3, 4};
     const int32_t widths[NQ][4] = {{256, 192, 160}, {224, 192, 160}, {100, 68, 36, 20}};
-    const int64_t ns[NQ] = {7, 40, 13}, n_atoms = 80, kins[NQ] = {384, 1008, 100};
+    const int64_t ns[NQ] = {7, 40, 13}, n_atoms = 80;
     const int M = 8, Me = member < 0 ? M : 1, moff = member < 0 ? 0 : member;
     const double alpha = 0.1, self[NQ] = {-0.6, -38.2, -54.7};
     double *ae_c = calloc(n_atoms, sizeof(double)), *me_c = calloc(n_atoms * M, sizeof(double));
@@ -1942,7 +1939,7 @@ static double tail_run(const int *which, int count, int member, int need_grad, i
     CUDA_CHECK(cudaMemset(dae, 0, sizeof(double) * n_atoms));
     CUDA_CHECK(cudaMemset(dme, 0, sizeof(double) * n_atoms * M));
     nnpops__sg_tail th[NQ], td[NQ];
-    float *hA[NQ], *hA0[NQ], *dA[NQ], *hdX[NQ] = {0}, *hdX0[NQ] = {0}, *ddX[NQ] = {0};
+    float *hA[NQ], *hA0[NQ], *dA[NQ];
     void *dev[NQ][2 * NNPOPS__SG_TAIL_MAX_HIDDEN + 2];
     int nd[NQ];
     int64_t na[NQ];
@@ -1954,9 +1951,8 @@ static double tail_run(const int *which, int count, int member, int need_grad, i
         for (int l = 0; l < h; l++) th[c].width[l] = widths[q][l];
         nd[c] = 0;
         td[c] = th[c];
-        for (int l = head ? 0 : 1; l <= h; l++) { /* layer l's weights and biases (l == h: the
-                                                     output, l == 0: the head's) */
-            const int64_t m = l < h ? widths[q][l] : 1, k = l ? widths[q][l - 1] : kins[q];
+        for (int l = 1; l <= h; l++) { /* layer l's weights and biases (l == h: the output) */
+            const int64_t m = l < h ? widths[q][l] : 1, k = widths[q][l - 1];
             float *w = malloc(sizeof(float) * Me * m * k), *b = malloc(sizeof(float) * Me * m);
             const double sc = 1.5 / sqrt((double)k);
             fill(w, 0, Me * m * k, -sc, sc);
@@ -1986,25 +1982,6 @@ static double tail_run(const int *which, int count, int member, int need_grad, i
         o.member_energy = dme;
         td[c].out = o;
         td[c].A = dA[c];
-        if (head) { /* the input X [k_in][ldx] and, with the backward pass, dE/dX per member */
-            const int64_t kin = kins[q], ldx = n + 5;
-            float *x = malloc(sizeof(float) * kin * ldx);
-            fill(x, 0, kin * ldx, -0.2, 1.5);
-            th[c].X = x;
-            td[c].X = dev[c][nd[c]++] = dup_to_device(x, sizeof(float) * kin * ldx);
-            th[c].k_in = td[c].k_in = kin;
-            th[c].ldx = td[c].ldx = ldx;
-            if (need_grad) {
-                hdX[c] = malloc(sizeof(float) * Me * kin * ldx);
-                hdX0[c] = malloc(sizeof(float) * Me * kin * ldx);
-                fill(hdX[c], 0, Me * kin * ldx, -1.0, 1.0);
-                memcpy(hdX0[c], hdX[c], sizeof(float) * Me * kin * ldx);
-                ddX[c] = dup_to_device(hdX[c], sizeof(float) * Me * kin * ldx);
-                th[c].dX = hdX[c];
-                td[c].dX = ddX[c];
-                th[c].dx_stride = td[c].dx_stride = kin * ldx;
-            }
-        }
         CHECK(nnpops__sg_tail_supported(&td[c]));
         float *work = malloc(sizeof(float) * nnpops__sg_tail_work_floats(&th[c]));
         nnpops__sg_tail_cpu_f32(&th[c], alpha, work);
@@ -2022,25 +1999,11 @@ static double tail_run(const int *which, int count, int member, int need_grad, i
         for (int64_t f = 0; f < rows; f++)
             for (int64_t r = n; r < ld; r++) untouched &= g[f * ld + r] == hA0[c][f * ld + r];
         CHECK(untouched);
-        snprintf(what, sizeof what, "tail %d (%d of %d), member %d, grad %d, head %d: %s", q, c,
-                 count, member, need_grad, head,
-                 need_grad ? "dE/dZ0" : head ? "layer 0" : "layer 0 unchanged");
+        snprintf(what, sizeof what, "tail %d (%d of %d), member %d, grad %d: %s", q, c, count,
+                 member, need_grad, need_grad ? "dE/dZ0" : "layer 0 unchanged");
         worst = fmax(worst, cmp_any(what, 0, g, hA[c], rows, n, ld, 2e-5, 1e-4));
-        if (!need_grad && !head) CHECK(memcmp(g, hA0[c], sizeof(float) * na[c]) == 0);
+        if (!need_grad) CHECK(memcmp(g, hA0[c], sizeof(float) * na[c]) == 0);
         free(g);
-        if (ddX[c]) { /* the head's dE/dX, and its columns past n untouched */
-            const int64_t kin = kins[q], ldx = n + 5, nx = Me * kin * ldx;
-            float *gx = malloc(sizeof(float) * nx);
-            to_host(gx, ddX[c], sizeof(float) * nx);
-            int kept = 1;
-            for (int64_t f = 0; f < Me * kin; f++)
-                for (int64_t r = n; r < ldx; r++) kept &= gx[f * ldx + r] == hdX0[c][f * ldx + r];
-            CHECK(kept);
-            snprintf(what, sizeof what, "tail %d (%d of %d), member %d: the head's dE/dX", q, c,
-                     count, member);
-            worst = fmax(worst, cmp_any(what, 0, gx, hdX[c], Me * kin, n, ldx, 2e-5, 1e-4));
-            free(gx);
-        }
     }
     double *ae_g = malloc(sizeof(double) * n_atoms), *me_g = malloc(sizeof(double) * n_atoms * M);
     to_host(ae_g, dae, sizeof(double) * n_atoms);
@@ -2051,14 +2014,10 @@ static double tail_run(const int *which, int count, int member, int need_grad, i
     worst = fmax(worst, compare(what, me_g, me_c, n_atoms * M, 1e-4, 1e-5));
     for (int c = 0; c < count; c++) {
         for (int d = 0; d < nd[c]; d++) cudaFree(dev[c][d]);
-        for (int l = head ? 0 : 1; l <= th[c].hidden; l++) {
+        for (int l = 1; l <= th[c].hidden; l++) {
             free((void *)th[c].W[l]);
             free((void *)th[c].b[l]);
         }
-        free((void *)th[c].X);
-        free(hdX[c]);
-        free(hdX0[c]);
-        cudaFree(ddX[c]);
         free((void *)th[c].out.centers);
         free(hA[c]);
         free(hA0[c]);
@@ -2071,13 +2030,11 @@ static double tail_run(const int *which, int count, int member, int need_grad, i
 static int case_sg_tail(void) {
     const int all[3] = {0, 1, 2};
     double worst = 0;
-    for (int head = 0; head < 2; head++)
-        for (int member = -1; member < 8; member += 6)
-            for (int grad = 0; grad < 2; grad++) {
-                worst = fmax(worst, tail_run(all, 3, member, grad, head));
-                for (int q = 0; q < 3; q++)
-                    worst = fmax(worst, tail_run(&q, 1, member, grad, head));
-            }
+    for (int member = -1; member < 8; member += 6)
+        for (int grad = 0; grad < 2; grad++) {
+            worst = fmax(worst, tail_run(all, 3, member, grad));
+            for (int q = 0; q < 3; q++) worst = fmax(worst, tail_run(&q, 1, member, grad));
+        }
     CHECK(worst <= 1.0);
     /* networks the one-launch path refuses: nothing enqueued, a clear status */
     nnpops__sg_tail t;
@@ -2106,19 +2063,9 @@ static int case_sg_tail(void) {
     t.hidden = 3;
     t.out.n = NNPOPS__SG_MAX_COLS + 1;
     CHECK(!nnpops__sg_tail_supported(&t));
-    t.out.n = 5;
-    t.X = t.W[0] = w; /* a head: inputs a multiple of 4 rows, W[0] 16-byte aligned */
-    t.k_in = 64;
-    t.ldx = 8;
-    CHECK(nnpops__sg_tail_supported(&t));
-    t.k_in = 62;
-    CHECK(!nnpops__sg_tail_supported(&t));
-    t.k_in = 64;
-    t.W[0] = w + 1;
-    CHECK(!nnpops__sg_tail_supported(&t));
     cudaFree(w);
     long long st[NNPOPS__SG_TAIL_STAMPS];
-    for (int rep = 0; rep < 3; rep++) tail_run(all, 1, -1, 1, 0);
+    for (int rep = 0; rep < 3; rep++) tail_run(all, 1, -1, 1);
     if (nnpops__sg_tail_stamps(st)) { /* a diagnostic build: phase clocks of network 0 */
         printf("sg_tail phase clocks (cycles from the start):");
         for (int i = 1; i < NNPOPS__SG_TAIL_STAMPS; i++) printf(" %lld", st[i] - st[0]);
