@@ -20,7 +20,13 @@
  *     row, no reduction within the block); cluster barrier; each block sums the 8 partials of its
  *     rows of the layer below in block order, times CELU' of that layer's activation (its slice,
  *     or for hidden layer 0 the activations in global memory, overwritten with dE/dZ0).
- * Five cluster barriers for ANI's three hidden layers, one kernel instead of 2 h - 2.  The next
+ * Five cluster barriers for ANI's three hidden layers, one kernel instead of 2 h - 2.
+ * With 8-column chunks (the smallest molecules, whose steps are latency-bound) the blocks PUSH
+ * instead: each writes its rows of a layer's activations straight into the 8 blocks' input
+ * buffers for the next layer, and its backward partials into the owners' receive buffers
+ * ([source block][row][column]), with two exchange buffers used in turn, so that a cluster
+ * barrier needs no loads after it: three barriers instead of five, no distributed-shared-memory
+ * loads on the path (the same sums in the same order: the same results).  The next
  * kernel is let start (pdl_trigger) once the forward pass is done: earlier, its weight prefetches
  * compete with this kernel's copies.  Plain FP32
  * FMA; every sum in a fixed order, so the results are the same from run to run (the energies'
@@ -84,6 +90,7 @@ struct TlLayout {
     int32_t s[NNPOPS__SG_TAIL_MAX_HIDDEN];  /* slice of layer l's activations: [TL_ROWS][NC + 4] */
     int32_t bias[NNPOPS__SG_TAIL_MAX_HIDDEN];
     int32_t xp;   /* exchange: the forward's input [NC][kpad + 4] and warp sums, the partials */
+    int32_t xq;   /* the second exchange buffer (push mode: tl_push), as large as the first */
     int32_t dz;   /* [TL_ROWS][NC + 4] */
     int32_t h0;   /* the block's rows of hidden layer 0's activations: [TL_ROWS][NC + 4] */
     int32_t cen;  /* the chunk's centers (int32): [NC] */
@@ -100,6 +107,13 @@ struct TlLaunch {
     float alpha, inv;
     TlProb q[NNPOPS__SG_PER_LAUNCH];
 };
+
+/* Push mode (see the header): 8-column chunks; a build may set NNPOPS_TAIL_PULL to compare. */
+#ifdef NNPOPS_TAIL_PULL
+__host__ __device__ constexpr bool tl_push(int) { return false; }
+#else
+__host__ __device__ constexpr bool tl_push(int NC) { return NC == 8; }
+#endif
 
 /* Input rows of a layer padded to the warps' k split (8 warps x a multiple of 4). */
 __host__ __device__ inline int tl_kpad(int k) { return (k + 31) / 32 * 32; }
@@ -123,8 +137,11 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
         L.bias[l] = o;
         o += TL_ROWS;
     }
+    if (tl_push(NC) && 8 * TL_ROWS * NC > xp) xp = 8 * TL_ROWS * NC; /* (receive buffers) */
     L.xp = o;
     o += xp;
+    L.xq = o;
+    if (tl_push(NC)) o += xp;
     L.dz = o;
     o += TL_ROWS * ncp;
     L.wout = o; /* and the output bias after them */
@@ -201,17 +218,16 @@ __device__ __forceinline__ void tl_forward(const float *ws, const float *bias, f
     }
 }
 
-/* The block's partial product P[k][c] = sum over its rows r < rs of W[r][k] dZ[r][c], k < kp
- * (P: [kp][NC + 4]).  Lane (kg, cg) of warp w takes k = 32 w + kg + KG i (i < KT) and columns
- * 4 cg .. 4 cg + 3. */
+/* The block's partial product over its rows r < rs of W[r][k] dZ[r][c], k < kp, of lane (kg, cg)
+ * of warp w: acc[i][j] for k = 32 w + kg + KG i (i < KT) and column 4 cg + j; false when the warp
+ * has no k (32 w >= kp). */
 template <int NC>
-__device__ __forceinline__ void tl_partial(const float *ws, const float *dz, float *P, int kp,
-                                           int rs) {
+__device__ __forceinline__ bool tl_partial_acc(const float *ws, const float *dz, int kp, int rs,
+                                               float (&acc)[NC / 4][4]) {
     constexpr int CG = NC / 4, KG = 32 / CG, KT = 32 / KG;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int cg = lane % CG, kg = lane / CG, kw = kp + 4, ncp = NC + 4, k0 = 32 * warp + kg;
-    if (32 * warp >= kp) return;
-    float acc[KT][4];
+    if (32 * warp >= kp) return false;
 #pragma unroll
     for (int i = 0; i < KT; i++)
 #pragma unroll
@@ -228,15 +244,50 @@ __device__ __forceinline__ void tl_partial(const float *ws, const float *dz, flo
             acc[i][3] = fmaf(a, d.w, acc[i][3]);
         }
     }
+    return true;
+}
+
+/* The block's partial product P[k][c] (P: [kp][NC + 4]; tl_partial_acc). */
+template <int NC>
+__device__ __forceinline__ void tl_partial(const float *ws, const float *dz, float *P, int kp,
+                                           int rs) {
+    constexpr int CG = NC / 4, KG = 32 / CG, KT = 32 / KG;
+    const int lane = threadIdx.x & 31, cg = lane % CG, ncp = NC + 4;
+    const int k0 = 32 * (threadIdx.x >> 5) + lane / CG;
+    float acc[NC / 4][4];
+    if (!tl_partial_acc<NC>(ws, dz, kp, rs, acc)) return;
 #pragma unroll
     for (int i = 0; i < KT; i++)
         *reinterpret_cast<float4 *>(P + (k0 + KG * i) * ncp + 4 * cg) =
             make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
 }
 
+/* Push mode: the products of tl_partial_acc, each written into the receive buffer of the block
+ * that owns its row of the layer below (rows o rsk .. o rsk + rsk - 1 of block o) at
+ * R[b][row - o rsk] ([TL_CS][TL_ROWS][NC]); rows past k (padding) are not sent. */
+template <int NC>
+__device__ __forceinline__ void tl_partial_push(cgx::cluster_group &cl, const float *ws,
+                                                const float *dz, float *R, int kp, int rs, int k,
+                                                int rsk, int b) {
+    constexpr int CG = NC / 4, KG = 32 / CG, KT = 32 / KG;
+    const int lane = threadIdx.x & 31, cg = lane % CG;
+    const int k0 = 32 * (threadIdx.x >> 5) + lane / CG;
+    float acc[NC / 4][4];
+    if (!tl_partial_acc<NC>(ws, dz, kp, rs, acc)) return;
+#pragma unroll
+    for (int i = 0; i < KT; i++) {
+        const int kk = k0 + KG * i;
+        if (kk >= k) continue;
+        const int o = kk / rsk;
+        float *dst = cl.map_shared_rank(R, o) + (b * TL_ROWS + kk - o * rsk) * NC + 4 * cg;
+        *reinterpret_cast<float4 *>(dst) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    }
+}
+
 template <int NC>
 __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(const TlLaunch L) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr bool PUSH = tl_push(NC);
     extern __shared__ __align__(16) float tl_sm[];
     cgx::cluster_group cl = cgx::this_cluster();
     const int b = (int)cl.block_rank();
@@ -314,9 +365,27 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
                        al, inv);
         tl_stamp(2 + 2 * l);
         if (l + 1 == h) break;
+        const int kp = tl_kpad(m), kx = kp + 4;
+        if (PUSH) { /* the block's rows into every block's next input, then one barrier */
+            float *Xn = X == tl_sm + Y.xp ? tl_sm + Y.xq : tl_sm + Y.xp;
+            for (int e = tid; e < rs * NC; e += TL_THREADS) {
+                const int r = e / NC, c = e - r * NC, gr = b * rs + r;
+                if (gr >= m) continue;
+                const float v = S[r * ncp + c];
+#pragma unroll
+                for (int p = 0; p < TL_CS; p++) cl.map_shared_rank(Xn, p)[c * kx + gr] = v;
+            }
+            for (int e = tid; e < (kp - m) * NC; e += TL_THREADS) {
+                const int kk = m + e / NC, c = e % NC;
+                Xn[c * kx + kk] = 0.0f;
+            }
+            cl.sync(); /* every block's rows of layer l are in place */
+            X = Xn;
+            tl_stamp(3 + 2 * l);
+            continue;
+        }
         cl.sync(); /* every slice of layer l written */
         /* the next layer's input from the 8 slices (a thread's 8 loads in flight at once) */
-        const int kp = tl_kpad(m), kx = kp + 4;
         for (int e = tid; e < rs * NC; e += TL_THREADS) {
             const int r = e / NC, c = e - r * NC;
             float v[TL_CS];
@@ -363,12 +432,19 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             dz[r * ncp + c] = v;
         }
         __syncthreads();
+        /* push mode: the receive buffers, in turn from the one the last layer did not read (a
+         * peer may still be reading its own) */
+        float *R = X == tl_sm + Y.xp ? tl_sm + Y.xq : tl_sm + Y.xp;
         for (int l = h - 1; l >= 1; l--) {
             const int m = T.width[l], k = T.width[l - 1], kp = tl_kpad(k), rs = tl_rs(m);
             const int rsk = tl_rs(k);
             tl_stamp(9 + 3 * (h - 1 - l));
-            if (l + 1 < h) cl.sync(); /* the peers have read the previous partials */
-            tl_partial<NC>(tl_sm + Y.ws[l], dz, X, kp, rs);
+            if (PUSH) {
+                tl_partial_push<NC>(cl, tl_sm + Y.ws[l], dz, R, kp, rs, k, rsk, b);
+            } else {
+                if (l + 1 < h) cl.sync(); /* the peers have read the previous partials */
+                tl_partial<NC>(tl_sm + Y.ws[l], dz, X, kp, rs);
+            }
             tl_stamp(10 + 3 * (h - 1 - l));
             cl.sync();
             tl_stamp(11 + 3 * (h - 1 - l));
@@ -381,8 +457,13 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
                     continue;
                 }
                 float g = 0.0f;
+                if (PUSH) {
 #pragma unroll
-                for (int p = 0; p < TL_CS; p++) g += cl.map_shared_rank(X, p)[gr * ncp + c];
+                    for (int p = 0; p < TL_CS; p++) g += R[(p * TL_ROWS + r) * NC + c];
+                } else {
+#pragma unroll
+                    for (int p = 0; p < TL_CS; p++) g += cl.map_shared_rank(X, p)[gr * ncp + c];
+                }
                 if (l > 1) {
                     dz[r * ncp + c] = celu_back(Sl[r * ncp + c], g, inv);
                 } else {
@@ -390,10 +471,13 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
                 }
             }
             __syncthreads();
+            R = R == tl_sm + Y.xp ? tl_sm + Y.xq : tl_sm + Y.xp;
         }
     }
     tl_stamp(15);
-    cl.sync(); /* no block leaves while a peer may still read its shared memory */
+    /* no block leaves while a peer may still read its shared memory (push mode: every write
+     * into a peer came before a barrier that peer passed too) */
+    if (!PUSH) cl.sync();
     tl_stamp(16);
     tl_time(3);
 #endif
