@@ -251,31 +251,21 @@ __device__ __forceinline__ int64_t stack3_col(int64_t f, int64_t g) {
     return (f / g) * 3 * g + f % g;
 }
 
-/* float / double overloads of the math functions the kernels take (each picks the precision's
- * own library call). */
-template <typename R> __device__ __forceinline__ R rexp(R x);
-template <> __device__ __forceinline__ float rexp(float x) { return expf(x); }
-template <> __device__ __forceinline__ double rexp(double x) { return exp(x); }
-template <typename R> __device__ __forceinline__ R rexpm1(R x);
-template <> __device__ __forceinline__ float rexpm1(float x) { return expm1f(x); }
-template <> __device__ __forceinline__ double rexpm1(double x) { return expm1(x); }
-template <typename R> __device__ __forceinline__ R rcos(R x);
-template <> __device__ __forceinline__ float rcos(float x) { return cosf(x); }
-template <> __device__ __forceinline__ double rcos(double x) { return cos(x); }
-template <typename R> __device__ __forceinline__ R rsin(R x);
-template <> __device__ __forceinline__ float rsin(float x) { return sinf(x); }
-template <> __device__ __forceinline__ double rsin(double x) { return sin(x); }
-/* cos(pi x) and sin(pi x): the AEV cutoff function's cos(pi d / rc) without the general argument
- * reduction of cos (whose large-argument path is a long stretch of code on the kernels' path) */
-template <typename R> __device__ __forceinline__ R rcospi(R x);
-template <> __device__ __forceinline__ float rcospi(float x) { return cospif(x); }
-template <> __device__ __forceinline__ double rcospi(double x) { return cospi(x); }
-template <typename R> __device__ __forceinline__ R rsinpi(R x);
-template <> __device__ __forceinline__ float rsinpi(float x) { return sinpif(x); }
-template <> __device__ __forceinline__ double rsinpi(double x) { return sinpi(x); }
-template <typename R> __device__ __forceinline__ R rsqrt_(R x);
-template <> __device__ __forceinline__ float rsqrt_(float x) { return sqrtf(x); }
-template <> __device__ __forceinline__ double rsqrt_(double x) { return sqrt(x); }
+/* float / double overloads of the math functions the kernels take, each the precision's own
+ * library call: rexp, rexpm1, rcos, rsin, rcospi and rsinpi (cos(pi x), sin(pi x): the AEV cutoff
+ * function's cos(pi d / rc) without the general argument reduction of cos, whose large-argument
+ * path is a long stretch of code on the kernels' path) and rsqrt_. */
+#define NNPOPS__MATH_PAIR(name, f32, f64)                                                         \
+    __device__ __forceinline__ float name(float x) { return f32(x); }                             \
+    __device__ __forceinline__ double name(double x) { return f64(x); }
+NNPOPS__MATH_PAIR(rexp, expf, exp)
+NNPOPS__MATH_PAIR(rexpm1, expm1f, expm1)
+NNPOPS__MATH_PAIR(rcos, cosf, cos)
+NNPOPS__MATH_PAIR(rsin, sinf, sin)
+NNPOPS__MATH_PAIR(rcospi, cospif, cospi)
+NNPOPS__MATH_PAIR(rsinpi, sinpif, sinpi)
+NNPOPS__MATH_PAIR(rsqrt_, sqrtf, sqrt)
+#undef NNPOPS__MATH_PAIR
 
 /* Diagnostics builds: copies a __device__ array of phase clocks (bytes) to the host; 0 when the
  * copy fails (the error cleared), else 1. */
