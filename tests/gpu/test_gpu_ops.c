@@ -1922,18 +1922,20 @@ static int case_small_gemm(void) {
 }
 
 /* The networks' tails in one launch (nnpops__sg_tail_cuda_f32) against the CPU twin
- * (nnpops__sg_tail_cpu_f32: the small-n GEMM twin layer after layer): three networks (ANI-2x's
- * H and C shapes, and four hidden layers of widths that are not multiples of 8 or 32), 7, 40 and
- * 13 columns (8-, 16- and 32-column chunks, two chunks, a padding column), together and each
- * alone, the ensemble mean and one member, with and without the backward pass: the atom and
- * member energies, dE/dZ0 over the first layer's activations, and the columns past n untouched. */
+ * (nnpops__sg_tail_cpu_f32: the small-n GEMM twin layer after layer): four networks (ANI-2x's
+ * H and C shapes, four and five hidden layers of widths that are not multiples of 8 or 32), 7,
+ * 40, 13 and 5 columns (8-, 16- and 32-column chunks, two chunks, a padding column; 8-column
+ * chunks run the push exchange, the others the pull exchange), together, in pairs and each alone,
+ * the ensemble mean and one member, with and without the backward pass: the atom and member
+ * energies, dE/dZ0 over the first layer's activations, and the columns past n untouched. */
 static double tail_run(const int *which, int count, int member, int need_grad) {
-    enum { NQ = 3 };
-    const int hid[NQ] = {3, 3, 4};
-    const int32_t widths[NQ][4] = {{256, 192, 160}, {224, 192, 160}, {100, 68, 36, 20}};
-    const int64_t ns[NQ] = {7, 40, 13}, n_atoms = 80;
+    enum { NQ = 4 };
+    const int hid[NQ] = {3, 3, 4, 5};
+    const int32_t widths[NQ][5] = {{256, 192, 160}, {224, 192, 160}, {100, 68, 36, 20},
+                                   {100, 68, 36, 20, 12}};
+    const int64_t ns[NQ] = {7, 40, 13, 5}, n_atoms = 80;
     const int M = 8, Me = member < 0 ? M : 1, moff = member < 0 ? 0 : member;
-    const double alpha = 0.1, self[NQ] = {-0.6, -38.2, -54.7};
+    const double alpha = 0.1, self[NQ] = {-0.6, -38.2, -54.7, -75.0};
     double *ae_c = calloc(n_atoms, sizeof(double)), *me_c = calloc(n_atoms * M, sizeof(double));
     double *dae = dalloc(sizeof(double) * n_atoms), *dme = dalloc(sizeof(double) * n_atoms * M);
     CUDA_CHECK(cudaMemset(dae, 0, sizeof(double) * n_atoms));
@@ -1969,7 +1971,7 @@ static double tail_run(const int *which, int count, int member, int need_grad) {
         memcpy(hA0[c], hA[c], sizeof(float) * na[c]);
         dA[c] = dup_to_device(hA[c], sizeof(float) * na[c]);
         int32_t *hc = malloc(sizeof(int32_t) * n);
-        const int32_t first[NQ] = {0, 10, 50}; /* distinct atoms per network */
+        const int32_t first[NQ] = {0, 10, 50, 70}; /* distinct atoms per network */
         for (int64_t r = 0; r < n; r++) hc[r] = r == 3 ? -1 : first[q] + (int32_t)r; /* 3: pad */
         int32_t *dc = dup_to_device(hc, sizeof(int32_t) * n);
         dev[c][nd[c]++] = dc;
@@ -2028,12 +2030,13 @@ static double tail_run(const int *which, int count, int member, int need_grad) {
 }
 
 static int case_sg_tail(void) {
-    const int all[3] = {0, 1, 2};
+    const int all[4] = {0, 1, 2, 3}, small[2] = {0, 3}; /* small: one launch of 8-column chunks */
     double worst = 0;
     for (int member = -1; member < 8; member += 6)
         for (int grad = 0; grad < 2; grad++) {
-            worst = fmax(worst, tail_run(all, 3, member, grad));
-            for (int q = 0; q < 3; q++) worst = fmax(worst, tail_run(&q, 1, member, grad));
+            worst = fmax(worst, tail_run(all, 4, member, grad));
+            worst = fmax(worst, tail_run(small, 2, member, grad));
+            for (int q = 0; q < 4; q++) worst = fmax(worst, tail_run(&q, 1, member, grad));
         }
     CHECK(worst <= 1.0);
     /* networks the one-launch path refuses: nothing enqueued, a clear status */
