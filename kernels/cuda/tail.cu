@@ -123,6 +123,8 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
     TlLayout L;
     memset(&L, 0, sizeof L);
     const int ncp = NC + 4;
+    /* the exchange buffer holds at least the 8 warps' sums of the forward, [8][TL_ROWS][NC], as
+     * large as push mode's receive buffers [TL_CS][TL_ROWS][NC] */
     int o = 0, xp = 8 * TL_ROWS * NC;
     for (int l = 1; l < t.hidden; l++) {
         const int kp = tl_kpad(t.width[l - 1]);
@@ -137,7 +139,6 @@ TlLayout tl_layout(const nnpops__sg_tail &t, int NC) {
         L.bias[l] = o;
         o += TL_ROWS;
     }
-    if (tl_push(NC) && 8 * TL_ROWS * NC > xp) xp = 8 * TL_ROWS * NC; /* (receive buffers) */
     L.xp = o;
     o += xp;
     L.xq = o;
@@ -337,8 +338,12 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     pdl_wait();
     tl_stamp(2);
     tl_time(1);
-    /* hidden layer 0's activations of the chunk, X[c][k] */
+    /* hidden layer 0's activations of the chunk, X[c][k]; push mode uses the two exchange
+     * buffers in turn */
     float *X = tl_sm + Y.xp;
+    const auto other_buffer = [&](const float *p) {
+        return p == tl_sm + Y.xp ? tl_sm + Y.xq : tl_sm + Y.xp;
+    };
     float *A0 = T.A + (int64_t)mt * T.width[0] * ld + c0;
     int32_t *cen = reinterpret_cast<int32_t *>(tl_sm + Y.cen);
     float *h0 = tl_sm + Y.h0;
@@ -367,7 +372,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         if (l + 1 == h) break;
         const int kp = tl_kpad(m), kx = kp + 4;
         if (PUSH) { /* the block's rows into every block's next input, then one barrier */
-            float *Xn = X == tl_sm + Y.xp ? tl_sm + Y.xq : tl_sm + Y.xp;
+            float *Xn = other_buffer(X);
             for (int e = tid; e < rs * NC; e += TL_THREADS) {
                 const int r = e / NC, c = e - r * NC, gr = b * rs + r;
                 if (gr >= m) continue;
@@ -434,7 +439,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         __syncthreads();
         /* push mode: the receive buffers, in turn from the one the last layer did not read (a
          * peer may still be reading its own) */
-        float *R = X == tl_sm + Y.xp ? tl_sm + Y.xq : tl_sm + Y.xp;
+        float *R = other_buffer(X);
         for (int l = h - 1; l >= 1; l--) {
             const int m = T.width[l], k = T.width[l - 1], kp = tl_kpad(k), rs = tl_rs(m);
             const int rsk = tl_rs(k);
@@ -471,7 +476,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
                 }
             }
             __syncthreads();
-            R = R == tl_sm + Y.xp ? tl_sm + Y.xq : tl_sm + Y.xp;
+            R = other_buffer(R);
         }
     }
     tl_stamp(15);
