@@ -1388,7 +1388,8 @@ __device__ __forceinline__ void bin_coords(const nbr_args &a, const geom &g, int
 /* Whether the search pass keeps codes for a system: stencils of one bin along every axis (27
  * listed bins, image shifts in {-1, 0, 1}: a code holds the shift's 27 values in its top bits). */
 __device__ __forceinline__ bool codes_kept(const nbr_args &a, const geom &g) {
-    return a.fast_ids != nullptr && g.r[0] == 1 && g.r[1] == 1 && g.r[2] == 1;
+    /* (one test of the three: their loads need not wait on each other) */
+    return a.fast_ids != nullptr && ((g.r[0] == 1) & (g.r[1] == 1) & (g.r[2] == 1));
 }
 
 /* Stencil bin number idx (lexicographic in (o0, o1, o2), o_k in [-r_k, r_k]) around bin b:
@@ -1680,51 +1681,91 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
     }
 }
 
+/* Fast cell list, emit pass: a candidate's data (code's slot kept in range: a row's codes past the
+ * count may be stale, and their data is loaded before the count is known but never used). */
+struct emit_cand {
+    int j;
+    int4 nj;
+    double x[3];
+};
+__device__ __forceinline__ emit_cand emit_load(const nbr_args &a, int32_t code) {
+    int32_t q = code & FAST_SLOT_MASK;
+    if (q >= a.n_atoms) q = 0;
+    emit_cand d;
+    d.j = a.sorted_id[q];
+    d.nj = a.sorted_wrap[q];
+    load3(a.sorted_xd, q, d.x);
+    return d;
+}
+/* One round of 32 kept codes of center c (slot data nc, position xc): entries e + e0 + lane. */
+__device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, const double xc[3],
+                                           int4 nc, int c, int n, int64_t e, int e0, int32_t code,
+                                           const emit_cand &d) {
+    const int idx = e0 + (threadIdx.x & 31);
+    const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
+    const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
+    double r[3] = {0, 0, 0}, d2 = 0;
+    if (idx < n) {
+        const int s0 = h0 + nc.x - d.nj.x, s1 = h1 + nc.y - d.nj.y, s2 = h2 + nc.z - d.nj.z;
+        pair_vector(H, xc, d.x, s0, s1, s2, r, d2);
+        if (e + idx < a.capacity) write_entry(a, e + idx, c, d.j, s0, s1, s2, r, d2, false);
+        if (d2 < a.min_d2) record_close(a, c, d.j, d2);
+    }
+    store_vecs(a, e + e0, min(32, n - e0), r);
+}
+
 /* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
  * the same candidates), a lane per kept code: the image shift from the code, the candidate's
  * wrap count, id and original position, the vector in double (the CPU expression) and the entry
- * at offs[c] + its rank.  The first 32 codes of the row (rows by slot) are read with the center's
- * own data, and their candidates' data with the center's counts, so that the loads of a warp wait
- * on two round trips rather than four.  The entries come in the search pass's order; centers whose
- * codes were not all kept search again (fast_rescan). */
+ * at offs[c] + its rank.  The first EMIT_EARLY rounds' codes (rows by slot) are read with the
+ * slot's center id, and their candidates' data right after, before the center's count and offset
+ * arrive: the warp's loads wait on two round trips rather than one per dependent step (a build
+ * may set NBR_EMIT_EARLY: 1 reads the first round early, 0 none).  The entries come in the
+ * search pass's order; centers whose codes were not all kept search again (fast_rescan). */
+#ifndef NBR_EMIT_EARLY
+#define NBR_EMIT_EARLY 2
+#endif
+const int EMIT_EARLY = NBR_EMIT_EARLY < FAST_K / 32 ? NBR_EMIT_EARLY : FAST_K / 32;
 __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
     const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_centers = (int)a.n_centers;
-    int c = n_centers;
-    if (k < (int64_t)a.bin_start[a.n_bins_bound]) c = a.sorted_id[k];
-    const int32_t *ids = a.fast_ids ? a.fast_ids + k * FAST_K : nullptr;
-    /* the first round's code, read before the center's count is known (a row's later codes may
-     * be stale: the slot is kept in range and the result used only below the count) */
-    int32_t code = (ids && c < n_centers) ? ids[lane] : 0;
+    /* the slot's atom and the slots in use read side by side (sorted_id has n_atoms entries;
+     * one past the slots in use may be stale and is not used) */
+    const int64_t n_slots = a.bin_start[a.n_bins_bound];
+    const int cid = k < a.n_atoms ? a.sorted_id[k] : n_centers;
+    const int c = k < n_slots ? cid : n_centers;
+    /* rows exist for every slot below n_atoms: the early rounds need not wait for c */
+    const int32_t *ids = a.fast_ids && k < a.n_atoms ? a.fast_ids + k * FAST_K : nullptr;
+    int32_t code[EMIT_EARLY > 0 ? EMIT_EARLY : 1] = {};
+    emit_cand d[EMIT_EARLY > 0 ? EMIT_EARLY : 1];
+    if (ids) {
+#pragma unroll
+        for (int m = 0; m < EMIT_EARLY; m++) code[m] = ids[32 * m + lane];
+#pragma unroll
+        for (int m = 0; m < EMIT_EARLY; m++) d[m] = emit_load(a, code[m]);
+    }
+    /* the slot's own data, with the same round trip */
+    int4 nc = make_int4(0, 0, 0, 0);
+    double xc[3] = {0, 0, 0};
+    if (k < a.n_atoms) {
+        nc = a.sorted_wrap[k];
+        load3(a.sorted_xd, k, xc);
+    }
     if (c < n_centers) {
-        const int4 nc = a.sorted_wrap[k];
-        const geom &g = a.g[nc.w];
+        const geom &g = a.g[a.n_systems == 1 ? 0 : nc.w];
         const int n = (int)a.counts[c];
         const int64_t e = a.offs[c];
         if (codes_kept(a, g) && n <= FAST_K) {
-            double xc[3];
-            load3(a.sorted_xd, k, xc);
             const double *H = g.h;
-            for (int e0 = 0; e0 < n; e0 += 32) {
+#pragma unroll
+            for (int m = 0; m < EMIT_EARLY; m++)
+                if (32 * m < n) emit_round(a, H, xc, nc, c, n, e, 32 * m, code[m], d[m]);
+            for (int e0 = 32 * EMIT_EARLY; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
-                if (e0 > 0) code = idx < n ? ids[idx] : 0;
-                int32_t q = code & FAST_SLOT_MASK;
-                if (q >= a.n_atoms) q = 0;
-                const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
-                const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
-                const int j = a.sorted_id[q];
-                const int4 nj = a.sorted_wrap[q];
-                double xj[3], r[3] = {0, 0, 0}, d2 = 0;
-                load3(a.sorted_xd, q, xj);
-                if (idx < n) {
-                    const int s0 = h0 + nc.x - nj.x, s1 = h1 + nc.y - nj.y, s2 = h2 + nc.z - nj.z;
-                    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
-                    if (e + idx < a.capacity) write_entry(a, e + idx, c, j, s0, s1, s2, r, d2, false);
-                    if (d2 < a.min_d2) record_close(a, c, j, d2);
-                }
-                store_vecs(a, e + e0, min(32, n - e0), r);
+                const int32_t cd = idx < n ? ids[idx] : 0;
+                emit_round(a, H, xc, nc, c, n, e, e0, cd, emit_load(a, cd));
             }
         } else {
             fast_rescan(a, g, k, c, nc, e);
