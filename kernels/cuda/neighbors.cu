@@ -462,18 +462,35 @@ __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_
 
 /* The vectors of entries e .. e + cnt - 1 (cnt <= 32), entry e + i held by lane i, written by the
  * whole warp so that each store instruction covers 32 consecutive doubles (lane l of round m
- * writes double l + 32 m of the block, fetched with shuffles): a strided store per component
- * would carry three times the bytes to L2.  Entries at or past the capacity are not written. */
-__device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3]) {
+ * writes double l + 32 m of the block): a strided store per component would carry three times
+ * the bytes to L2.  The lanes' vectors go through the warp's 96 doubles of shared memory `sv`
+ * (three stores and three loads a lane, no bank conflicts), or without SMEM through shuffles
+ * (nine 64-bit shuffles and their selects a lane; sv unused).  Entries at or past the capacity are not
+ * written. */
+template <bool SMEM>
+__device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3],
+                                           double *sv) {
     if (!a.vec) return;
     const int lane = threadIdx.x & 31;
+    if (SMEM) {
+        __syncwarp(); /* the warp's reads of the round before are done */
+        sv[3 * lane] = r[0];
+        sv[3 * lane + 1] = r[1];
+        sv[3 * lane + 2] = r[2];
+        __syncwarp();
+    }
 #pragma unroll
     for (int m = 0; m < 3; m++) {
         const int t = lane + 32 * m, i = t / 3, comp = t - 3 * i; /* i <= 31 */
-        const double v0 = __shfl_sync(NNPOPS__FULL_MASK, r[0], i);
-        const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
-        const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
-        const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
+        double v;
+        if (SMEM) {
+            v = sv[t];
+        } else {
+            const double v0 = __shfl_sync(NNPOPS__FULL_MASK, r[0], i);
+            const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
+            const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
+            v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
+        }
         if (i < cnt && e + i < a.capacity) a.vec[3 * e + t] = v;
     }
 }
@@ -1697,10 +1714,14 @@ __device__ __forceinline__ emit_cand emit_load(const nbr_args &a, int32_t code) 
     load3(a.sorted_xd, q, d.x);
     return d;
 }
+/* The emit pass's vectors through shared memory (1) or shuffles (0; a build may set it) */
+#ifndef NBR_EMIT_SMEM_VECS
+#define NBR_EMIT_SMEM_VECS 1
+#endif
 /* One round of 32 kept codes of center c (slot data nc, position xc): entries e + e0 + lane. */
 __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, const double xc[3],
                                            int4 nc, int c, int n, int64_t e, int e0, int32_t code,
-                                           const emit_cand &d) {
+                                           const emit_cand &d, double *sv) {
     const int idx = e0 + (threadIdx.x & 31);
     const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
     const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
@@ -1711,7 +1732,7 @@ __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, c
         if (e + idx < a.capacity) write_entry(a, e + idx, c, d.j, s0, s1, s2, r, d2, false);
         if (d2 < a.min_d2) record_close(a, c, d.j, d2);
     }
-    store_vecs(a, e + e0, min(32, n - e0), r);
+    store_vecs<NBR_EMIT_SMEM_VECS != 0>(a, e + e0, min(32, n - e0), r, sv);
 }
 
 /* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
@@ -1729,6 +1750,12 @@ const int EMIT_EARLY = NBR_EMIT_EARLY < FAST_K / 32 ? NBR_EMIT_EARLY : FAST_K / 
 __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
+#if NBR_EMIT_SMEM_VECS
+    __shared__ double s_vec[TB / 32][96];
+    double *const sv = s_vec[threadIdx.x >> 5];
+#else
+    double *const sv = nullptr; /* (unused) */
+#endif
     const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_centers = (int)a.n_centers;
     /* the slot's atom and the slots in use read side by side (sorted_id has n_atoms entries;
@@ -1761,11 +1788,11 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
             const double *H = g.h;
 #pragma unroll
             for (int m = 0; m < EMIT_EARLY; m++)
-                if (32 * m < n) emit_round(a, H, xc, nc, c, n, e, 32 * m, code[m], d[m]);
+                if (32 * m < n) emit_round(a, H, xc, nc, c, n, e, 32 * m, code[m], d[m], sv);
             for (int e0 = 32 * EMIT_EARLY; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
                 const int32_t cd = idx < n ? ids[idx] : 0;
-                emit_round(a, H, xc, nc, c, n, e, e0, cd, emit_load(a, cd));
+                emit_round(a, H, xc, nc, c, n, e, e0, cd, emit_load(a, cd), sv);
             }
         } else {
             fast_rescan(a, g, k, c, nc, e);
