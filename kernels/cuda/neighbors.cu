@@ -164,6 +164,14 @@ const size_t SMALL_STAGE_MAX = NBR_SMALL_STAGE_MAX;
 #define NBR_LB_SCAN_MAX 8192
 #endif
 const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
+/* cell lists: the counts of the bins in use are scanned by one block (bin_scan_kernel) when the
+ * work space's bound on bins is at most this (more: cub's scan over the bound; a sparse system
+ * may use every bin of the bound, 8,192 counts a round); a build may set NBR_BIN_SCAN_MAX (0:
+ * always cub) for comparisons */
+#ifndef NBR_BIN_SCAN_MAX
+#define NBR_BIN_SCAN_MAX (1 << 19)
+#endif
+const int64_t BIN_SCAN_MAX = NBR_BIN_SCAN_MAX;
 /* brute force with at most this many items (centers x slices): no scan between the passes, the
  * write pass's warps sum the counts before their items (a build may set NBR_BRUTE_PREFIX_MAX, 0:
  * always cub, for comparisons) */
@@ -462,35 +470,19 @@ __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_
 
 /* The vectors of entries e .. e + cnt - 1 (cnt <= 32), entry e + i held by lane i, written by the
  * whole warp so that each store instruction covers 32 consecutive doubles (lane l of round m
- * writes double l + 32 m of the block): a strided store per component would carry three times
- * the bytes to L2.  The lanes' vectors go through the warp's 96 doubles of shared memory `sv`
- * (three stores and three loads a lane, no bank conflicts), or without SMEM through shuffles
- * (nine 64-bit shuffles and their selects a lane; sv unused).  Entries at or past the capacity are not
- * written. */
-template <bool SMEM>
-__device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3],
-                                           double *sv) {
+ * writes double l + 32 m of the block, fetched with shuffles): a strided store per component
+ * would carry three times the bytes to L2.  Entries at or past the capacity are not written.
+ * (Through shared memory instead of shuffles: even, results/f1c7a16-emit-smem-gpu.log.) */
+__device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3]) {
     if (!a.vec) return;
     const int lane = threadIdx.x & 31;
-    if (SMEM) {
-        __syncwarp(); /* the warp's reads of the round before are done */
-        sv[3 * lane] = r[0];
-        sv[3 * lane + 1] = r[1];
-        sv[3 * lane + 2] = r[2];
-        __syncwarp();
-    }
 #pragma unroll
     for (int m = 0; m < 3; m++) {
         const int t = lane + 32 * m, i = t / 3, comp = t - 3 * i; /* i <= 31 */
-        double v;
-        if (SMEM) {
-            v = sv[t];
-        } else {
-            const double v0 = __shfl_sync(NNPOPS__FULL_MASK, r[0], i);
-            const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
-            const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
-            v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
-        }
+        const double v0 = __shfl_sync(NNPOPS__FULL_MASK, r[0], i);
+        const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
+        const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
+        const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
         if (i < cnt && e + i < a.capacity) a.vec[3 * e + t] = v;
     }
 }
@@ -994,8 +986,11 @@ __global__ void finish_kernel(const nbr_args a) {
 
 /* ---- cell lists ---- */
 
-/* Zeroes the bin counters and the per-center counts (grid-stride); the fractional min/max along
- * the non-periodic axes of each system and the largest |coordinate|. */
+/* Zeroes the bin counters and the per-center counts (grid-stride); the
+ * fractional min/max along the non-periodic axes of each system and the largest |coordinate|:
+ * reduced over runs of a warp's lanes of one system, then over the block for the system of its
+ * first atom (shared-memory atomics, one global atomic per value and block), global atomics for
+ * the others; a quantity no lane of a warp needs (a periodic axis) is skipped. */
 __global__ void bbox_kernel(const nbr_args a) {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -1003,15 +998,20 @@ __global__ void bbox_kernel(const nbr_args a) {
     for (int64_t t = k; t <= a.n_items; t += stride) a.counts[t] = 0;
     const bool valid = k < a.n_atoms;
     const int64_t s = valid ? system_of(a.sys_start, a.n_systems, k) : -1;
+    /* the thread's position, read before the block's frame is set up */
+    double x[3] = {0, 0, 0};
+    if (valid) load3(a.pos, a.order[k], x);
     /* the frame of the system of the block's first atom, set up once (a thread of another system
      * sets up its own; a block past the last atom, whose first thread has no system, none) */
     __shared__ geom s_g;
     __shared__ int s_ok;
     __shared__ int64_t s_sys;
+    __shared__ unsigned long long s_red[7];
     if (threadIdx.x == 0) {
         s_sys = s;
         s_ok = valid && setup_frame(a, s, s_g, false);
     }
+    if (threadIdx.x < 7) s_red[threadIdx.x] = ~0ull;
     __syncthreads();
     geom own;
     const bool mine = s == s_sys;
@@ -1021,8 +1021,6 @@ __global__ void bbox_kernel(const nbr_args a) {
     if (valid) {
         ok = mine ? s_ok != 0 : setup_frame(a, s, own, false);
         if (ok) {
-            double x[3];
-            load3(a.pos, a.order[k], x);
             for (int q = 0; q < 3; q++) {
                 f[q] = frac(g, x, q);
                 xabs = fmax(xabs, fabs(x[q]));
@@ -1034,6 +1032,7 @@ __global__ void bbox_kernel(const nbr_args a) {
         /* q < 3: min of f (encoded) and min of the complement of encoded f (= max);
          * q == 3: the complement of encoded |x| (its min is the max) */
         const bool need = ok && (q == 3 || !g.per[q]);
+        if (!__any_sync(NNPOPS__FULL_MASK, need)) continue; /* (warp-uniform) */
         unsigned long long lo = need ? (q < 3 ? enc_double(f[q]) : ~enc_double(xabs)) : ~0ull;
         unsigned long long hi = need && q < 3 ? ~enc_double(f[q]) : ~0ull;
         for (int o = 1; o < 32; o <<= 1) {
@@ -1045,21 +1044,27 @@ __global__ void bbox_kernel(const nbr_args a) {
             }
         }
         if (runs.head && valid && lo != ~0ull) {
-            if (q < 3) {
-                atomicMin(a.bbox + 8 * s + q, lo);
-                atomicMin(a.bbox + 8 * s + 3 + q, hi);
+            const int ilo = q < 3 ? q : 6;
+            if (mine) {
+                atomicMin(s_red + ilo, lo);
+                if (q < 3) atomicMin(s_red + 3 + q, hi);
             } else {
-                atomicMin(a.bbox + 8 * s + 6, lo);
+                atomicMin(a.bbox + 8 * s + ilo, lo);
+                if (q < 3) atomicMin(a.bbox + 8 * s + 3 + q, hi);
             }
         }
     }
+    __syncthreads();
+    if (threadIdx.x < 7 && s_sys >= 0 && s_red[threadIdx.x] != ~0ull)
+        atomicMin(a.bbox + 8 * s_sys + threadIdx.x, s_red[threadIdx.x]);
 }
 
 /* Frames and bins of every system, and the float32 thresholds; one block, systems in chunks with
- * a running bin offset; the total number of bins goes to *n_bins_used. */
+ * a running bin offset (a block scan per chunk); the total number of bins goes to *n_bins_used. */
 __global__ void geom_kernel(const nbr_args a) {
-    __shared__ int64_t part[256];
-    __shared__ int64_t carry;
+    __shared__ long long part[256];
+    __shared__ long long s_warp[32];
+    __shared__ long long carry;
     if (threadIdx.x == 0) carry = 0;
     __syncthreads();
     for (int64_t base = 0; base < a.n_systems; base += blockDim.x) {
@@ -1140,20 +1145,14 @@ __global__ void geom_kernel(const nbr_args a) {
         }
         part[threadIdx.x] = nbins;
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int64_t run = carry;
-            for (int t = 0; t < (int)blockDim.x; t++) {
-                const int64_t v = part[t];
-                part[t] = run;
-                run += v;
-            }
-            carry = run;
-        }
-        __syncthreads();
+        block_scan_shared(part, (int)blockDim.x, s_warp); /* exclusive, in place */
+        const long long run0 = carry;
         if (s < a.n_systems) {
-            g.bin0 = part[threadIdx.x];
+            g.bin0 = run0 + part[threadIdx.x];
             a.g[s] = g;
         }
+        __syncthreads(); /* (every thread has read carry) */
+        if (threadIdx.x == blockDim.x - 1) carry = run0 + part[threadIdx.x] + nbins;
         __syncthreads();
     }
     if (threadIdx.x == 0) *a.n_bins_used = carry;
@@ -1191,6 +1190,49 @@ __global__ void bin_kernel(const nbr_args a) {
     a.atom_rank[i] = atomicAdd(a.bin_count + gb, 1);
 }
 
+/* One block (BIN_SCAN_TB threads, BIN_SCAN_IPT counts a thread per round): the exclusive scan of
+ * the counts of the bins in use into bin_start[0 .. n_bins_used] (the last one the total, the
+ * counters past the bins in use being zero), the total also to bin_start[n_bins_bound] (the
+ * starts between are never read). */
+const int BIN_SCAN_TB = 1024, BIN_SCAN_IPT = 8;
+__global__ void __launch_bounds__(BIN_SCAN_TB) bin_scan_kernel(const nbr_args a) {
+    __shared__ long long s_warp[32];
+    __shared__ long long s_carry;
+    const int T = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = T >> 5;
+    const int64_t n = *a.n_bins_used + 1;
+    if (t == 0) s_carry = 0;
+    __syncthreads();
+    for (int64_t base = 0; base < n; base += (int64_t)T * BIN_SCAN_IPT) {
+        int32_t v[BIN_SCAN_IPT];
+        long long sum = 0;
+        const int64_t i0 = base + (int64_t)t * BIN_SCAN_IPT;
+#pragma unroll
+        for (int k = 0; k < BIN_SCAN_IPT; k++) {
+            v[k] = i0 + k < n ? a.bin_count[i0 + k] : 0;
+            sum += v[k];
+        }
+        const long long incl = warp_incl_scan(sum);
+        if (lane == 31) s_warp[warp] = incl;
+        __syncthreads();
+        if (warp == 0) {
+            long long x = lane < nw ? s_warp[lane] : 0;
+            x = warp_incl_scan(x);
+            if (lane < nw) s_warp[lane] = x;
+        }
+        __syncthreads();
+        long long run = s_carry + (warp ? s_warp[warp - 1] : 0) + incl - sum;
+#pragma unroll
+        for (int k = 0; k < BIN_SCAN_IPT; k++) {
+            if (i0 + k < n) a.bin_start[i0 + k] = (int32_t)run;
+            run += v[k];
+        }
+        __syncthreads();
+        if (t == 0) s_carry += s_warp[nw - 1];
+        __syncthreads();
+    }
+    if (t == 0) a.bin_start[a.n_bins_bound] = (int32_t)s_carry;
+}
+
 /* Atoms in bin order: id, wrap count, double position (wrapped for the general kernel, original
  * for the fast one) and, for the fast one, xr = x - n . H - org as float with the id in .w. */
 __global__ void place_kernel(const nbr_args a) {
@@ -1222,7 +1264,7 @@ __global__ void place_kernel(const nbr_args a) {
  * bin then sorts the bin's slots by atom index (insertion sort: bins hold a few atoms). */
 __global__ void bin_sort_kernel(const nbr_args a) {
     const int64_t gb = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (gb >= a.n_bins_bound) return;
+    if (gb >= *a.n_bins_used) return; /* (the starts of unused bins may not be written) */
     const int32_t lo = a.bin_start[gb], hi = a.bin_start[gb + 1];
     for (int32_t q = lo + 1; q < hi; q++) {
         const int32_t id = a.sorted_id[q];
@@ -1714,14 +1756,10 @@ __device__ __forceinline__ emit_cand emit_load(const nbr_args &a, int32_t code) 
     load3(a.sorted_xd, q, d.x);
     return d;
 }
-/* The emit pass's vectors through shared memory (1) or shuffles (0; a build may set it) */
-#ifndef NBR_EMIT_SMEM_VECS
-#define NBR_EMIT_SMEM_VECS 1
-#endif
 /* One round of 32 kept codes of center c (slot data nc, position xc): entries e + e0 + lane. */
 __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, const double xc[3],
                                            int4 nc, int c, int n, int64_t e, int e0, int32_t code,
-                                           const emit_cand &d, double *sv) {
+                                           const emit_cand &d) {
     const int idx = e0 + (threadIdx.x & 31);
     const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
     const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
@@ -1732,7 +1770,7 @@ __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, c
         if (e + idx < a.capacity) write_entry(a, e + idx, c, d.j, s0, s1, s2, r, d2, false);
         if (d2 < a.min_d2) record_close(a, c, d.j, d2);
     }
-    store_vecs<NBR_EMIT_SMEM_VECS != 0>(a, e + e0, min(32, n - e0), r, sv);
+    store_vecs(a, e + e0, min(32, n - e0), r);
 }
 
 /* Fast cell list, emit pass: a warp per slot (centers in bin order, so that neighboring warps read
@@ -1750,12 +1788,6 @@ const int EMIT_EARLY = NBR_EMIT_EARLY < FAST_K / 32 ? NBR_EMIT_EARLY : FAST_K / 
 __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
-#if NBR_EMIT_SMEM_VECS
-    __shared__ double s_vec[TB / 32][96];
-    double *const sv = s_vec[threadIdx.x >> 5];
-#else
-    double *const sv = nullptr; /* (unused) */
-#endif
     const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int n_centers = (int)a.n_centers;
     /* the slot's atom and the slots in use read side by side (sorted_id has n_atoms entries;
@@ -1788,11 +1820,11 @@ __global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
             const double *H = g.h;
 #pragma unroll
             for (int m = 0; m < EMIT_EARLY; m++)
-                if (32 * m < n) emit_round(a, H, xc, nc, c, n, e, 32 * m, code[m], d[m], sv);
+                if (32 * m < n) emit_round(a, H, xc, nc, c, n, e, 32 * m, code[m], d[m]);
             for (int e0 = 32 * EMIT_EARLY; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
                 const int32_t cd = idx < n ? ids[idx] : 0;
-                emit_round(a, H, xc, nc, c, n, e, e0, cd, emit_load(a, cd), sv);
+                emit_round(a, H, xc, nc, c, n, e, e0, cd, emit_load(a, cd));
             }
         } else {
             fast_rescan(a, g, k, c, nc, e);
@@ -2000,8 +2032,14 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     NNPOPS__LAUNCH_CHECK("neighbor search (cell geometry)");
     bin_kernel<<<ga, TB, 0, st>>>(a);
     NNPOPS__LAUNCH_CHECK("neighbor search (binning)");
-    NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.bin_count, a.bin_start,
-                                                    (int64_t)(L.n_bins_bound + 1), st));
+    if (L.n_bins_bound + 1 <= BIN_SCAN_MAX) {
+        bin_scan_kernel<<<1, BIN_SCAN_TB, 0, st>>>(a);
+        NNPOPS__LAUNCH_CHECK("neighbor search (bin starts)");
+    } else {
+        NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.bin_count,
+                                                        a.bin_start,
+                                                        (int64_t)(L.n_bins_bound + 1), st));
+    }
     place_kernel<<<ga, TB, 0, st>>>(a);
     NNPOPS__LAUNCH_CHECK("neighbor search (placing)");
     if (plan.deterministic) {
