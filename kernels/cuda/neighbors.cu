@@ -165,11 +165,12 @@ const size_t SMALL_STAGE_MAX = NBR_SMALL_STAGE_MAX;
 #endif
 const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
 /* cell lists: the counts of the bins in use are scanned by one block (bin_scan_kernel) when the
- * work space's bound on bins is at most this (more: cub's scan over the bound; a sparse system
- * may use every bin of the bound, 8,192 counts a round); a build may set NBR_BIN_SCAN_MAX (0:
- * always cub) for comparisons */
+ * work space's bound on bins is at most this, i.e. up to ~65,000 atoms (more: cub's scan over
+ * the bound, faster there: 131,072 atoms 0.3692 against 0.3725-0.3731 ms with one block, 16,384
+ * atoms 0.0805-0.0808 against 0.0817-0.0821, results/4ee25a6-prep-gpu.log); a build may set
+ * NBR_BIN_SCAN_MAX (0: always cub) for comparisons */
 #ifndef NBR_BIN_SCAN_MAX
-#define NBR_BIN_SCAN_MAX (1 << 19)
+#define NBR_BIN_SCAN_MAX (1 << 17)
 #endif
 const int64_t BIN_SCAN_MAX = NBR_BIN_SCAN_MAX;
 /* brute force with at most this many items (centers x slices): no scan between the passes, the
@@ -986,11 +987,8 @@ __global__ void finish_kernel(const nbr_args a) {
 
 /* ---- cell lists ---- */
 
-/* Zeroes the bin counters and the per-center counts (grid-stride); the
- * fractional min/max along the non-periodic axes of each system and the largest |coordinate|:
- * reduced over runs of a warp's lanes of one system, then over the block for the system of its
- * first atom (shared-memory atomics, one global atomic per value and block), global atomics for
- * the others; a quantity no lane of a warp needs (a periodic axis) is skipped. */
+/* Zeroes the bin counters and the per-center counts (grid-stride); the fractional min/max along
+ * the non-periodic axes of each system and the largest |coordinate|. */
 __global__ void bbox_kernel(const nbr_args a) {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -998,20 +996,15 @@ __global__ void bbox_kernel(const nbr_args a) {
     for (int64_t t = k; t <= a.n_items; t += stride) a.counts[t] = 0;
     const bool valid = k < a.n_atoms;
     const int64_t s = valid ? system_of(a.sys_start, a.n_systems, k) : -1;
-    /* the thread's position, read before the block's frame is set up */
-    double x[3] = {0, 0, 0};
-    if (valid) load3(a.pos, a.order[k], x);
     /* the frame of the system of the block's first atom, set up once (a thread of another system
      * sets up its own; a block past the last atom, whose first thread has no system, none) */
     __shared__ geom s_g;
     __shared__ int s_ok;
     __shared__ int64_t s_sys;
-    __shared__ unsigned long long s_red[7];
     if (threadIdx.x == 0) {
         s_sys = s;
         s_ok = valid && setup_frame(a, s, s_g, false);
     }
-    if (threadIdx.x < 7) s_red[threadIdx.x] = ~0ull;
     __syncthreads();
     geom own;
     const bool mine = s == s_sys;
@@ -1021,6 +1014,8 @@ __global__ void bbox_kernel(const nbr_args a) {
     if (valid) {
         ok = mine ? s_ok != 0 : setup_frame(a, s, own, false);
         if (ok) {
+            double x[3];
+            load3(a.pos, a.order[k], x);
             for (int q = 0; q < 3; q++) {
                 f[q] = frac(g, x, q);
                 xabs = fmax(xabs, fabs(x[q]));
@@ -1032,7 +1027,6 @@ __global__ void bbox_kernel(const nbr_args a) {
         /* q < 3: min of f (encoded) and min of the complement of encoded f (= max);
          * q == 3: the complement of encoded |x| (its min is the max) */
         const bool need = ok && (q == 3 || !g.per[q]);
-        if (!__any_sync(NNPOPS__FULL_MASK, need)) continue; /* (warp-uniform) */
         unsigned long long lo = need ? (q < 3 ? enc_double(f[q]) : ~enc_double(xabs)) : ~0ull;
         unsigned long long hi = need && q < 3 ? ~enc_double(f[q]) : ~0ull;
         for (int o = 1; o < 32; o <<= 1) {
@@ -1044,19 +1038,14 @@ __global__ void bbox_kernel(const nbr_args a) {
             }
         }
         if (runs.head && valid && lo != ~0ull) {
-            const int ilo = q < 3 ? q : 6;
-            if (mine) {
-                atomicMin(s_red + ilo, lo);
-                if (q < 3) atomicMin(s_red + 3 + q, hi);
+            if (q < 3) {
+                atomicMin(a.bbox + 8 * s + q, lo);
+                atomicMin(a.bbox + 8 * s + 3 + q, hi);
             } else {
-                atomicMin(a.bbox + 8 * s + ilo, lo);
-                if (q < 3) atomicMin(a.bbox + 8 * s + 3 + q, hi);
+                atomicMin(a.bbox + 8 * s + 6, lo);
             }
         }
     }
-    __syncthreads();
-    if (threadIdx.x < 7 && s_sys >= 0 && s_red[threadIdx.x] != ~0ull)
-        atomicMin(a.bbox + 8 * s_sys + threadIdx.x, s_red[threadIdx.x]);
 }
 
 /* Frames and bins of every system, and the float32 thresholds; one block, systems in chunks with
