@@ -538,22 +538,23 @@ __device__ void block_scan_shared(long long *v, int n, long long *s_warp) {
     __syncthreads();
 }
 
-/* The last block of a count kernel: offs = exclusive scan of counts[0 .. n_items) (offs[n_items] =
- * total), start[] from offs where they differ, the status.  Every thread of the block calls it. */
-__device__ void last_block_scan(const nbr_args &a) {
-    const int IPT = 8;
+/* Exclusive scan by one block (every thread calls it): out(i, prefix) for i in [0, n) with the sum
+ * of in(0 .. i), in rounds of blockDim.x * IPT values (IPT consecutive ones a thread); returns the
+ * total (to every thread). */
+template <int IPT, typename In, typename Out>
+__device__ long long block_scan_rounds(int64_t n, In in, Out out) {
     __shared__ long long s_warp[32];
     __shared__ long long s_carry;
     const int T = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = T >> 5;
     if (t == 0) s_carry = 0;
     __syncthreads();
-    for (int64_t base = 0; base < a.n_items; base += (int64_t)T * IPT) {
+    for (int64_t base = 0; base < n; base += (int64_t)T * IPT) {
         long long v[IPT];
         long long sum = 0;
         const int64_t i0 = base + (int64_t)t * IPT;
 #pragma unroll
         for (int k = 0; k < IPT; k++) {
-            v[k] = i0 + k < a.n_items ? (long long)__ldcg(a.counts + i0 + k) : 0;
+            v[k] = i0 + k < n ? in(i0 + k) : 0;
             sum += v[k];
         }
         const long long incl = warp_incl_scan(sum);
@@ -568,14 +569,23 @@ __device__ void last_block_scan(const nbr_args &a) {
         long long run = s_carry + (warp ? s_warp[warp - 1] : 0) + incl - sum;
 #pragma unroll
         for (int k = 0; k < IPT; k++) {
-            if (i0 + k < a.n_items) a.offs[i0 + k] = run;
+            if (i0 + k < n) out(i0 + k, run);
             run += v[k];
         }
         __syncthreads();
         if (t == 0) s_carry += s_warp[nw - 1];
         __syncthreads();
     }
-    const int64_t total = s_carry;
+    return s_carry;
+}
+
+/* The last block of a count kernel: offs = exclusive scan of counts[0 .. n_items) (offs[n_items] =
+ * total), start[] from offs where they differ, the status.  Every thread of the block calls it. */
+__device__ void last_block_scan(const nbr_args &a) {
+    const int t = threadIdx.x, T = blockDim.x;
+    const int64_t total = block_scan_rounds<8>(
+        a.n_items, [&](int64_t i) { return (long long)__ldcg(a.counts + i); },
+        [&](int64_t i, long long run) { a.offs[i] = run; });
     if (t == 0) a.offs[a.n_items] = total;
     if (a.start && a.start != a.offs) {
         __syncthreads();
@@ -1185,41 +1195,10 @@ __global__ void bin_kernel(const nbr_args a) {
  * starts between are never read). */
 const int BIN_SCAN_TB = 1024, BIN_SCAN_IPT = 8;
 __global__ void __launch_bounds__(BIN_SCAN_TB) bin_scan_kernel(const nbr_args a) {
-    __shared__ long long s_warp[32];
-    __shared__ long long s_carry;
-    const int T = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nw = T >> 5;
-    const int64_t n = *a.n_bins_used + 1;
-    if (t == 0) s_carry = 0;
-    __syncthreads();
-    for (int64_t base = 0; base < n; base += (int64_t)T * BIN_SCAN_IPT) {
-        int32_t v[BIN_SCAN_IPT];
-        long long sum = 0;
-        const int64_t i0 = base + (int64_t)t * BIN_SCAN_IPT;
-#pragma unroll
-        for (int k = 0; k < BIN_SCAN_IPT; k++) {
-            v[k] = i0 + k < n ? a.bin_count[i0 + k] : 0;
-            sum += v[k];
-        }
-        const long long incl = warp_incl_scan(sum);
-        if (lane == 31) s_warp[warp] = incl;
-        __syncthreads();
-        if (warp == 0) {
-            long long x = lane < nw ? s_warp[lane] : 0;
-            x = warp_incl_scan(x);
-            if (lane < nw) s_warp[lane] = x;
-        }
-        __syncthreads();
-        long long run = s_carry + (warp ? s_warp[warp - 1] : 0) + incl - sum;
-#pragma unroll
-        for (int k = 0; k < BIN_SCAN_IPT; k++) {
-            if (i0 + k < n) a.bin_start[i0 + k] = (int32_t)run;
-            run += v[k];
-        }
-        __syncthreads();
-        if (t == 0) s_carry += s_warp[nw - 1];
-        __syncthreads();
-    }
-    if (t == 0) a.bin_start[a.n_bins_bound] = (int32_t)s_carry;
+    const long long total = block_scan_rounds<BIN_SCAN_IPT>(
+        *a.n_bins_used + 1, [&](int64_t i) { return (long long)a.bin_count[i]; },
+        [&](int64_t i, long long run) { a.bin_start[i] = (int32_t)run; });
+    if (threadIdx.x == 0) a.bin_start[a.n_bins_bound] = (int32_t)total;
 }
 
 /* Atoms in bin order: id, wrap count, double position (wrapped for the general kernel, original
