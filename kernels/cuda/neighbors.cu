@@ -48,11 +48,12 @@
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
  *                (coarsened); atoms are counted per bin (the atomic's return value is the atom's
- *                rank in its bin), the counts scanned, the atoms placed in bin order.  A stencil of
- *                +-r_k bins around a bin covers every pair, r_k = ceil(reach / bin thickness): one
- *                bin for ordinary boxes and several when the cell is thinner than the cutoff (bin
- *                b + o maps to bin (b + o) mod nb with shift floor((b + o) / nb), one-to-one, so
- *                every (j, s') is met once).  Two kernels search the stencils:
+ *                rank in its bin), the counts scanned (the bins in use by one block, or cub over
+ *                the work space's bound for large inputs), the atoms placed in bin order.  A
+ *                stencil of +-r_k bins around a bin covers every pair, r_k = ceil(reach / bin
+ *                thickness): one bin for ordinary boxes and several when the cell is thinner than
+ *                the cutoff (bin b + o maps to bin (b + o) mod nb with shift floor((b + o) / nb),
+ *                one-to-one, so every (j, s') is met once).  Two kernels search the stencils:
  *     fast (NNPOPS__NBR_CELL_FAST, center mode; the plan's choice when every periodic axis is at
  *                least one reach wide, i.e. r_k == 1; any r_k is handled):
  *                search pass (fast_search_kernel): a BLOCK per bin (128 threads, bins in turn
@@ -74,7 +75,8 @@
  *                code: the image shift from the code, the candidate's wrap count, id and
  *                original position, the vector in double (the CPU expression above), the entry
  *                at offs[c] + its rank: no float test again, the pairs of a round stored at
- *                consecutive positions and its vectors as 32 consecutive doubles per store.  A
+ *                consecutive positions and its vectors as 32 consecutive doubles per store; the
+ *                first two rounds' codes and data are read before the center's count arrives.  A
  *                center whose codes were not all kept (more than FAST_K entries: dense systems;
  *                thin cells) searches its stencil again in the emit pass, bin by bin in the same
  *                order, with the same decisions.
