@@ -315,11 +315,10 @@ __device__ void record_geom_error(nnpops__dev_status *st, uint32_t kind, int64_t
 
 /* Frame of system s (no bins): h, rec, w, per, img; validates the cell (as the CPU).  Explicit
  * roundings, so every kernel computes the same frame (and image counts) bit for bit. */
-__device__ bool setup_frame_at(const nbr_args &a, const uint8_t *pbc, const double *cells,
-                               int64_t s, geom &g, bool report) {
+__device__ bool setup_frame(const nbr_args &a, int64_t s, geom &g, bool report) {
     g.any_per = 0;
     for (int k = 0; k < 3; k++) {
-        g.per[k] = pbc ? (pbc[3 * s + k] != 0) : 0;
+        g.per[k] = a.pbc ? (a.pbc[3 * s + k] != 0) : 0;
         g.any_per |= g.per[k];
         g.img[k] = 0;
     }
@@ -330,7 +329,7 @@ __device__ bool setup_frame_at(const nbr_args &a, const uint8_t *pbc, const doub
     g.w[0] = g.w[1] = g.w[2] = 1.0;
     g.ok = 1;
     if (!g.any_per) return true;
-    const double *c = cells + 9 * s;
+    const double *c = a.cells + 9 * s;
     bool finite = true;
     for (int k = 0; k < 9; k++) {
         g.h[k] = c[k];
@@ -379,11 +378,6 @@ __device__ bool setup_frame_at(const nbr_args &a, const uint8_t *pbc, const doub
         }
     }
     return true;
-}
-
-/* The frame from the arguments' own pbc flags and cells. */
-__device__ __forceinline__ bool setup_frame(const nbr_args &a, int64_t s, geom &g, bool report) {
-    return setup_frame_at(a, a.pbc, a.cells, s, g, report);
 }
 
 __device__ __forceinline__ void load3(const double *p, int64_t i, double x[3]) {
@@ -724,15 +718,15 @@ __device__ __forceinline__ void brute_emit(const nbr_args &a, bool acc, int64_t 
 }
 
 template <bool WRITE>
-__device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *order,
-                           const int64_t *sys_start, const geom &g, int64_t s, int64_t c, int w,
-                           int slices, int64_t base, int64_t &count, int64_t &ghosts) {
+__device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *order, const geom &g,
+                           int64_t s, int64_t c, int w, int slices, int64_t base, int64_t &count,
+                           int64_t &ghosts) {
     const int lane = threadIdx.x & 31;
     count = 0;
     ghosts = 0;
     double xc[3];
     load3(pos, c, xc);
-    const int64_t a0 = sys_start[s], na = sys_start[s + 1] - a0;
+    const int64_t a0 = a.sys_start[s], na = a.sys_start[s + 1] - a0;
     const int64_t per = (na + slices - 1) / slices;
     const int64_t lo = w * per, hi = min(na, lo + per);
     if (!g.any_per) {
@@ -860,11 +854,10 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
 /* The frame of system s for the calling warp, set up by its lane 0 in shared memory (gw, ok in
  * okw; the warp's lanes wait for one another before and after, so that a frame still being read
  * is not overwritten); returns whether the cell is usable. */
-__device__ __forceinline__ bool warp_frame(const nbr_args &a, const uint8_t *pbc,
-                                           const double *cells, int64_t s, geom &gw, int &okw,
+__device__ __forceinline__ bool warp_frame(const nbr_args &a, int64_t s, geom &gw, int &okw,
                                            bool count) {
     __syncwarp();
-    if ((threadIdx.x & 31) == 0) okw = setup_frame_at(a, pbc, cells, s, gw, count);
+    if ((threadIdx.x & 31) == 0) okw = setup_frame(a, s, gw, count);
     __syncwarp();
     return okw != 0;
 }
@@ -905,14 +898,12 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
             int ok = s_ok;
             if (s != s_sys) {
                 const int wi = (int)(threadIdx.x >> 5);
-                ok = warp_frame(a, a.pbc, a.cells, s, s_gw[wi], s_okw[wi], !WRITE);
+                ok = warp_frame(a, s, s_gw[wi], s_okw[wi], !WRITE);
                 gp = &s_gw[wi];
             }
             const int64_t off = WRITE ? item_offset(a, slot) : 0;
             if (WRITE && a.prefix_in_write && w == 0 && lane == 0 && a.start) a.start[c] = off;
-            if (ok)
-                brute_item<WRITE>(a, a.pos, a.order, a.sys_start, *gp, s, c, w, a.slices, off,
-                                  count, gh);
+            if (ok) brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices, off, count, gh);
             if (!WRITE && lane == 0) {
                 a.counts[slot] = count;
                 ghosts = gh;
@@ -926,88 +917,27 @@ __global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const n
 /* ---- the one-block path: positions, order and counts in shared memory, block scan, entries;
  * one launch (which may first do the step's staging job, nnpops__center_neighbors_staged_cuda)
  * ---- */
-
-/* What the one-block path reads of its inputs, in shared memory: positions, order, and for at
- * most SMALL_SYS systems their starts, periodic flags and cells (more systems: read from global
- * memory).  Where an array lies in the staging job's copied range (16-byte units, aligned to
- * its element size), the threads copying it keep its elements as they copy, so that the search
- * does not wait on reading back what the block has just written; the others are read after the
- * copy, side by side.  A build may set NBR_SMALL_CAPTURE=0 (always read back) for comparisons. */
-#ifndef NBR_SMALL_CAPTURE
-#define NBR_SMALL_CAPTURE 1
-#endif
-const int SMALL_SYS = 8;
-struct small_inputs {
-    double pos[3 * SMALL_MAX];
-    int32_t order[SMALL_MAX];
-    int64_t ss[SMALL_SYS + 1];
-    double cells[9 * SMALL_SYS];
-    uint8_t pbc[3 * SMALL_SYS];
-};
-/* An input array: its device address, element count and element size; `kept` once in shared
- * memory. */
-struct small_array {
-    const char *p;
-    int64_t n, size;
-    bool kept;
-};
-/* The elements of array x held by the 16-byte unit v at byte offset cb of the copy to dst
- * (elements of its size, aligned to it, lie whole in one unit). */
-template <typename T>
-__device__ __forceinline__ void small_take(const uint4 &v, int64_t cb, const char *dst,
-                                           const small_array &x, T *out) {
-    const int64_t lo = x.p - dst, hi = lo + x.n * (int64_t)sizeof(T);
-    if (cb + 16 <= lo || cb >= hi) return;
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 16 / (int)sizeof(T); i++) {
-        const int64_t b = cb + i * (int64_t)sizeof(T);
-        if (b < lo || b >= hi) continue;
-        T t;
-        memcpy(&t, reinterpret_cast<const char *>(w) + i * sizeof(T), sizeof(T));
-        out[(b - lo) / (int64_t)sizeof(T)] = t;
-    }
-}
-/* Array x in shared memory (`out`): from the copy when it lies there (see small_take), else read
- * after it. */
-template <typename T>
-__device__ __forceinline__ void small_read(const small_array &x, T *out) {
-    if (x.kept || !x.p) return;
-    const T *src = reinterpret_cast<const T *>(x.p);
-    for (int64_t i = threadIdx.x; i < x.n; i += blockDim.x) out[i] = src[i];
-}
-__device__ __forceinline__ bool small_in_copy(const nbr_args &a, const small_array &x) {
-    const int64_t off = x.p - (const char *)a.stage.dst;
-    const int64_t units = (int64_t)(a.stage.copy_bytes >> 4) << 4;
-    /* (not where the job zeroes after copying either) */
-    const int64_t z = x.p - (const char *)a.stage.zdst, zn = (int64_t)a.stage.zero_bytes;
-    const bool zeroed = zn > 0 && z < zn && z + x.n * x.size > 0;
-    return NBR_SMALL_CAPTURE && x.p && off >= 0 && off % x.size == 0 &&
-           off + x.n * x.size <= units && !zeroed;
-}
-
 template <bool WRITE>
-__device__ __forceinline__ void small_pass(const nbr_args &a, const small_inputs &in,
-                                           const int64_t *ss, const uint8_t *pbc,
-                                           const double *cells, long long *s_off, geom *s_gw,
-                                           int *s_okw, long long &ghosts, int64_t &gs, bool &gok) {
+__device__ __forceinline__ void small_pass(const nbr_args &a, const double *s_pos,
+                                           const int32_t *s_order, long long *s_off,
+                                           geom *s_gw, int *s_okw, long long &ghosts) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     /* the frame of system gs (a warp's centers mostly share one), in shared memory: lane 0
-     * computes it, and the item code reads it from there (no frame in registers); the write pass
-     * goes on with the count pass's last frame */
+     * computes it, and the item code reads it from there (no frame in registers) */
     const geom &g = s_gw[warp];
+    int64_t gs = -1;
+    bool gok = false;
     for (int64_t k = warp; k < a.n_atoms; k += nw) {
-        const int64_t c = in.order[k];
+        const int64_t c = s_order[k];
         if (c >= a.n_centers) continue; /* warp-uniform */
-        const int64_t s = system_of(ss, a.n_systems, k);
+        const int64_t s = system_of(a.sys_start, a.n_systems, k);
         if (s != gs) {
             gs = s;
-            gok = warp_frame(a, pbc, cells, s, s_gw[warp], s_okw[warp], !WRITE);
+            gok = warp_frame(a, s, s_gw[warp], s_okw[warp], !WRITE);
         }
         int64_t count = 0, gh = 0;
         if (gok)
-            brute_item<WRITE>(a, in.pos, in.order, ss, g, s, c, 0, 1, WRITE ? s_off[c] : 0, count,
-                              gh);
+            brute_item<WRITE>(a, s_pos, s_order, g, s, c, 0, 1, WRITE ? s_off[c] : 0, count, gh);
         if (!WRITE && lane == 0) {
             s_off[c] = count;
             ghosts += gh;
@@ -1017,61 +947,28 @@ __device__ __forceinline__ void small_pass(const nbr_args &a, const small_inputs
 
 __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
     __shared__ long long s_off[SMALL_MAX + 1];
-    __shared__ small_inputs in;
+    __shared__ double s_pos[3 * SMALL_MAX];
+    __shared__ int32_t s_order[SMALL_MAX];
     __shared__ long long s_warp[32];
     __shared__ geom s_gw[SMALL_TB / 32];
     __shared__ int s_okw[SMALL_TB / 32];
     __shared__ unsigned long long s_ghosts;
     const int nc = (int)a.n_centers, na = (int)a.n_atoms;
-    const int64_t ns = a.n_systems;
-    const bool few = ns <= SMALL_SYS; /* the systems' frames from shared memory */
-    small_array x_pos = {(const char *)a.pos, 3 * (int64_t)na, 8, false};
-    small_array x_order = {(const char *)a.order, na, 4, false};
-    small_array x_ss = {(const char *)a.sys_start, few ? ns + 1 : 0, 8, false};
-    small_array x_pbc = {(const char *)a.pbc, few && a.pbc ? 3 * ns : 0, 1, false};
-    small_array x_cells = {(const char *)a.cells, few && a.cells ? 9 * ns : 0, 8, false};
     pdl_trigger();
     if (threadIdx.x == 0) s_ghosts = 0;
     for (int c = threadIdx.x; c <= nc; c += blockDim.x) s_off[c] = 0;
     pdl_wait(); /* (launched programmatically: the inputs come from the kernel before) */
     if (a.stage.copy_bytes || a.stage.zero_bytes) { /* the step's staging, then its inputs */
-        char *const dst = (char *)a.stage.dst;
-        x_pos.kept = small_in_copy(a, x_pos);
-        x_order.kept = small_in_copy(a, x_order);
-        x_ss.kept = small_in_copy(a, x_ss);
-        x_pbc.kept = small_in_copy(a, x_pbc);
-        x_cells.kept = small_in_copy(a, x_cells);
-        const int64_t n16 = (int64_t)(a.stage.copy_bytes >> 4);
-        const uint4 *src = reinterpret_cast<const uint4 *>(a.stage.src);
-        for (int64_t k = threadIdx.x; k < n16; k += blockDim.x) {
-            const uint4 v = src[k];
-            reinterpret_cast<uint4 *>(dst)[k] = v;
-            const int64_t cb = 16 * k;
-            if (x_pos.kept) small_take(v, cb, dst, x_pos, in.pos);
-            if (x_order.kept) small_take(v, cb, dst, x_order, in.order);
-            if (x_ss.kept) small_take(v, cb, dst, x_ss, in.ss);
-            if (x_pbc.kept) small_take(v, cb, dst, x_pbc, in.pbc);
-            if (x_cells.kept) small_take(v, cb, dst, x_cells, in.cells);
-        }
-        for (int64_t k = (n16 << 4) + threadIdx.x; k < (int64_t)a.stage.copy_bytes;
-             k += blockDim.x)
-            dst[k] = ((const char *)a.stage.src)[k];
+        copy_bytes<false>((char *)a.stage.dst, (const char *)a.stage.src, a.stage.copy_bytes,
+                          threadIdx.x, blockDim.x);
         zero_bytes((char *)a.stage.zdst, a.stage.zero_bytes, threadIdx.x, blockDim.x);
         __syncthreads();
     }
-    small_read(x_pos, in.pos);
-    small_read(x_order, in.order);
-    small_read(x_ss, in.ss);
-    small_read(x_pbc, in.pbc);
-    small_read(x_cells, in.cells);
+    for (int i = threadIdx.x; i < 3 * na; i += blockDim.x) s_pos[i] = a.pos[i];
+    for (int i = threadIdx.x; i < na; i += blockDim.x) s_order[i] = a.order[i];
     __syncthreads();
-    const int64_t *ss = few ? in.ss : a.sys_start;
-    const uint8_t *pbc = few && a.pbc ? in.pbc : a.pbc;
-    const double *cells = few && a.cells ? in.cells : a.cells;
     long long ghosts = 0;
-    int64_t gs = -1;
-    bool gok = false;
-    small_pass<false>(a, in, ss, pbc, cells, s_off, s_gw, s_okw, ghosts, gs, gok);
+    small_pass<false>(a, s_pos, s_order, s_off, s_gw, s_okw, ghosts);
     if (ghosts) atomicAdd(&s_ghosts, (unsigned long long)ghosts);
     __syncthreads();
     block_scan_shared(s_off, nc + 1, s_warp); /* s_off[nc] (zero) becomes the total */
@@ -1083,7 +980,7 @@ __global__ void __launch_bounds__(SMALL_TB) small_kernel(const nbr_args a) {
         a.status->n_half = (total + (int64_t)s_ghosts) / 2;
         if (total > a.capacity) atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_OVERFLOW);
     }
-    small_pass<true>(a, in, ss, pbc, cells, s_off, s_gw, s_okw, ghosts, gs, gok);
+    small_pass<true>(a, s_pos, s_order, s_off, s_gw, s_okw, ghosts);
 }
 
 /* After the scan (old flow: general cell list, half mode): start[c] = offsets of every center

@@ -16,7 +16,6 @@ variants=(
   "kernels/cuda/neighbors.cu -DNBR_SWEEP_PAIRS=0"
   "kernels/cuda/neighbors.cu -DNBR_EMIT_EARLY=0 -DNBR_BIN_SCAN_MAX=0"
   "kernels/cuda/neighbors.cu -DNBR_EMIT_EARLY=1"
-  "kernels/cuda/neighbors.cu -DNBR_SMALL_CAPTURE=0"
   "kernels/cuda/mlp.cu -DNNPOPS_PDL_EARLY=0"
 )
 status=0
