@@ -196,12 +196,18 @@ const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 #ifndef NBR_SWEEP_PAIRS
 #define NBR_SWEEP_PAIRS 1
 #endif
-/* fast cell list, emit pass (256 threads): blocks per SM (a build may set
+/* fast cell list, emit pass: blocks of 256 threads per SM (a build may set
  * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
 #define NBR_FAST_EMIT_MIN_BLOCKS 4
 #endif
 const int FAST_EMIT_MIN_BLOCKS = NBR_FAST_EMIT_MIN_BLOCKS;
+/* fast cell list, emit pass: threads per block (a divisor of TB; the register bound stays that of
+ * FAST_EMIT_MIN_BLOCKS blocks of TB threads per SM) */
+#ifndef NBR_FAST_EMIT_TB
+#define NBR_FAST_EMIT_TB 256
+#endif
+const int FAST_EMIT_TB = NBR_FAST_EMIT_TB;
 /* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
  * NBR_FAST_K) */
 #ifndef NBR_FAST_K
@@ -1460,53 +1466,55 @@ __device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_po
                                            float lo2, float hi2, const double *H,
                                            long long &ghc) {
     const int lane = threadIdx.x & 31;
-    const unsigned lt = (1u << lane) - 1u;
+    const unsigned bit = 1u << lane, lt = bit - 1u;
     /* the .w of a center's own candidate: with codes, its slot with no shift (unique: the shift
      * is part of the code); without, its slot, the shift checked from the listed bin */
     int32_t own[NC];
+    int32_t *row[NC]; /* KEEP: the centers' rows of codes */
 #pragma unroll
-    for (int m = 0; m < NC; m++) own[m] = KEEP ? k[m] | fast_shift_code(0, 0, 0) : k[m];
-    for (int i0 = 0; i0 < nch; i0 += 32) {
-        const int i = i0 + lane;
-        const float4 p = s_pos[i];
+    for (int m = 0; m < NC; m++) {
+        own[m] = KEEP ? k[m] | fast_shift_code(0, 0, 0) : k[m];
+        row[m] = KEEP ? a.fast_ids + (int64_t)k[m] * FAST_K : nullptr;
+    }
+    const float4 *sp = s_pos + lane;
+    const unsigned char *sl = s_l + lane;
+    for (int i0 = 0; i0 < nch; i0 += 32, sp += 32, sl += 32) {
+        const float4 p = *sp;
         const int32_t w = __float_as_int(p.w);
-        bool acc[NC], maybe[NC], any_maybe = false;
+        /* the decisions as ballots (acc[m]: bit lane of bm[m]) */
+        unsigned bm[NC];
+        bool maybe[NC], any_maybe = false;
 #pragma unroll
         for (int m = 0; m < NC; m++) {
             const float d2f = fast_d2f(p, cf[m]);
             bool self = w == own[m];
-            if (!KEEP && self) self = (zmask >> (s_l[i] & 31)) & 1u;
-            acc[m] = d2f < lo2 && !self;
+            if (!KEEP && self) self = (zmask >> (*sl & 31)) & 1u;
+            bm[m] = __ballot_sync(NNPOPS__FULL_MASK, d2f < lo2 && !self);
             /* (a padding candidate, code -1, is "maybe" only with NaN thresholds: skipped) */
             maybe[m] = !(d2f < lo2) && !(d2f >= hi2);
             any_maybe |= maybe[m];
         }
-        unsigned bm[NC];
-        if (__any_sync(NNPOPS__FULL_MASK, any_maybe)) { /* rare; the ballots on both sides keep
-                                                         * acc a predicate on the common path */
+        if (__any_sync(NNPOPS__FULL_MASK, any_maybe)) { /* rare: the exact tests */
 #pragma unroll
             for (int m = 0; m < NC; m++) {
+                bool acc = bm[m] & bit;
                 if (maybe[m] && w != -1) {
-                    const int4 rg = s_rng[s_l[i] & 31];
+                    const int4 rg = s_rng[*sl & 31];
                     const int32_t q = KEEP ? w & FAST_SLOT_MASK : w;
-                    acc[m] = fast_count_exact(a, H, k[m], q, rg.y, rg.z, rg.w, c[m]);
+                    acc = fast_count_exact(a, H, k[m], q, rg.y, rg.z, rg.w, c[m]);
                 }
-                bm[m] = __ballot_sync(NNPOPS__FULL_MASK, acc[m]);
-                acc[m] = (bm[m] >> lane) & 1u;
+                bm[m] = __ballot_sync(NNPOPS__FULL_MASK, acc);
             }
-        } else {
-#pragma unroll
-            for (int m = 0; m < NC; m++) bm[m] = __ballot_sync(NNPOPS__FULL_MASK, acc[m]);
         }
 #pragma unroll
         for (int m = 0; m < NC; m++) {
-            if (KEEP && acc[m]) {
+            if (KEEP) {
                 const int slot = n[m] + __popc(bm[m] & lt);
-                if (slot < FAST_K) a.fast_ids[(int64_t)k[m] * FAST_K + slot] = w;
+                if ((bm[m] & bit) && slot < FAST_K) row[m][slot] = w;
             }
             n[m] += __popc(bm[m]);
             if (GHOSTS) {
-                const unsigned bg = __ballot_sync(NNPOPS__FULL_MASK, acc[m] && s_l[i] >= 128);
+                const unsigned bg = bm[m] & __ballot_sync(NNPOPS__FULL_MASK, *sl >= 128);
                 if (lane == 0) ghc += __popc(bg);
             }
         }
@@ -1731,8 +1739,11 @@ __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, c
                                            int4 nc, int c, int n, int64_t e, int e0, int32_t code,
                                            const emit_cand &d) {
     const int idx = e0 + (threadIdx.x & 31);
+    /* the shift's index hc = 9 (h0 + 1) + 3 (h1 + 1) + (h2 + 1) < 32: hc / 3 = (11 hc) >> 5 and
+     * hc / 9 = (57 hc) >> 9 there (exact for 0 <= hc < 32; fewer instructions than divisions) */
     const int hc = (int)((uint32_t)code >> FAST_SLOT_BITS);
-    const int h0 = hc / 9 - 1, h1 = (hc / 3) % 3 - 1, h2 = hc % 3 - 1;
+    const int t3 = (hc * 11) >> 5, t9 = (hc * 57) >> 9;
+    const int h0 = t9 - 1, h1 = t3 - 3 * t9 - 1, h2 = hc - 3 * t3 - 1;
     double r[3] = {0, 0, 0}, d2 = 0;
     if (idx < n) {
         const int s0 = h0 + nc.x - d.nj.x, s1 = h1 + nc.y - d.nj.y, s2 = h2 + nc.z - d.nj.z;
@@ -1755,7 +1766,7 @@ __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, c
 #define NBR_EMIT_EARLY 2
 #endif
 const int EMIT_EARLY = NBR_EMIT_EARLY < FAST_K / 32 ? NBR_EMIT_EARLY : FAST_K / 32;
-__global__ void __launch_bounds__(TB, FAST_EMIT_MIN_BLOCKS)
+__global__ void __launch_bounds__(FAST_EMIT_TB, FAST_EMIT_MIN_BLOCKS *(TB / FAST_EMIT_TB))
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
     const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -2027,7 +2038,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         if (!a.lb_scan)
             NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
                                                             (int64_t)(a.n_items + 1), st));
-        fast_emit_kernel<<<grid_for(a.n_atoms * 32, TB), TB, 0, st>>>(a);
+        fast_emit_kernel<<<grid_for(a.n_atoms * 32, FAST_EMIT_TB), FAST_EMIT_TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, emit)");
         return NNPOPS_OK;
     }

@@ -89,9 +89,10 @@ fi
 
 build=$root/build-gpu
 t0=$(date +%s)
-# configure_cuda DIR DEFS: the CUDA build in DIR, with the C / CUDA definitions DEFS
+# configure_cuda DIR DEFS [SRC]: the CUDA build in DIR of the tree SRC (default: this one), with the
+# C / CUDA definitions DEFS
 configure_cuda() {
-  cmake -S "$root" -B "$1" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
+  cmake -S "${3:-$root}" -B "$1" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_FLAGS="$2" -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-} $2" \
     -DNNPOPS_TEST_MODEL_DIR="$models" -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared"
 }
@@ -127,12 +128,25 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
   # A/B on one GPU: further builds of bench_gpu with the C / CUDA definitions of VARIANT_DEFS
   # (e.g. "-DNNPOPS__SG_MAX_COLS=128"; several variants separated by '|', each its own build), then
   # bench_gpu $VARIANT_BENCH_ARGS on the main build and each variant in turn, twice each
+  # (a definition set "overlay=DIR" builds instead a copy of this tree with the files under DIR,
+  # laid out as in the repository, put over it: e.g. a kernel file of an earlier commit)
   IFS='|' read -r -a def_sets <<< "$VARIANT_DEFS"
   builds=("$build")
   for i in "${!def_sets[@]}"; do
     vb=$root/build-gpu-variant-$i
-    echo "== variant $i build: ${def_sets[$i]}"
-    if configure_cuda "$vb" "${def_sets[$i]}" > "$out/cmake-variant.log" 2>&1 &&
+    defs=${def_sets[$i]} vsrc=$root
+    echo "== variant $i build: $defs"
+    case "$defs" in
+      overlay=*)
+        vsrc=$root/../nnpops-variant-src-$i
+        rm -rf "$vsrc" && mkdir -p "$vsrc"
+        tar -C "$root" --exclude='./build-gpu*' --exclude=./_carry_gpu --exclude=./.git -cf - . |
+          tar -C "$vsrc" -xf -
+        cp -r "$root/${defs#overlay=}/." "$vsrc/"
+        ln -s "$root/_carry_gpu" "$vsrc/_carry_gpu"
+        defs="";;
+    esac
+    if configure_cuda "$vb" "$defs" "$vsrc" > "$out/cmake-variant.log" 2>&1 &&
        cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
       builds+=("$vb")
     else
