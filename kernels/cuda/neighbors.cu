@@ -69,8 +69,8 @@
  *                counts[c] (also the cursor between chunks), and the accepted candidates' codes
  *                (slot | image shift << 27: with stencils of one bin a shift is one of 27 values,
  *                in {-1, 0, 1}^3) in order (ballot + popc) to the center's row of FAST_K (128)
- *                codes while they fit (rows by slot; only with one-bin stencils and fewer than
- *                2^27 atoms).
+ *                codes while they fit (rows by slot; only with one-bin stencils and at most
+ *                2^32 / FAST_K atoms, so that a row entry has a 32-bit index).
  *                emit pass (fast_emit_kernel): a warp per slot (centers in bin order), a lane per
  *                code: the image shift from the code, the candidate's wrap count, id and
  *                original position, the vector in double (the CPU expression above), the entry
@@ -203,9 +203,11 @@ const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 #endif
 const int FAST_EMIT_MIN_BLOCKS = NBR_FAST_EMIT_MIN_BLOCKS;
 /* fast cell list, emit pass: threads per block (a divisor of TB; the register bound stays that of
- * FAST_EMIT_MIN_BLOCKS blocks of TB threads per SM) */
+ * FAST_EMIT_MIN_BLOCKS blocks of TB threads per SM).  Blocks of 128 threads end sooner after their
+ * slowest warp than blocks of 256: 131,072 atoms 0.3463, 0.3464 ms against 0.3481-0.3485, 10^6
+ * 2.561 against 2.581 (64 threads: 0.3465, 0.3466 / 2.561; results/1040297-gpu.log) */
 #ifndef NBR_FAST_EMIT_TB
-#define NBR_FAST_EMIT_TB 256
+#define NBR_FAST_EMIT_TB 128
 #endif
 const int FAST_EMIT_TB = NBR_FAST_EMIT_TB;
 /* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
@@ -216,6 +218,11 @@ const int FAST_EMIT_TB = NBR_FAST_EMIT_TB;
 const int FAST_K = NBR_FAST_K;
 const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
 const int32_t FAST_SLOT_MASK = (1 << FAST_SLOT_BITS) - 1;
+/* Whether the search pass keeps codes for n atoms: slots below 2^FAST_SLOT_BITS, and the rows'
+ * entries (n FAST_K of them) indexed in 32 bits. */
+__host__ __device__ constexpr bool fast_codes_fit(int64_t n) {
+    return n < ((int64_t)1 << FAST_SLOT_BITS) && n * FAST_K <= ((int64_t)1 << 32);
+}
 /* A code's top bits for an image shift h in {-1, 0, 1}^3 (fast_emit_kernel decodes them). */
 __host__ __device__ constexpr int32_t fast_shift_code(int h0, int h1, int h2) {
     return ((h0 + 1) * 9 + (h1 + 1) * 3 + (h2 + 1)) << FAST_SLOT_BITS;
@@ -1470,11 +1477,11 @@ __device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_po
     /* the .w of a center's own candidate: with codes, its slot with no shift (unique: the shift
      * is part of the code); without, its slot, the shift checked from the listed bin */
     int32_t own[NC];
-    int32_t *row[NC]; /* KEEP: the centers' rows of codes */
+    uint32_t row[NC]; /* KEEP: the index of each center's row of codes (fast_codes_fit) */
 #pragma unroll
     for (int m = 0; m < NC; m++) {
         own[m] = KEEP ? k[m] | fast_shift_code(0, 0, 0) : k[m];
-        row[m] = KEEP ? a.fast_ids + (int64_t)k[m] * FAST_K : nullptr;
+        row[m] = (uint32_t)k[m] * (uint32_t)FAST_K;
     }
     const float4 *sp = s_pos + lane;
     const unsigned char *sl = s_l + lane;
@@ -1510,7 +1517,7 @@ __device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_po
         for (int m = 0; m < NC; m++) {
             if (KEEP) {
                 const int slot = n[m] + __popc(bm[m] & lt);
-                if ((bm[m] & bit) && slot < FAST_K) row[m][slot] = w;
+                if ((bm[m] & bit) && slot < FAST_K) a.fast_ids[row[m] + (uint32_t)slot] = w;
             }
             n[m] += __popc(bm[m]);
             if (GHOSTS) {
@@ -1559,7 +1566,8 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
     __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
     __shared__ float4 s_ctr[FAST_TB];        /* the bin's first atoms: float position, id in .w */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    /* (launched with FAST_TB threads: the warp count a constant) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = FAST_TB / 32;
     const int64_t nbins = *a.n_bins_used;
     const float4 *__restrict__ sf4 = a.sorted_f4;
     const int n_centers = (int)a.n_centers;
@@ -1873,7 +1881,7 @@ nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
         L.sorted_xd = take(sizeof(double) * 3 * (size_t)n_atoms);
         L.sorted_f4 = take(sizeof(float4) * (size_t)n_atoms);
         L.n_bins_used = take(sizeof(int64_t));
-        if (plan->algorithm == NNPOPS__NBR_CELL_FAST)
+        if (plan->algorithm == NNPOPS__NBR_CELL_FAST && fast_codes_fit(n_atoms))
             L.fast_ids = take(sizeof(int32_t) * (size_t)FAST_K * (size_t)n_atoms);
     }
     L.total = cur;
@@ -2029,8 +2037,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     }
     scan_bytes = L.scan_tmp_bytes;
     if (a.fast) {
-        /* codes hold slots below 2^FAST_SLOT_BITS */
-        if (a.n_atoms < ((int64_t)1 << FAST_SLOT_BITS)) a.fast_ids = (int32_t *)(w + L.fast_ids);
+        if (fast_codes_fit(a.n_atoms)) a.fast_ids = (int32_t *)(w + L.fast_ids);
         int64_t blocks = (a.n_atoms + FAST_ATOMS_PER_BLOCK - 1) / FAST_ATOMS_PER_BLOCK;
         if (blocks > L.n_bins_bound) blocks = L.n_bins_bound;
         fast_search_kernel<<<grid_for(blocks, 1), FAST_TB, 0, st>>>(a);

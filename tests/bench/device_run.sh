@@ -13,7 +13,9 @@
 #   systems, PROFILE_NBR="N ..." neighbor-list sizes, PROFILE_DETAIL="system|kernel regex[;...]" ncu
 #   sections of some kernels, PROFILE_NBR_DETAIL="N|kernel regex" the same for the neighbor search
 #   alone, PROFILE_SECTIONS the ncu sections of both, PROFILE_CACHE=none keeps the caches warm between
-#   the kernels in every ncu run: ncu flushes them by default); soak: GPU soak runs of tests/slow/soak.c.
+#   the kernels in every ncu run: ncu flushes them by default), PROFILE_NBR_HOT="N|kernel name" the
+#   kernel's hottest instructions by warp stall samples (ncu_hot.py); soak: GPU soak runs of
+#   tests/slow/soak.c.
 #   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
@@ -253,6 +255,24 @@ if [ $run_profile = 1 ] && command -v ncu >/dev/null 2>&1; then
       "${sections[@]}" "$build/tests/bench_gpu" --nbr-only "$nn" \
       >> "$out/profile-detail.log" 2>&1
     echo "ncu rc=$? (neighbor detail $nn)"
+  fi
+  if [ -n "${PROFILE_NBR_HOT:-}" ]; then
+    # PROFILE_NBR_HOT="N|kernel name": the kernel's hottest instructions (warp stall samples) in the
+    # neighbor search alone at N atoms (its fourth launch), through ncu's source page (ncu_hot.py)
+    # (several kernels: names separated by ',')
+    IFS="|" read -r nn nkerns <<< "$PROFILE_NBR_HOT"
+    IFS="," read -r -a hot_kernels <<< "$nkerns"
+    for nkern in "${hot_kernels[@]}"; do
+      rm -f "$out/hot.ncu-rep"
+      timeout 200 "${ncu_run[@]}" --kernel-name "$nkern" --launch-skip 3 --launch-count 1 \
+        --section SourceCounters --section WarpStateStats -o "$out/hot" \
+        "$build/tests/bench_gpu" --nbr-only "$nn" > "$out/hot-run.log" 2>&1
+      echo "ncu rc=$? (hot $nkern, $nn atoms)"
+      { echo "---- hottest instructions: $nkern, neighbors $nn"
+        ncu -i "$out/hot.ncu-rep" --page source --csv --print-source sass 2>&1 |
+          python3 "$root/tests/bench/ncu_hot.py" 60; } >> "$out/profile-hot.log"
+      rm -f "$out/hot.ncu-rep" "$out/hot-run.log"
+    done
   fi
   for n in ${PROFILE_NBR:-}; do
     echo "---- neighbors $n" >> "$out/profile.log"
