@@ -182,14 +182,11 @@ const int64_t BIN_SCAN_MAX = NBR_BIN_SCAN_MAX;
 #define NBR_BRUTE_PREFIX_MAX 1024
 #endif
 const int64_t BRUTE_PREFIX_MAX = NBR_BRUTE_PREFIX_MAX;
-#ifndef NBR_FAST_TB
-#define NBR_FAST_TB 128
-#endif
-const int FAST_TB = NBR_FAST_TB; /* fast cell list, search pass: threads per block */
+const int FAST_TB = 128;      /* fast cell list, search pass: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
 #ifndef NBR_FAST_MIN_BLOCKS
-#define NBR_FAST_MIN_BLOCKS (8 * 128 / NBR_FAST_TB)
+#define NBR_FAST_MIN_BLOCKS 8
 #endif
 /* fast cell list, search pass: blocks per SM the registers allow (8: 64 registers with a few
  * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
@@ -464,23 +461,12 @@ __device__ void record_close(const nbr_args &a, int64_t c, int64_t j, double d2)
     }
 }
 
-/* The fast cell list's emit pass stores its entries with the evict-first hint (st.global.cs):
- * its output streams through L2 many times over at large sizes, and the codes and candidates it
- * reads stay there (a build may set NBR_EMIT_STREAM=0: plain stores). */
-#ifndef NBR_EMIT_STREAM
-#define NBR_EMIT_STREAM 1
-#endif
-
-/* Writes entry e (already checked against capacity), its vector too when with_vec; stream: the
- * pair with the evict-first hint. */
+/* Writes entry e (already checked against capacity), its vector too when with_vec. */
 __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_t c, int64_t j,
                                             int s0, int s1, int s2, const double r[3], double d2,
-                                            bool with_vec = true, bool stream = false) {
+                                            bool with_vec = true) {
     if (((uintptr_t)a.pairs & 7) == 0) { /* the pair as one 8-byte store */
-        int2 *p = reinterpret_cast<int2 *>(a.pairs) + e;
-        const int2 v = make_int2((int32_t)c, (int32_t)j);
-        if (stream) __stcs(p, v);
-        else *p = v;
+        reinterpret_cast<int2 *>(a.pairs)[e] = make_int2((int32_t)c, (int32_t)j);
     } else {
         a.pairs[2 * e] = (int32_t)c;
         a.pairs[2 * e + 1] = (int32_t)j;
@@ -513,10 +499,7 @@ __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt
         const double v1 = __shfl_sync(NNPOPS__FULL_MASK, r[1], i);
         const double v2 = __shfl_sync(NNPOPS__FULL_MASK, r[2], i);
         const double v = comp == 0 ? v0 : (comp == 1 ? v1 : v2);
-        if (i < cnt && e + i < a.capacity) {
-            if (NBR_EMIT_STREAM) __stcs(a.vec + 3 * e + t, v);
-            else a.vec[3 * e + t] = v;
-        }
+        if (i < cnt && e + i < a.capacity) a.vec[3 * e + t] = v;
     }
 }
 
@@ -1773,8 +1756,7 @@ __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, c
     if (idx < n) {
         const int s0 = h0 + nc.x - d.nj.x, s1 = h1 + nc.y - d.nj.y, s2 = h2 + nc.z - d.nj.z;
         pair_vector(H, xc, d.x, s0, s1, s2, r, d2);
-        if (e + idx < a.capacity)
-            write_entry(a, e + idx, c, d.j, s0, s1, s2, r, d2, false, NBR_EMIT_STREAM);
+        if (e + idx < a.capacity) write_entry(a, e + idx, c, d.j, s0, s1, s2, r, d2, false);
         if (d2 < a.min_d2) record_close(a, c, d.j, d2);
     }
     store_vecs(a, e + e0, min(32, n - e0), r);
