@@ -15,7 +15,7 @@ variants=(
   "kernels/cuda/tail.cu -DNNPOPS_TAIL_PULL"
   "kernels/cuda/neighbors.cu -DNBR_SWEEP_PAIRS=0"
   "kernels/cuda/neighbors.cu -DNBR_EMIT_EARLY=0 -DNBR_BIN_SCAN_MAX=0"
-  "kernels/cuda/neighbors.cu -DNBR_EMIT_EARLY=1"
+  "kernels/cuda/neighbors.cu -DNBR_EMIT_EARLY=1 -DNBR_FAST_EMIT_TB=256"
   "kernels/cuda/mlp.cu -DNNPOPS_PDL_EARLY=0"
 )
 status=0
