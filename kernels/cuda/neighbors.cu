@@ -196,7 +196,7 @@ const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 #ifndef NBR_SWEEP_PAIRS
 #define NBR_SWEEP_PAIRS 1
 #endif
-/* fast cell list, emit pass: blocks of 256 threads per SM (a build may set
+/* fast cell list, emit pass: its register bound, as blocks of TB threads per SM (a build may set
  * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
 #define NBR_FAST_EMIT_MIN_BLOCKS 4

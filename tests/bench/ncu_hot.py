@@ -26,7 +26,7 @@ def main():
     cols = rows[head]
     body = [r for r in rows[head + 1:] if len(r) == len(cols)]
     total_col = next(i for i, c in enumerate(cols) if "Sampling (All" in c)
-    stall_cols = [i for i, c in enumerate(cols) if c.startswith("stall_") or "Stall" in c and i != total_col]
+    stall_cols = [i for i, c in enumerate(cols) if c.startswith("stall_")]  # the reasons
     print("columns:", "; ".join(cols))
     total = sum(number(r[total_col]) for r in body) or 1.0
     print(f"{len(body)} rows, {total:.0f} samples")
