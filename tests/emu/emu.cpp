@@ -1,0 +1,268 @@
+/* Fiber scheduler of the CPU stand-in (include/cuda_runtime.h): a launch runs its blocks one after
+ * another; a block's threads are fibers switched at warp collectives and block barriers, which
+ * resolve once every live thread of the warp (block) has arrived; a mismatch (lanes of a warp at
+ * different collectives, a collective with exited lanes) or a deadlock aborts with a message. */
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+/* Context switches: a few instructions on x86-64 (the callee-saved registers and the stack
+ * pointer), ucontext elsewhere. */
+#if defined(__x86_64__)
+extern "C" void emu_switch(void **save_sp, void *new_sp);
+asm(R"(
+.text
+.globl emu_switch
+.type emu_switch,@function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+)");
+struct context {
+    void *sp;
+};
+static void context_make(context &c, char *stack, size_t size, void (*entry)()) {
+    void **sp = (void **)(((uintptr_t)(stack + size)) & ~(uintptr_t)15);
+    *--sp = nullptr;          /* alignment: entry starts as if called */
+    *--sp = (void *)entry;    /* where emu_switch returns to */
+    for (int r = 0; r < 6; r++) *--sp = nullptr; /* the six registers it pops */
+    c.sp = sp;
+}
+static void context_switch(context &from, context &to) { emu_switch(&from.sp, to.sp); }
+#else
+#include <ucontext.h>
+struct context {
+    ucontext_t uc;
+};
+static void context_make(context &c, char *stack, size_t size, void (*entry)()) {
+    getcontext(&c.uc);
+    c.uc.uc_stack.ss_sp = stack;
+    c.uc.uc_stack.ss_size = size;
+    c.uc.uc_link = nullptr;
+    makecontext(&c.uc, entry, 0);
+}
+static void context_switch(context &from, context &to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
+namespace {
+enum { RUN, WARP, BAR, DONE };
+struct fiber {
+    context ctx;
+    int state, op, arg;
+    unsigned mask;
+    uint64_t val, res;
+    uint3 tid;
+};
+const size_t STACK = 256 << 10;
+std::vector<fiber> fibers;
+std::vector<char *> stacks;
+fiber *cur = nullptr;
+context sched;
+const std::function<void()> *body = nullptr;
+
+void fiber_main() {
+    (*body)();
+    cur->state = DONE;
+    context_switch(cur->ctx, sched);
+    abort(); /* never resumed */
+}
+
+void yield_to_scheduler() {
+    context_switch(cur->ctx, sched);
+}
+
+[[noreturn]] void fail(const char *what, int warp) {
+    fprintf(stderr, "emu: %s (block %u, warp %d)\n", what, blockIdx.x, warp);
+    for (size_t t = 0; t < fibers.size(); t++)
+        if (fibers[t].state != DONE && (warp < 0 || (int)t / 32 == warp))
+            fprintf(stderr, "  thread %zu: state %d op %d\n", t, fibers[t].state, fibers[t].op);
+    abort();
+}
+
+/* every live lane of warp w waits at a collective: the results */
+bool resolve_warp(int w, int n) {
+    const int t0 = 32 * w, t1 = t0 + 32 < n ? t0 + 32 : n;
+    int waiting = 0, live = 0, op = -1;
+    for (int t = t0; t < t1; t++) {
+        if (fibers[t].state == DONE) continue;
+        live++;
+        if (fibers[t].state == WARP) {
+            waiting++;
+            if (op < 0) op = fibers[t].op;
+            else if (op != fibers[t].op) fail("lanes of a warp at different collectives", w);
+        }
+    }
+    if (!live || waiting != live) return false;
+    if (live != t1 - t0 && op != EMU_SYNCWARP) fail("warp collective with exited lanes", w);
+    uint64_t bits = 0;
+    for (int t = t0; t < t1; t++)
+        if (fibers[t].state == WARP && fibers[t].val) bits |= 1ull << (t - t0);
+    for (int t = t0; t < t1; t++) {
+        fiber &f = fibers[t];
+        if (f.state != WARP) continue;
+        if (f.mask != 0xffffffffu && op != EMU_SYNCWARP) fail("partial-mask collective", w);
+        const int lane = t - t0;
+        int src = lane;
+        switch (op) {
+        case EMU_BALLOT: f.res = bits; break;
+        case EMU_ANY: f.res = bits != 0; break;
+        case EMU_SHFL: src = f.arg & 31; break;
+        case EMU_SHFL_UP: src = lane - f.arg >= 0 ? lane - f.arg : lane; break;
+        case EMU_SHFL_DOWN: src = lane + f.arg < 32 ? lane + f.arg : lane; break;
+        case EMU_SHFL_XOR: src = (lane ^ f.arg) & 31; break;
+        default: break;
+        }
+        if (op == EMU_SHFL || op == EMU_SHFL_UP || op == EMU_SHFL_DOWN || op == EMU_SHFL_XOR) {
+            if (t0 + src >= t1) fail("shuffle from a lane past the block", w);
+            f.res = fibers[t0 + src].val;
+        }
+    }
+    for (int t = t0; t < t1; t++)
+        if (fibers[t].state == WARP) fibers[t].state = RUN;
+    return true;
+}
+
+bool resolve_block(int n) {
+    int live = 0, waiting = 0, op = -1;
+    uint64_t any = 0;
+    for (int t = 0; t < n; t++) {
+        if (fibers[t].state == DONE) continue;
+        live++;
+        if (fibers[t].state == BAR) {
+            waiting++;
+            if (op < 0) op = fibers[t].op;
+            else if (op != fibers[t].op) fail("threads at different kinds of barrier", -1);
+            any |= fibers[t].val;
+        }
+    }
+    if (!live || waiting != live) return false;
+    for (int t = 0; t < n; t++)
+        if (fibers[t].state == BAR) {
+            fibers[t].res = any;
+            fibers[t].state = RUN;
+        }
+    return true;
+}
+} // namespace
+
+uint3 blockIdx, blockDim, gridDim;
+uint3 emu_thread_idx(void) { return cur->tid; }
+
+uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask) {
+    cur->state = WARP;
+    cur->op = op;
+    cur->val = v;
+    cur->arg = arg;
+    cur->mask = mask;
+    yield_to_scheduler();
+    return cur->res;
+}
+
+int emu_barrier(int op, int pred) {
+    cur->state = BAR;
+    cur->op = op;
+    cur->val = pred != 0;
+    yield_to_scheduler();
+    return (int)cur->res;
+}
+
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &b) {
+    if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1) {
+        fprintf(stderr, "emu: only 1-D launches\n");
+        abort();
+    }
+    const int n = (int)block.x;
+    gridDim = uint3{grid.x, 1, 1};
+    blockDim = uint3{block.x, 1, 1};
+    const std::function<void()> *saved_body = body;
+    body = &b;
+    fibers.assign(n, fiber{});
+    while ((int)stacks.size() < n) stacks.push_back((char *)malloc(STACK));
+    for (unsigned bx = 0; bx < grid.x; bx++) {
+        blockIdx = uint3{bx, 0, 0};
+        for (int t = 0; t < n; t++) {
+            fiber &f = fibers[t];
+            f = fiber{};
+            f.tid = uint3{(unsigned)t, 0, 0};
+            f.state = RUN;
+            context_make(f.ctx, stacks[t], STACK, fiber_main);
+        }
+        for (;;) {
+            bool ran = false;
+            for (int t = 0; t < n; t++) {
+                if (fibers[t].state != RUN) continue;
+                cur = &fibers[t];
+                context_switch(sched, cur->ctx);
+                ran = true;
+            }
+            bool resolved = false;
+            for (int w = 0; w * 32 < n; w++) resolved |= resolve_warp(w, n);
+            resolved |= resolve_block(n);
+            bool all_done = true;
+            for (int t = 0; t < n; t++) all_done &= fibers[t].state == DONE;
+            if (all_done) break;
+            if (!ran && !resolved) fail("deadlock", -1);
+        }
+    }
+    cur = nullptr;
+    body = saved_body;
+}
+
+/* ---- host API ---- */
+extern "C" {
+cudaError_t cudaMalloc(void **p, size_t n) {
+    *p = malloc(n ? n : 1);
+    return *p ? cudaSuccess : 2;
+}
+cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned) {
+    *d = h;
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int v, size_t n) {
+    memset(p, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind) {
+    memmove(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
+                            cudaStream_t) {
+    return cudaMemcpy(d, s, n, k);
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+    *s = (cudaStream_t)0x1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
+cudaError_t cudaFuncSetAttribute(const void *, int, int) { return cudaSuccess; }
+int nnpops_cuda_device_count(void) { return 1; }
+}

@@ -1,0 +1,231 @@
+/* cuda_runtime.h - a CPU stand-in for the part of the CUDA runtime and of the device intrinsics
+ * that kernels/cuda/neighbors.cu and device_io.cu use, so that their kernels run on the CPU in the
+ * emulated tests (tests/emu/tests.cmake).  Every "device" pointer is a host pointer and every
+ * launch runs at once, block after block; a block's threads are fibers (emu.cpp) that switch at
+ * warp collectives and block barriers, so warp-synchronous code and __syncthreads behave as on
+ * the GPU for code that is correct there.  What it does not model: concurrency between blocks
+ * and within a warp between collectives (one OS thread runs everything; atomics are plain
+ * operations), memory ordering, partial-mask collectives (refused), timing.  The rounding
+ * intrinsics (__dadd_rn, __fmaf_rn, ...) are the host's IEEE operations: compile with
+ * -ffp-contract=off. */
+#ifndef EMU_CUDA_RUNTIME_H
+#define EMU_CUDA_RUNTIME_H
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int cudaError_t;
+#define cudaSuccess 0
+typedef struct emu_stream *cudaStream_t;
+typedef struct emu_event *cudaEvent_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                      cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+#define cudaStreamNonBlocking 1
+#define cudaFuncAttributeMaxDynamicSharedMemorySize 8
+#define cudaLaunchAttributeClusterDimension 4
+#define cudaLaunchAttributeProgrammaticStreamSerialization 5
+
+typedef struct { int x, y, z, w; } int4;
+typedef struct { int x, y; } int2;
+typedef struct { float x, y, z, w; } float4;
+typedef struct { unsigned x, y, z, w; } uint4;
+typedef struct { unsigned x, y, z; } uint3;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t n);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags);
+cudaError_t cudaMemset(void *p, int v, size_t n);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
+                            cudaStream_t st);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaFuncSetAttribute(const void *f, int attr, int v);
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __cplusplus
+#include <functional>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __restrict__ __restrict
+#define __shared__ static
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct cudaLaunchAttribute {
+    int id;
+    union {
+        struct { unsigned x, y, z; } clusterDim;
+        int programmaticStreamSerializationAllowed;
+    } val;
+};
+struct cudaLaunchConfig_t {
+    dim3 gridDim, blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned numAttrs;
+};
+
+/* the running fiber's thread index and the launch's block index and sizes */
+extern uint3 emu_thread_idx(void);
+extern uint3 blockIdx, blockDim, gridDim;
+#define threadIdx (emu_thread_idx())
+
+/* runs body on every thread of every block of grid x block (1-D) */
+void emu_run(dim3 grid, dim3 block, const std::function<void()> &body);
+
+template <typename... P, typename... A>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*k)(P...), A... args) {
+    emu_run(cfg->gridDim, cfg->blockDim, [&] { k(args...); });
+    return cudaSuccess;
+}
+template <typename T> cudaError_t cudaMemcpyFromSymbol(void *d, const T &s, size_t n) {
+    memcpy(d, &s, n);
+    return cudaSuccess;
+}
+/* kernel<<<g, b, s, st>>>(args) is rewritten as EMU_LAUNCH(kernel, g, b, s, st)(args) */
+struct emu_launcher {
+    dim3 g, b;
+    template <typename K> struct bound {
+        K k;
+        dim3 g, b;
+        template <typename... A> void operator()(A... args) const {
+            emu_run(g, b, [&] { k(args...); });
+        }
+    };
+};
+template <typename K> emu_launcher::bound<K> emu_launch(K k, dim3 g, dim3 b, size_t = 0,
+                                                          cudaStream_t = 0) {
+    return emu_launcher::bound<K>{k, g, b};
+}
+#define EMU_LAUNCH(k, ...) emu_launch(k, __VA_ARGS__)
+
+/* ---- warp collectives and barriers (emu.cpp) ---- */
+enum { EMU_BALLOT = 1, EMU_ANY, EMU_SHFL, EMU_SHFL_UP, EMU_SHFL_DOWN, EMU_SHFL_XOR, EMU_SYNCWARP };
+uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask);
+int emu_barrier(int op, int pred); /* op 0: plain, 1: or */
+
+inline void __syncthreads() { emu_barrier(0, 0); }
+inline int __syncthreads_or(int p) { return emu_barrier(1, p != 0); }
+inline void __syncwarp(unsigned m = 0xffffffffu) { emu_warp_op(EMU_SYNCWARP, 0, 0, m); }
+inline unsigned __ballot_sync(unsigned m, int p) {
+    return (unsigned)emu_warp_op(EMU_BALLOT, p != 0, 0, m);
+}
+inline int __any_sync(unsigned m, int p) { return (int)emu_warp_op(EMU_ANY, p != 0, 0, m); }
+template <typename T> inline uint64_t emu_bits(T v) {
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    return u;
+}
+template <typename T> inline T emu_from(uint64_t u) {
+    T v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+template <typename T> inline T __shfl_sync(unsigned m, T v, int src, int w = 32) {
+    return emu_from<T>(emu_warp_op(EMU_SHFL, emu_bits(v), src, m));
+}
+template <typename T> inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32) {
+    return emu_from<T>(emu_warp_op(EMU_SHFL_UP, emu_bits(v), (int)d, m));
+}
+template <typename T> inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32) {
+    return emu_from<T>(emu_warp_op(EMU_SHFL_DOWN, emu_bits(v), (int)d, m));
+}
+template <typename T> inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 32) {
+    return emu_from<T>(emu_warp_op(EMU_SHFL_XOR, emu_bits(v), x, m));
+}
+
+/* ---- memory: one OS thread, so plain operations ---- */
+inline void __threadfence() {}
+template <typename T> inline T __ldcg(const T *p) { return *p; }
+template <typename T, typename U> inline void __stcg(T *p, U v) { *p = (T)v; }
+template <typename T, typename U> inline T atomicAdd(T *p, U v) {
+    T o = *p;
+    *p = (T)(o + (T)v);
+    return o;
+}
+template <typename T, typename U> inline T atomicOr(T *p, U v) {
+    T o = *p;
+    *p = (T)(o | (T)v);
+    return o;
+}
+template <typename T, typename U> inline T atomicMin(T *p, U v) {
+    T o = *p;
+    if ((T)v < o) *p = (T)v;
+    return o;
+}
+template <typename T, typename U> inline T atomicMax(T *p, U v) {
+    T o = *p;
+    if ((T)v > o) *p = (T)v;
+    return o;
+}
+
+/* ---- bits and roundings ---- */
+template <typename A, typename B> inline auto min(A a, B b) -> decltype(a + b) {
+    return b < a ? b : a;
+}
+template <typename A, typename B> inline auto max(A a, B b) -> decltype(a + b) {
+    return a < b ? b : a;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __float_as_int(float f) { return emu_from<int>(emu_bits(f)); }
+inline unsigned __float_as_uint(float f) { return emu_from<unsigned>(emu_bits(f)); }
+inline float __int_as_float(int i) { return emu_from<float>(emu_bits(i)); }
+inline float __uint_as_float(unsigned i) { return emu_from<float>(emu_bits(i)); }
+inline long long __double_as_longlong(double d) { return emu_from<long long>(emu_bits(d)); }
+inline double __longlong_as_double(long long i) { return emu_from<double>(emu_bits(i)); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __double2float_rn(double d) { return (float)d; }
+inline float __double2float_ru(double d) {
+    float f = (float)d;
+    if ((double)f < d) f = nextafterf(f, INFINITY);
+    return f;
+}
+inline float __double2float_rd(double d) {
+    float f = (float)d;
+    if ((double)f > d) f = nextafterf(f, -INFINITY);
+    return f;
+}
+inline float cospif(float x) { return cosf((float)M_PI * x); }
+inline float sinpif(float x) { return sinf((float)M_PI * x); }
+inline double cospi(double x) { return cos(M_PI * x); }
+inline double sinpi(double x) { return sin(M_PI * x); }
+
+inline int4 make_int4(int a, int b, int c, int d) { return int4{a, b, c, d}; }
+inline int2 make_int2(int a, int b) { return int2{a, b}; }
+inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
+    return uint4{a, b, c, d};
+}
+#endif /* __cplusplus */
+#endif

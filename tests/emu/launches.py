@@ -1,0 +1,15 @@
+#!/usr/bin/env python3
+"""launches.py IN.cu OUT.cpp - a CUDA source for the emulated tests: every kernel launch
+kernel<<<grid, block, smem, stream>>>(args) becomes EMU_LAUNCH(kernel, grid, block, smem,
+stream)(args) (include/cuda_runtime.h), compiled as C++ with the stand-in headers."""
+import os
+import re
+import sys
+
+src = open(sys.argv[1]).read()
+out = re.sub(r"([A-Za-z_][A-Za-z_0-9]*(?:<[^<>;()]*>)?)<<<(.+?)>>>", r"EMU_LAUNCH(\1, \2)", src)
+if "<<<" in out:
+    sys.exit(f"{sys.argv[1]}: a launch that launches.py cannot rewrite")
+os.makedirs(os.path.dirname(os.path.abspath(sys.argv[2])), exist_ok=True)
+with open(sys.argv[2], "w") as f:
+    f.write(f'#line 1 "{sys.argv[1]}"\n' + out)
