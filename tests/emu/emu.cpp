@@ -65,7 +65,7 @@ namespace {
 enum { RUN, WARP, BAR, DONE };
 struct fiber {
     context ctx;
-    int state, op, arg;
+    int state, op, arg, width;
     unsigned mask;
     uint64_t val, res;
     uint3 tid;
@@ -76,6 +76,7 @@ std::vector<char *> stacks;
 fiber *cur = nullptr;
 context sched;
 const std::function<void()> *body = nullptr;
+std::vector<unsigned char> dyn_smem; /* the running block's dynamic shared memory */
 
 void fiber_main() {
     (*body)();
@@ -118,15 +119,17 @@ bool resolve_warp(int w, int n) {
         fiber &f = fibers[t];
         if (f.state != WARP) continue;
         if (f.mask != 0xffffffffu && op != EMU_SYNCWARP) fail("partial-mask collective", w);
-        const int lane = t - t0;
+        /* shuffles within segments of `width` lanes: the source outside the lane's own
+         * segment (up / down past its ends, xor into a later one) gives the lane's own value */
+        const int lane = t - t0, w1 = f.width - 1, seg = lane & ~w1, in = lane & w1;
         int src = lane;
         switch (op) {
         case EMU_BALLOT: f.res = bits; break;
         case EMU_ANY: f.res = bits != 0; break;
-        case EMU_SHFL: src = f.arg & 31; break;
-        case EMU_SHFL_UP: src = lane - f.arg >= 0 ? lane - f.arg : lane; break;
-        case EMU_SHFL_DOWN: src = lane + f.arg < 32 ? lane + f.arg : lane; break;
-        case EMU_SHFL_XOR: src = (lane ^ f.arg) & 31; break;
+        case EMU_SHFL: src = seg + (f.arg & w1); break;
+        case EMU_SHFL_UP: src = in - f.arg >= 0 ? lane - f.arg : lane; break;
+        case EMU_SHFL_DOWN: src = in + f.arg <= w1 ? lane + f.arg : lane; break;
+        case EMU_SHFL_XOR: src = ((lane ^ f.arg) & 31) > seg + w1 ? lane : (lane ^ f.arg) & 31; break;
         default: break;
         }
         if (op == EMU_SHFL || op == EMU_SHFL_UP || op == EMU_SHFL_DOWN || op == EMU_SHFL_XOR) {
@@ -165,11 +168,13 @@ bool resolve_block(int n) {
 uint3 blockIdx, blockDim, gridDim;
 uint3 emu_thread_idx(void) { return cur->tid; }
 
-uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask) {
+uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width) {
+    if (width < 1 || width > 32 || (width & (width - 1))) fail("shuffle width not a power of 2", -1);
     cur->state = WARP;
     cur->op = op;
     cur->val = v;
     cur->arg = arg;
+    cur->width = width;
     cur->mask = mask;
     yield_to_scheduler();
     return cur->res;
@@ -183,7 +188,9 @@ int emu_barrier(int op, int pred) {
     return (int)cur->res;
 }
 
-void emu_run(dim3 grid, dim3 block, const std::function<void()> &b) {
+unsigned char *emu_dynamic_smem(void) { return dyn_smem.data(); }
+
+void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &b) {
     if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1) {
         fprintf(stderr, "emu: only 1-D launches\n");
         abort();
@@ -194,6 +201,7 @@ void emu_run(dim3 grid, dim3 block, const std::function<void()> &b) {
     const std::function<void()> *saved_body = body;
     body = &b;
     fibers.assign(n, fiber{});
+    dyn_smem.assign(smem + 16, 0xa5); /* (not zeroed on the GPU either) */
     while ((int)stacks.size() < n) stacks.push_back((char *)malloc(STACK));
     for (unsigned bx = 0; bx < grid.x; bx++) {
         blockIdx = uint3{bx, 0, 0};
@@ -264,5 +272,13 @@ cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
 cudaError_t cudaFuncSetAttribute(const void *, int, int) { return cudaSuccess; }
+cudaError_t cudaGetDevice(int *d) {
+    *d = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
+    *v = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 * 1024 : 0; /* as an H200 */
+    return cudaSuccess;
+}
 int nnpops_cuda_device_count(void) { return 1; }
 }

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """launches.py IN.cu OUT.cpp - a CUDA source for the emulated tests: every kernel launch
 kernel<<<grid, block, smem, stream>>>(args) becomes EMU_LAUNCH(kernel, grid, block, smem,
-stream)(args) (include/cuda_runtime.h), compiled as C++ with the stand-in headers."""
+stream)(args) (include/cuda_runtime.h), an `extern __shared__` array a pointer to the launch's
+dynamic shared memory; compiled as C++ with the stand-in headers."""
 import os
 import re
 import sys
 
 src = open(sys.argv[1]).read()
 out = re.sub(r"([A-Za-z_][A-Za-z_0-9]*(?:<[^<>;()]*>)?)<<<(.+?)>>>", r"EMU_LAUNCH(\1, \2)", src)
+# dynamic shared memory: extern __shared__ [__align__(n)] T name[];  ->  T *const name = ...
+DYN = r"extern __shared__ (?:__align__\(\d+\) )?([A-Za-z_][A-Za-z_0-9 ]*?) ([A-Za-z_0-9]+)\[\];"
+out = re.sub(DYN, r"\1 *const \2 = (\1 *)emu_dynamic_smem();", out)
 if "<<<" in out:
     sys.exit(f"{sys.argv[1]}: a launch that launches.py cannot rewrite")
 os.makedirs(os.path.dirname(os.path.abspath(sys.argv[2])), exist_ok=True)

@@ -53,9 +53,12 @@ cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaFuncSetAttribute(const void *f, int attr, int v);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaDeviceGetAttribute(int *v, int attr, int d);
 #ifdef __cplusplus
 }
 #endif
+#define cudaDevAttrMaxSharedMemoryPerBlockOptin 97
 
 #ifdef __cplusplus
 #include <functional>
@@ -69,6 +72,7 @@ cudaError_t cudaFuncSetAttribute(const void *f, int attr, int v);
 #define __grid_constant__
 #define __restrict__ __restrict
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
     unsigned x, y, z;
@@ -94,12 +98,14 @@ extern uint3 emu_thread_idx(void);
 extern uint3 blockIdx, blockDim, gridDim;
 #define threadIdx (emu_thread_idx())
 
-/* runs body on every thread of every block of grid x block (1-D) */
-void emu_run(dim3 grid, dim3 block, const std::function<void()> &body);
+/* runs body on every thread of every block of grid x block (1-D), with smem bytes of dynamic
+ * shared memory per block (emu_dynamic_smem; launches.py rewrites `extern __shared__` arrays) */
+void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+unsigned char *emu_dynamic_smem(void);
 
 template <typename... P, typename... A>
 cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*k)(P...), A... args) {
-    emu_run(cfg->gridDim, cfg->blockDim, [&] { k(args...); });
+    emu_run(cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, [&] { k(args...); });
     return cudaSuccess;
 }
 template <typename T> cudaError_t cudaMemcpyFromSymbol(void *d, const T &s, size_t n) {
@@ -112,20 +118,21 @@ struct emu_launcher {
     template <typename K> struct bound {
         K k;
         dim3 g, b;
+        size_t smem;
         template <typename... A> void operator()(A... args) const {
-            emu_run(g, b, [&] { k(args...); });
+            emu_run(g, b, smem, [&] { k(args...); });
         }
     };
 };
-template <typename K> emu_launcher::bound<K> emu_launch(K k, dim3 g, dim3 b, size_t = 0,
+template <typename K> emu_launcher::bound<K> emu_launch(K k, dim3 g, dim3 b, size_t smem = 0,
                                                           cudaStream_t = 0) {
-    return emu_launcher::bound<K>{k, g, b};
+    return emu_launcher::bound<K>{k, g, b, smem};
 }
 #define EMU_LAUNCH(k, ...) emu_launch(k, __VA_ARGS__)
 
 /* ---- warp collectives and barriers (emu.cpp) ---- */
 enum { EMU_BALLOT = 1, EMU_ANY, EMU_SHFL, EMU_SHFL_UP, EMU_SHFL_DOWN, EMU_SHFL_XOR, EMU_SYNCWARP };
-uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask);
+uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width = 32);
 int emu_barrier(int op, int pred); /* op 0: plain, 1: or */
 
 inline void __syncthreads() { emu_barrier(0, 0); }
@@ -145,17 +152,18 @@ template <typename T> inline T emu_from(uint64_t u) {
     memcpy(&v, &u, sizeof v);
     return v;
 }
+/* (width w: segments of w lanes, as on the GPU) */
 template <typename T> inline T __shfl_sync(unsigned m, T v, int src, int w = 32) {
-    return emu_from<T>(emu_warp_op(EMU_SHFL, emu_bits(v), src, m));
+    return emu_from<T>(emu_warp_op(EMU_SHFL, emu_bits(v), src, m, w));
 }
 template <typename T> inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32) {
-    return emu_from<T>(emu_warp_op(EMU_SHFL_UP, emu_bits(v), (int)d, m));
+    return emu_from<T>(emu_warp_op(EMU_SHFL_UP, emu_bits(v), (int)d, m, w));
 }
 template <typename T> inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32) {
-    return emu_from<T>(emu_warp_op(EMU_SHFL_DOWN, emu_bits(v), (int)d, m));
+    return emu_from<T>(emu_warp_op(EMU_SHFL_DOWN, emu_bits(v), (int)d, m, w));
 }
 template <typename T> inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 32) {
-    return emu_from<T>(emu_warp_op(EMU_SHFL_XOR, emu_bits(v), x, m));
+    return emu_from<T>(emu_warp_op(EMU_SHFL_XOR, emu_bits(v), x, m, w));
 }
 
 /* ---- memory: one OS thread, so plain operations ---- */
@@ -206,6 +214,10 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __double2float_rn(double d) { return (float)d; }
+inline long long __double2ll_rn(double d) { return llrint(d); }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __double2float_ru(double d) {
     float f = (float)d;
     if ((double)f < d) f = nextafterf(f, INFINITY);
