@@ -129,7 +129,10 @@ bool resolve_warp(int w, int n) {
         case EMU_SHFL: src = seg + (f.arg & w1); break;
         case EMU_SHFL_UP: src = in - f.arg >= 0 ? lane - f.arg : lane; break;
         case EMU_SHFL_DOWN: src = in + f.arg <= w1 ? lane + f.arg : lane; break;
-        case EMU_SHFL_XOR: src = ((lane ^ f.arg) & 31) > seg + w1 ? lane : (lane ^ f.arg) & 31; break;
+        case EMU_SHFL_XOR:
+            src = (lane ^ f.arg) & 31;
+            if (src > seg + w1) src = lane;
+            break;
         default: break;
         }
         if (op == EMU_SHFL || op == EMU_SHFL_UP || op == EMU_SHFL_DOWN || op == EMU_SHFL_XOR) {
@@ -169,7 +172,8 @@ uint3 blockIdx, blockDim, gridDim;
 uint3 emu_thread_idx(void) { return cur->tid; }
 
 uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width) {
-    if (width < 1 || width > 32 || (width & (width - 1))) fail("shuffle width not a power of 2", -1);
+    if (width < 1 || width > 32 || (width & (width - 1)))
+        fail("shuffle width not a power of 2", -1);
     cur->state = WARP;
     cur->op = op;
     cur->val = v;
