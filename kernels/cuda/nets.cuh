@@ -43,6 +43,19 @@ __device__ __forceinline__ void output_add_partial(const nnpops__ani_output_args
     if (add != 0.0) atomicAdd(g.atom_energy + c, add);
 }
 
+/* The asynchronous copies below are plain copies, done at once, where the kernels are compiled for
+ * the CPU (NNPOPS_CUDA_EMULATION: tests/emu), and their waits and the prefetch nothing. */
+#ifdef NNPOPS_CUDA_EMULATION
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    *dst = ok ? *src : 0.0f;
+}
+__device__ __forceinline__ void prefetch_l2(const void *) {}
+__device__ __forceinline__ void cp_async_commit() {}
+__device__ __forceinline__ void cp_async_wait_pending(int) {}
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, bool ok) {
+    for (int q = 0; q < 4; q++) dst[q] = ok ? src[q] : 0.0f;
+}
+#else
 /* 4-byte asynchronous global -> shared copy; ok == false writes a zero (reads nothing). */
 __device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -80,6 +93,7 @@ __device__ __forceinline__ void cp_async16(float *dst, const float *src, bool ok
                  "r"(ok ? 16 : 0)
                  : "memory");
 }
+#endif
 
 } // namespace
 

@@ -90,7 +90,8 @@ void yield_to_scheduler() {
 }
 
 [[noreturn]] void fail(const char *what, int warp) {
-    fprintf(stderr, "emu: %s (block %u, warp %d)\n", what, blockIdx.x, warp);
+    fprintf(stderr, "emu: %s (block %u %u %u, warp %d)\n", what, blockIdx.x, blockIdx.y, blockIdx.z,
+            warp);
     for (size_t t = 0; t < fibers.size(); t++)
         if (fibers[t].state != DONE && (warp < 0 || (int)t / 32 == warp))
             fprintf(stderr, "  thread %zu: state %d op %d\n", t, fibers[t].state, fibers[t].op);
@@ -195,24 +196,21 @@ int emu_barrier(int op, int pred) {
 unsigned char *emu_dynamic_smem(void) { return dyn_smem.data(); }
 
 void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &b) {
-    if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1) {
-        fprintf(stderr, "emu: only 1-D launches\n");
-        abort();
-    }
-    const int n = (int)block.x;
-    gridDim = uint3{grid.x, 1, 1};
-    blockDim = uint3{block.x, 1, 1};
+    const int n = (int)(block.x * block.y * block.z); /* warps: consecutive linear indices */
+    gridDim = uint3{grid.x, grid.y, grid.z};
+    blockDim = uint3{block.x, block.y, block.z};
     const std::function<void()> *saved_body = body;
     body = &b;
     fibers.assign(n, fiber{});
     dyn_smem.assign(smem + 16, 0xa5); /* (not zeroed on the GPU either) */
     while ((int)stacks.size() < n) stacks.push_back((char *)malloc(STACK));
-    for (unsigned bx = 0; bx < grid.x; bx++) {
-        blockIdx = uint3{bx, 0, 0};
+    for (unsigned long long bl = 0; bl < (unsigned long long)grid.x * grid.y * grid.z; bl++) {
+        blockIdx = uint3{(unsigned)(bl % grid.x), (unsigned)(bl / grid.x % grid.y),
+                         (unsigned)(bl / grid.x / grid.y)};
         for (int t = 0; t < n; t++) {
             fiber &f = fibers[t];
             f = fiber{};
-            f.tid = uint3{(unsigned)t, 0, 0};
+            f.tid = uint3{t % block.x, t / block.x % block.y, t / block.x / block.y};
             f.state = RUN;
             context_make(f.ctx, stacks[t], STACK, fiber_main);
         }
@@ -285,4 +283,75 @@ cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
     return cudaSuccess;
 }
 int nnpops_cuda_device_count(void) { return 1; }
+}
+
+/* ---- cuBLAS (include/cublas_v2.h): C = alpha op(A) op(B) + beta C, column-major ---- */
+#include <cublas_v2.h>
+
+struct emu_cublas {
+    cudaStream_t stream;
+};
+
+namespace {
+template <typename T>
+void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T *A,
+          int lda, const T *B, int ldb, T beta, T *C, int ldc) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            T s = 0;
+            for (int p = 0; p < k; p++) {
+                const T a = ta == CUBLAS_OP_N ? A[i + (size_t)p * lda] : A[p + (size_t)i * lda];
+                const T b = tb == CUBLAS_OP_N ? B[p + (size_t)j * ldb] : B[j + (size_t)p * ldb];
+                s += a * b;
+            }
+            T &c = C[i + (size_t)j * ldc];
+            c = beta == 0 ? alpha * s : alpha * s + beta * c; /* beta 0: C is not read */
+        }
+}
+} // namespace
+
+extern "C" {
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = new emu_cublas{nullptr};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGetStream(cublasHandle_t h, cudaStream_t *s) {
+    *s = h->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) { return CUBLAS_STATUS_SUCCESS; }
+const char *cublasGetStatusString(cublasStatus_t s) { return s ? "emulated failure" : "success"; }
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
+    cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
+    long long sc, int batch, cublasComputeType_t comp, cublasGemmAlgo_t) {
+    if (at != bt || at != ct || (at == CUDA_R_64F) != (comp == CUBLAS_COMPUTE_64F))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int q = 0; q < batch; q++) {
+        if (at == CUDA_R_64F)
+            gemm(ta, tb, m, n, k, *(const double *)alpha, (const double *)A + q * sa, lda,
+                 (const double *)B + q * sb, ldb, *(const double *)beta, (double *)C + q * sc, ldc);
+        else
+            gemm(ta, tb, m, n, k, *(const float *)alpha, (const float *)A + q * sa, lda,
+                 (const float *)B + q * sb, ldb, *(const float *)beta, (float *)C + q * sc, ldc);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType at,
+                            int lda, const void *B, cudaDataType bt, int ldb, const void *beta,
+                            void *C, cudaDataType ct, int ldc, cublasComputeType_t comp,
+                            cublasGemmAlgo_t algo) {
+    return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0,
+                                      beta, C, ct, ldc, 0, 1, comp, algo);
+}
 }

@@ -8,7 +8,8 @@ import re
 import sys
 
 src = open(sys.argv[1]).read()
-out = re.sub(r"([A-Za-z_][A-Za-z_0-9]*(?:<[^<>;()]*>)?)<<<(.+?)>>>", r"EMU_LAUNCH(\1, \2)", src)
+out = re.sub(r"([A-Za-z_][A-Za-z_0-9]*(?:<[^<>;()]*>)?)<<<(.+?)>>>", r"EMU_LAUNCH(\1, \2)", src,
+             flags=re.S)
 # dynamic shared memory: extern __shared__ [__align__(n)] T name[];  ->  T *const name = ...
 DYN = r"extern __shared__ (?:__align__\(\d+\) )?([A-Za-z_][A-Za-z_0-9 ]*?) ([A-Za-z_0-9]+)\[\];"
 out = re.sub(DYN, r"\1 *const \2 = (\1 *)emu_dynamic_smem();", out)

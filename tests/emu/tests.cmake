@@ -1,15 +1,16 @@
-# Emulated GPU tests (label "emu"): the neighbor-search, staging and AEV cases of
-# tests/gpu/test_gpu_ops.c run against the kernels of kernels/cuda/neighbors.cu, device_io.cu and
-# aev.cu compiled as C++ for the CPU with the stand-in headers of tests/emu/include (every launch
-# runs at once; threads are fibers that switch at warp collectives and block barriers: emu.cpp).
-# They check the kernels' logic (every algorithm of the search, overflow, errors, the staging
-# kernel, the AEV and its adjoint) where no GPU is present, as in CI; the GPU tests (label gpu)
-# remain the test of the real device (memory ordering, concurrency, timing, the hardware's
-# approximate reciprocals and roots).  Built in CPU-only configurations (a CUDA build links the
-# real kernels) on Linux (x86-64, or ucontext elsewhere) when a C++ compiler is present, not in
-# sanitizer builds (the fibers' stacks would need their annotations).  The other cases of
-# test_gpu_ops.c (GEMMs, reductions, the networks' tails) are not emulated: their launchers are
-# left unresolved (never called), which the link allows.
+# Emulated GPU tests (label "emu"): the cases of tests/gpu/test_gpu_ops.c for the neighbor search,
+# staging, AEV, reductions and the networks' GEMMs and element-wise kernels run against the
+# kernels of kernels/cuda/{neighbors,device_io,aev,reduce,mlp}.cu compiled as C++ for the CPU
+# with the stand-in headers of tests/emu/include (every launch runs at once; threads are fibers
+# that switch at warp collectives and block barriers: emu.cpp; cuBLAS a plain GEMM; the
+# asynchronous copies plain copies, NNPOPS_CUDA_EMULATION).  They check the kernels' logic where
+# no GPU is present, as in CI; the GPU tests (label gpu) remain the test of the real device
+# (memory ordering, concurrency, timing, the hardware's approximate reciprocals and roots).  Built
+# in CPU-only configurations (a CUDA build links the real kernels) on Linux (x86-64, or ucontext
+# elsewhere) when a C++ compiler is present, not in sanitizer builds (the fibers' stacks would
+# need their annotations).  Not emulated: the networks' tails in one launch (thread block
+# clusters, tail.cu) and the 3xTF32 tensor-core GEMMs (tf32x3.cu); the launchers of their cases
+# are left unresolved (never called), which the link allows.
 if(NNPOPS_ENABLE_CUDA OR NNPOPS_SANITIZE OR NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
   return()
 endif()
@@ -23,7 +24,7 @@ enable_language(CXX)
 
 set(emu_dir ${CMAKE_CURRENT_LIST_DIR})
 set(emu_sources ${emu_dir}/emu.cpp)
-foreach(k neighbors device_io aev)
+foreach(k neighbors device_io aev reduce mlp)
   set(gen ${CMAKE_BINARY_DIR}/emu/${k}.emu.cpp)
   add_custom_command(OUTPUT ${gen}
     COMMAND ${Python3_EXECUTABLE} ${emu_dir}/launches.py ${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu
@@ -38,7 +39,7 @@ target_include_directories(test_emu_ops BEFORE PRIVATE ${emu_dir}/include)
 target_include_directories(test_emu_ops PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda
   ${PROJECT_SOURCE_DIR}/kernels/cpu ${PROJECT_SOURCE_DIR}/tests/common
   ${PROJECT_SOURCE_DIR}/tests/gpu)
-target_compile_definitions(test_emu_ops PRIVATE NNPOPS_HAVE_CUDA=1)
+target_compile_definitions(test_emu_ops PRIVATE NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1)
 # the kernels' explicit roundings are the host's operations, never contracted
 target_compile_options(test_emu_ops PRIVATE -ffp-contract=off)
 set_target_properties(test_emu_ops PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
@@ -49,7 +50,7 @@ target_link_options(test_emu_ops PRIVATE -no-pie LINKER:--allow-multiple-definit
   LINKER:--unresolved-symbols=ignore-all)
 target_link_libraries(test_emu_ops PRIVATE nnpops_internal m)
 foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_errors center_lists stage
-             aev)
+             aev reduce reduce_step dense celu fused small_gemm)
   add_test(NAME emu.ops.${case} COMMAND test_emu_ops ${case})
   set_tests_properties(emu.ops.${case} PROPERTIES LABELS emu TIMEOUT 1200
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")

@@ -98,7 +98,7 @@ extern uint3 emu_thread_idx(void);
 extern uint3 blockIdx, blockDim, gridDim;
 #define threadIdx (emu_thread_idx())
 
-/* runs body on every thread of every block of grid x block (1-D), with smem bytes of dynamic
+/* runs body on every thread of every block of grid x block, with smem bytes of dynamic
  * shared memory per block (emu_dynamic_smem; launches.py rewrites `extern __shared__` arrays) */
 void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
 unsigned char *emu_dynamic_smem(void);
@@ -169,6 +169,7 @@ template <typename T> inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 3
 /* ---- memory: one OS thread, so plain operations ---- */
 inline void __threadfence() {}
 template <typename T> inline T __ldcg(const T *p) { return *p; }
+template <typename T> inline T __ldg(const T *p) { return *p; }
 template <typename T, typename U> inline void __stcg(T *p, U v) { *p = (T)v; }
 template <typename T, typename U> inline T atomicAdd(T *p, U v) {
     T o = *p;
