@@ -171,6 +171,7 @@ inline void __threadfence() {}
 template <typename T> inline T __ldcg(const T *p) { return *p; }
 template <typename T> inline T __ldg(const T *p) { return *p; }
 template <typename T, typename U> inline void __stcg(T *p, U v) { *p = (T)v; }
+template <typename T, typename U> inline void __stcs(T *p, U v) { *p = (T)v; }
 template <typename T, typename U> inline T atomicAdd(T *p, U v) {
     T o = *p;
     *p = (T)(o + (T)v);
