@@ -279,7 +279,10 @@ cudaError_t cudaGetDevice(int *d) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
-    *v = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 * 1024 : 0; /* as an H200 */
+    /* as an H200 */
+    *v = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 * 1024
+         : attr == cudaDevAttrMultiProcessorCount        ? 132
+                                                         : 0;
     return cudaSuccess;
 }
 int nnpops_cuda_device_count(void) { return 1; }

@@ -59,6 +59,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, int attr, int d);
 }
 #endif
 #define cudaDevAttrMaxSharedMemoryPerBlockOptin 97
+#define cudaDevAttrMultiProcessorCount 16
 
 #ifdef __cplusplus
 #include <functional>
@@ -106,6 +107,12 @@ unsigned char *emu_dynamic_smem(void);
 template <typename... P, typename... A>
 cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*k)(P...), A... args) {
     emu_run(cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, [&] { k(args...); });
+    return cudaSuccess;
+}
+/* (as on an H200 for kernels of at most 64 registers a thread) */
+template <typename K>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, K, int block, size_t) {
+    *n = block > 0 ? 2048 / block : 1;
     return cudaSuccess;
 }
 template <typename T> cudaError_t cudaMemcpyFromSymbol(void *d, const T &s, size_t n) {
