@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 /* Context switches: a few instructions on x86-64 (the callee-saved registers and the stack
@@ -77,6 +78,46 @@ fiber *cur = nullptr;
 context sched;
 const std::function<void()> *body = nullptr;
 std::vector<unsigned char> dyn_smem; /* the running block's dynamic shared memory */
+
+/* The order in which runnable threads run: in index order, or with NNPOPS_EMU_SEED set to a
+ * number other than 0 in a random order, each pass leaving about half of the warps for a later
+ * one, so that warps drift apart between barriers and a missing barrier shows more often. */
+unsigned long long seed_state = 0;
+bool seeded() {
+    static const bool on = [] {
+        const char *e = getenv("NNPOPS_EMU_SEED");
+        seed_state = e ? strtoull(e, nullptr, 10) : 0;
+        return seed_state != 0;
+    }();
+    return on;
+}
+unsigned rnd(unsigned n) { /* xorshift64*, in 0 .. n-1 */
+    seed_state ^= seed_state >> 12;
+    seed_state ^= seed_state << 25;
+    seed_state ^= seed_state >> 27;
+    return (unsigned)(((seed_state * 2685821657736338717ull) >> 33) % n);
+}
+template <typename T> void shuffle(std::vector<T> &v) {
+    for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[rnd((unsigned)i)]);
+}
+/* the threads to run in this pass, in order */
+void pass_order(int n, std::vector<int> &order) {
+    order.clear();
+    if (!seeded()) {
+        for (int t = 0; t < n; t++) order.push_back(t);
+        return;
+    }
+    std::vector<int> warps;
+    for (int w = 0; w * 32 < n; w++) warps.push_back(w);
+    shuffle(warps);
+    for (size_t q = 0; q < warps.size(); q++) {
+        if (q + 1 < warps.size() && rnd(2)) continue; /* (the last one always runs) */
+        std::vector<int> lanes;
+        for (int t = 32 * warps[q]; t < n && t < 32 * warps[q] + 32; t++) lanes.push_back(t);
+        shuffle(lanes);
+        order.insert(order.end(), lanes.begin(), lanes.end());
+    }
+}
 
 void fiber_main() {
     (*body)();
@@ -214,9 +255,11 @@ void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &b)
             f.state = RUN;
             context_make(f.ctx, stacks[t], STACK, fiber_main);
         }
+        std::vector<int> order;
         for (;;) {
             bool ran = false;
-            for (int t = 0; t < n; t++) {
+            pass_order(n, order);
+            for (int t : order) {
                 if (fibers[t].state != RUN) continue;
                 cur = &fibers[t];
                 context_switch(sched, cur->ctx);
@@ -228,7 +271,9 @@ void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &b)
             bool all_done = true;
             for (int t = 0; t < n; t++) all_done &= fibers[t].state == DONE;
             if (all_done) break;
-            if (!ran && !resolved) fail("deadlock", -1);
+            bool runnable = false;
+            for (int t = 0; t < n; t++) runnable |= fibers[t].state == RUN;
+            if (!ran && !resolved && !runnable) fail("deadlock", -1);
         }
     }
     cur = nullptr;

@@ -52,6 +52,7 @@ target_link_libraries(test_emu_ops PRIVATE nnpops_internal m)
 foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_errors center_lists stage
              aev reduce reduce_step dense celu fused small_gemm)
   add_test(NAME emu.ops.${case} COMMAND test_emu_ops ${case})
+  # (threads in a random order, reproducible: see emu.cpp)
   set_tests_properties(emu.ops.${case} PROPERTIES LABELS emu TIMEOUT 1200
-    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
+    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV};NNPOPS_EMU_SEED=1")
 endforeach()

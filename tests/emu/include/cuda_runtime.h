@@ -3,9 +3,11 @@
  * emulated tests (tests/emu/tests.cmake).  Every "device" pointer is a host pointer and every
  * launch runs at once, block after block; a block's threads are fibers (emu.cpp) that switch at
  * warp collectives and block barriers, so warp-synchronous code and __syncthreads behave as on
- * the GPU for code that is correct there.  What it does not model: concurrency between blocks
- * and within a warp between collectives (one OS thread runs everything; atomics are plain
- * operations), memory ordering, partial-mask collectives (refused), timing.  The rounding
+ * the GPU for code that is correct there; with NNPOPS_EMU_SEED the threads run in a random order
+ * between those points, so that a missing barrier shows more often.  What it does not model:
+ * concurrency between blocks and within a warp between collectives (one OS thread runs
+ * everything; atomics are plain operations), memory ordering, partial-mask collectives
+ * (refused), timing.  The rounding
  * intrinsics (__dadd_rn, __fmaf_rn, ...) are the host's IEEE operations: compile with
  * -ffp-contract=off. */
 #ifndef EMU_CUDA_RUNTIME_H
