@@ -287,7 +287,7 @@ __device__ __forceinline__ void tl_partial_push(cgx::cluster_group &cl, const fl
 
 template <int NC>
 __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(const TlLaunch L) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) || defined(NNPOPS_CUDA_EMULATION)
     constexpr bool PUSH = tl_push(NC);
     extern __shared__ __align__(16) float tl_sm[];
     cgx::cluster_group cl = cgx::this_cluster();

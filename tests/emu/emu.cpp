@@ -69,15 +69,18 @@ struct fiber {
     int state, op, arg, width;
     unsigned mask;
     uint64_t val, res;
-    uint3 tid;
+    uint3 tid, bid;
+    int blk; /* the block's rank in the group of blocks that runs together (its cluster) */
 };
 const size_t STACK = 256 << 10;
-std::vector<fiber> fibers;
+std::vector<fiber> fibers; /* the running group: block r's threads at r nb .. r nb + nb - 1 */
 std::vector<char *> stacks;
+int nb = 0, ngroup = 1;    /* threads per block, blocks per group */
+int n_run = 0, n_done = 0; /* the group's threads that can run, that have ended */
 fiber *cur = nullptr;
 context sched;
 const std::function<void()> *body = nullptr;
-std::vector<unsigned char> dyn_smem; /* the running block's dynamic shared memory */
+std::vector<std::vector<unsigned char>> dyn_smem; /* each running block's dynamic shared memory */
 
 /* The order in which runnable threads run: in index order, or with NNPOPS_EMU_SEED set to a
  * number other than 0 in a random order, each pass leaving about half of the warps for a later
@@ -100,20 +103,30 @@ unsigned rnd(unsigned n) { /* xorshift64*, in 0 .. n-1 */
 template <typename T> void shuffle(std::vector<T> &v) {
     for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[rnd((unsigned)i)]);
 }
+/* warp w of the group: its threads t0 .. t1 - 1 */
+int warps_per_block() { return (nb + 31) / 32; }
+void warp_range(int w, int &t0, int &t1) {
+    const int r = w / warps_per_block(), q = w % warps_per_block();
+    t0 = r * nb + 32 * q;
+    t1 = t0 + 32 < (r + 1) * nb ? t0 + 32 : (r + 1) * nb;
+}
 /* the threads to run in this pass, in order */
-void pass_order(int n, std::vector<int> &order) {
+void pass_order(std::vector<int> &order) {
     order.clear();
+    const int n = (int)fibers.size();
     if (!seeded()) {
         for (int t = 0; t < n; t++) order.push_back(t);
         return;
     }
     std::vector<int> warps;
-    for (int w = 0; w * 32 < n; w++) warps.push_back(w);
+    for (int w = 0; w < warps_per_block() * ngroup; w++) warps.push_back(w);
     shuffle(warps);
     for (size_t q = 0; q < warps.size(); q++) {
         if (q + 1 < warps.size() && rnd(2)) continue; /* (the last one always runs) */
+        int t0, t1;
+        warp_range(warps[q], t0, t1);
         std::vector<int> lanes;
-        for (int t = 32 * warps[q]; t < n && t < 32 * warps[q] + 32; t++) lanes.push_back(t);
+        for (int t = t0; t < t1; t++) lanes.push_back(t);
         shuffle(lanes);
         order.insert(order.end(), lanes.begin(), lanes.end());
     }
@@ -126,22 +139,21 @@ void fiber_main() {
     abort(); /* never resumed */
 }
 
-void yield_to_scheduler() {
-    context_switch(cur->ctx, sched);
-}
+void yield_to_scheduler() { context_switch(cur->ctx, sched); }
 
 [[noreturn]] void fail(const char *what, int warp) {
-    fprintf(stderr, "emu: %s (block %u %u %u, warp %d)\n", what, blockIdx.x, blockIdx.y, blockIdx.z,
-            warp);
+    const uint3 b = cur ? cur->bid : uint3{0, 0, 0};
+    fprintf(stderr, "emu: %s (block %u %u %u, warp %d)\n", what, b.x, b.y, b.z, warp);
     for (size_t t = 0; t < fibers.size(); t++)
-        if (fibers[t].state != DONE && (warp < 0 || (int)t / 32 == warp))
+        if (fibers[t].state != DONE)
             fprintf(stderr, "  thread %zu: state %d op %d\n", t, fibers[t].state, fibers[t].op);
     abort();
 }
 
 /* every live lane of warp w waits at a collective: the results */
-bool resolve_warp(int w, int n) {
-    const int t0 = 32 * w, t1 = t0 + 32 < n ? t0 + 32 : n;
+bool resolve_warp(int w) {
+    int t0, t1;
+    warp_range(w, t0, t1);
     int waiting = 0, live = 0, op = -1;
     for (int t = t0; t < t1; t++) {
         if (fibers[t].state == DONE) continue;
@@ -183,17 +195,21 @@ bool resolve_warp(int w, int n) {
         }
     }
     for (int t = t0; t < t1; t++)
-        if (fibers[t].state == WARP) fibers[t].state = RUN;
+        if (fibers[t].state == WARP) {
+            fibers[t].state = RUN;
+            n_run++;
+        }
     return true;
 }
 
-bool resolve_block(int n) {
+/* every live thread of threads t0 .. t1 - 1 waits at a barrier of the kind `cluster`: release */
+bool resolve_barrier(int t0, int t1, bool cluster) {
     int live = 0, waiting = 0, op = -1;
     uint64_t any = 0;
-    for (int t = 0; t < n; t++) {
+    for (int t = t0; t < t1; t++) {
         if (fibers[t].state == DONE) continue;
         live++;
-        if (fibers[t].state == BAR) {
+        if (fibers[t].state == BAR && (fibers[t].op == EMU_BAR_CLUSTER) == cluster) {
             waiting++;
             if (op < 0) op = fibers[t].op;
             else if (op != fibers[t].op) fail("threads at different kinds of barrier", -1);
@@ -201,17 +217,47 @@ bool resolve_block(int n) {
         }
     }
     if (!live || waiting != live) return false;
-    for (int t = 0; t < n; t++)
+    for (int t = t0; t < t1; t++)
         if (fibers[t].state == BAR) {
             fibers[t].res = any;
             fibers[t].state = RUN;
+            n_run++;
         }
+    return true;
+}
+
+/* the capture in progress (cudaStreamBeginCapture .. cudaStreamEndCapture), if any */
+struct op_list {
+    std::vector<std::function<void()>> ops;
+};
+op_list *capture = nullptr;
+bool capture_invalid = false;
+/* a call that synchronizes or allocates: refused while capturing (and the capture invalidated),
+ * as CUDA does in the global and thread-local capture modes */
+bool refused_in_capture() {
+    if (!capture) return false;
+    capture_invalid = true;
     return true;
 }
 } // namespace
 
-uint3 blockIdx, blockDim, gridDim;
+uint3 blockDim, gridDim;
 uint3 emu_thread_idx(void) { return cur->tid; }
+uint3 emu_block_idx(void) { return cur->bid; }
+unsigned emu_cluster_rank(void) { return (unsigned)cur->blk; }
+unsigned emu_cluster_size(void) { return (unsigned)ngroup; }
+void *emu_map_shared(void *p, int rank) {
+    std::vector<unsigned char> &own = dyn_smem[cur->blk];
+    const size_t off = (size_t)((unsigned char *)p - own.data());
+    if (rank < 0 || rank >= ngroup || off >= own.size())
+        fail("map_shared_rank outside the dynamic shared memory or the cluster", -1);
+    return dyn_smem[rank].data() + off;
+}
+
+void emu_enqueue(const std::function<void()> &op) {
+    if (capture) capture->ops.push_back(op);
+    else op();
+}
 
 uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width) {
     if (width < 1 || width > 32 || (width & (width - 1)))
@@ -234,46 +280,67 @@ int emu_barrier(int op, int pred) {
     return (int)cur->res;
 }
 
-unsigned char *emu_dynamic_smem(void) { return dyn_smem.data(); }
+unsigned char *emu_dynamic_smem(void) { return dyn_smem[cur->blk].data(); }
 
-void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &b) {
-    const int n = (int)(block.x * block.y * block.z); /* warps: consecutive linear indices */
+void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
+             const std::function<void()> &b) {
+    nb = (int)(block.x * block.y * block.z); /* warps: consecutive linear indices */
+    ngroup = cluster > 1 ? (int)cluster : 1;
+    if (grid.x % ngroup) fail("grid not a multiple of the cluster size", -1);
     gridDim = uint3{grid.x, grid.y, grid.z};
     blockDim = uint3{block.x, block.y, block.z};
     const std::function<void()> *saved_body = body;
     body = &b;
+    const int n = nb * ngroup;
     fibers.assign(n, fiber{});
-    dyn_smem.assign(smem + 16, 0xa5); /* (not zeroed on the GPU either) */
+    dyn_smem.assign(ngroup, std::vector<unsigned char>(smem + 16, 0xa5)); /* (not zeroed on the
+                                                                            * GPU either) */
     while ((int)stacks.size() < n) stacks.push_back((char *)malloc(STACK));
-    for (unsigned long long bl = 0; bl < (unsigned long long)grid.x * grid.y * grid.z; bl++) {
-        blockIdx = uint3{(unsigned)(bl % grid.x), (unsigned)(bl / grid.x % grid.y),
-                         (unsigned)(bl / grid.x / grid.y)};
-        for (int t = 0; t < n; t++) {
-            fiber &f = fibers[t];
-            f = fiber{};
-            f.tid = uint3{t % block.x, t / block.x % block.y, t / block.x / block.y};
-            f.state = RUN;
-            context_make(f.ctx, stacks[t], STACK, fiber_main);
+    const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long b0 = 0; b0 < blocks; b0 += ngroup) {
+        for (int r = 0; r < ngroup; r++) {
+            const unsigned long long bl = b0 + r;
+            const uint3 bid{(unsigned)(bl % grid.x), (unsigned)(bl / grid.x % grid.y),
+                            (unsigned)(bl / grid.x / grid.y)};
+            for (int t = 0; t < nb; t++) {
+                fiber &f = fibers[r * nb + t];
+                f = fiber{};
+                f.tid = uint3{t % block.x, t / block.x % block.y, t / block.x / block.y};
+                f.bid = bid;
+                f.blk = r;
+                f.state = RUN;
+                context_make(f.ctx, stacks[r * nb + t], STACK, fiber_main);
+            }
         }
         std::vector<int> order;
+        std::vector<char> warp_ran(warps_per_block() * ngroup), block_ran(ngroup);
+        n_run = n;
+        n_done = 0;
         for (;;) {
+            /* run each runnable thread until it waits or ends; then only the warps and blocks
+             * that ran can have completed a collective or a barrier */
+            std::fill(warp_ran.begin(), warp_ran.end(), 0);
+            std::fill(block_ran.begin(), block_ran.end(), 0);
             bool ran = false;
-            pass_order(n, order);
+            pass_order(order);
             for (int t : order) {
                 if (fibers[t].state != RUN) continue;
                 cur = &fibers[t];
                 context_switch(sched, cur->ctx);
+                n_run--;
+                if (cur->state == DONE) n_done++;
+                warp_ran[cur->blk * warps_per_block() + (t - cur->blk * nb) / 32] = 1;
+                block_ran[cur->blk] = 1;
                 ran = true;
             }
+            if (n_done == n) break;
             bool resolved = false;
-            for (int w = 0; w * 32 < n; w++) resolved |= resolve_warp(w, n);
-            resolved |= resolve_block(n);
-            bool all_done = true;
-            for (int t = 0; t < n; t++) all_done &= fibers[t].state == DONE;
-            if (all_done) break;
-            bool runnable = false;
-            for (int t = 0; t < n; t++) runnable |= fibers[t].state == RUN;
-            if (!ran && !resolved && !runnable) fail("deadlock", -1);
+            for (size_t w = 0; w < warp_ran.size(); w++)
+                if (warp_ran[w]) resolved |= resolve_warp((int)w);
+            for (int r = 0; r < ngroup; r++)
+                if (block_ran[r]) resolved |= resolve_barrier(r * nb, (r + 1) * nb, false);
+            if (ran) resolved |= resolve_barrier(0, n, true);
+            if (!resolved && n_run == 0) fail("deadlock", -1);
         }
     }
     cur = nullptr;
@@ -281,56 +348,191 @@ void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &b)
 }
 
 /* ---- host API ---- */
-extern "C" {
-cudaError_t cudaMalloc(void **p, size_t n) {
+#include <map>
+#include <mutex>
+
+namespace {
+/* allocations: device (cudaMalloc) or pinned host (cudaMallocHost) memory, for
+ * cudaPointerGetAttributes */
+struct alloc_info {
+    size_t bytes;
+    cudaMemoryType type;
+};
+std::map<uintptr_t, alloc_info> allocs;
+std::mutex allocs_lock;
+cudaError_t allocate(void **p, size_t n, cudaMemoryType type) {
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
     *p = malloc(n ? n : 1);
-    return *p ? cudaSuccess : 2;
+    if (!*p) return cudaErrorMemoryAllocation;
+    std::lock_guard<std::mutex> g(allocs_lock);
+    allocs[(uintptr_t)*p] = alloc_info{n ? n : 1, type};
+    return cudaSuccess;
 }
-cudaError_t cudaFree(void *p) {
+cudaError_t release(void *p) {
+    if (!p) return cudaSuccess;
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
+    std::lock_guard<std::mutex> g(allocs_lock);
+    allocs.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
-cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
-cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t last_error = cudaSuccess;
+} // namespace
+
+struct emu_graph {
+    std::vector<std::function<void()>> ops;
+};
+
+extern "C" {
+cudaError_t cudaMalloc(void **p, size_t n) { return allocate(p, n, cudaMemoryTypeDevice); }
+cudaError_t cudaFree(void *p) { return release(p); }
+cudaError_t cudaMallocHost(void **p, size_t n) { return allocate(p, n, cudaMemoryTypeHost); }
+cudaError_t cudaFreeHost(void *p) { return release(p); }
 cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned) {
     *d = h;
     return cudaSuccess;
 }
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
+    memset(a, 0, sizeof *a);
+    a->type = cudaMemoryTypeUnregistered;
+    std::lock_guard<std::mutex> g(allocs_lock);
+    auto it = allocs.upper_bound((uintptr_t)p);
+    if (it != allocs.begin()) {
+        --it;
+        if ((uintptr_t)p < it->first + it->second.bytes) {
+            a->type = it->second.type;
+            a->devicePointer = (void *)p;
+            a->hostPointer = it->second.type == cudaMemoryTypeHost ? (void *)p : nullptr;
+        }
+    }
+    return cudaSuccess;
+}
 cudaError_t cudaMemset(void *p, int v, size_t n) {
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
     memset(p, v, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
+    emu_enqueue([=] { memset(p, v, n); });
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind) {
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
     memmove(d, s, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind,
                             cudaStream_t) {
-    return cudaMemcpy(d, s, n, k);
+    emu_enqueue([=] { memmove(d, s, n); });
+    return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    return refused_in_capture() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaDeviceSynchronize(); }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaDeviceSynchronize(); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
-    *s = (cudaStream_t)0x1;
+    *s = (cudaStream_t)malloc(1);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    free(s);
+    return cudaSuccess;
+}
+/* every operation runs (or is recorded) in program order, which respects every event */
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = (cudaEvent_t)malloc(1);
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { return cudaEventCreate(e); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    free(e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t, cudaEvent_t) {
+    *ms = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode) {
+    if (capture) return cudaErrorStreamCaptureUnsupported;
+    capture = new op_list;
+    capture_invalid = false;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    *g = nullptr;
+    if (!capture) return cudaErrorInvalidValue;
+    op_list *c = capture;
+    capture = nullptr;
+    if (capture_invalid) {
+        delete c;
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    *g = new emu_graph{std::move(c->ops)};
+    delete c;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t, enum cudaStreamCaptureStatus *st) {
+    *st = !capture ? cudaStreamCaptureStatusNone
+          : capture_invalid ? cudaStreamCaptureStatusInvalidated
+                            : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long) {
+    *x = new emu_graph{g->ops};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t) {
+    for (const auto &op : x->ops) emu_enqueue(op);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
+    delete x;
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-const char *cudaGetErrorString(cudaError_t e) { return e ? "emulated error" : "no error"; }
+cudaError_t cudaGetLastError(void) {
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
+    default: return "emulated error";
+    }
+}
 cudaError_t cudaFuncSetAttribute(const void *, int, int) { return cudaSuccess; }
 cudaError_t cudaGetDevice(int *d) {
     *d = 0;
     return cudaSuccess;
 }
+cudaError_t cudaGetDeviceCount(int *n) {
+    *n = 1;
+    return cudaSuccess;
+}
+/* (NNPOPS_EMU_SM: the compute capability's major number, default 9; below 9 the paths that need
+ * thread block clusters are not taken) */
 cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
+    const char *sm = getenv("NNPOPS_EMU_SM");
     /* as an H200 */
     *v = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 * 1024
          : attr == cudaDevAttrMultiProcessorCount        ? 132
+         : attr == cudaDevAttrComputeCapabilityMajor     ? (sm && *sm ? atoi(sm) : 9)
                                                          : 0;
     return cudaSuccess;
 }
-int nnpops_cuda_device_count(void) { return 1; }
 }
 
 /* ---- cuBLAS (include/cublas_v2.h): C = alpha op(A) op(B) + beta C, column-major ---- */
@@ -341,17 +543,35 @@ struct emu_cublas {
 };
 
 namespace {
+/* x rounded to TF32 (10 explicit mantissa bits, to nearest, ties away from zero) */
+float to_tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
 template <typename T>
 void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T *A,
-          int lda, const T *B, int ldb, T beta, T *C, int ldc) {
+          int lda, const T *B, int ldb, T beta, T *C, int ldc, bool tf32) {
+    /* op(A) by rows and op(B) by columns, each contiguous along k (and rounded to TF32, as the
+     * tensor cores take them, for CUBLAS_COMPUTE_32F_FAST_TF32) */
+    std::vector<T> a((size_t)m * k), b((size_t)k * n);
+    for (int i = 0; i < m; i++)
+        for (int p = 0; p < k; p++) {
+            const T v = ta == CUBLAS_OP_N ? A[i + (size_t)p * lda] : A[p + (size_t)i * lda];
+            a[(size_t)i * k + p] = tf32 ? (T)to_tf32((float)v) : v;
+        }
+    for (int j = 0; j < n; j++)
+        for (int p = 0; p < k; p++) {
+            const T v = tb == CUBLAS_OP_N ? B[p + (size_t)j * ldb] : B[j + (size_t)p * ldb];
+            b[(size_t)j * k + p] = tf32 ? (T)to_tf32((float)v) : v;
+        }
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
+            const T *x = a.data() + (size_t)i * k, *y = b.data() + (size_t)j * k;
             T s = 0;
-            for (int p = 0; p < k; p++) {
-                const T a = ta == CUBLAS_OP_N ? A[i + (size_t)p * lda] : A[p + (size_t)i * lda];
-                const T b = tb == CUBLAS_OP_N ? B[p + (size_t)j * ldb] : B[j + (size_t)p * ldb];
-                s += a * b;
-            }
+            for (int p = 0; p < k; p++) s += x[p] * y[p];
             T &c = C[i + (size_t)j * ldc];
             c = beta == 0 ? alpha * s : alpha * s + beta * c; /* beta 0: C is not read */
         }
@@ -377,6 +597,7 @@ cublasStatus_t cublasGetStream(cublasHandle_t h, cudaStream_t *s) {
 }
 cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) { return CUBLAS_STATUS_SUCCESS; }
 const char *cublasGetStatusString(cublasStatus_t s) { return s ? "emulated failure" : "success"; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
     const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
@@ -384,14 +605,20 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     long long sc, int batch, cublasComputeType_t comp, cublasGemmAlgo_t) {
     if (at != bt || at != ct || (at == CUDA_R_64F) != (comp == CUBLAS_COMPUTE_64F))
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    for (int q = 0; q < batch; q++) {
-        if (at == CUDA_R_64F)
-            gemm(ta, tb, m, n, k, *(const double *)alpha, (const double *)A + q * sa, lda,
-                 (const double *)B + q * sb, ldb, *(const double *)beta, (double *)C + q * sc, ldc);
-        else
-            gemm(ta, tb, m, n, k, *(const float *)alpha, (const float *)A + q * sa, lda,
-                 (const float *)B + q * sb, ldb, *(const float *)beta, (float *)C + q * sc, ldc);
-    }
+    /* alpha and beta are host scalars, read now (as cuBLAS does when a stream is captured) */
+    const bool f64 = at == CUDA_R_64F, tf32 = comp == CUBLAS_COMPUTE_32F_FAST_TF32;
+    const double a64 = f64 ? *(const double *)alpha : 0, b64 = f64 ? *(const double *)beta : 0;
+    const float a32 = f64 ? 0 : *(const float *)alpha, b32 = f64 ? 0 : *(const float *)beta;
+    emu_enqueue([=] {
+        for (int q = 0; q < batch; q++) {
+            if (f64)
+                gemm(ta, tb, m, n, k, a64, (const double *)A + q * sa, lda,
+                     (const double *)B + q * sb, ldb, b64, (double *)C + q * sc, ldc, false);
+            else
+                gemm(ta, tb, m, n, k, a32, (const float *)A + q * sa, lda,
+                     (const float *)B + q * sb, ldb, b32, (float *)C + q * sc, ldc, tf32);
+        }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,

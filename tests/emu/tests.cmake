@@ -1,16 +1,15 @@
-# Emulated GPU tests (label "emu"): the cases of tests/gpu/test_gpu_ops.c for the neighbor search,
-# staging, AEV, reductions and the networks' GEMMs and element-wise kernels run against the
-# kernels of kernels/cuda/{neighbors,device_io,aev,reduce,mlp}.cu compiled as C++ for the CPU
-# with the stand-in headers of tests/emu/include (every launch runs at once; threads are fibers
-# that switch at warp collectives and block barriers: emu.cpp; cuBLAS a plain GEMM; the
-# asynchronous copies plain copies, NNPOPS_CUDA_EMULATION).  They check the kernels' logic where
-# no GPU is present, as in CI; the GPU tests (label gpu) remain the test of the real device
-# (memory ordering, concurrency, timing, the hardware's approximate reciprocals and roots).  Built
-# in CPU-only configurations (a CUDA build links the real kernels) on Linux (x86-64, or ucontext
-# elsewhere) when a C++ compiler is present, not in sanitizer builds (the fibers' stacks would
-# need their annotations).  Not emulated: the networks' tails in one launch (thread block
-# clusters, tail.cu) and the 3xTF32 tensor-core GEMMs (tf32x3.cu); the launchers of their cases
-# are left unresolved (never called), which the link allows.
+# Emulated GPU tests (label "emu"): the library built with its CUDA backend for the CPU, every
+# kernel of kernels/cuda/*.cu compiled as C++ against the stand-in headers of tests/emu/include
+# (every launch runs at once, or is recorded while a stream is captured into a graph; threads are
+# fibers that switch at warp collectives and block barriers, a cluster's blocks run together:
+# emu.cpp; cuBLAS is a plain GEMM; the asynchronous copies are plain copies,
+# NNPOPS_CUDA_EMULATION), and the GPU tests of tests/gpu run against it: every op against its CPU
+# twin, and the models on device "cuda" through the public API.  They check the logic of the
+# GPU path (kernels, the step's host code, graphs, capacity growth, status words) where no GPU is
+# present, as in CI; the GPU tests on a GPU (label gpu) remain the test of the real device
+# (memory ordering, concurrency, timing, the hardware's approximate reciprocals and roots).
+# Built in CPU-only configurations on Linux (x86-64, or ucontext elsewhere) when a C++ compiler
+# is present, not in sanitizer builds (the fibers' stacks would need their annotations).
 if(NNPOPS_ENABLE_CUDA OR NNPOPS_SANITIZE OR NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
   return()
 endif()
@@ -23,36 +22,68 @@ endif()
 enable_language(CXX)
 
 set(emu_dir ${CMAKE_CURRENT_LIST_DIR})
-set(emu_sources ${emu_dir}/emu.cpp)
-foreach(k neighbors device_io aev reduce mlp)
+set(emu_kernels)
+foreach(k neighbors aev mlp reduce tail tf32x3 device_io)
   set(gen ${CMAKE_BINARY_DIR}/emu/${k}.emu.cpp)
   add_custom_command(OUTPUT ${gen}
     COMMAND ${Python3_EXECUTABLE} ${emu_dir}/launches.py ${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu
             ${gen}
     DEPENDS ${emu_dir}/launches.py ${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu
     COMMENT "emulated kernels: ${k}.cu")
-  list(APPEND emu_sources ${gen})
+  list(APPEND emu_kernels ${gen})
 endforeach()
-add_executable(test_emu_ops ${emu_sources} ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_ops.c)
-# the stand-in headers come first (cuda_runtime.h, cub); the kernels' own includes after them
-target_include_directories(test_emu_ops BEFORE PRIVATE ${emu_dir}/include)
-target_include_directories(test_emu_ops PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda
-  ${PROJECT_SOURCE_DIR}/kernels/cpu ${PROJECT_SOURCE_DIR}/tests/common
-  ${PROJECT_SOURCE_DIR}/tests/gpu)
-target_compile_definitions(test_emu_ops PRIVATE NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1)
+set(emu_lib_sources ${NNPOPS_CORE_SOURCES} ${NNPOPS_CPU_KERNEL_SOURCES}
+  ${NNPOPS_POTENTIAL_SOURCES} core/src/cuda_step.c potentials/ani/ani_cuda.c)
+list(TRANSFORM emu_lib_sources PREPEND ${PROJECT_SOURCE_DIR}/)
+add_library(nnpops_emu STATIC EXCLUDE_FROM_ALL ${emu_lib_sources} ${emu_kernels}
+  ${emu_dir}/emu.cpp)
+# the stand-in headers come first (cuda_runtime.h, cub, cuBLAS, cooperative groups)
+target_include_directories(nnpops_emu BEFORE PUBLIC ${emu_dir}/include)
+target_include_directories(nnpops_emu PUBLIC ${PROJECT_SOURCE_DIR}/core/include
+  ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels/cuda
+  ${PROJECT_SOURCE_DIR}/kernels/cpu)
+target_compile_definitions(nnpops_emu PUBLIC NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1)
 # the kernels' explicit roundings are the host's operations, never contracted
-target_compile_options(test_emu_ops PRIVATE -ffp-contract=off)
-set_target_properties(test_emu_ops PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
-  POSITION_INDEPENDENT_CODE OFF)
-# nnpops_cuda_device_count: the stand-in's (1) before the CPU library's (0); the launchers of the
-# cases not emulated stay unresolved (a non-PIE link, so that none needs a PLT entry)
-target_link_options(test_emu_ops PRIVATE -no-pie LINKER:--allow-multiple-definition
-  LINKER:--unresolved-symbols=ignore-all)
-target_link_libraries(test_emu_ops PRIVATE nnpops_internal m)
-foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_errors center_lists stage
-             aev reduce reduce_step dense celu fused small_gemm)
-  add_test(NAME emu.ops.${case} COMMAND test_emu_ops ${case})
-  # (threads in a random order, reproducible: see emu.cpp)
-  set_tests_properties(emu.ops.${case} PROPERTIES LABELS emu TIMEOUT 1200
-    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV};NNPOPS_EMU_SEED=1")
+target_compile_options(nnpops_emu PRIVATE -ffp-contract=off)
+set_target_properties(nnpops_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+target_link_libraries(nnpops_emu PUBLIC PkgConfig::YAML Threads::Threads m)
+
+# nnpops_emu_test(PROGRAM SOURCE CASE...): the GPU test program SOURCE against the emulated
+# library, one CTest entry emu.<PROGRAM>.<case> a case (threads in a random, reproducible
+# order: NNPOPS_EMU_SEED, see emu.cpp)
+function(nnpops_emu_test program source)
+  set(target test_emu_${program})
+  add_executable(${target} ${source})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
+    ${PROJECT_SOURCE_DIR}/tests/gpu)
+  target_link_libraries(${target} PRIVATE nnpops_emu)
+  foreach(case ${ARGN})
+    string(REPLACE " " ";" case_args "${case}")
+    string(REPLACE " " "." case_name "${case}")
+    add_test(NAME emu.${program}.${case_name} COMMAND ${target} ${case_args})
+    set_tests_properties(emu.${program}.${case_name} PROPERTIES LABELS emu TIMEOUT 1200
+      SKIP_RETURN_CODE 77 FIXTURES_REQUIRED models
+      ENVIRONMENT "${NNPOPS_TEST_ENV};NNPOPS_EMU_SEED=1")
+  endforeach()
+endfunction()
+
+nnpops_emu_test(ops ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_ops.c neighbors_center neighbors_half
+  neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce reduce_step
+  small_gemm sg_tail stage)
+set(emu_model_cases)
+foreach(model ani2x ani1x)
+  foreach(prec f64 f32)
+    list(APPEND emu_model_cases "reference ${model} ${prec}" "cpu_match ${model} ${prec}")
+  endforeach()
 endforeach()
+nnpops_emu_test(model ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_model.c ${emu_model_cases} fd batch
+  batch_f32 ghosts member water_box species_sets errors thread)
+nnpops_emu_test(graphs ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_graphs.c warmup shape overflow
+  deterministic)
+nnpops_emu_test(device ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_device.c capture batch errors
+  overflow capture_failure cpu_model)
+nnpops_emu_test(tf32x3 ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_tf32x3.c stack fused gemm model
+  auto chunks)
+# (minutes each under emulation: out of README's test command)
+set_tests_properties(emu.graphs.overflow emu.graphs.deterministic emu.tf32x3.auto
+  emu.tf32x3.chunks PROPERTIES LABELS "emu;slow")

@@ -1,6 +1,7 @@
-/* cublas_v2.h - the part of cuBLAS that kernels/cuda/mlp.cu calls, for the emulated tests: GEMMs
- * (column-major, float or double, batched with strides) computed at once by a plain triple loop
- * in the compute type's precision (see cuda_runtime.h); the handle only remembers its stream. */
+/* cublas_v2.h - the part of cuBLAS that the library calls, for the emulated tests: GEMMs
+ * (column-major, float or double, batched with strides; FAST_TF32 rounds the inputs to TF32)
+ * as plain loops, asynchronous operations (see cuda_runtime.h); the handle only remembers its
+ * stream. */
 #ifndef EMU_CUBLAS_V2_H
 #define EMU_CUBLAS_V2_H
 #include "cuda_runtime.h"
@@ -11,8 +12,13 @@ typedef int cublasStatus_t;
 #define CUBLAS_STATUS_NOT_SUPPORTED 15
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
 typedef enum { CUDA_R_32F = 0, CUDA_R_64F = 1 } cudaDataType;
-typedef enum { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_64F } cublasComputeType_t;
+typedef enum {
+    CUBLAS_COMPUTE_32F,
+    CUBLAS_COMPUTE_32F_FAST_TF32,
+    CUBLAS_COMPUTE_64F
+} cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0 } cublasMath_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +28,7 @@ cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
 cublasStatus_t cublasGetStream(cublasHandle_t h, cudaStream_t *s);
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *w, size_t bytes);
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m);
 const char *cublasGetStatusString(cublasStatus_t s);
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                             int n, int k, const void *alpha, const void *A, cudaDataType at,

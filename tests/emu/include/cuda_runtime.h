@@ -1,13 +1,17 @@
 /* cuda_runtime.h - a CPU stand-in for the part of the CUDA runtime and of the device intrinsics
- * that kernels/cuda/neighbors.cu and device_io.cu use, so that their kernels run on the CPU in the
- * emulated tests (tests/emu/tests.cmake).  Every "device" pointer is a host pointer and every
- * launch runs at once, block after block; a block's threads are fibers (emu.cpp) that switch at
- * warp collectives and block barriers, so warp-synchronous code and __syncthreads behave as on
- * the GPU for code that is correct there; with NNPOPS_EMU_SEED the threads run in a random order
- * between those points, so that a missing barrier shows more often.  What it does not model:
- * concurrency between blocks and within a warp between collectives (one OS thread runs
- * everything; atomics are plain operations), memory ordering, partial-mask collectives
- * (refused), timing.  The rounding
+ * that the library's CUDA backend uses, so that its kernels (kernels/cuda, compiled as C++ after
+ * tests/emu/launches.py) and its host code run on the CPU in the emulated tests
+ * (tests/emu/tests.cmake).  Every "device" pointer is a host pointer; an asynchronous operation
+ * (launch, asynchronous copy or memset, cub call, GEMM) runs at once in program order, which
+ * respects every stream and event dependency, or is recorded while a stream is being captured
+ * and replayed by cudaGraphLaunch; calls that synchronize or allocate fail a capture, as in CUDA's
+ * global and thread-local modes.  A launch runs block after block (a cluster's blocks together);
+ * a block's threads are fibers (emu.cpp) that switch at warp collectives and block or cluster
+ * barriers, so warp-synchronous code and barriers behave as on the GPU for code that is correct
+ * there; with NNPOPS_EMU_SEED the threads run in a random order between those points, so that a
+ * missing barrier shows more often.  What it does not model: concurrency between blocks and
+ * within a warp between collectives (one OS thread runs everything; atomics are plain
+ * operations), memory ordering, partial-mask collectives (refused), timing.  The rounding
  * intrinsics (__dadd_rn, __fmaf_rn, ...) are the host's IEEE operations: compile with
  * -ffp-contract=off. */
 #ifndef EMU_CUDA_RUNTIME_H
@@ -20,8 +24,30 @@
 
 typedef int cudaError_t;
 #define cudaSuccess 0
+#define cudaErrorMemoryAllocation 2
+#define cudaErrorInvalidValue 1
+#define cudaErrorUnknown 999
+#define cudaErrorStreamCaptureUnsupported 900
+#define cudaErrorStreamCaptureInvalidated 901
+#define cudaErrorStreamCaptureImplicit 906
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph *cudaGraphExec_t;
+enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone, cudaStreamCaptureStatusActive,
+                               cudaStreamCaptureStatusInvalidated };
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                             cudaStreamCaptureModeRelaxed };
+enum cudaMemoryType { cudaMemoryTypeUnregistered, cudaMemoryTypeHost, cudaMemoryTypeDevice,
+                      cudaMemoryTypeManaged };
+struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int device;
+    void *devicePointer, *hostPointer;
+};
+#define cudaEventDefault 0
+#define cudaEventDisableTiming 2
+#define cudaDevAttrComputeCapabilityMajor 75
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                       cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 #define cudaStreamNonBlocking 1
@@ -56,7 +82,24 @@ cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaFuncSetAttribute(const void *f, int attr, int v);
 cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaDeviceGetAttribute(int *v, int attr, int d);
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
 #ifdef __cplusplus
 }
 #endif
@@ -98,17 +141,41 @@ struct cudaLaunchConfig_t {
 
 /* the running fiber's thread index and the launch's block index and sizes */
 extern uint3 emu_thread_idx(void);
-extern uint3 blockIdx, blockDim, gridDim;
+extern uint3 emu_block_idx(void);
+extern uint3 blockDim, gridDim;
 #define threadIdx (emu_thread_idx())
+#define blockIdx (emu_block_idx())
 
-/* runs body on every thread of every block of grid x block, with smem bytes of dynamic
- * shared memory per block (emu_dynamic_smem; launches.py rewrites `extern __shared__` arrays) */
-void emu_run(dim3 grid, dim3 block, size_t smem, const std::function<void()> &body);
+/* runs body on every thread of every block of grid x block, clusters of `cluster` blocks
+ * along x (0: none) running together, with smem bytes of dynamic shared memory per block
+ * (emu_dynamic_smem; launches.py rewrites `extern __shared__` arrays) */
+void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
+             const std::function<void()> &body);
 unsigned char *emu_dynamic_smem(void);
+/* an asynchronous operation: run at once, or recorded while a stream is being captured */
+void emu_enqueue(const std::function<void()> &op);
+unsigned emu_cluster_rank(void);
+unsigned emu_cluster_size(void);
+void *emu_map_shared(void *p, int rank);
 
 template <typename... P, typename... A>
 cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*k)(P...), A... args) {
-    emu_run(cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, [&] { k(args...); });
+    unsigned cluster = 0;
+    for (unsigned q = 0; q < cfg->numAttrs; q++)
+        if (cfg->attrs[q].id == cudaLaunchAttributeClusterDimension)
+            cluster = cfg->attrs[q].val.clusterDim.x;
+    const dim3 g = cfg->gridDim, b = cfg->blockDim;
+    const size_t smem = cfg->dynamicSmemBytes;
+    emu_enqueue([=] { emu_run(g, b, smem, cluster, [&] { k(args...); }); });
+    return cudaSuccess;
+}
+template <typename K>
+cudaError_t cudaOccupancyMaxActiveClusters(int *n, K, const cudaLaunchConfig_t *) {
+    *n = 16;
+    return cudaSuccess;
+}
+template <typename T> cudaError_t cudaGetSymbolAddress(void **p, const T &s) {
+    *p = (void *)&s;
     return cudaSuccess;
 }
 /* (as on an H200 for kernels of at most 64 registers a thread) */
@@ -129,7 +196,10 @@ struct emu_launcher {
         dim3 g, b;
         size_t smem;
         template <typename... A> void operator()(A... args) const {
-            emu_run(g, b, smem, [&] { k(args...); });
+            const K kk = k;
+            const dim3 gg = g, bb = b;
+            const size_t sm = smem;
+            emu_enqueue([=] { emu_run(gg, bb, sm, 0, [&] { kk(args...); }); });
         }
     };
 };
@@ -141,8 +211,9 @@ template <typename K> emu_launcher::bound<K> emu_launch(K k, dim3 g, dim3 b, siz
 
 /* ---- warp collectives and barriers (emu.cpp) ---- */
 enum { EMU_BALLOT = 1, EMU_ANY, EMU_SHFL, EMU_SHFL_UP, EMU_SHFL_DOWN, EMU_SHFL_XOR, EMU_SYNCWARP };
+enum { EMU_BAR_BLOCK = 0, EMU_BAR_BLOCK_OR = 1, EMU_BAR_CLUSTER = 2 };
 uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width = 32);
-int emu_barrier(int op, int pred); /* op 0: plain, 1: or */
+int emu_barrier(int op, int pred); /* EMU_BAR_* */
 
 inline void __syncthreads() { emu_barrier(0, 0); }
 inline int __syncthreads_or(int p) { return emu_barrier(1, p != 0); }

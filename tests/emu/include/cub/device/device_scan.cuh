@@ -1,5 +1,5 @@
 /* device_scan.cuh - CPU stand-in of cub::DeviceScan::ExclusiveSum for the emulated tests: the scan
- * runs at once (see ../../cuda_runtime.h). */
+ * is an asynchronous operation (emu_enqueue, see ../../cuda_runtime.h). */
 #pragma once
 #include <cuda_runtime.h>
 #include <type_traits>
@@ -12,13 +12,15 @@ struct DeviceScan {
             bytes = 16;
             return cudaSuccess;
         }
-        using T = typename std::remove_reference<decltype(*out)>::type;
-        T run = 0;
-        for (N i = 0; i < n; i++) {
-            const T v = in[i];
-            out[i] = run;
-            run += v;
-        }
+        emu_enqueue([=] {
+            using T = typename std::remove_reference<decltype(*out)>::type;
+            T run = 0;
+            for (N i = 0; i < n; i++) {
+                const T v = in[i];
+                out[i] = run;
+                run += v;
+            }
+        });
         return cudaSuccess;
     }
 };
