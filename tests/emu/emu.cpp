@@ -62,6 +62,11 @@ static void context_make(context &c, char *stack, size_t size, void (*entry)()) 
 static void context_switch(context &from, context &to) { swapcontext(&from.uc, &to.uc); }
 #endif
 
+/* a graph and an executable graph (cudaGraph_t, cudaGraphExec_t): recorded operations */
+struct emu_graph {
+    std::vector<std::function<void()>> ops;
+};
+
 namespace {
 enum { RUN, WARP, BAR, DONE };
 struct fiber {
@@ -103,8 +108,9 @@ unsigned rnd(unsigned n) { /* xorshift64*, in 0 .. n-1 */
 template <typename T> void shuffle(std::vector<T> &v) {
     for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[rnd((unsigned)i)]);
 }
-/* warp w of the group: its threads t0 .. t1 - 1 */
+/* warp w of the group: its threads t0 .. t1 - 1; the warp of thread t */
 int warps_per_block() { return (nb + 31) / 32; }
+int warp_of(int t) { return t / nb * warps_per_block() + t % nb / 32; }
 void warp_range(int w, int &t0, int &t1) {
     const int r = w / warps_per_block(), q = w % warps_per_block();
     t0 = r * nb + 32 * q;
@@ -227,10 +233,7 @@ bool resolve_barrier(int t0, int t1, bool cluster) {
 }
 
 /* the capture in progress (cudaStreamBeginCapture .. cudaStreamEndCapture), if any */
-struct op_list {
-    std::vector<std::function<void()>> ops;
-};
-op_list *capture = nullptr;
+emu_graph *capture = nullptr;
 bool capture_invalid = false;
 /* a call that synchronizes or allocates: refused while capturing (and the capture invalidated),
  * as CUDA does in the global and thread-local capture modes */
@@ -289,8 +292,7 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
     if (grid.x % ngroup) fail("grid not a multiple of the cluster size", -1);
     gridDim = uint3{grid.x, grid.y, grid.z};
     blockDim = uint3{block.x, block.y, block.z};
-    const std::function<void()> *saved_body = body;
-    body = &b;
+    body = &b; /* (launches do not nest: a kernel launches nothing) */
     const int n = nb * ngroup;
     fibers.assign(n, fiber{});
     dyn_smem.assign(ngroup, std::vector<unsigned char>(smem + 16, 0xa5)); /* (not zeroed on the
@@ -329,7 +331,7 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
                 context_switch(sched, cur->ctx);
                 n_run--;
                 if (cur->state == DONE) n_done++;
-                warp_ran[cur->blk * warps_per_block() + (t - cur->blk * nb) / 32] = 1;
+                warp_ran[warp_of(t)] = 1;
                 block_ran[cur->blk] = 1;
                 ran = true;
             }
@@ -344,7 +346,7 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
         }
     }
     cur = nullptr;
-    body = saved_body;
+    body = nullptr;
 }
 
 /* ---- host API ---- */
@@ -376,12 +378,7 @@ cudaError_t release(void *p) {
     free(p);
     return cudaSuccess;
 }
-cudaError_t last_error = cudaSuccess;
 } // namespace
-
-struct emu_graph {
-    std::vector<std::function<void()>> ops;
-};
 
 extern "C" {
 cudaError_t cudaMalloc(void **p, size_t n) { return allocate(p, n, cudaMemoryTypeDevice); }
@@ -457,21 +454,20 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t, cudaEvent_t) {
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode) {
     if (capture) return cudaErrorStreamCaptureUnsupported;
-    capture = new op_list;
+    capture = new emu_graph;
     capture_invalid = false;
     return cudaSuccess;
 }
 cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
     *g = nullptr;
     if (!capture) return cudaErrorInvalidValue;
-    op_list *c = capture;
+    emu_graph *c = capture;
     capture = nullptr;
     if (capture_invalid) {
         delete c;
         return cudaErrorStreamCaptureInvalidated;
     }
-    *g = new emu_graph{std::move(c->ops)};
-    delete c;
+    *g = c;
     return cudaSuccess;
 }
 cudaError_t cudaStreamIsCapturing(cudaStream_t, enum cudaStreamCaptureStatus *st) {
@@ -497,11 +493,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-cudaError_t cudaGetLastError(void) {
-    const cudaError_t e = last_error;
-    last_error = cudaSuccess;
-    return e;
-}
+cudaError_t cudaGetLastError(void) { return cudaSuccess; } /* (launches never fail here) */
 const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
     case cudaSuccess: return "no error";

@@ -189,23 +189,21 @@ template <typename T> cudaError_t cudaMemcpyFromSymbol(void *d, const T &s, size
     return cudaSuccess;
 }
 /* kernel<<<g, b, s, st>>>(args) is rewritten as EMU_LAUNCH(kernel, g, b, s, st)(args) */
-struct emu_launcher {
+template <typename K> struct emu_bound_launch {
+    K k;
     dim3 g, b;
-    template <typename K> struct bound {
-        K k;
-        dim3 g, b;
-        size_t smem;
-        template <typename... A> void operator()(A... args) const {
-            const K kk = k;
-            const dim3 gg = g, bb = b;
-            const size_t sm = smem;
-            emu_enqueue([=] { emu_run(gg, bb, sm, 0, [&] { kk(args...); }); });
-        }
-    };
+    size_t smem;
+    template <typename... A> void operator()(A... args) const {
+        /* (copies: a recorded launch outlives this temporary) */
+        const K kk = k;
+        const dim3 gg = g, bb = b;
+        const size_t sm = smem;
+        emu_enqueue([=] { emu_run(gg, bb, sm, 0, [&] { kk(args...); }); });
+    }
 };
-template <typename K> emu_launcher::bound<K> emu_launch(K k, dim3 g, dim3 b, size_t smem = 0,
-                                                          cudaStream_t = 0) {
-    return emu_launcher::bound<K>{k, g, b, smem};
+template <typename K> emu_bound_launch<K> emu_launch(K k, dim3 g, dim3 b, size_t smem = 0,
+                                                     cudaStream_t = 0) {
+    return emu_bound_launch<K>{k, g, b, smem};
 }
 #define EMU_LAUNCH(k, ...) emu_launch(k, __VA_ARGS__)
 
@@ -215,8 +213,8 @@ enum { EMU_BAR_BLOCK = 0, EMU_BAR_BLOCK_OR = 1, EMU_BAR_CLUSTER = 2 };
 uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width = 32);
 int emu_barrier(int op, int pred); /* EMU_BAR_* */
 
-inline void __syncthreads() { emu_barrier(0, 0); }
-inline int __syncthreads_or(int p) { return emu_barrier(1, p != 0); }
+inline void __syncthreads() { emu_barrier(EMU_BAR_BLOCK, 0); }
+inline int __syncthreads_or(int p) { return emu_barrier(EMU_BAR_BLOCK_OR, p != 0); }
 inline void __syncwarp(unsigned m = 0xffffffffu) { emu_warp_op(EMU_SYNCWARP, 0, 0, m); }
 inline unsigned __ballot_sync(unsigned m, int p) {
     return (unsigned)emu_warp_op(EMU_BALLOT, p != 0, 0, m);
