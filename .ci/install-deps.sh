@@ -6,7 +6,7 @@ set -euo pipefail
 APT_PACKAGES=(
   build-essential cmake pkg-config libyaml-dev
   libopenmpi-dev openmpi-bin ccache dpkg-dev xz-utils
-  clang libclang-rt-14-dev valgrind
+  clang libclang-rt-14-dev llvm-14 valgrind
 )
 
 # --- Debian packages -------------------------------------------------------

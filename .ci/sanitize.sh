@@ -3,9 +3,11 @@
 #  1. ASan + UBSan (-DNNPOPS_SANITIZE=ON, gcc, build-asan/): the CPU C tests,
 #     ctest -L "unit|kernel|model" minus the Python-driven entries (they load the library into a
 #     Python process, which has no ASan runtime) and the cases too slow under ASan;
-#  2. clang build (build-clang/) of the two libFuzzer targets (ASan + UBSan) and of test_threads
-#     with the library's sources under ThreadSanitizer: ctest -L "fuzz|tsan" (each fuzz target
-#     runs NNPOPS_FUZZ_SECONDS, default 60 s; both at once);
+#  2. clang build (build-clang/) of the two libFuzzer targets (ASan + UBSan), of test_threads
+#     with the library's sources under ThreadSanitizer, and of the GPU tests against the library's
+#     CUDA backend built for the emulated runtime under its race model (tests/emu, label
+#     emu_race): ctest -L "fuzz|tsan" (each fuzz target runs NNPOPS_FUZZ_SECONDS, default 60 s;
+#     both at once);
 #  3. valgrind memcheck (--error-exitcode=1 --leak-check=full) of a subset of the C tests in the
 #     ordinary Release build ($NNPOPS_BUILD, default build/, the one .ci/test.sh made; configured
 #     and built here when missing): small systems, ANI-1x.
@@ -59,10 +61,13 @@ run_asan() {
 
 run_fuzz() {
   phase_start "clang build (libFuzzer targets, ThreadSanitizer test)"
-  CC=clang cmake -S "$root" -B "$clangb" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNNPOPS_FUZZ=ON \
-      -DNNPOPS_FUZZ_SECONDS="$fuzz_seconds" -DNNPOPS_TSAN=ON -DNNPOPS_ENABLE_CUDA=OFF \
-      -DNNPOPS_BUILD_LAMMPS=OFF -DNNPOPS_TEST_MODEL_DIR="$models" "${launcher[@]}" >/dev/null
+  CC=clang CXX=clang++ cmake -S "$root" -B "$clangb" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DNNPOPS_FUZZ=ON -DNNPOPS_FUZZ_SECONDS="$fuzz_seconds" -DNNPOPS_TSAN=ON \
+      -DNNPOPS_ENABLE_CUDA=OFF -DNNPOPS_BUILD_LAMMPS=OFF -DNNPOPS_TEST_MODEL_DIR="$models" \
+      "${launcher[@]}" >/dev/null
   cmake --build "$clangb" -j"$jobs" --target fuzz_yaml fuzz_safetensors test_threads_tsan \
+      test_emu_race_selftest test_emu_race_ops test_emu_race_model test_emu_race_graphs \
+      test_emu_race_device test_emu_race_tf32x3 \
       >"$clangb/build.log" 2>&1 || { tail -n 50 "$clangb/build.log"; exit 1; }
   phase_end "clang build (libFuzzer targets, ThreadSanitizer test)"
   phase_start "fuzzing (${fuzz_seconds} s per target) and ThreadSanitizer"

@@ -90,11 +90,15 @@ __device__ __forceinline__ void atomic_add_f64(double *p, double v) { atomicAdd(
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#elif defined(NNPOPS_CUDA_EMULATION) /* (tests/emu: what its race model orders by the wait) */
+    emu_pdl_wait();
 #endif
 }
 __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#elif defined(NNPOPS_CUDA_EMULATION)
+    emu_pdl_trigger();
 #endif
 }
 

@@ -1529,6 +1529,18 @@ __device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_po
 }
 
 /* fast_sweep with the kernel's run-time choices (codes kept, ghosts present). */
+/* A center's count so far, read by every lane of its warp at the start of a chunk and written back
+ * by lane 0 at its end.  (Without a __syncwarp between the lanes' reads and lane 0's write, the
+ * write is not ordered after the other lanes' reads by the CUDA memory model, only by the warp
+ * running the sweep converged: the race model of tests/emu reports it, see
+ * tests/emu/race.supp.) */
+__device__ __forceinline__ int fast_count_get(const nbr_args &a, int c) {
+    return (int)__ldcg(a.counts + c);
+}
+__device__ __forceinline__ void fast_count_put(const nbr_args &a, int c, int n) {
+    __stcg(a.counts + c, (long long)n);
+}
+
 template <int NC>
 __device__ __forceinline__ void fast_sweep_of(bool keep, bool ghosts, const nbr_args &a,
                                               const float4 *s_pos, const unsigned char *s_l,
@@ -1651,22 +1663,22 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                         const float4 cf[2] = {cf0, cf1};
                         const int32_t kk[2] = {k0, k1};
                         const int cc[2] = {c0, c1};
-                        int n[2] = {first ? 0 : (int)__ldcg(a.counts + c0),
-                                    first ? 0 : (int)__ldcg(a.counts + c1)};
+                        int n[2] = {first ? 0 : fast_count_get(a, c0),
+                                    first ? 0 : fast_count_get(a, c1)};
                         fast_sweep_of<2>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
                                          zmask, lo2, hi2, H, ghc);
                         if (lane == 0) {
-                            __stcg(a.counts + c0, (long long)n[0]);
-                            __stcg(a.counts + c1, (long long)n[1]);
+                            fast_count_put(a, c0, n[0]);
+                            fast_count_put(a, c1, n[1]);
                         }
                     } else if (has0 || has1) {
                         const float4 cf[1] = {has0 ? cf0 : cf1};
                         const int32_t kk[1] = {has0 ? k0 : k1};
                         const int cc[1] = {has0 ? c0 : c1};
-                        int n[1] = {first ? 0 : (int)__ldcg(a.counts + cc[0])};
+                        int n[1] = {first ? 0 : fast_count_get(a, cc[0])};
                         fast_sweep_of<1>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
                                          zmask, lo2, hi2, H, ghc);
-                        if (lane == 0) __stcg(a.counts + cc[0], (long long)n[0]);
+                        if (lane == 0) fast_count_put(a, cc[0], n[0]);
                     }
                 }
                 __syncthreads();

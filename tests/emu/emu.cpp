@@ -1,7 +1,31 @@
 /* Fiber scheduler of the CPU stand-in (include/cuda_runtime.h): a launch runs its blocks one after
  * another; a block's threads are fibers switched at warp collectives and block barriers, which
  * resolve once every live thread of the warp (block) has arrived; a mismatch (lanes of a warp at
- * different collectives, a collective with exited lanes) or a deadlock aborts with a message. */
+ * different collectives, a collective with exited lanes) or a deadlock aborts with a message.
+ *
+ * The race model (EMU_TSAN: this file built without ThreadSanitizer's instrumentation, the
+ * kernels, the library and the test program with it; tests/emu/tests.cmake, label tsan).  Every
+ * GPU thread of a block group is a ThreadSanitizer fiber of its own, and only what orders
+ * memory on the GPU orders it here (happens-before): a block barrier among the block's threads,
+ * a cluster barrier among the cluster's, __syncwarp among the warp's lanes (shuffles and votes
+ * exchange registers, not memory); nothing between the blocks of a launch but __threadfence
+ * (modelled as ordering every earlier fence before every later one, enough for the fence +
+ * atomic ticket pattern); atomics are relaxed atomics.  Between operations, a stream order:
+ * each operation starts after everything enqueued before it has completed (one stream: the
+ * side streams' branches count as ordered) and after the host's work before the enqueue; a
+ * kernel launched with programmatic stream serialization after a kernel K may start once every
+ * block of K has called pdl_trigger() or ended, which orders nothing of K's own writes before it:
+ * it starts after what was complete then (what was complete when K started, and the kernel before
+ * K as well if a block of K triggered, or ended, after its pdl_wait()), and its pdl_wait() orders
+ * it after everything before it; the host sees the device's writes only after a synchronization
+ * (stream, event,
+ * device, a blocking copy or memset, cudaFree).  So ThreadSanitizer reports a missing barrier or
+ * __syncwarp, two blocks writing one location without atomics, a kernel reading before its
+ * pdl_wait() what the kernel before writes, and the host reading results or rewriting inputs
+ * before it synchronizes.  Not modelled: memory ordering beyond that (fences are stronger here
+ * than on the GPU), concurrency between streams, the asynchronous copies' completion (cp.async
+ * copies at issue), reads and writes of uninstrumented code (the stand-in's GEMM marks its
+ * ranges instead). */
 #include <cuda_runtime.h>
 
 #include <stdio.h>
@@ -10,6 +34,18 @@
 
 #include <algorithm>
 #include <vector>
+
+#ifdef EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+/* (ThreadSanitizer's annotations: the calling context's reads and writes not recorded) */
+extern "C" void AnnotateIgnoreReadsBegin(const char *file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char *file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char *file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char *file, int line);
+/* (ThreadSanitizer's range accesses, for code it does not instrument) */
+extern "C" void __tsan_read_range(void *addr, unsigned long size);
+extern "C" void __tsan_write_range(void *addr, unsigned long size);
+#endif
 
 /* Context switches: a few instructions on x86-64 (the callee-saved registers and the stack
  * pointer), ucontext elsewhere. */
@@ -62,12 +98,125 @@ static void context_make(context &c, char *stack, size_t size, void (*entry)()) 
 static void context_switch(context &from, context &to) { swapcontext(&from.uc, &to.uc); }
 #endif
 
-/* a graph and an executable graph (cudaGraph_t, cudaGraphExec_t): recorded operations */
+/* a graph and an executable graph (cudaGraph_t, cudaGraphExec_t): recorded operations and
+ * their kinds (EMU_OP_*) */
 struct emu_graph {
-    std::vector<std::function<void()>> ops;
+    std::vector<std::pair<std::function<void()>, int>> ops;
 };
 
 namespace {
+/* ---- the race model's happens-before (see the top; empty functions without EMU_TSAN) ---- */
+struct sync_obj { /* an address that ThreadSanitizer keeps a clock for */
+    char c[8];
+};
+#ifdef EMU_TSAN
+void *tsan_stream = nullptr; /* the stream: what has completed, in stream order */
+void *tsan_op = nullptr;     /* runs the operations other than kernels */
+/* the stream's state when each kernel started (a ring: a slot used again only joins an earlier
+ * state into a later one, which changes no order) */
+sync_obj start_ring[1024];
+unsigned start_next = 0;
+/* where a kernel launched programmatically next starts (nullptr: the last operation was not a
+ * kernel); the running kernel's start state, entry and end; whether one of its blocks triggered
+ * (or ended) after its pdl_wait */
+sync_obj *entry_next = nullptr;
+sync_obj *k_start, *k_end, *k_entry, *k_host; /* (k_host: the host's history at the launch) */
+bool k_waited_trigger = false;
+sync_obj fence_obj;
+void as(void *f) { __tsan_switch_to_fiber(f, __tsan_switch_to_fiber_no_sync); }
+void *host_context() {
+    void *h = __tsan_get_current_fiber();
+    if (!tsan_stream) {
+        tsan_stream = __tsan_create_fiber(0);
+        tsan_op = __tsan_create_fiber(0);
+    }
+    return h;
+}
+/* the stream takes the host's history (an enqueue) and publishes its state in snap */
+sync_obj *stream_snapshot(void *host, sync_obj *snap = nullptr) {
+    sync_obj *enq = new sync_obj;
+    if (!snap) snap = new sync_obj;
+    __tsan_release(enq);
+    as(tsan_stream);
+    __tsan_acquire(enq);
+    __tsan_release(snap);
+    as(host);
+    delete enq;
+    return snap;
+}
+/* the stream takes what an operation did */
+void stream_complete(void *host, sync_obj *end) {
+    as(tsan_stream);
+    __tsan_acquire(end);
+    as(host);
+}
+void race_host_sync() {
+    void *host = host_context();
+    sync_obj *s = new sync_obj;
+    as(tsan_stream);
+    __tsan_release(s);
+    as(host);
+    __tsan_acquire(s);
+    delete s;
+}
+/* (the operations run on copies of their closures, made by the host before the enqueue and
+ * destroyed by the context that ran them: the caller's closure, freed or reused by the host
+ * later, is never read by a GPU thread) */
+void race_op(const std::function<void()> &op) {
+    void *host = host_context();
+    auto *copy = new std::function<void()>(op);
+    sync_obj *start = stream_snapshot(host), *end = new sync_obj;
+    as(tsan_op);
+    __tsan_acquire(start);
+    (*copy)();
+    delete copy;
+    __tsan_release(end);
+    stream_complete(host, end);
+    delete start;
+    delete end;
+    entry_next = nullptr;
+}
+/* a kernel launch: its closure copied likewise, destroyed by the stream once it has completed */
+void race_kernel(const std::function<void()> &op) {
+    void *host = host_context();
+    auto *copy = new std::function<void()>(op);
+    (*copy)();
+    as(tsan_stream);
+    delete copy;
+    as(host);
+}
+/* while it lives, the calling context's accesses are not recorded: memory allocated then is new
+ * to ThreadSanitizer (no access so far), memory freed then is not checked against the accesses
+ * before */
+struct ignoring {
+    ignoring() {
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+    }
+    ~ignoring() {
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    }
+};
+#else
+void race_host_sync() {}
+void race_op(const std::function<void()> &op) { op(); }
+void race_kernel(const std::function<void()> &op) { op(); }
+struct ignoring {};
+#endif
+/* the shared memory of a block: fresh for each group of blocks (filled with 0xa5: not zeroed on
+ * the GPU either), the accesses of earlier groups forgotten */
+unsigned char *fresh_alloc(size_t n) {
+    ignoring ig;
+    unsigned char *p = (unsigned char *)aligned_alloc(16, (n + 15) & ~(size_t)15);
+    if (p) memset(p, 0xa5, n);
+    return p;
+}
+void fresh_free(void *p) {
+    ignoring ig;
+    free(p);
+}
+
 enum { RUN, WARP, BAR, DONE };
 struct fiber {
     context ctx;
@@ -76,16 +225,73 @@ struct fiber {
     uint64_t val, res;
     uint3 tid, bid;
     int blk; /* the block's rank in the group of blocks that runs together (its cluster) */
+    char *stack;
+    void *tf;          /* (EMU_TSAN) its ThreadSanitizer fiber */
+    sync_obj *pending; /* (EMU_TSAN) the barrier object to acquire when released */
+    bool waited;       /* (EMU_TSAN) it has called pdl_wait */
 };
-const size_t STACK = 256 << 10;
+/* A thread's stack (the kernels take at most ~7 KB: tests/emu, race model), whose lowest bytes
+ * stay 0x5a unless it overflowed (checked after each group), and (EMU_TSAN) the ThreadSanitizer
+ * fiber that always runs on it: a pool of them, taken in turn by the threads of successive
+ * groups (POOL_TURNS groups apart, a thread index meets its own fiber, and so its program order,
+ * again: blocks that far apart are not checked against each other at that index). */
+const size_t STACK = 64 << 10, GUARD = 256;
+const int POOL_TURNS = 8;
+[[noreturn]] void fail(const char *what, int warp);
+struct pool_entry {
+    char *stack;
+    void *tf;
+};
+std::vector<pool_entry> pool;
+size_t pool_next = 0;
+pool_entry &pool_take(int n) {
+    if (pool.size() < (size_t)POOL_TURNS * n) {
+        ignoring ig;
+        while (pool.size() < (size_t)POOL_TURNS * n) {
+            pool_entry e{(char *)malloc(STACK), nullptr};
+            if (!e.stack) fail("out of memory for a stack", -1);
+            memset(e.stack, 0x5a, GUARD);
+#ifdef EMU_TSAN
+            e.tf = __tsan_create_fiber(0); /* (its history: the host's, so far) */
+#endif
+            pool.push_back(e);
+        }
+    }
+    pool_next %= pool.size();
+    return pool[pool_next++];
+}
+void check_stack(const char *p) {
+    for (size_t u = 0; u < GUARD; u++)
+        if ((unsigned char)p[u] != 0x5a) fail("a thread's stack overflowed (emu.cpp: STACK)", -1);
+}
 std::vector<fiber> fibers; /* the running group: block r's threads at r nb .. r nb + nb - 1 */
-std::vector<char *> stacks;
 int nb = 0, ngroup = 1;    /* threads per block, blocks per group */
 int n_run = 0, n_done = 0; /* the group's threads that can run, that have ended */
 fiber *cur = nullptr;
 context sched;
 const std::function<void()> *body = nullptr;
-std::vector<std::vector<unsigned char>> dyn_smem; /* each running block's dynamic shared memory */
+/* each running block's dynamic shared memory, and its static shared variables (key, storage,
+ * bytes: emu_block_alloc) */
+struct block_var {
+    const void *key;
+    unsigned char *p;
+    size_t bytes;
+};
+std::vector<unsigned char *> dyn_smem;
+size_t dyn_bytes = 0;
+std::vector<std::vector<block_var>> block_vars;
+/* (EMU_TSAN) the objects of the group's barriers: two per warp, block and cluster (episodes in
+ * turn, so that a thread already at the next barrier never releases into the one others are
+ * still leaving), and the episode counts */
+std::vector<sync_obj> warp_sync, block_sync, cluster_sync;
+std::vector<unsigned> warp_ep, block_ep;
+unsigned cluster_ep = 0;
+/* (EMU_TSAN) each block of the group: it has triggered; one of its threads called pdl_wait */
+std::vector<char> cta_triggered, cta_waited;
+#ifdef EMU_TSAN
+void *tsan_sched = nullptr; /* the host context that runs the scheduler */
+#endif
+
 
 /* The order in which runnable threads run: in index order, or with NNPOPS_EMU_SEED set to a
  * number other than 0 in a random order, each pass leaving about half of the warps for a later
@@ -138,14 +344,45 @@ void pass_order(std::vector<int> &order) {
     }
 }
 
-void fiber_main() {
-    (*body)();
-    cur->state = DONE;
+void to_scheduler() {
+#ifdef EMU_TSAN
+    as(tsan_sched);
+#endif
     context_switch(cur->ctx, sched);
+}
+
+void fiber_main() {
+#ifdef EMU_TSAN
+    __tsan_acquire(k_host);
+    __tsan_acquire(k_entry);
+#endif
+    (*body)();
+#ifdef EMU_TSAN
+    __tsan_release(k_end);
+    if (cur->waited) cta_waited[cur->blk] = 1; /* (its block, if it never triggers, ends after) */
+#endif
+    cur->state = DONE;
+    to_scheduler();
     abort(); /* never resumed */
 }
 
-void yield_to_scheduler() { context_switch(cur->ctx, sched); }
+void yield_to_scheduler() { to_scheduler(); }
+
+/* (EMU_TSAN) a thread at a barrier of object `o`: releases now, acquires when let through */
+void arrive(sync_obj *o) {
+#ifdef EMU_TSAN
+    __tsan_release(o);
+    cur->pending = o;
+#else
+    (void)o;
+#endif
+}
+void leave() {
+#ifdef EMU_TSAN
+    __tsan_acquire(cur->pending);
+    cur->pending = nullptr;
+#endif
+}
 
 [[noreturn]] void fail(const char *what, int warp) {
     const uint3 b = cur ? cur->bid : uint3{0, 0, 0};
@@ -205,6 +442,7 @@ bool resolve_warp(int w) {
             fibers[t].state = RUN;
             n_run++;
         }
+    warp_ep[w]++;
     return true;
 }
 
@@ -229,6 +467,8 @@ bool resolve_barrier(int t0, int t1, bool cluster) {
             fibers[t].state = RUN;
             n_run++;
         }
+    if (cluster) cluster_ep++;
+    else block_ep[t0 / nb]++;
     return true;
 }
 
@@ -250,21 +490,56 @@ uint3 emu_block_idx(void) { return cur->bid; }
 unsigned emu_cluster_rank(void) { return (unsigned)cur->blk; }
 unsigned emu_cluster_size(void) { return (unsigned)ngroup; }
 void *emu_map_shared(void *p, int rank) {
-    std::vector<unsigned char> &own = dyn_smem[cur->blk];
-    const size_t off = (size_t)((unsigned char *)p - own.data());
-    if (rank < 0 || rank >= ngroup || off >= own.size())
+    const size_t off = (size_t)((unsigned char *)p - dyn_smem[cur->blk]);
+    if (rank < 0 || rank >= ngroup || off >= dyn_bytes)
         fail("map_shared_rank outside the dynamic shared memory or the cluster", -1);
-    return dyn_smem[rank].data() + off;
+    return dyn_smem[rank] + off;
 }
 
-void emu_enqueue(const std::function<void()> &op) {
-    if (capture) capture->ops.push_back(op);
-    else op();
+void *emu_block_alloc(const void *key, size_t bytes, size_t align) {
+    std::vector<block_var> &vars = block_vars[cur->blk];
+    for (const block_var &v : vars)
+        if (v.key == key) return v.p;
+    if (align > 16) fail("a shared variable aligned to more than 16 bytes", -1);
+    unsigned char *p = fresh_alloc(bytes);
+    if (!p) fail("out of memory for a shared variable", -1);
+    ignoring ig; /* (the list's own memory) */
+    vars.push_back(block_var{key, p, bytes});
+    return p;
+}
+
+void emu_enqueue(const std::function<void()> &op, int kind) {
+    if (capture) capture->ops.emplace_back(op, kind);
+    else if (kind == EMU_OP_KERNEL) race_kernel(op); /* (emu_run keeps the race model's order) */
+    else race_op(op);
+}
+
+void emu_pdl_wait(void) {
+#ifdef EMU_TSAN
+    __tsan_acquire(k_start);
+    cur->waited = true;
+#endif
+}
+void emu_pdl_trigger(void) {
+#ifdef EMU_TSAN
+    if (!cta_triggered[cur->blk]) { /* (the block's first trigger counts) */
+        cta_triggered[cur->blk] = 1;
+        if (cur->waited) k_waited_trigger = true;
+    }
+#endif
+}
+void emu_fence(void) {
+#ifdef EMU_TSAN
+    __tsan_release(&fence_obj);
+    __tsan_acquire(&fence_obj);
+#endif
 }
 
 uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width) {
     if (width < 1 || width > 32 || (width & (width - 1)))
         fail("shuffle width not a power of 2", -1);
+    const int w = warp_of((int)(cur - fibers.data()));
+    if (op == EMU_SYNCWARP) arrive(&warp_sync[2 * w + (warp_ep[w] & 1)]);
     cur->state = WARP;
     cur->op = op;
     cur->val = v;
@@ -272,34 +547,87 @@ uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width) {
     cur->width = width;
     cur->mask = mask;
     yield_to_scheduler();
+    if (op == EMU_SYNCWARP) leave();
     return cur->res;
 }
 
 int emu_barrier(int op, int pred) {
+    if (op == EMU_BAR_CLUSTER) arrive(&cluster_sync[cluster_ep & 1]);
+    else arrive(&block_sync[2 * cur->blk + (block_ep[cur->blk] & 1)]);
     cur->state = BAR;
     cur->op = op;
     cur->val = pred != 0;
     yield_to_scheduler();
+    leave();
     return (int)cur->res;
 }
 
-unsigned char *emu_dynamic_smem(void) { return dyn_smem[cur->blk].data(); }
+unsigned char *emu_dynamic_smem(void) { return dyn_smem[cur->blk]; }
 
-void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
+namespace {
+/* a group's shared memory: new at its start, released at its end */
+void group_memory(size_t smem) {
+    dyn_bytes = smem + 16;
+    dyn_smem.assign(ngroup, nullptr);
+    for (int r = 0; r < ngroup; r++) {
+        dyn_smem[r] = fresh_alloc(dyn_bytes);
+        if (!dyn_smem[r]) fail("out of memory for dynamic shared memory", -1);
+    }
+    block_vars.assign(ngroup, {});
+}
+void group_memory_release() {
+    for (int r = 0; r < ngroup; r++) {
+        fresh_free(dyn_smem[r]);
+        for (block_var &v : block_vars[r]) fresh_free(v.p);
+    }
+    ignoring ig;
+    dyn_smem.clear();
+    block_vars.clear();
+}
+} // namespace
+
+void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster, bool pdl,
              const std::function<void()> &b) {
     nb = (int)(block.x * block.y * block.z); /* warps: consecutive linear indices */
     ngroup = cluster > 1 ? (int)cluster : 1;
     if (grid.x % ngroup) fail("grid not a multiple of the cluster size", -1);
     gridDim = uint3{grid.x, grid.y, grid.z};
     blockDim = uint3{block.x, block.y, block.z};
-    body = &b; /* (launches do not nest: a kernel launches nothing) */
+    /* (launches do not nest: a kernel launches nothing; EMU_TSAN: the threads run a copy, see
+     * race_op) */
+#ifdef EMU_TSAN
+    auto *body_copy = new std::function<void()>(b);
+    body = body_copy;
+#else
+    body = &b;
+#endif
     const int n = nb * ngroup;
     fibers.assign(n, fiber{});
-    dyn_smem.assign(ngroup, std::vector<unsigned char>(smem + 16, 0xa5)); /* (not zeroed on the
-                                                                            * GPU either) */
-    while ((int)stacks.size() < n) stacks.push_back((char *)malloc(STACK));
+#ifdef EMU_TSAN
+    /* the kernel's threads start after the stream's state (and the host's history) or, launched
+     * programmatically after a kernel, after that kernel's triggers; pdl_wait takes the state */
+    void *host = host_context();
+    tsan_sched = host;
+    k_start = stream_snapshot(host, &start_ring[start_next++ % 1024]);
+    k_end = new sync_obj;
+    k_host = new sync_obj;
+    __tsan_release(k_host);
+    k_entry = pdl && entry_next ? entry_next : k_start;
+    k_waited_trigger = false;
+#else
+    (void)pdl;
+#endif
     const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
     for (unsigned long long b0 = 0; b0 < blocks; b0 += ngroup) {
+        group_memory(smem);
+        warp_sync.assign(2 * warps_per_block() * ngroup, sync_obj{});
+        block_sync.assign(2 * ngroup, sync_obj{});
+        cluster_sync.assign(2, sync_obj{});
+        warp_ep.assign(warps_per_block() * ngroup, 0);
+        block_ep.assign(ngroup, 0);
+        cluster_ep = 0;
+        cta_triggered.assign(ngroup, 0);
+        cta_waited.assign(ngroup, 0);
         for (int r = 0; r < ngroup; r++) {
             const unsigned long long bl = b0 + r;
             const uint3 bid{(unsigned)(bl % grid.x), (unsigned)(bl / grid.x % grid.y),
@@ -311,7 +639,10 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
                 f.bid = bid;
                 f.blk = r;
                 f.state = RUN;
-                context_make(f.ctx, stacks[r * nb + t], STACK, fiber_main);
+                const pool_entry &e = pool_take(n);
+                f.stack = e.stack;
+                f.tf = e.tf;
+                context_make(f.ctx, f.stack, STACK, fiber_main);
             }
         }
         std::vector<int> order;
@@ -328,6 +659,9 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
             for (int t : order) {
                 if (fibers[t].state != RUN) continue;
                 cur = &fibers[t];
+#ifdef EMU_TSAN
+                as(cur->tf);
+#endif
                 context_switch(sched, cur->ctx);
                 n_run--;
                 if (cur->state == DONE) n_done++;
@@ -344,7 +678,25 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
             if (ran) resolved |= resolve_barrier(0, n, true);
             if (!resolved && n_run == 0) fail("deadlock", -1);
         }
+        for (int t = 0; t < n; t++) check_stack(fibers[t].stack);
+#ifdef EMU_TSAN
+        for (int r = 0; r < ngroup; r++) /* a block that never triggered counts when it ends */
+            if (!cta_triggered[r] && cta_waited[r]) k_waited_trigger = true;
+#endif
+        group_memory_release();
+        warp_sync.clear(); /* (their clocks go with them) */
+        block_sync.clear();
+        cluster_sync.clear();
     }
+#ifdef EMU_TSAN
+    stream_complete(host, k_end);
+    as(tsan_stream);
+    delete body_copy;
+    as(host);
+    delete k_end;
+    delete k_host;
+    entry_next = !pdl || k_waited_trigger ? k_start : k_entry;
+#endif
     cur = nullptr;
     body = nullptr;
 }
@@ -373,6 +725,7 @@ cudaError_t allocate(void **p, size_t n, cudaMemoryType type) {
 cudaError_t release(void *p) {
     if (!p) return cudaSuccess;
     if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
+    race_host_sync(); /* (cudaFree waits for the device) */
     std::lock_guard<std::mutex> g(allocs_lock);
     allocs.erase((uintptr_t)p);
     free(p);
@@ -406,6 +759,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 }
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
+    race_host_sync();
     memset(p, v, n);
     return cudaSuccess;
 }
@@ -415,6 +769,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) {
 }
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind) {
     if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
+    race_host_sync();
     memmove(d, s, n);
     return cudaSuccess;
 }
@@ -424,7 +779,9 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKin
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) {
-    return refused_in_capture() ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
+    race_host_sync();
+    return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaDeviceSynchronize(); }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaDeviceSynchronize(); }
@@ -481,7 +838,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned lon
     return cudaSuccess;
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t) {
-    for (const auto &op : x->ops) emu_enqueue(op);
+    for (const auto &op : x->ops) emu_enqueue(op.first, op.second);
     return cudaSuccess;
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t g) {
@@ -543,9 +900,25 @@ float to_tf32(float x) {
     memcpy(&x, &u, 4);
     return x;
 }
+/* (EMU_TSAN) the elements of a column-major r x c matrix with leading dimension ld, as one range
+ * read or written (this file is not instrumented) */
+template <typename T> void mark(const T *p, int r, int c, int ld, bool write) {
+#ifdef EMU_TSAN
+    if (r <= 0 || c <= 0) return;
+    const size_t bytes = sizeof(T) * ((size_t)(c - 1) * ld + r);
+    if (write) __tsan_write_range((void *)p, bytes);
+    else __tsan_read_range((void *)p, bytes);
+#else
+    (void)p, (void)r, (void)c, (void)ld, (void)write;
+#endif
+}
 template <typename T>
 void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T *A,
           int lda, const T *B, int ldb, T beta, T *C, int ldc, bool tf32) {
+    mark(A, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda, false);
+    mark(B, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb, false);
+    if (beta != 0) mark(C, m, n, ldc, false);
+    mark(C, m, n, ldc, true);
     /* op(A) by rows and op(B) by columns, each contiguous along k (and rounded to TF32, as the
      * tensor cores take them, for CUBLAS_COMPUTE_32F_FAST_TF32) */
     std::vector<T> a((size_t)m * k), b((size_t)k * n);

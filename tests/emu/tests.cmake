@@ -86,3 +86,95 @@ nnpops_emu_test(device ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_device.c capture
 nnpops_emu_test(tf32x3 ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_tf32x3.c stack fused gemm model)
 # (about 13 minutes under emulation: out of README's test command)
 set_tests_properties(emu.graphs.overflow PROPERTIES LABELS "emu;slow")
+
+# The race model (emu.cpp, EMU_TSAN): with -DNNPOPS_TSAN=ON and clang (whose ThreadSanitizer
+# switches fibers in well under a microsecond), the same library, kernels and GPU test programs
+# under ThreadSanitizer, the stand-in itself (emu.cpp) uninstrumented; every GPU thread a fiber
+# of its own, ordered only by what orders memory on the GPU (barriers, __syncwarp, fences,
+# programmatic launches' triggers and waits, stream order, host synchronization).  Label tsan
+# (with the other ThreadSanitizer tests: .ci/sanitize.sh); any report fails the case.
+if(NOT NNPOPS_TSAN)
+  return()
+endif()
+if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  message(STATUS "nnpops: the emulated race tests need clang on x86-64: not built")
+  return()
+endif()
+# reports name the kernels' lines (llvm-symbolizer); the known ones are suppressed (race.supp)
+find_program(NNPOPS_LLVM_SYMBOLIZER NAMES llvm-symbolizer llvm-symbolizer-14
+  PATHS /usr/lib/llvm-14/bin)
+set(race_tsan_options "halt_on_error=1:exitcode=66:suppressions=${emu_dir}/race.supp")
+if(NNPOPS_LLVM_SYMBOLIZER)
+  string(APPEND race_tsan_options ":external_symbolizer_path=${NNPOPS_LLVM_SYMBOLIZER}")
+else()
+  message(WARNING "nnpops: no llvm-symbolizer: the race tests' suppressions (by function) "
+    "cannot match")
+endif()
+add_library(nnpops_emu_race_rt OBJECT EXCLUDE_FROM_ALL ${emu_dir}/emu.cpp)
+target_include_directories(nnpops_emu_race_rt BEFORE PRIVATE ${emu_dir}/include)
+target_compile_definitions(nnpops_emu_race_rt PRIVATE EMU_TSAN=1 NNPOPS_HAVE_CUDA=1
+  NNPOPS_CUDA_EMULATION=1)
+set_target_properties(nnpops_emu_race_rt PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+add_library(nnpops_emu_race STATIC EXCLUDE_FROM_ALL ${emu_lib_sources} ${emu_kernels}
+  $<TARGET_OBJECTS:nnpops_emu_race_rt>)
+target_include_directories(nnpops_emu_race BEFORE PUBLIC ${emu_dir}/include)
+target_include_directories(nnpops_emu_race PUBLIC ${PROJECT_SOURCE_DIR}/core/include
+  ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels/cuda
+  ${PROJECT_SOURCE_DIR}/kernels/cpu)
+target_compile_definitions(nnpops_emu_race PUBLIC NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1
+  EMU_TSAN=1)
+target_compile_options(nnpops_emu_race PUBLIC -fsanitize=thread -g -fno-omit-frame-pointer)
+target_compile_options(nnpops_emu_race PRIVATE -ffp-contract=off)
+target_link_options(nnpops_emu_race PUBLIC -fsanitize=thread)
+set_target_properties(nnpops_emu_race PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+target_link_libraries(nnpops_emu_race PUBLIC PkgConfig::YAML Threads::Threads m)
+
+# nnpops_emu_race_test(PROGRAM SOURCE CASE...): entries tsan.emu.<PROGRAM>.<case>
+function(nnpops_emu_race_test program source)
+  set(target test_emu_race_${program})
+  add_executable(${target} EXCLUDE_FROM_ALL ${source})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
+    ${PROJECT_SOURCE_DIR}/tests/gpu)
+  target_link_libraries(${target} PRIVATE nnpops_emu_race)
+  foreach(case ${ARGN})
+    string(REPLACE " " ";" case_args "${case}")
+    string(REPLACE " " "." case_name "${case}")
+    add_test(NAME tsan.emu.${program}.${case_name} COMMAND ${target} ${case_args})
+    set_tests_properties(tsan.emu.${program}.${case_name} PROPERTIES LABELS "tsan;emu_race"
+      TIMEOUT 1800 SKIP_RETURN_CODE 77 FIXTURES_REQUIRED models
+      ENVIRONMENT "${NNPOPS_TEST_ENV};NNPOPS_EMU_SEED=1;TSAN_OPTIONS=${race_tsan_options}")
+  endforeach()
+endfunction()
+nnpops_emu_race_test(ops ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_ops.c neighbors_center
+  neighbors_half neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce
+  reduce_step small_gemm sg_tail stage)
+# (not here, for time: fd and member, 3 to 8 minutes each under the race model, whose paths the
+# cases below take too; graphs shape)
+nnpops_emu_race_test(model ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_model.c
+  "reference ani2x f32" "reference ani1x f64" "cpu_match ani1x f32" batch_f32 ghosts errors)
+nnpops_emu_race_test(graphs ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_graphs.c warmup)
+nnpops_emu_race_test(device ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_device.c capture batch
+  errors capture_failure)
+nnpops_emu_race_test(tf32x3 ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_tf32x3.c stack fused gemm)
+
+# The race model's own check (race_selftest.cu): each case without its ordering must be reported,
+# with it must run clean.
+set(race_self ${CMAKE_BINARY_DIR}/emu/race_selftest.emu.cpp)
+add_custom_command(OUTPUT ${race_self}
+  COMMAND ${Python3_EXECUTABLE} ${emu_dir}/launches.py ${emu_dir}/race_selftest.cu ${race_self}
+  DEPENDS ${emu_dir}/launches.py ${emu_dir}/race_selftest.cu
+  COMMENT "emulated kernels: race_selftest.cu")
+add_executable(test_emu_race_selftest EXCLUDE_FROM_ALL ${race_self})
+target_link_libraries(test_emu_race_selftest PRIVATE nnpops_emu_race)
+foreach(case barrier warp blocks ticket pdl host)
+  foreach(ordered 0 1)
+    set(name tsan.emu.selftest.${case}.${ordered})
+    add_test(NAME ${name} COMMAND test_emu_race_selftest ${case} ${ordered})
+    set_tests_properties(${name} PROPERTIES LABELS "tsan;emu_race" TIMEOUT 120
+      ENVIRONMENT "TSAN_OPTIONS=${race_tsan_options}")
+    if(ordered EQUAL 0) # (the output decides: a report, whatever the exit status)
+      set_tests_properties(${name} PROPERTIES
+        PASS_REGULAR_EXPRESSION "WARNING: ThreadSanitizer: data race")
+    endif()
+  endforeach()
+endforeach()

@@ -117,7 +117,8 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
 #define __launch_bounds__(...)
 #define __grid_constant__
 #define __restrict__ __restrict
-#define __shared__ static
+/* every __shared__ declaration is rewritten by launches.py (this name fails to compile) */
+#define __shared__ emu_shared_declaration_not_rewritten_by_launches_py
 #define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
@@ -148,12 +149,26 @@ extern uint3 blockDim, gridDim;
 
 /* runs body on every thread of every block of grid x block, clusters of `cluster` blocks
  * along x (0: none) running together, with smem bytes of dynamic shared memory per block
- * (emu_dynamic_smem; launches.py rewrites `extern __shared__` arrays) */
-void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster,
+ * (emu_dynamic_smem; launches.py rewrites `extern __shared__` arrays); pdl: launched with the
+ * programmatic-stream-serialization attribute (the race model of EMU_TSAN, emu.cpp) */
+void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster, bool pdl,
              const std::function<void()> &body);
 unsigned char *emu_dynamic_smem(void);
-/* an asynchronous operation: run at once, or recorded while a stream is being captured */
-void emu_enqueue(const std::function<void()> &op);
+/* the running block's storage for the static __shared__ declaration whose key is `key`
+ * (launches.py rewrites those declarations), fresh for every block */
+void *emu_block_alloc(const void *key, size_t bytes, size_t align);
+template <typename T> inline T &emu_block_shared(const void *key) {
+    return *(T *)emu_block_alloc(key, sizeof(T), alignof(T));
+}
+/* an asynchronous operation (a kernel launch: kind EMU_OP_KERNEL): run at once, or recorded
+ * while a stream is being captured */
+enum { EMU_OP_COPY = 0, EMU_OP_KERNEL = 1 };
+void emu_enqueue(const std::function<void()> &op, int kind = EMU_OP_COPY);
+/* griddepcontrol.wait / .launch_dependents and __threadfence: what the race model orders by
+ * them (no-ops otherwise) */
+void emu_pdl_wait(void);
+void emu_pdl_trigger(void);
+void emu_fence(void);
 unsigned emu_cluster_rank(void);
 unsigned emu_cluster_size(void);
 void *emu_map_shared(void *p, int rank);
@@ -161,12 +176,17 @@ void *emu_map_shared(void *p, int rank);
 template <typename... P, typename... A>
 cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *cfg, void (*k)(P...), A... args) {
     unsigned cluster = 0;
-    for (unsigned q = 0; q < cfg->numAttrs; q++)
+    bool pdl = false;
+    for (unsigned q = 0; q < cfg->numAttrs; q++) {
         if (cfg->attrs[q].id == cudaLaunchAttributeClusterDimension)
             cluster = cfg->attrs[q].val.clusterDim.x;
+        if (cfg->attrs[q].id == cudaLaunchAttributeProgrammaticStreamSerialization)
+            pdl = cfg->attrs[q].val.programmaticStreamSerializationAllowed != 0;
+    }
     const dim3 g = cfg->gridDim, b = cfg->blockDim;
     const size_t smem = cfg->dynamicSmemBytes;
-    emu_enqueue([=] { emu_run(g, b, smem, cluster, [&] { k(args...); }); });
+    emu_enqueue([=] { emu_run(g, b, smem, cluster, pdl, [&] { k(args...); }); },
+                EMU_OP_KERNEL);
     return cudaSuccess;
 }
 template <typename K>
@@ -198,7 +218,8 @@ template <typename K> struct emu_bound_launch {
         const K kk = k;
         const dim3 gg = g, bb = b;
         const size_t sm = smem;
-        emu_enqueue([=] { emu_run(gg, bb, sm, 0, [&] { kk(args...); }); });
+        emu_enqueue([=] { emu_run(gg, bb, sm, 0, false, [&] { kk(args...); }); },
+                    EMU_OP_KERNEL);
     }
 };
 template <typename K> emu_bound_launch<K> emu_launch(K k, dim3 g, dim3 b, size_t smem = 0,
@@ -244,31 +265,41 @@ template <typename T> inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 3
     return emu_from<T>(emu_warp_op(EMU_SHFL_XOR, emu_bits(v), x, m, w));
 }
 
-/* ---- memory: one OS thread, so plain operations ---- */
-inline void __threadfence() {}
+/* ---- memory: one OS thread, so plain operations (atomic ones, relaxed, for ThreadSanitizer in
+ * the race model: EMU_TSAN) ---- */
+inline void __threadfence() { emu_fence(); }
 template <typename T> inline T __ldcg(const T *p) { return *p; }
 template <typename T> inline T __ldg(const T *p) { return *p; }
 template <typename T, typename U> inline void __stcg(T *p, U v) { *p = (T)v; }
 template <typename T, typename U> inline void __stcs(T *p, U v) { *p = (T)v; }
-template <typename T, typename U> inline T atomicAdd(T *p, U v) {
-    T o = *p;
-    *p = (T)(o + (T)v);
+#ifdef EMU_TSAN
+/* *p = f(*p), atomically; the old value */
+template <typename T, typename F> inline T emu_atomic_rmw(T *p, F f) {
+    T o;
+    __atomic_load(p, &o, __ATOMIC_RELAXED);
+    T n = f(o);
+    while (!__atomic_compare_exchange(p, &o, &n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        n = f(o);
     return o;
+}
+#else
+template <typename T, typename F> inline T emu_atomic_rmw(T *p, F f) {
+    const T o = *p;
+    *p = f(o);
+    return o;
+}
+#endif
+template <typename T, typename U> inline T atomicAdd(T *p, U v) {
+    return emu_atomic_rmw(p, [&](T o) { return (T)(o + (T)v); });
 }
 template <typename T, typename U> inline T atomicOr(T *p, U v) {
-    T o = *p;
-    *p = (T)(o | (T)v);
-    return o;
+    return emu_atomic_rmw(p, [&](T o) { return (T)(o | (T)v); });
 }
 template <typename T, typename U> inline T atomicMin(T *p, U v) {
-    T o = *p;
-    if ((T)v < o) *p = (T)v;
-    return o;
+    return emu_atomic_rmw(p, [&](T o) { return (T)v < o ? (T)v : o; });
 }
 template <typename T, typename U> inline T atomicMax(T *p, U v) {
-    T o = *p;
-    if ((T)v > o) *p = (T)v;
-    return o;
+    return emu_atomic_rmw(p, [&](T o) { return (T)v > o ? (T)v : o; });
 }
 
 /* ---- bits and roundings ---- */
