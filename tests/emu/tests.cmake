@@ -48,26 +48,45 @@ target_compile_options(nnpops_emu PRIVATE -ffp-contract=off)
 set_target_properties(nnpops_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 target_link_libraries(nnpops_emu PUBLIC PkgConfig::YAML Threads::Threads m)
 
-# nnpops_emu_test(PROGRAM SOURCE CASE...): the GPU test program SOURCE against the emulated
-# library, one CTest entry emu.<PROGRAM>.<case> a case (threads in a random, reproducible
-# order: NNPOPS_EMU_SEED, see emu.cpp)
-function(nnpops_emu_test program source)
-  set(target test_emu_${program})
-  add_executable(${target} ${source})
+# nnpops_emu_program(KIND PROGRAM SOURCE CASE...): the GPU test program SOURCE against the
+# emulated library, one CTest entry a case (threads in a random, reproducible order:
+# NNPOPS_EMU_SEED, see emu.cpp).  KIND plain: test_emu_<PROGRAM> against nnpops_emu, entries
+# emu.<PROGRAM>.<case>, label emu; KIND race: test_emu_race_<PROGRAM> against nnpops_emu_race
+# (built on demand), entries tsan.emu.<PROGRAM>.<case>, labels tsan and emu_race.
+function(nnpops_emu_program kind program source)
+  if(kind STREQUAL "race")
+    set(target test_emu_race_${program})
+    set(all EXCLUDE_FROM_ALL)
+    set(lib nnpops_emu_race)
+    set(prefix tsan.emu)
+    set(labels "tsan;emu_race")
+    set(timeout 1800)
+    set(env ";TSAN_OPTIONS=${race_tsan_options}")
+  else()
+    set(target test_emu_${program})
+    set(all)
+    set(lib nnpops_emu)
+    set(prefix emu)
+    set(labels emu)
+    set(timeout 1200)
+    set(env)
+  endif()
+  add_executable(${target} ${all} ${source})
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
     ${PROJECT_SOURCE_DIR}/tests/gpu)
-  target_link_libraries(${target} PRIVATE nnpops_emu)
+  target_link_libraries(${target} PRIVATE ${lib})
   foreach(case ${ARGN})
     string(REPLACE " " ";" case_args "${case}")
     string(REPLACE " " "." case_name "${case}")
-    add_test(NAME emu.${program}.${case_name} COMMAND ${target} ${case_args})
-    set_tests_properties(emu.${program}.${case_name} PROPERTIES LABELS emu TIMEOUT 1200
-      SKIP_RETURN_CODE 77 FIXTURES_REQUIRED models
-      ENVIRONMENT "${NNPOPS_TEST_ENV};NNPOPS_EMU_SEED=1")
+    add_test(NAME ${prefix}.${program}.${case_name} COMMAND ${target} ${case_args})
+    set_tests_properties(${prefix}.${program}.${case_name} PROPERTIES LABELS "${labels}"
+      TIMEOUT ${timeout} SKIP_RETURN_CODE 77 FIXTURES_REQUIRED models
+      ENVIRONMENT "${NNPOPS_TEST_ENV};NNPOPS_EMU_SEED=1${env}")
   endforeach()
 endfunction()
 
-nnpops_emu_test(ops ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_ops.c neighbors_center neighbors_half
+set(gpu_src ${PROJECT_SOURCE_DIR}/tests/gpu)
+nnpops_emu_program(plain ops ${gpu_src}/test_gpu_ops.c neighbors_center neighbors_half
   neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce reduce_step
   small_gemm sg_tail stage)
 set(emu_model_cases)
@@ -76,14 +95,14 @@ foreach(model ani2x ani1x)
     list(APPEND emu_model_cases "reference ${model} ${prec}" "cpu_match ${model} ${prec}")
   endforeach()
 endforeach()
-nnpops_emu_test(model ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_model.c ${emu_model_cases} fd batch
-  batch_f32 ghosts member water_box species_sets errors thread)
+nnpops_emu_program(plain model ${gpu_src}/test_gpu_model.c ${emu_model_cases} fd batch batch_f32
+  ghosts member water_box species_sets errors thread)
 # (not emulated: graphs deterministic, 100 steps of a 10^4-atom system, and 3xTF32 auto / chunks,
 # GEMMs of 10^4 columns: each takes more than 20 minutes here)
-nnpops_emu_test(graphs ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_graphs.c warmup shape overflow)
-nnpops_emu_test(device ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_device.c capture batch errors
-  overflow capture_failure cpu_model)
-nnpops_emu_test(tf32x3 ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_tf32x3.c stack fused gemm model)
+nnpops_emu_program(plain graphs ${gpu_src}/test_gpu_graphs.c warmup shape overflow)
+nnpops_emu_program(plain device ${gpu_src}/test_gpu_device.c capture batch errors overflow
+  capture_failure cpu_model)
+nnpops_emu_program(plain tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm model)
 # (about 13 minutes under emulation: out of README's test command)
 set_tests_properties(emu.graphs.overflow PROPERTIES LABELS "emu;slow")
 
@@ -129,33 +148,17 @@ target_link_options(nnpops_emu_race PUBLIC -fsanitize=thread)
 set_target_properties(nnpops_emu_race PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 target_link_libraries(nnpops_emu_race PUBLIC PkgConfig::YAML Threads::Threads m)
 
-# nnpops_emu_race_test(PROGRAM SOURCE CASE...): entries tsan.emu.<PROGRAM>.<case>
-function(nnpops_emu_race_test program source)
-  set(target test_emu_race_${program})
-  add_executable(${target} EXCLUDE_FROM_ALL ${source})
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
-    ${PROJECT_SOURCE_DIR}/tests/gpu)
-  target_link_libraries(${target} PRIVATE nnpops_emu_race)
-  foreach(case ${ARGN})
-    string(REPLACE " " ";" case_args "${case}")
-    string(REPLACE " " "." case_name "${case}")
-    add_test(NAME tsan.emu.${program}.${case_name} COMMAND ${target} ${case_args})
-    set_tests_properties(tsan.emu.${program}.${case_name} PROPERTIES LABELS "tsan;emu_race"
-      TIMEOUT 1800 SKIP_RETURN_CODE 77 FIXTURES_REQUIRED models
-      ENVIRONMENT "${NNPOPS_TEST_ENV};NNPOPS_EMU_SEED=1;TSAN_OPTIONS=${race_tsan_options}")
-  endforeach()
-endfunction()
-nnpops_emu_race_test(ops ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_ops.c neighbors_center
+nnpops_emu_program(race ops ${gpu_src}/test_gpu_ops.c neighbors_center
   neighbors_half neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce
   reduce_step small_gemm sg_tail stage)
 # (not here, for time: fd and member, 3 to 8 minutes each under the race model, whose paths the
 # cases below take too; graphs shape)
-nnpops_emu_race_test(model ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_model.c
+nnpops_emu_program(race model ${gpu_src}/test_gpu_model.c
   "reference ani2x f32" "reference ani1x f64" "cpu_match ani1x f32" batch_f32 ghosts errors)
-nnpops_emu_race_test(graphs ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_graphs.c warmup)
-nnpops_emu_race_test(device ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_device.c capture batch
+nnpops_emu_program(race graphs ${gpu_src}/test_gpu_graphs.c warmup)
+nnpops_emu_program(race device ${gpu_src}/test_gpu_device.c capture batch
   errors capture_failure)
-nnpops_emu_race_test(tf32x3 ${PROJECT_SOURCE_DIR}/tests/gpu/test_gpu_tf32x3.c stack fused gemm)
+nnpops_emu_program(race tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm)
 
 # The race model's own check (race_selftest.cu): each case without its ordering must be reported,
 # with it must run clean.
