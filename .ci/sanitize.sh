@@ -6,8 +6,8 @@
 #  2. clang build (build-clang/) of the two libFuzzer targets (ASan + UBSan), of test_threads
 #     with the library's sources under ThreadSanitizer, and of the GPU tests against the library's
 #     CUDA backend built for the emulated runtime under its race model (tests/emu, label
-#     emu_race): ctest -L "fuzz|tsan" (each fuzz target runs NNPOPS_FUZZ_SECONDS, default 60 s;
-#     both at once);
+#     emu_race): ctest -L "fuzz|tsan" -LE slow (each fuzz target runs NNPOPS_FUZZ_SECONDS,
+#     default 60 s; both at once);
 #  3. valgrind memcheck (--error-exitcode=1 --leak-check=full) of a subset of the C tests in the
 #     ordinary Release build ($NNPOPS_BUILD, default build/, the one .ci/test.sh made; configured
 #     and built here when missing): small systems, ANI-1x.
@@ -72,7 +72,8 @@ run_fuzz() {
   phase_end "clang build (libFuzzer targets, ThreadSanitizer test)"
   phase_start "fuzzing (${fuzz_seconds} s per target) and ThreadSanitizer"
   local log="$clangb/fuzz-tsan.log" rc=0
-  (cd "$clangb" && ctest -L "fuzz|tsan" --output-on-failure -j"$jobs" -V) >"$log" 2>&1 || rc=$?
+  (cd "$clangb" && ctest -L "fuzz|tsan" -LE slow --output-on-failure -j"$jobs" -V) >"$log" 2>&1 \
+    || rc=$?
   grep -E '^[0-9]+: (stat::|#[0-9]+.*DONE|fuzz\.|[0-9]+ threads)|tests passed|Test +#' "$log" || true
   if [ $rc -ne 0 ]; then tail -n 150 "$log"; echo "sanitize: fuzz/tsan failed, log: $log"; exit 1; fi
   phase_end "fuzzing (${fuzz_seconds} s per target) and ThreadSanitizer"

@@ -151,11 +151,14 @@ target_link_libraries(nnpops_emu_race PUBLIC PkgConfig::YAML Threads::Threads m)
 nnpops_emu_program(race ops ${gpu_src}/test_gpu_ops.c neighbors_center
   neighbors_half neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce
   reduce_step small_gemm sg_tail stage)
-# (not here, for time: fd and member, 3 to 8 minutes each under the race model, whose paths the
-# cases below take too; graphs shape)
 nnpops_emu_program(race model ${gpu_src}/test_gpu_model.c
-  "reference ani2x f32" "reference ani1x f64" "cpu_match ani1x f32" batch_f32 ghosts errors)
-nnpops_emu_program(race graphs ${gpu_src}/test_gpu_graphs.c warmup)
+  "reference ani2x f32" "reference ani1x f64" "cpu_match ani1x f32" batch_f32 ghosts errors fd
+  member)
+nnpops_emu_program(race graphs ${gpu_src}/test_gpu_graphs.c warmup shape)
+# (3 to 8 minutes each under the race model, paths the other cases take too: label slow, out of
+# .ci/sanitize.sh)
+set_tests_properties(tsan.emu.model.fd tsan.emu.model.member tsan.emu.graphs.shape PROPERTIES
+  LABELS "tsan;emu_race;slow")
 nnpops_emu_program(race device ${gpu_src}/test_gpu_device.c capture batch
   errors capture_failure)
 nnpops_emu_program(race tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm)
