@@ -18,11 +18,10 @@
  * it starts after what was complete then (what was complete when K started, and the kernel before
  * K as well if a block of K triggered, or ended, after its pdl_wait()), and its pdl_wait() orders
  * it after everything before it; the host sees the device's writes only after a synchronization
- * (stream, event,
- * device, a blocking copy or memset, cudaFree).  So ThreadSanitizer reports a missing barrier or
- * __syncwarp, two blocks writing one location without atomics, a kernel reading before its
- * pdl_wait() what the kernel before writes, and the host reading results or rewriting inputs
- * before it synchronizes.  Not modelled: memory ordering beyond that (fences are stronger here
+ * (stream, event, device, a blocking copy or memset, cudaFree).  So ThreadSanitizer reports a
+ * missing barrier or __syncwarp, two blocks writing one location without atomics, a kernel
+ * reading before its pdl_wait() what the kernel before writes, and the host reading results or
+ * rewriting inputs before it synchronizes.  Not modelled: memory ordering beyond that (fences are stronger here
  * than on the GPU), concurrency between streams, the asynchronous copies' completion (cp.async
  * copies at issue), reads and writes of uninstrumented code (the stand-in's GEMM marks its
  * ranges instead). */
