@@ -149,6 +149,12 @@ void stream_complete(void *host, sync_obj *end) {
     __tsan_acquire(end);
     as(host);
 }
+/* a closure the GPU threads ran, destroyed by the stream (after it took what they did) */
+void stream_delete(void *host, std::function<void()> *f) {
+    as(tsan_stream);
+    delete f;
+    as(host);
+}
 void race_host_sync() {
     void *host = host_context();
     sync_obj *s = new sync_obj;
@@ -180,9 +186,7 @@ void race_kernel(const std::function<void()> &op) {
     void *host = host_context();
     auto *copy = new std::function<void()>(op);
     (*copy)();
-    as(tsan_stream);
-    delete copy;
-    as(host);
+    stream_delete(host, copy);
 }
 /* while it lives, the calling context's accesses are not recorded: memory allocated then is new
  * to ThreadSanitizer (no access so far), memory freed then is not checked against the accesses
@@ -603,8 +607,9 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster, bool pdl,
     const int n = nb * ngroup;
     fibers.assign(n, fiber{});
 #ifdef EMU_TSAN
-    /* the kernel's threads start after the stream's state (and the host's history) or, launched
-     * programmatically after a kernel, after that kernel's triggers; pdl_wait takes the state */
+    /* the kernel's threads start after the host's history and the stream's state or, launched
+     * programmatically after a kernel, after what was complete when that kernel's blocks had all
+     * triggered (entry_next); pdl_wait takes the stream's state */
     void *host = host_context();
     tsan_sched = host;
     k_start = stream_snapshot(host, &start_ring[start_next++ % 1024]);
@@ -689,9 +694,7 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster, bool pdl,
     }
 #ifdef EMU_TSAN
     stream_complete(host, k_end);
-    as(tsan_stream);
-    delete body_copy;
-    as(host);
+    stream_delete(host, body_copy);
     delete k_end;
     delete k_host;
     entry_next = !pdl || k_waited_trigger ? k_start : k_entry;
