@@ -131,7 +131,8 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
   # (e.g. "-DNNPOPS__SG_MAX_COLS=128"; several variants separated by '|', each its own build), then
   # bench_gpu $VARIANT_BENCH_ARGS on the main build and each variant in turn, twice each
   # (a definition set "overlay=DIR" builds instead a copy of this tree with the files under DIR,
-  # laid out as in the repository, put over it: e.g. a kernel file of an earlier commit)
+  # laid out as in the repository, put over it: e.g. a kernel file of an earlier commit;
+  # "overlay=DIR -DNAME=V ..." does both)
   IFS='|' read -r -a def_sets <<< "$VARIANT_DEFS"
   builds=("$build")
   for i in "${!def_sets[@]}"; do
@@ -144,9 +145,10 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
         rm -rf "$vsrc" && mkdir -p "$vsrc"
         tar -C "$root" --exclude='./build-gpu*' --exclude=./_carry_gpu --exclude=./.git -cf - . |
           tar -C "$vsrc" -xf -
-        cp -r "$root/${defs#overlay=}/." "$vsrc/"
+        odir=${defs#overlay=}; odir=${odir%% *}
+        cp -r "$root/$odir/." "$vsrc/"
         ln -s "$root/_carry_gpu" "$vsrc/_carry_gpu"
-        defs="";;
+        case "$defs" in *" "*) defs=${defs#* };; *) defs="";; esac;;
     esac
     if configure_cuda "$vb" "$defs" "$vsrc" > "$out/cmake-variant.log" 2>&1 &&
        cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
