@@ -1530,10 +1530,8 @@ __device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_po
 
 /* fast_sweep with the kernel's run-time choices (codes kept, ghosts present). */
 /* A center's count so far, read by every lane of its warp at the start of a chunk and written back
- * by lane 0 at its end.  (Without a __syncwarp between the lanes' reads and lane 0's write, the
- * write is not ordered after the other lanes' reads by the CUDA memory model, only by the warp
- * running the sweep converged: the race model of tests/emu reports it, see
- * tests/emu/race.supp.) */
+ * by lane 0 at its end, after a __syncwarp (which orders the write after the other lanes'
+ * reads). */
 __device__ __forceinline__ int fast_count_get(const nbr_args &a, int c) {
     return (int)__ldcg(a.counts + c);
 }
@@ -1667,6 +1665,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                                     first ? 0 : fast_count_get(a, c1)};
                         fast_sweep_of<2>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
                                          zmask, lo2, hi2, H, ghc);
+                        __syncwarp(); /* (every lane's read of the counts before the write) */
                         if (lane == 0) {
                             fast_count_put(a, c0, n[0]);
                             fast_count_put(a, c1, n[1]);
@@ -1678,6 +1677,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                         int n[1] = {first ? 0 : fast_count_get(a, cc[0])};
                         fast_sweep_of<1>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
                                          zmask, lo2, hi2, H, ghc);
+                        __syncwarp();
                         if (lane == 0) fast_count_put(a, cc[0], n[0]);
                     }
                 }
