@@ -16,9 +16,11 @@
  * Part 2, neighbor list alone: random uniform positions in a periodic cube at density 0.8, cutoff
  * cbrt(3 * 64 / (4 pi 0.8)) (64 neighbors per atom), full lists (the center lists hold both
  * directions: entries = full-list pairs), positions already on the device; mean of 50 launches of
- * the whole search (every kernel, scan and memset it enqueues), timed with CUDA events.  The
- * algorithm column names the plan's choice (small, brute, cell, cell-fast: kernels/cuda/
- * neighbors.cu); NNPOPS_BENCH_NBR_ALG=<name> forces one.
+ * the whole search (every kernel, scan and memset it enqueues), timed with CUDA events.  Written:
+ * the center lists' pairs (int32) and vectors (float64); distances too (float64, "+dist" after
+ * the algorithm) with NNPOPS_BENCH_NBR_DIST=1.  The algorithm column names the plan's choice
+ * (small, brute, cell, cell-fast: kernels/cuda/neighbors.cu); NNPOPS_BENCH_NBR_ALG=<name> forces
+ * one.
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
  *                  [--small] [--steps K] [--md FILE] [--tc-compare off|on] [--no-tc-compare]
@@ -413,7 +415,9 @@ static void bench_neighbors(int64_t n, FILE *md) {
         if (!strcmp(fa, nnpops__nbr_cuda_algorithm_name(k))) force = k;
     nnpops__nbr_cuda_plan(1, ss, cell, pbc, cutoff, force, &plan);
     const int64_t cap = 80 * n;
-    void *dx, *dorder, *dss, *dcell, *dpbc, *dstart, *dpairs, *dvec, *dst, *work;
+    void *dx, *dorder, *dss, *dcell, *dpbc, *dstart, *dpairs, *dvec, *ddist = NULL, *dst, *work;
+    const char *want_dist = getenv("NNPOPS_BENCH_NBR_DIST");
+    const int with_dist = want_dist && atoi(want_dist);
     const size_t wb = nnpops__nbr_cuda_work_bytes(n, 1, n, &plan);
     cudaMalloc(&dx, sizeof(double) * 3 * n);
     cudaMalloc(&dorder, sizeof(int32_t) * n);
@@ -423,6 +427,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
     cudaMalloc(&dstart, sizeof(int64_t) * (n + 1));
     cudaMalloc(&dpairs, sizeof(int32_t) * 2 * cap);
     cudaMalloc(&dvec, sizeof(double) * 3 * cap);
+    if (with_dist) cudaMalloc(&ddist, sizeof(double) * cap);
     cudaMalloc(&dst, sizeof(nnpops__dev_status));
     cudaMalloc(&work, wb);
     cudaMemcpy(dx, x, sizeof(double) * 3 * n, cudaMemcpyHostToDevice);
@@ -434,7 +439,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     nnpops__nbr_in in = {n, dx, 1, dss, dorder, dcell, dpbc, cutoff, n, 64};
-    nnpops__center_out out = {cap, dstart, dpairs, NULL, dvec, NULL, dst};
+    nnpops__center_out out = {cap, dstart, dpairs, NULL, dvec, ddist, dst};
     for (int k = 0; k < 5; k++) {
         cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), stream);
         if (nnpops__center_neighbors_cuda(&in, n, 0.0, &plan, &out, work, wb, stream) != NNPOPS_OK) {
@@ -482,8 +487,9 @@ static void bench_neighbors(int64_t n, FILE *md) {
     cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost);
     const cudaError_t err = cudaGetLastError();
     char line[256];
-    snprintf(line, sizeof line, "| %lld%s | %s | %.4f | %.4f | %lld | %.1f | %s |", (long long)n,
-             g_nbr_open ? " (open)" : "", nnpops__nbr_cuda_algorithm_name(plan.algorithm), ms / reps, ms_graph,
+    snprintf(line, sizeof line, "| %lld%s | %s%s | %.4f | %.4f | %lld | %.1f | %s |", (long long)n,
+             g_nbr_open ? " (open)" : "", nnpops__nbr_cuda_algorithm_name(plan.algorithm),
+             with_dist ? " +dist" : "", ms / reps, ms_graph,
              (long long)st.n_entries, (double)st.n_entries / (double)n,
              err != cudaSuccess ? cudaGetErrorString(err) : (st.flags ? "FLAGS" : "ok"));
     printf("%s\n", line);
@@ -497,6 +503,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
     cudaFree(dstart);
     cudaFree(dpairs);
     cudaFree(dvec);
+    cudaFree(ddist);
     cudaFree(dst);
     cudaFree(work);
     cudaStreamDestroy(stream);
