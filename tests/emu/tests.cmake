@@ -35,18 +35,24 @@ endforeach()
 set(emu_lib_sources ${NNPOPS_CORE_SOURCES} ${NNPOPS_CPU_KERNEL_SOURCES}
   ${NNPOPS_POTENTIAL_SOURCES} core/src/cuda_step.c potentials/ani/ani_cuda.c)
 list(TRANSFORM emu_lib_sources PREPEND ${PROJECT_SOURCE_DIR}/)
-add_library(nnpops_emu STATIC EXCLUDE_FROM_ALL ${emu_lib_sources} ${emu_kernels}
-  ${emu_dir}/emu.cpp)
-# the stand-in headers come first (cuda_runtime.h, cub, cuBLAS, cooperative groups)
-target_include_directories(nnpops_emu BEFORE PUBLIC ${emu_dir}/include)
-target_include_directories(nnpops_emu PUBLIC ${PROJECT_SOURCE_DIR}/core/include
-  ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels/cuda
-  ${PROJECT_SOURCE_DIR}/kernels/cpu)
-target_compile_definitions(nnpops_emu PUBLIC NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1)
-# the kernels' explicit roundings are the host's operations, never contracted
-target_compile_options(nnpops_emu PRIVATE -ffp-contract=off)
-set_target_properties(nnpops_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-target_link_libraries(nnpops_emu PUBLIC PkgConfig::YAML Threads::Threads m)
+
+# nnpops_emu_library(NAME RUNTIME DEFINITION...): the library with its CUDA backend and every
+# kernel, built for the CPU against the stand-in RUNTIME (sources or objects of emu.cpp), with
+# the compile definitions given besides the emulation's own.
+function(nnpops_emu_library name runtime)
+  add_library(${name} STATIC EXCLUDE_FROM_ALL ${emu_lib_sources} ${emu_kernels} ${runtime})
+  # the stand-in headers come first (cuda_runtime.h, cub, cuBLAS, cooperative groups)
+  target_include_directories(${name} BEFORE PUBLIC ${emu_dir}/include)
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/core/include
+    ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels/cuda
+    ${PROJECT_SOURCE_DIR}/kernels/cpu)
+  target_compile_definitions(${name} PUBLIC NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1 ${ARGN})
+  # the kernels' explicit roundings are the host's operations, never contracted
+  target_compile_options(${name} PRIVATE -ffp-contract=off)
+  set_target_properties(${name} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_link_libraries(${name} PUBLIC PkgConfig::YAML Threads::Threads m)
+endfunction()
+nnpops_emu_library(nnpops_emu ${emu_dir}/emu.cpp)
 
 # nnpops_emu_program(KIND PROGRAM SOURCE CASE...): the GPU test program SOURCE against the
 # emulated library, one CTest entry a case (threads in a random, reproducible order:
@@ -134,19 +140,9 @@ target_include_directories(nnpops_emu_race_rt BEFORE PRIVATE ${emu_dir}/include)
 target_compile_definitions(nnpops_emu_race_rt PRIVATE EMU_TSAN=1 NNPOPS_HAVE_CUDA=1
   NNPOPS_CUDA_EMULATION=1)
 set_target_properties(nnpops_emu_race_rt PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-add_library(nnpops_emu_race STATIC EXCLUDE_FROM_ALL ${emu_lib_sources} ${emu_kernels}
-  $<TARGET_OBJECTS:nnpops_emu_race_rt>)
-target_include_directories(nnpops_emu_race BEFORE PUBLIC ${emu_dir}/include)
-target_include_directories(nnpops_emu_race PUBLIC ${PROJECT_SOURCE_DIR}/core/include
-  ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels/cuda
-  ${PROJECT_SOURCE_DIR}/kernels/cpu)
-target_compile_definitions(nnpops_emu_race PUBLIC NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1
-  EMU_TSAN=1)
+nnpops_emu_library(nnpops_emu_race $<TARGET_OBJECTS:nnpops_emu_race_rt> EMU_TSAN=1)
 target_compile_options(nnpops_emu_race PUBLIC -fsanitize=thread -g -fno-omit-frame-pointer)
-target_compile_options(nnpops_emu_race PRIVATE -ffp-contract=off)
 target_link_options(nnpops_emu_race PUBLIC -fsanitize=thread)
-set_target_properties(nnpops_emu_race PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-target_link_libraries(nnpops_emu_race PUBLIC PkgConfig::YAML Threads::Threads m)
 
 nnpops_emu_program(race ops ${gpu_src}/test_gpu_ops.c neighbors_center
   neighbors_half neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce
