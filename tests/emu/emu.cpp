@@ -283,15 +283,15 @@ struct block_var {
 std::vector<unsigned char *> dyn_smem;
 size_t dyn_bytes = 0;
 std::vector<std::vector<block_var>> block_vars;
-/* (EMU_TSAN) the objects of the group's barriers: two per warp, block and cluster (episodes in
- * turn, so that a thread already at the next barrier never releases into the one others are
- * still leaving), and the episode counts */
+#ifdef EMU_TSAN
+/* the objects of the group's barriers: two per warp, block and cluster (episodes in turn, so
+ * that a thread already at the next barrier never releases into the one others are still
+ * leaving), and the episode counts */
 std::vector<sync_obj> warp_sync, block_sync, cluster_sync;
 std::vector<unsigned> warp_ep, block_ep;
 unsigned cluster_ep = 0;
-/* (EMU_TSAN) each block of the group: it has triggered; one of its threads called pdl_wait */
+/* each block of the group: it has triggered; one of its threads called pdl_wait */
 std::vector<char> cta_triggered, cta_waited;
-#ifdef EMU_TSAN
 void *tsan_sched = nullptr; /* the host context that runs the scheduler */
 #endif
 
@@ -371,13 +371,23 @@ void fiber_main() {
 
 void yield_to_scheduler() { to_scheduler(); }
 
-/* (EMU_TSAN) a thread at a barrier of object `o`: releases now, acquires when let through */
-void arrive(sync_obj *o) {
+/* (EMU_TSAN) a thread at a barrier: releases into the barrier's object of this episode now
+ * (arrive_warp: its warp's __syncwarp; arrive_barrier: a block or cluster barrier, op
+ * EMU_BAR_*), acquires it when let through (leave) */
+void arrive_warp() {
 #ifdef EMU_TSAN
-    __tsan_release(o);
-    cur->pending = o;
+    const int w = warp_of((int)(cur - fibers.data()));
+    cur->pending = &warp_sync[2 * w + (warp_ep[w] & 1)];
+    __tsan_release(cur->pending);
+#endif
+}
+void arrive_barrier(int op) {
+#ifdef EMU_TSAN
+    cur->pending = op == EMU_BAR_CLUSTER ? &cluster_sync[cluster_ep & 1]
+                                         : &block_sync[2 * cur->blk + (block_ep[cur->blk] & 1)];
+    __tsan_release(cur->pending);
 #else
-    (void)o;
+    (void)op;
 #endif
 }
 void leave() {
@@ -445,7 +455,9 @@ bool resolve_warp(int w) {
             fibers[t].state = RUN;
             n_run++;
         }
+#ifdef EMU_TSAN
     warp_ep[w]++;
+#endif
     return true;
 }
 
@@ -470,8 +482,10 @@ bool resolve_barrier(int t0, int t1, bool cluster) {
             fibers[t].state = RUN;
             n_run++;
         }
+#ifdef EMU_TSAN
     if (cluster) cluster_ep++;
     else block_ep[t0 / nb]++;
+#endif
     return true;
 }
 
@@ -541,8 +555,7 @@ void emu_fence(void) {
 uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width) {
     if (width < 1 || width > 32 || (width & (width - 1)))
         fail("shuffle width not a power of 2", -1);
-    const int w = warp_of((int)(cur - fibers.data()));
-    if (op == EMU_SYNCWARP) arrive(&warp_sync[2 * w + (warp_ep[w] & 1)]);
+    if (op == EMU_SYNCWARP) arrive_warp();
     cur->state = WARP;
     cur->op = op;
     cur->val = v;
@@ -555,8 +568,7 @@ uint64_t emu_warp_op(int op, uint64_t v, int arg, unsigned mask, int width) {
 }
 
 int emu_barrier(int op, int pred) {
-    if (op == EMU_BAR_CLUSTER) arrive(&cluster_sync[cluster_ep & 1]);
-    else arrive(&block_sync[2 * cur->blk + (block_ep[cur->blk] & 1)]);
+    arrive_barrier(op);
     cur->state = BAR;
     cur->op = op;
     cur->val = pred != 0;
@@ -624,6 +636,7 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster, bool pdl,
     const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
     for (unsigned long long b0 = 0; b0 < blocks; b0 += ngroup) {
         group_memory(smem);
+#ifdef EMU_TSAN
         warp_sync.assign(2 * warps_per_block() * ngroup, sync_obj{});
         block_sync.assign(2 * ngroup, sync_obj{});
         cluster_sync.assign(2, sync_obj{});
@@ -632,6 +645,7 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster, bool pdl,
         cluster_ep = 0;
         cta_triggered.assign(ngroup, 0);
         cta_waited.assign(ngroup, 0);
+#endif
         for (int r = 0; r < ngroup; r++) {
             const unsigned long long bl = b0 + r;
             const uint3 bid{(unsigned)(bl % grid.x), (unsigned)(bl / grid.x % grid.y),
@@ -688,9 +702,11 @@ void emu_run(dim3 grid, dim3 block, size_t smem, unsigned cluster, bool pdl,
             if (!cta_triggered[r] && cta_waited[r]) k_waited_trigger = true;
 #endif
         group_memory_release();
+#ifdef EMU_TSAN
         warp_sync.clear(); /* (their clocks go with them) */
         block_sync.clear();
         cluster_sync.clear();
+#endif
     }
 #ifdef EMU_TSAN
     stream_complete(host, k_end);
