@@ -1,6 +1,8 @@
 """Helpers of the OpenMM tests: platforms, reference evaluations, an ethanol ligand in TIP3P."""
 
 import io
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +15,6 @@ if not hasattr(openmm, "PythonForce") or not hasattr(openmm.PythonForce, "setPar
 from openmm import app, unit  # noqa: E402
 
 import nnpops  # noqa: E402
-from nnpops import structures  # noqa: E402
 from nnpops.openmm import EV_IN_KJ_PER_MOL  # noqa: E402
 
 #: 1 eV/angstrom in kJ/mol/nm.
@@ -93,69 +94,26 @@ def atoms_nm(atoms):
 # Ethanol (ML) in TIP3P water (MM)
 # ------------------------------------------------------------------------------------------------
 
-# Atom names of nnpops.structures.ethanol(), in its order, and its bonds.
-ETHANOL_NAMES = ["C1", "C2", "O1", "HO", "H11", "H12", "H13", "H21", "H22"]
-ETHANOL_BONDS = [(0, 1), (1, 2), (2, 3), (0, 4), (0, 5), (0, 6), (1, 7), (1, 8)]
+# The ethanol ligand of examples/openmm_mlmm.py (one source for the example and the tests): atom
+# names of nnpops.structures.ethanol() in its order, its bonds, and an MM template with nonbonded
+# parameters only (its internal energy is the ML potential's; 1-4 scale factors as amber14's).
+_examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+sys.path.insert(0, _examples)
+import openmm_mlmm  # noqa: E402
 
-# An MM template for the ligand: nonbonded parameters only (OPLS-AA-like charges and
-# Lennard-Jones values), because its internal energy is the ML potential's.  The 1-4 scale
-# factors equal amber14's so that the NonbondedForce definitions merge.
-ETHANOL_FF_XML = """<ForceField>
- <AtomTypes>
-  <Type name="eth-C1" class="eth-CT" element="C" mass="12.011"/>
-  <Type name="eth-C2" class="eth-CT" element="C" mass="12.011"/>
-  <Type name="eth-O" class="eth-OH" element="O" mass="15.999"/>
-  <Type name="eth-HO" class="eth-HO" element="H" mass="1.008"/>
-  <Type name="eth-HC" class="eth-HC" element="H" mass="1.008"/>
- </AtomTypes>
- <Residues>
-  <Residue name="ETH">
-   <Atom name="C1" type="eth-C1" charge="-0.18"/>
-   <Atom name="C2" type="eth-C2" charge="0.145"/>
-   <Atom name="O1" type="eth-O" charge="-0.683"/>
-   <Atom name="HO" type="eth-HO" charge="0.418"/>
-   <Atom name="H11" type="eth-HC" charge="0.06"/>
-   <Atom name="H12" type="eth-HC" charge="0.06"/>
-   <Atom name="H13" type="eth-HC" charge="0.06"/>
-   <Atom name="H21" type="eth-HC" charge="0.06"/>
-   <Atom name="H22" type="eth-HC" charge="0.06"/>
-   <Bond atomName1="C1" atomName2="C2"/>
-   <Bond atomName1="C2" atomName2="O1"/>
-   <Bond atomName1="O1" atomName2="HO"/>
-   <Bond atomName1="C1" atomName2="H11"/>
-   <Bond atomName1="C1" atomName2="H12"/>
-   <Bond atomName1="C1" atomName2="H13"/>
-   <Bond atomName1="C2" atomName2="H21"/>
-   <Bond atomName1="C2" atomName2="H22"/>
-  </Residue>
- </Residues>
- <NonbondedForce coulomb14scale="0.8333333333333334" lj14scale="0.5">
-  <UseAttributeFromResidue name="charge"/>
-  <Atom type="eth-C1" sigma="0.35" epsilon="0.276144"/>
-  <Atom type="eth-C2" sigma="0.35" epsilon="0.276144"/>
-  <Atom type="eth-O" sigma="0.312" epsilon="0.71128"/>
-  <Atom type="eth-HO" sigma="0.1" epsilon="0.0"/>
-  <Atom type="eth-HC" sigma="0.25" epsilon="0.12552"/>
- </NonbondedForce>
-</ForceField>
-"""
+sys.path.remove(_examples)
+ETHANOL_NAMES = openmm_mlmm.LIGAND_NAMES
+ETHANOL_BONDS = openmm_mlmm.LIGAND_BONDS
 
 
 def ethanol_topology():
     """(Topology, positions Quantity nm) of one ethanol built by nnpops.structures."""
-    mol = structures.ethanol()
-    top = app.Topology()
-    chain = top.addChain()
-    res = top.addResidue("ETH", chain)
-    atoms = [top.addAtom(name, app.Element.getByAtomicNumber(int(z)), res)
-             for name, z in zip(ETHANOL_NAMES, mol.numbers)]
-    for i, j in ETHANOL_BONDS:
-        top.addBond(atoms[i], atoms[j])
-    return top, (mol.positions / 10.0) * unit.nanometer
+    return openmm_mlmm.ligand_topology()
 
 
 def forcefield():
-    return app.ForceField("amber14-all.xml", "amber14/tip3p.xml", io.StringIO(ETHANOL_FF_XML))
+    return app.ForceField("amber14-all.xml", "amber14/tip3p.xml",
+                          io.StringIO(openmm_mlmm.LIGAND_XML))
 
 
 def solvated_ethanol(box_nm=2.0):
