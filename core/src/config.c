@@ -592,29 +592,44 @@ nnpops_status nnpops__cfg_str(const nnpops__cfg *cfg, nnpops__node node, const c
     return NNPOPS_OK;
 }
 
-nnpops_status nnpops__cfg_double(const nnpops__cfg *cfg, nnpops__node node, const char *what,
-                                 double *out) {
+/* A plain scalar written as a number (noun: "a number" or "an integer", as the errors say what
+ * was expected; finite: .inf and .nan get an error of their own): its node and whether it is
+ * written as an integer. */
+static nnpops_status number_scalar(const nnpops__cfg *cfg, nnpops__node node, const char *what,
+                                   const char *noun, int finite, yaml_node_t **np, int *integral) {
     yaml_node_t *n = NULL;
     char buf[80];
-    nnpops_status st = want_scalar(cfg, node, what, "a number", &n);
+    nnpops_status st = want_scalar(cfg, node, what, noun, &n);
     if (st != NNPOPS_OK) return st;
     const char *file = nnpops__cfg_file(cfg);
     const char *s = (const char *)n->data.scalar.value;
-    int integral;
     if (!is_plain(n)) {
         return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
-                            "%s:%d: %s: expected a number, got the quoted string '%s'", file,
-                            node_line(n), what, excerpt(n, buf, sizeof buf));
+                            "%s:%d: %s: expected %s, got the quoted string '%s'", file,
+                            node_line(n), what, noun, excerpt(n, buf, sizeof buf));
     }
-    if (is_nonfinite_text(s)) {
+    if (finite && is_nonfinite_text(s)) {
         return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
                             "%s:%d: %s: '%s' is not a finite number", file, node_line(n), what,
                             excerpt(n, buf, sizeof buf));
     }
-    if (strlen(s) != n->data.scalar.length || !number_syntax(s, &integral)) {
-        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s:%d: %s: expected a number, got '%s'",
-                            file, node_line(n), what, excerpt(n, buf, sizeof buf));
+    if (strlen(s) != n->data.scalar.length || !number_syntax(s, integral)) {
+        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s:%d: %s: expected %s, got '%s'", file,
+                            node_line(n), what, noun, excerpt(n, buf, sizeof buf));
     }
+    *np = n;
+    return NNPOPS_OK;
+}
+
+nnpops_status nnpops__cfg_double(const nnpops__cfg *cfg, nnpops__node node, const char *what,
+                                 double *out) {
+    yaml_node_t *n = NULL;
+    char buf[80];
+    int integral;
+    nnpops_status st = number_scalar(cfg, node, what, "a number", 1, &n, &integral);
+    if (st != NNPOPS_OK) return st;
+    const char *file = nnpops__cfg_file(cfg);
+    const char *s = (const char *)n->data.scalar.value;
     char *end = NULL;
     int err;
     double v = strtod_c(s, &end, &err);
@@ -635,20 +650,11 @@ nnpops_status nnpops__cfg_int(const nnpops__cfg *cfg, nnpops__node node, const c
                               int64_t *out) {
     yaml_node_t *n = NULL;
     char buf[80];
-    nnpops_status st = want_scalar(cfg, node, what, "an integer", &n);
+    int integral;
+    nnpops_status st = number_scalar(cfg, node, what, "an integer", 0, &n, &integral);
     if (st != NNPOPS_OK) return st;
     const char *file = nnpops__cfg_file(cfg);
     const char *s = (const char *)n->data.scalar.value;
-    int integral;
-    if (!is_plain(n)) {
-        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
-                            "%s:%d: %s: expected an integer, got the quoted string '%s'", file,
-                            node_line(n), what, excerpt(n, buf, sizeof buf));
-    }
-    if (strlen(s) != n->data.scalar.length || !number_syntax(s, &integral)) {
-        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s:%d: %s: expected an integer, got '%s'",
-                            file, node_line(n), what, excerpt(n, buf, sizeof buf));
-    }
     if (!integral) {
         /* 3.0 or 1e3: accepted when the value is an exact integer that a double holds exactly */
         int err;

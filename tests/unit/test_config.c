@@ -101,7 +101,8 @@ static int case_double_errors(void) {
     expect_double_error(cfg, "nan", "t.yaml:3: nan: '.nan' is not a finite number");
     expect_double_error(cfg, "garbage", "t.yaml:4: garbage: expected a number, got '1.0abc'");
     expect_double_error(cfg, "range", "t.yaml:5: range: '1e999' is out of the range");
-    expect_double_error(cfg, "quoted", "t.yaml:6: quoted: expected a number, got the quoted");
+    expect_double_error(cfg, "quoted",
+                        "t.yaml:6: quoted: expected a number, got the quoted string '1.5'");
     expect_double_error(cfg, "hex", "t.yaml:7:");
     expect_double_error(cfg, "word", "t.yaml:8: word: expected a number, got 'abc'");
     expect_double_error(cfg, "list", "t.yaml:9: list: expected a number, got a sequence");
@@ -125,7 +126,8 @@ static int case_ints(void) {
                                 "lead: 010\n"               /* line 9 */
                                 "word: ten\n"               /* line 10 */
                                 "quoted: '3'\n"             /* line 11 */
-                                "huge: 1e300\n");           /* line 12 */
+                                "huge: 1e300\n"             /* line 12 */
+                                "inf: .inf\n");             /* line 13 */
     int64_t v;
     CHECK_OK(nnpops__cfg_int(cfg, get(cfg, "a"), "a", &v));
     CHECK(v == 0);
@@ -149,9 +151,11 @@ static int case_ints(void) {
     CHECK_ERROR_HAS("t.yaml:10: word: expected an integer, got 'ten'");
     CHECK_STATUS(nnpops__cfg_int(cfg, get(cfg, "quoted"), "quoted", &v),
                  NNPOPS_ERROR_MODEL_FORMAT);
-    CHECK_ERROR_HAS("t.yaml:11:");
+    CHECK_ERROR_HAS("t.yaml:11: quoted: expected an integer, got the quoted string '3'");
     CHECK_STATUS(nnpops__cfg_int(cfg, get(cfg, "huge"), "huge", &v), NNPOPS_ERROR_MODEL_FORMAT);
     CHECK_ERROR_HAS("t.yaml:12:");
+    CHECK_STATUS(nnpops__cfg_int(cfg, get(cfg, "inf"), "inf", &v), NNPOPS_ERROR_MODEL_FORMAT);
+    CHECK_ERROR_HAS("t.yaml:13: inf: expected an integer, got '.inf'");
     nnpops__cfg_free(cfg);
     return 0;
 }
