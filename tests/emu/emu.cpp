@@ -347,7 +347,7 @@ void pass_order(std::vector<int> &order) {
     }
 }
 
-void to_scheduler() {
+void yield_to_scheduler() {
 #ifdef EMU_TSAN
     as(tsan_sched);
 #endif
@@ -365,11 +365,9 @@ void fiber_main() {
     if (cur->waited) cta_waited[cur->blk] = 1; /* (its block, if it never triggers, ends after) */
 #endif
     cur->state = DONE;
-    to_scheduler();
+    yield_to_scheduler();
     abort(); /* never resumed */
 }
-
-void yield_to_scheduler() { to_scheduler(); }
 
 /* (EMU_TSAN) a thread at a barrier: releases into the barrier's object of this episode now
  * (arrive_warp: its warp's __syncwarp; arrive_barrier: a block or cluster barrier, op
