@@ -66,9 +66,7 @@ run_fuzz() {
       -DNNPOPS_ENABLE_CUDA=OFF -DNNPOPS_BUILD_LAMMPS=OFF -DNNPOPS_TEST_MODEL_DIR="$models" \
       "${launcher[@]}" >/dev/null
   cmake --build "$clangb" -j"$jobs" --target fuzz_yaml fuzz_safetensors test_threads_tsan \
-      test_emu_race_selftest test_emu_race_ops test_emu_race_model test_emu_race_graphs \
-      test_emu_race_device test_emu_race_tf32x3 \
-      >"$clangb/build.log" 2>&1 || { tail -n 50 "$clangb/build.log"; exit 1; }
+      emu_race_tests >"$clangb/build.log" 2>&1 || { tail -n 50 "$clangb/build.log"; exit 1; }
   phase_end "clang build (libFuzzer targets, ThreadSanitizer test)"
   phase_start "fuzzing (${fuzz_seconds} s per target) and ThreadSanitizer"
   local log="$clangb/fuzz-tsan.log" rc=0

@@ -22,14 +22,20 @@ endif()
 enable_language(CXX)
 
 set(emu_dir ${CMAKE_CURRENT_LIST_DIR})
+# nnpops_emu_source(CU OUT_VAR): the C++ source launches.py makes of the CUDA source CU
+# (build/emu/<name>.emu.cpp), its path in OUT_VAR
+function(nnpops_emu_source cu out_var)
+  get_filename_component(name ${cu} NAME_WE)
+  set(gen ${CMAKE_BINARY_DIR}/emu/${name}.emu.cpp)
+  add_custom_command(OUTPUT ${gen}
+    COMMAND ${Python3_EXECUTABLE} ${emu_dir}/launches.py ${cu} ${gen}
+    DEPENDS ${emu_dir}/launches.py ${cu}
+    COMMENT "emulated kernels: ${name}.cu")
+  set(${out_var} ${gen} PARENT_SCOPE)
+endfunction()
 set(emu_kernels)
 foreach(k neighbors aev mlp reduce tail tf32x3 device_io)
-  set(gen ${CMAKE_BINARY_DIR}/emu/${k}.emu.cpp)
-  add_custom_command(OUTPUT ${gen}
-    COMMAND ${Python3_EXECUTABLE} ${emu_dir}/launches.py ${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu
-            ${gen}
-    DEPENDS ${emu_dir}/launches.py ${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu
-    COMMENT "emulated kernels: ${k}.cu")
+  nnpops_emu_source(${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu gen)
   list(APPEND emu_kernels ${gen})
 endforeach()
 set(emu_lib_sources ${NNPOPS_CORE_SOURCES} ${NNPOPS_CPU_KERNEL_SOURCES}
@@ -81,6 +87,9 @@ function(nnpops_emu_program kind program source)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
     ${PROJECT_SOURCE_DIR}/tests/gpu)
   target_link_libraries(${target} PRIVATE ${lib})
+  if(kind STREQUAL "race")
+    add_dependencies(emu_race_tests ${target})
+  endif()
   foreach(case ${ARGN})
     string(REPLACE " " ";" case_args "${case}")
     string(REPLACE " " "." case_name "${case}")
@@ -141,6 +150,8 @@ target_compile_definitions(nnpops_emu_race_rt PRIVATE EMU_TSAN=1 NNPOPS_HAVE_CUD
   NNPOPS_CUDA_EMULATION=1)
 set_target_properties(nnpops_emu_race_rt PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 nnpops_emu_library(nnpops_emu_race $<TARGET_OBJECTS:nnpops_emu_race_rt> EMU_TSAN=1)
+# every program of the race model (built on demand: .ci/sanitize.sh builds this target)
+add_custom_target(emu_race_tests)
 target_compile_options(nnpops_emu_race PUBLIC -fsanitize=thread -g -fno-omit-frame-pointer)
 target_link_options(nnpops_emu_race PUBLIC -fsanitize=thread)
 
@@ -161,13 +172,10 @@ nnpops_emu_program(race tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm)
 
 # The race model's own check (race_selftest.cu): each case without its ordering must be reported,
 # with it must run clean.
-set(race_self ${CMAKE_BINARY_DIR}/emu/race_selftest.emu.cpp)
-add_custom_command(OUTPUT ${race_self}
-  COMMAND ${Python3_EXECUTABLE} ${emu_dir}/launches.py ${emu_dir}/race_selftest.cu ${race_self}
-  DEPENDS ${emu_dir}/launches.py ${emu_dir}/race_selftest.cu
-  COMMENT "emulated kernels: race_selftest.cu")
+nnpops_emu_source(${emu_dir}/race_selftest.cu race_self)
 add_executable(test_emu_race_selftest EXCLUDE_FROM_ALL ${race_self})
 target_link_libraries(test_emu_race_selftest PRIVATE nnpops_emu_race)
+add_dependencies(emu_race_tests test_emu_race_selftest)
 foreach(case barrier warp blocks ticket pdl host)
   foreach(ordered 0 1)
     set(name tsan.emu.selftest.${case}.${ordered})
