@@ -44,7 +44,7 @@
 #include "core/src/internal.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "potentials/ani/ani.h"
-#include "refjson.h"
+#include "reference.h"
 #include "structures.h"
 
 #define FP32_RATE 67.0e12 /* H200 SXM, FP32 (non-tensor) peak, FLOP/s */
@@ -562,12 +562,9 @@ int main(int argc, char **argv) {
     const char *dir = getenv("NNPOPS_SHARED_DIR");
     static refset set;
     if (ref_load("ani2x", &set)) {
-        const refsys *r = &set.sys[0];
+        const refsys *r = ref_find(&set, "13_f0"), *r98 = ref_find(&set, "98_f0");
         list[ns++] = (bsys){"alanine 13_f0", r->n, r->z, r->x, 0, {0}, "23.6 ms", 0.05, 0, NULL};
-        for (int k = 0; k < set.n; k++)
-            if (!strcmp(set.sys[k].name, "98_f0"))
-                list[ns++] = (bsys){"molecule 98_f0", set.sys[k].n, set.sys[k].z, set.sys[k].x, 0,
-                                    {0}, "-", 0.08, 0, NULL};
+        list[ns++] = (bsys){"molecule 98_f0", r98->n, r98->z, r98->x, 0, {0}, "-", 0.08, 0, NULL};
         /* a batch of 1,000 copies of 13_f0 (1,000 systems, 1,000 energies), 20 A apart */
         const int copies = 1000;
         bsys b = {"batch 1,000 x alanine 13_f0", (int64_t)copies * r->n, NULL, NULL, 0, {0}, "-",

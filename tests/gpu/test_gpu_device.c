@@ -53,7 +53,7 @@
 
 #include "core/src/internal.h"
 #include "gpu_check.h"
-#include "refjson.h"
+#include "reference.h"
 #include "structures.h"
 
 /* ---- systems --------------------------------------------------------------------------------- */
@@ -69,12 +69,6 @@ typedef struct sys {
     int32_t *dz, *dbatch;
     double *dx, *dcell, *de, *df, *dv;
 } sys;
-
-static const refsys *find(const refset *set, const char *name) {
-    for (int k = 0; k < set->n; k++)
-        if (!strcmp(set->sys[k].name, name)) return &set->sys[k];
-    return NULL;
-}
 
 static void sys_device(sys *s) {
     s->dz = dup_to_device(s->z, sizeof(int32_t) * s->n);
@@ -345,8 +339,7 @@ static int case_match(const char *model, const char *prec) {
     refset *set = calloc(1, sizeof *set);
     int r = load_ref(set, model);
     if (r) return r;
-    const refsys *ra = find(set, "13_f0");
-    CHECK(ra);
+    const refsys *ra = ref_find(set, "13_f0");
     const int f64 = !strcmp(prec, "f64");
     nnpops_model *m;
     load(model, f64 ? NNPOPS_FLOAT64 : NNPOPS_FLOAT32, &m);
@@ -444,8 +437,7 @@ static int case_batch(void) {
     refset *set = calloc(1, sizeof *set);
     int r = load_ref(set, "ani2x");
     if (r) return r;
-    const refsys *ra = find(set, "13_f0"), *rb = find(set, "50_f0");
-    CHECK(ra && rb);
+    const refsys *ra = ref_find(set, "13_f0"), *rb = ref_find(set, "50_f0");
     nnpops_model *m;
     load("ani2x", NNPOPS_FLOAT64, &m);
     sys s = pair_batch(ra, rb);
@@ -609,8 +601,7 @@ static int case_errors(void) {
     refset *set = calloc(1, sizeof *set);
     int r = load_ref(set, "ani2x");
     if (r) return r;
-    const refsys *ra = find(set, "13_f0");
-    CHECK(ra);
+    const refsys *ra = ref_find(set, "13_f0");
     nnpops_model *m;
     load("ani2x", NNPOPS_FLOAT64, &m);
     sys s = molecule(ra);
@@ -876,8 +867,7 @@ static int case_capture_failure(void) {
     refset *set = calloc(1, sizeof *set);
     int r = load_ref(set, "ani2x");
     if (r) return r;
-    const refsys *ra = find(set, "13_f0"), *rb = find(set, "50_f0");
-    CHECK(ra && rb);
+    const refsys *ra = ref_find(set, "13_f0"), *rb = ref_find(set, "50_f0");
     nnpops_model *m;
     load("ani2x", NNPOPS_FLOAT64, &m);
     sys A = molecule(ra), B = molecule(rb);

@@ -38,7 +38,7 @@
 
 #include "check.h"
 #include "nnpops/nnpops.h"
-#include "refjson.h"
+#include "reference.h"
 #include "structures.h"
 
 typedef struct sysin {
@@ -113,12 +113,6 @@ static nnpops_stats stats_of(const nnpops_context *c) {
     s.struct_size = sizeof s;
     CHECK_OK(nnpops_context_stats(c, &s));
     return s;
-}
-
-static const refsys *find(const refset *set, const char *name) {
-    for (int k = 0; k < set->n; k++)
-        if (!strcmp(set->sys[k].name, name)) return &set->sys[k];
-    return NULL;
 }
 
 static sysin molecule(const refsys *r) {
@@ -225,8 +219,7 @@ static int replay_run(nnpops_precision p, int det, double tol, const char *label
 static int case_replay(const char *prec) {
     static refset set;
     if (!ref_load("ani2x", &set)) return test_missing_data(set.path);
-    const refsys *mol = find(&set, "13_f0");
-    CHECK(mol != NULL);
+    const refsys *mol = ref_find(&set, "13_f0");
     sysin s1 = molecule(mol), s2 = water(6, 7);
     int f = 0;
     if (!strcmp(prec, "f64")) {
@@ -247,8 +240,7 @@ static int case_replay(const char *prec) {
 static int case_warmup(void) {
     static refset set;
     if (!ref_load("ani2x", &set)) return test_missing_data(set.path);
-    const refsys *mol = find(&set, "13_f0");
-    CHECK(mol != NULL);
+    const refsys *mol = ref_find(&set, "13_f0");
     sysin s = molecule(mol);
     nnpops_model *m;
     nnpops_context *c;
@@ -289,8 +281,7 @@ static int case_warmup(void) {
 static int case_shape(void) {
     static refset set;
     if (!ref_load("ani2x", &set)) return test_missing_data(set.path);
-    const refsys *ra = find(&set, "13_f0"), *rb = find(&set, "50_f0");
-    CHECK(ra && rb);
+    const refsys *ra = ref_find(&set, "13_f0"), *rb = ref_find(&set, "50_f0");
     sysin A = molecule(ra), B = molecule(rb);
     /* a batch: A and B as two systems */
     sysin AB;
@@ -496,8 +487,7 @@ static int case_deterministic(void) {
     {
         static refset set;
         if (!ref_load("ani2x", &set)) return test_missing_data(set.path);
-        const refsys *ra = find(&set, "13_f0");
-        CHECK(ra);
+        const refsys *ra = ref_find(&set, "13_f0");
         sysin mol = molecule(ra), box = water(6, 9), gh = box, bat;
         gh.n_local = box.n - 40; /* the last 40 atoms are ghosts */
         gh.periodic = 0;         /* ghosts stand for the images */

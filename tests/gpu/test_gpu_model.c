@@ -49,7 +49,7 @@
 
 #include "check.h"
 #include "nnpops/nnpops.h"
-#include "refjson.h"
+#include "reference.h"
 #include "structures.h"
 
 typedef struct result {
@@ -110,11 +110,6 @@ static void free_pair(pair *q) {
     nnpops_model_destroy(q->mc);
 }
 
-static double volume(const double *c) {
-    return fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
-                c[2] * (c[3] * c[7] - c[4] * c[6]));
-}
-
 static int missing(const refset *set) { return test_missing_data(set->path); }
 
 /* ---- reference ----------------------------------------------------------------------------- */
@@ -123,53 +118,26 @@ static int case_reference(const char *model, const char *prec) {
     static refset set;
     if (!ref_load(model, &set)) return missing(&set);
     const int f32 = !strcmp(prec, "f32");
-    const double tol_e = f32 ? 1e-5 : 1e-7, tol_f = f32 ? 1e-3 : 1e-6;
-    const double rtol_f = f32 ? 0.0 : 1e-7, ltol_a = f32 ? 0.0 : 5e-9;
-    const double tol_s = f32 ? 1e-5 : 1e-8, tol_a = f32 ? 1e-4 : 1e-7;
+    const ref_tol tol = ref_tolerances(f32);
     nnpops_model *m;
     nnpops_context *ctx;
     load(model, "cuda", f32 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64, &m, &ctx);
     printf("%s %s on %s against torchani float64 (%s)\n", model, prec, nnpops_model_device(m),
            set.path);
-    printf("%-18s %5s %12s %12s %12s %12s\n", "system", "atoms", "|dE|/N eV", "max|dF|", "max|dS|",
-           "max|dEat|");
+    ref_print_header();
     int failures = 0;
-    double we = 0, wf = 0, ws = 0, wa = 0;
+    ref_diff worst = {0};
     for (int k = 0; k < set.n; k++) {
         const refsys *s = &set.sys[k];
         result *r = new_result(s->n, 8);
         CHECK_OK(run(ctx, s->n, -1, s->z, s->x, s->periodic ? s->cell : NULL,
                      s->periodic ? s->pbc : NULL, r, 1));
-        const double de = fabs(r->energy - s->energy) / s->n;
-        double df = 0, da = 0, ds = 0, rf = 0, ra = 0;
-        for (int i = 0; i < s->n; i++) {
-            const double *fr = s->forces + 3 * i;
-            const double fn = sqrt(fr[0] * fr[0] + fr[1] * fr[1] + fr[2] * fr[2]);
-            for (int a = 0; a < 3; a++) {
-                const double d = fabs(r->forces[3 * i + a] - fr[a]);
-                df = fmax(df, d);
-                rf = fmax(rf, d / (tol_f + rtol_f * fabs(fr[a])));
-            }
-            const double d = fabs(r->atomic[i] - s->atomic[i]);
-            da = fmax(da, d);
-            ra = fmax(ra, d / (tol_a + ltol_a * fn));
-        }
-        if (s->has_stress) {
-            const double v = volume(s->cell);
-            for (int i = 0; i < 9; i++) ds = fmax(ds, fabs(-r->virial[i] / v - s->stress[i]));
-        }
-        const int ok = de <= tol_e && rf <= 1 && ds <= tol_s && ra <= 1;
-        printf("%-18s %5d %12.3e %12.3e %12.3e %12.3e %s\n", s->name, s->n, de, df, ds, da,
-               ok ? "ok" : "FAIL");
-        failures += !ok;
-        we = fmax(we, de);
-        wf = fmax(wf, df);
-        ws = fmax(ws, ds);
-        wa = fmax(wa, da);
+        const ref_diff d = ref_compare(s, &tol, r->energy, r->forces, r->atomic, r->virial);
+        ref_print_row(s, &d, &worst);
+        failures += !d.ok;
         free_result(r);
     }
-    printf("worst |dE|/N %.3e eV, |dF| %.3e eV/A, |dstress| %.3e eV/A^3, |dE_atom| %.3e eV\n", we,
-           wf, ws, wa);
+    ref_print_worst(set.n, &worst, &tol);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     return failures ? 1 : 0;
@@ -354,7 +322,7 @@ static int case_batch(int f32) {
                     df = fmax(df, fabs(f[3 * k + a] - r->forces[3 * where[k] + a]));
         if (r->has_stress)
             for (int k = 0; k < 9; k++)
-                ds = fmax(ds, fabs(-v[9 * s + k] / volume(r->cell) - r->stress[k]));
+                ds = fmax(ds, fabs(-v[9 * s + k] / ref_volume(r->cell) - r->stress[k]));
         printf("%-18s %5d |dE|/N %.3e eV, max|dF| %.3e eV/A, max|dS| %.3e eV/A^3\n", r->name, r->n,
                de, df, ds);
         worst = fmax(worst, fmax(de / 1e-5, fmax(df / 1e-3, ds / 1e-5)));

@@ -21,11 +21,10 @@
  *                          back) gives the bits of fresh contexts
  *   unknown_element        an element the model does not describe
  *
- * Structures come from the reference files (a small JSON reader below reads them), so that the
+ * Structures come from the reference files (tests/common/reference.h reads them), so that the
  * tests run on real molecules; a missing reference file fails under CI=true and skips otherwise.
  * Models are loaded by name ("ani2x", "ani1x") from NNPOPS_MODEL_PATH (fixture model.convert).
  */
-#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,276 +32,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "reference.h"
 #include "nnpops/nnpops.h"
 
-/* ---- a small JSON reader (objects, arrays, numbers, strings, true/false/null) ----------------- */
-
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
-
-typedef struct jval {
-    jtype type;
-    double num;            /* J_NUM, J_BOOL */
-    char *str;             /* J_STR */
-    int n;                 /* J_ARR, J_OBJ: number of children */
-    struct jval **items;   /* J_ARR, J_OBJ */
-    char **keys;           /* J_OBJ */
-} jval;
-
-typedef struct jparser {
-    const char *s;
-    size_t pos, len;
-} jparser;
-
-static void jfail(const jparser *p, const char *what) {
-    fprintf(stderr, "JSON parse error at byte %zu: %s\n", p->pos, what);
-    exit(1);
-}
-
-static void jskip(jparser *p) {
-    while (p->pos < p->len && isspace((unsigned char)p->s[p->pos])) p->pos++;
-}
-
-static jval *jnew(jtype t) {
-    jval *v = calloc(1, sizeof *v);
-    CHECK(v != NULL);
-    v->type = t;
-    return v;
-}
-
-static char *jstring(jparser *p) {
-    if (p->s[p->pos] != '"') jfail(p, "expected a string");
-    p->pos++;
-    size_t cap = 16, n = 0;
-    char *out = malloc(cap);
-    CHECK(out != NULL);
-    while (p->pos < p->len && p->s[p->pos] != '"') {
-        char c = p->s[p->pos++];
-        if (c == '\\') {
-            if (p->pos >= p->len) jfail(p, "bad escape");
-            c = p->s[p->pos++];
-            if (c == 'n') c = '\n';
-            else if (c == 't') c = '\t';
-            else if (c == 'u') { p->pos += 4; c = '?'; }
-        }
-        if (n + 2 > cap) {
-            cap *= 2;
-            out = realloc(out, cap);
-            CHECK(out != NULL);
-        }
-        out[n++] = c;
-    }
-    if (p->pos >= p->len) jfail(p, "unterminated string");
-    p->pos++;
-    out[n] = '\0';
-    return out;
-}
-
-static jval *jparse(jparser *p) {
-    jskip(p);
-    if (p->pos >= p->len) jfail(p, "unexpected end");
-    const char c = p->s[p->pos];
-    if (c == '{' || c == '[') {
-        jval *v = jnew(c == '{' ? J_OBJ : J_ARR);
-        int cap = 0;
-        p->pos++;
-        jskip(p);
-        if (p->s[p->pos] == (c == '{' ? '}' : ']')) {
-            p->pos++;
-            return v;
-        }
-        for (;;) {
-            char *key = NULL;
-            if (c == '{') {
-                jskip(p);
-                key = jstring(p);
-                jskip(p);
-                if (p->s[p->pos] != ':') jfail(p, "expected ':'");
-                p->pos++;
-            }
-            jval *child = jparse(p);
-            if (v->n == cap) {
-                cap = cap ? 2 * cap : 8;
-                v->items = realloc(v->items, sizeof *v->items * (size_t)cap);
-                v->keys = realloc(v->keys, sizeof *v->keys * (size_t)cap);
-                CHECK(v->items && v->keys);
-            }
-            v->items[v->n] = child;
-            v->keys[v->n] = key;
-            v->n++;
-            jskip(p);
-            if (p->s[p->pos] == ',') {
-                p->pos++;
-                continue;
-            }
-            if (p->s[p->pos] == (c == '{' ? '}' : ']')) {
-                p->pos++;
-                return v;
-            }
-            jfail(p, "expected ',' or a closing bracket");
-        }
-    }
-    if (c == '"') {
-        jval *v = jnew(J_STR);
-        v->str = jstring(p);
-        return v;
-    }
-    if (!strncmp(p->s + p->pos, "null", 4)) {
-        p->pos += 4;
-        return jnew(J_NULL);
-    }
-    if (!strncmp(p->s + p->pos, "true", 4) || !strncmp(p->s + p->pos, "false", 5)) {
-        jval *v = jnew(J_BOOL);
-        v->num = p->s[p->pos] == 't';
-        p->pos += v->num ? 4 : 5;
-        return v;
-    }
-    char *end;
-    jval *v = jnew(J_NUM);
-    v->num = strtod(p->s + p->pos, &end);
-    if (end == p->s + p->pos) jfail(p, "unexpected character");
-    p->pos = (size_t)(end - p->s);
-    return v;
-}
-
-static jval *jget(const jval *obj, const char *key) {
-    if (!obj || obj->type != J_OBJ) return NULL;
-    for (int i = 0; i < obj->n; i++)
-        if (!strcmp(obj->keys[i], key)) return obj->items[i];
-    return NULL;
-}
-
-static void jfree(jval *v) {
-    if (!v) return;
-    for (int i = 0; i < v->n; i++) {
-        jfree(v->items[i]);
-        if (v->keys) free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
-    free(v->str);
-    free(v);
-}
-
-/* Copies a (nested) array of numbers into out (row-major); returns the count. */
-static int jnumbers(const jval *v, double *out, int cap) {
-    if (!v) return 0;
-    if (v->type == J_NUM) {
-        CHECK(cap >= 1);
-        out[0] = v->num;
-        return 1;
-    }
-    int n = 0;
-    if (v->type == J_ARR)
-        for (int i = 0; i < v->n; i++) n += jnumbers(v->items[i], out + n, cap - n);
-    return n;
-}
-
-/* Reads a whole file; NULL when it cannot be opened. */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)size + 1);
-    CHECK(buf != NULL);
-    CHECK(fread(buf, 1, (size_t)size, f) == (size_t)size);
-    fclose(f);
-    buf[size] = '\0';
-    *len = (size_t)size;
-    return buf;
-}
-
-/* ---- structures -------------------------------------------------------------------------------- */
-
-#define MAX_ATOMS 4096
-
-static const char *const symbols[] = {"", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne",
-                                      "Na", "Mg", "Al", "Si", "P", "S", "Cl"};
-
-static int z_of(const char *sym) {
-    for (int z = 1; z < (int)(sizeof symbols / sizeof *symbols); z++)
-        if (!strcmp(symbols[z], sym)) return z;
-    fprintf(stderr, "unknown symbol %s\n", sym);
-    exit(1);
-}
-
-typedef struct structure {
-    char name[64];
-    int n;
-    int32_t z[MAX_ATOMS];
-    double x[3 * MAX_ATOMS];
-    int periodic;
-    double cell[9];
-    uint8_t pbc[3];
-    /* reference values (eV, angstrom) */
-    double energy;
-    double forces[3 * MAX_ATOMS];
-    double atomic[MAX_ATOMS];
-    double stress[9];
-    int has_stress;
-} structure;
-
-typedef struct refset {
-    int n;
-    structure *sys[64];
-} refset;
-
-static char ref_path[4096];
-
-/* Loads the reference file of a model ("ani2x" -> ani2x-torchani.json); returns 0 when missing. */
-static int load_refset(const char *model, refset *set) {
-    const char *dir = getenv("NNPOPS_SHARED_DIR");
-    snprintf(ref_path, sizeof ref_path, "%s/reference/%s-torchani.json", dir ? dir : "../shared",
-             model);
-    size_t len;
-    char *text = read_text(ref_path, &len);
-    if (!text) return 0;
-    jparser p = {text, 0, len};
-    jval *root = jparse(&p);
-    jval *systems = jget(root, "systems");
-    CHECK(systems && systems->type == J_OBJ);
-    set->n = 0;
-    for (int k = 0; k < systems->n && set->n < 64; k++) {
-        const jval *s = systems->items[k];
-        structure *st = calloc(1, sizeof *st);
-        CHECK(st != NULL);
-        snprintf(st->name, sizeof st->name, "%s", systems->keys[k]);
-        const jval *sym = jget(s, "symbols");
-        CHECK(sym && sym->type == J_ARR && sym->n <= MAX_ATOMS);
-        st->n = sym->n;
-        for (int i = 0; i < st->n; i++) st->z[i] = z_of(sym->items[i]->str);
-        CHECK(jnumbers(jget(s, "positions_A"), st->x, 3 * st->n) == 3 * st->n);
-        const jval *cell = jget(s, "cell_A");
-        st->periodic = cell && cell->type == J_ARR;
-        if (st->periodic) {
-            CHECK(jnumbers(cell, st->cell, 9) == 9);
-            st->pbc[0] = st->pbc[1] = st->pbc[2] = 1;
-        }
-        st->energy = jget(s, "energy_eV")->num;
-        CHECK(jnumbers(jget(s, "forces_eV_per_A"), st->forces, 3 * st->n) == 3 * st->n);
-        CHECK(jnumbers(jget(s, "atomic_energies_eV"), st->atomic, st->n) == st->n);
-        const jval *stress = jget(s, "stress_eV_per_A3");
-        st->has_stress = stress && stress->type == J_ARR;
-        if (st->has_stress) CHECK(jnumbers(stress, st->stress, 9) == 9);
-        set->sys[set->n++] = st;
-    }
-    jfree(root);
-    free(text);
-    return 1;
-}
-
-static void free_refset(refset *set) {
-    for (int k = 0; k < set->n; k++) free(set->sys[k]);
-    set->n = 0;
-}
-
-static const structure *find_system(const refset *set, const char *name) {
-    for (int k = 0; k < set->n; k++)
-        if (!strcmp(set->sys[k]->name, name)) return set->sys[k];
-    fprintf(stderr, "no system %s in %s\n", name, ref_path);
-    exit(1);
-}
+#define MAX_ATOMS 4096 /* the largest system a result holds */
 
 /* ---- evaluating -------------------------------------------------------------------------------- */
 
@@ -315,6 +48,7 @@ typedef struct result {
 
 static void compute_one(nnpops_context *ctx, int n, const int32_t *z, const double *x,
                         const double *cell, const uint8_t *pbc, int64_t n_local, result *r) {
+    CHECK(n <= MAX_ATOMS);
     nnpops_inputs in = {sizeof in, n, n_local, 1, z, x, NULL, cell, pbc};
     nnpops_outputs out = {sizeof out, &r->energy, r->forces, r->virial, r->atomic, NULL, NULL};
     CHECK_OK(nnpops_compute(ctx, &in, &out));
@@ -329,36 +63,22 @@ static double energy_only(nnpops_context *ctx, int n, const int32_t *z, const do
     return e;
 }
 
-static double volume(const double *c) {
-    return fabs(c[0] * (c[4] * c[8] - c[5] * c[7]) - c[1] * (c[3] * c[8] - c[5] * c[6]) +
-                c[2] * (c[3] * c[7] - c[4] * c[6]));
-}
-
 static void load_model(const char *name, nnpops_precision prec, nnpops_model **m,
                        nnpops_context **ctx) {
     CHECK_OK(nnpops_model_load(name, "cpu", prec, m));
     CHECK_OK(nnpops_context_create(*m, ctx));
 }
 
-static int missing(void) { return test_missing_data(ref_path); }
+static int missing(const refset *set) { return test_missing_data(set->path); }
 
 /* ---- reference --------------------------------------------------------------------------------- */
 
 static int case_reference(const char *model, const char *prec_name) {
     refset set;
-    if (!load_refset(model, &set)) return missing();
+    if (!ref_load(model, &set)) return missing(&set);
     const int f32 = !strcmp(prec_name, "f32");
     CHECK(f32 || !strcmp(prec_name, "f64"));
-    /* Tolerances.  float64: |dE|/N 1e-7 eV, |dF| 1e-6 eV/A, |dstress| 1e-8 eV/A^3, |dE_atom|
-     * 1e-7 eV, each plus a small term that scales with the force: the reference itself carries
-     * noise of about 1e-8 relative (an independent float64 numpy evaluation of the same formulas
-     * agrees with this library to 1e-11 eV per atom and differs from the reference exactly as we
-     * do), which only shows on the high-force conformer 304_f0 (|F| up to 116 eV/A): there
-     * |dF| reaches 1.5e-6 eV/A and |dE_atom| 2.4e-7 eV.  The force term (1e-7 |F|) and the
-     * atomic-energy term (5e-9 A |F_atom|) leave every other system under the plain tolerance. */
-    const double tol_e = f32 ? 1e-5 : 1e-7, tol_f = f32 ? 1e-3 : 1e-6;
-    const double rtol_f = f32 ? 0.0 : 1e-7, ltol_a = f32 ? 0.0 : 5e-9;
-    const double tol_s = f32 ? 1e-5 : 1e-8, tol_a = f32 ? 1e-4 : 1e-7;
+    const ref_tol tol = ref_tolerances(f32);
 
     nnpops_model *m, *m64 = NULL;
     nnpops_context *ctx, *ctx64 = NULL;
@@ -367,40 +87,16 @@ static int case_reference(const char *model, const char *prec_name) {
     result *r = malloc(sizeof *r);
     CHECK(r != NULL);
     int failures = 0;
-    double worst_e = 0, worst_f = 0, worst_s = 0, worst_a = 0;
-    printf("%s %s against torchani float64 (%s)\n", model, prec_name, ref_path);
-    printf("%-18s %5s %12s %12s %12s %12s\n", "system", "atoms", "|dE|/N eV", "max|dF|",
-           "max|dS|", "max|dEat|");
+    ref_diff worst = {0};
+    printf("%s %s against torchani float64 (%s)\n", model, prec_name, set.path);
+    ref_print_header();
     for (int k = 0; k < set.n; k++) {
-        const structure *s = set.sys[k];
+        const refsys *s = &set.sys[k];
         compute_one(ctx, s->n, s->z, s->x, s->periodic ? s->cell : NULL,
                     s->periodic ? s->pbc : NULL, -1, r);
-        const double de = fabs(r->energy - s->energy) / s->n;
-        double df = 0, da = 0, ds = 0, ratio_f = 0, ratio_a = 0;
-        for (int i = 0; i < s->n; i++) {
-            const double *fr = s->forces + 3 * i;
-            const double fnorm = sqrt(fr[0] * fr[0] + fr[1] * fr[1] + fr[2] * fr[2]);
-            for (int a = 0; a < 3; a++) {
-                const double d = fabs(r->forces[3 * i + a] - fr[a]);
-                df = fmax(df, d);
-                ratio_f = fmax(ratio_f, d / (tol_f + rtol_f * fabs(fr[a])));
-            }
-            const double d = fabs(r->atomic[i] - s->atomic[i]);
-            da = fmax(da, d);
-            ratio_a = fmax(ratio_a, d / (tol_a + ltol_a * fnorm));
-        }
-        if (s->has_stress) {
-            const double v = volume(s->cell);
-            for (int i = 0; i < 9; i++) ds = fmax(ds, fabs(-r->virial[i] / v - s->stress[i]));
-        }
-        const int ok = de <= tol_e && ratio_f <= 1 && ds <= tol_s && ratio_a <= 1;
-        printf("%-18s %5d %12.3e %12.3e %12.3e %12.3e %s\n", s->name, s->n, de, df, ds, da,
-               ok ? "ok" : "FAIL");
-        if (!ok) failures++;
-        worst_e = fmax(worst_e, de);
-        worst_f = fmax(worst_f, df);
-        worst_s = fmax(worst_s, ds);
-        worst_a = fmax(worst_a, da);
+        const ref_diff d = ref_compare(s, &tol, r->energy, r->forces, r->atomic, r->virial);
+        ref_print_row(s, &d, &worst);
+        if (!d.ok) failures++;
         if (f32) {
             const double e64 = energy_only(ctx64, s->n, s->z, s->x, s->periodic ? s->cell : NULL,
                                            s->periodic ? s->pbc : NULL);
@@ -411,21 +107,19 @@ static int case_reference(const char *model, const char *prec_name) {
             }
         }
     }
-    printf("compared %d systems; worst |dE|/N %.3e eV, |dF| %.3e eV/A, |dstress| %.3e eV/A^3, "
-           "|dE_atom| %.3e eV (tolerances %.0e, %.0e + %.0e |F|, %.0e, %.0e + %.0e A |F_atom|)\n",
-           set.n, worst_e, worst_f, worst_s, worst_a, tol_e, tol_f, rtol_f, tol_s, tol_a, ltol_a);
+    ref_print_worst(set.n, &worst, &tol);
     free(r);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     nnpops_context_destroy(ctx64);
     nnpops_model_destroy(m64);
-    free_refset(&set);
+    ref_free(&set);
     return failures ? 1 : 0;
 }
 
 /* ---- finite differences ----------------------------------------------------------------------- */
 
-static double fd_forces_on(nnpops_context *ctx, const structure *s) {
+static double fd_forces_on(nnpops_context *ctx, const refsys *s) {
     const double h = 1e-4;
     result *r = malloc(sizeof *r);
     CHECK(r != NULL);
@@ -456,17 +150,17 @@ static double fd_forces_on(nnpops_context *ctx, const structure *s) {
 
 static int case_fd_forces(void) {
     refset set;
-    if (!load_refset("ani1x", &set)) return missing();
+    if (!ref_load("ani1x", &set)) return missing(&set);
     nnpops_model *m;
     nnpops_context *ctx;
     load_model("ani1x", NNPOPS_FLOAT64, &m, &ctx);
-    const double w1 = fd_forces_on(ctx, find_system(&set, "28_f0"));
-    const double w2 = fd_forces_on(ctx, find_system(&set, "water8_pbc"));
+    const double w1 = fd_forces_on(ctx, ref_find(&set, "28_f0"));
+    const double w2 = fd_forces_on(ctx, ref_find(&set, "water8_pbc"));
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     CHECK(w1 < 1e-5);
     CHECK(w2 < 1e-5);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
@@ -480,7 +174,7 @@ static void strain(const double *e, int n, const double *x, double *out) {
 
 static int case_fd_stress(void) {
     refset set;
-    if (!load_refset("ani1x", &set)) return missing();
+    if (!ref_load("ani1x", &set)) return missing(&set);
     nnpops_model *m;
     nnpops_context *ctx;
     load_model("ani1x", NNPOPS_FLOAT64, &m, &ctx);
@@ -490,7 +184,7 @@ static int case_fd_stress(void) {
     CHECK(r && x);
     double worst = 0;
     for (int t = 0; t < 2; t++) {
-        const structure *s = find_system(&set, names[t]);
+        const refsys *s = ref_find(&set, names[t]);
         compute_one(ctx, s->n, s->z, s->x, s->cell, s->pbc, -1, r);
         const double h = 1e-5;
         double wmax = 0;
@@ -520,7 +214,7 @@ static int case_fd_stress(void) {
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     CHECK(worst < 1e-5);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
@@ -528,11 +222,11 @@ static int case_fd_stress(void) {
 
 static int case_invariance(void) {
     refset set;
-    if (!load_refset("ani2x", &set)) return missing();
+    if (!ref_load("ani2x", &set)) return missing(&set);
     nnpops_model *m;
     nnpops_context *ctx;
     load_model("ani2x", NNPOPS_FLOAT64, &m, &ctx);
-    const structure *s = find_system(&set, "28_f0");
+    const refsys *s = ref_find(&set, "28_f0");
     const int n = s->n;
     result *r0 = malloc(sizeof *r0), *r1 = malloc(sizeof *r1);
     double *x = malloc(sizeof(double) * 3 * (size_t)n);
@@ -602,7 +296,7 @@ static int case_invariance(void) {
     free(perm);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
@@ -610,12 +304,12 @@ static int case_invariance(void) {
 
 static int case_batch(void) {
     refset set;
-    if (!load_refset("ani2x", &set)) return missing();
+    if (!ref_load("ani2x", &set)) return missing(&set);
     nnpops_model *m;
     nnpops_context *ctx;
     load_model("ani2x", NNPOPS_FLOAT64, &m, &ctx);
-    const structure *sys[3] = {find_system(&set, "13_f0"), find_system(&set, "water8_pbc"),
-                               find_system(&set, "mol_CH3Cl")};
+    const refsys *sys[3] = {ref_find(&set, "13_f0"), ref_find(&set, "water8_pbc"),
+                               ref_find(&set, "mol_CH3Cl")};
     int total = 0;
     for (int k = 0; k < 3; k++) total += sys[k]->n;
     int32_t *z = malloc(sizeof(int32_t) * (size_t)total), *batch = malloc(sizeof(int32_t) * (size_t)total);
@@ -640,7 +334,7 @@ static int case_batch(void) {
     result *r = malloc(sizeof *r);
     CHECK(r != NULL);
     for (int k = 0, o = 0; k < 3; k++) {
-        const structure *s = sys[k];
+        const refsys *s = sys[k];
         compute_one(ctx, s->n, s->z, s->x, s->periodic ? s->cell : NULL,
                     s->periodic ? s->pbc : NULL, -1, r);
         CHECK_NEAR(energies[k], r->energy, 0, 1e-12);
@@ -660,7 +354,7 @@ static int case_batch(void) {
     free(f);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
@@ -668,11 +362,11 @@ static int case_batch(void) {
 
 static int case_triclinic(void) {
     refset set;
-    if (!load_refset("ani2x", &set)) return missing();
+    if (!ref_load("ani2x", &set)) return missing(&set);
     nnpops_model *m;
     nnpops_context *ctx;
     load_model("ani2x", NNPOPS_FLOAT64, &m, &ctx);
-    const structure *s = find_system(&set, "water8_pbc");
+    const refsys *s = ref_find(&set, "water8_pbc");
     result *r0 = malloc(sizeof *r0), *r1 = malloc(sizeof *r1);
     CHECK(r0 && r1);
     compute_one(ctx, s->n, s->z, s->x, s->cell, s->pbc, -1, r0);
@@ -693,7 +387,7 @@ static int case_triclinic(void) {
     free(r1);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
@@ -701,11 +395,11 @@ static int case_triclinic(void) {
 
 static int case_ghosts(void) {
     refset set;
-    if (!load_refset("ani1x", &set)) return missing();
+    if (!ref_load("ani1x", &set)) return missing(&set);
     nnpops_model *m;
     nnpops_context *ctx;
     load_model("ani1x", NNPOPS_FLOAT64, &m, &ctx);
-    const structure *s = find_system(&set, "28_f0");
+    const refsys *s = ref_find(&set, "28_f0");
     const int n = s->n, n_local = 17;
     result *full = malloc(sizeof *full), *part = malloc(sizeof *part);
     double *x = malloc(sizeof(double) * 3 * (size_t)n);
@@ -760,7 +454,7 @@ static int case_ghosts(void) {
     free(x);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
@@ -774,8 +468,8 @@ static int64_t descriptor_length(const nnpops_context *ctx) {
 
 static int case_species_set(void) {
     refset set;
-    if (!load_refset("ani2x", &set)) return missing();
-    const structure *s = find_system(&set, "13_f0");
+    if (!ref_load("ani2x", &set)) return missing(&set);
+    const refsys *s = ref_find(&set, "13_f0");
     const int n = s->n, nf = n + 7;
     static const int32_t far_z[7] = {1, 6, 7, 8, 16, 9, 17};
     int32_t z[64];
@@ -841,7 +535,7 @@ static int case_species_set(void) {
     free(a);
     free(b);
     free(c);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
@@ -849,13 +543,13 @@ static int case_species_set(void) {
 
 static int case_member(void) {
     refset set;
-    if (!load_refset("ani2x", &set)) return missing();
+    if (!ref_load("ani2x", &set)) return missing(&set);
     nnpops_model *m;
     nnpops_context *ctx;
     load_model("ani2x", NNPOPS_FLOAT64, &m, &ctx);
     const int ens = nnpops_model_ensemble_size(m);
     CHECK(ens == 8);
-    const structure *s = find_system(&set, "mol_CH3SH");
+    const refsys *s = ref_find(&set, "mol_CH3SH");
     double e, members[8];
     nnpops_inputs in = {sizeof in, s->n, -1, 1, s->z, s->x, NULL, NULL, NULL};
     nnpops_outputs out = {sizeof out, &e, NULL, NULL, NULL, NULL, members};
@@ -897,7 +591,7 @@ static int case_member(void) {
     free(r);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
-    free_refset(&set);
+    ref_free(&set);
     return 0;
 }
 
