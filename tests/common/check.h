@@ -61,7 +61,8 @@ static inline double test_rand(unsigned long long *state) {
     return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
-/* The cases of a test program: main() runs the one its only argument names. */
+/* The cases of a test program: main() runs the one its only argument names ("all": each in turn,
+ * up to the first that does not pass). */
 typedef struct test_case {
     const char *name;
     int (*fn)(void);
@@ -69,11 +70,16 @@ typedef struct test_case {
 
 static inline int test_main(int argc, char **argv, const test_case *cases, size_t n) {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE\n", argv[0]);
+        fprintf(stderr, "usage: %s CASE|all\n", argv[0]);
         return 2;
     }
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(argv[1], cases[i].name) == 0) return cases[i].fn();
+    const int all = strcmp(argv[1], "all") == 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!all && strcmp(argv[1], cases[i].name) != 0) continue;
+        const int rc = cases[i].fn();
+        if (!all || rc != 0) return rc;
+    }
+    if (all) return 0;
     fprintf(stderr, "unknown case '%s'\n", argv[1]);
     return 2;
 }

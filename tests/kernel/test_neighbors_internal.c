@@ -351,28 +351,9 @@ static int case_empty(void) {
 }
 
 int main(int argc, char **argv) {
-    static const struct {
-        const char *name;
-        int (*run)(void);
-    } cases[] = {
+    static const test_case cases[] = {
         {"batch", case_batch},       {"skip_from", case_skip_from}, {"overflow", case_overflow},
         {"errors", case_errors},     {"sparse", case_sparse},       {"empty", case_empty},
     };
-    const size_t n_cases = sizeof cases / sizeof cases[0];
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASE|all\n", argv[0]);
-        return 2;
-    }
-    int found = 0;
-    for (size_t c = 0; c < n_cases; c++) {
-        if (strcmp(argv[1], "all") == 0 || strcmp(argv[1], cases[c].name) == 0) {
-            found = 1;
-            if (cases[c].run() != 0) return 1;
-        }
-    }
-    if (!found) {
-        fprintf(stderr, "unknown case %s\n", argv[1]);
-        return 2;
-    }
-    return 0;
+    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
 }
