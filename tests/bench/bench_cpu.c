@@ -1,6 +1,8 @@
 /*
  * bench_cpu.c - ANI-2x energy + forces on the CPU: milliseconds per step in float32 and float64
- * for a 13-atom molecule and periodic water boxes of about 264, 1,000, 10,000 and 100,000 atoms.
+ * for the 13-atom alanine of the reference set (13_f0 of $NNPOPS_SHARED_DIR/reference/
+ * ani2x-torchani.json, default ../shared, as in bench_gpu; the row is left out when the file is
+ * missing) and periodic water boxes of about 264, 1,000, 10,000 and 100,000 atoms.
  *
  *   bench_cpu [MAX_ATOMS [MODEL]]      (defaults: 100000, ani2x; the model is found by name on
  *                                       NNPOPS_MODEL_PATH, as for the tests)
@@ -26,6 +28,7 @@
 #include <time.h>
 
 #include "nnpops/nnpops.h"
+#include "reference.h"
 
 #define PI 3.14159265358979323846
 
@@ -50,17 +53,6 @@ static double rnd(unsigned long long *s) {
     *s = x;
     return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
-
-/* 13-atom molecule (C3 O2 N H7, an amino-acid-like fragment). */
-static const int32_t mol_z[13] = {6, 6, 6, 8, 8, 7, 1, 1, 1, 1, 1, 1, 1};
-static const double mol_x[39] = {
-    -0.9187872849, 0.3657846761,  0.8213715260,  0.5635491406,  0.6376499387,  1.0982553358,
-    1.4065334592,  -0.5569175052, 0.7387549497,  2.0658878797,  -1.1469912259, 1.6333048329,
-    1.4738823832,  -1.0242283490, -0.5706075356, 1.0349370214,  1.8174365362,  0.3756952940,
-    -1.1000583247, 0.1893079416,  -0.2697006919, -1.2599111931, -0.5343824926, 1.3941657915,
-    -1.5355621700, 1.2418011181,  1.1472026334,  0.6753462809,  0.8331391408,  2.2044101797,
-    0.9467547494,  -0.5674485792, -1.3424999515, 0.7820378502,  1.7314088507,  -0.6635260407,
-    0.5159699807,  2.6781839177,  0.7506118036};
 
 typedef struct system_t {
     int64_t n;
@@ -168,6 +160,10 @@ int main(int argc, char **argv) {
     const int64_t max_atoms = argc > 1 ? atoll(argv[1]) : 100000;
     const char *model_name = argc > 2 ? argv[2] : "ani2x";
     const int64_t sizes[] = {13, 264, 1000, 10000, 100000};
+    static refset set;
+    const refsys *alanine = NULL;
+    if (ref_load("ani2x", &set)) alanine = ref_find(&set, "13_f0");
+    else fprintf(stderr, "no %s: the 13-atom row is left out\n", set.path);
     nnpops_model *models[2] = {NULL, NULL};
     nnpops_context *ctx[2] = {NULL, NULL};
     for (int p = 0; p < 2; p++) {
@@ -190,12 +186,13 @@ int main(int argc, char **argv) {
         if (sizes[k] > max_atoms) break;
         system_t s;
         if (sizes[k] == 13) {
-            s.n = 13;
-            s.z = malloc(sizeof mol_z);
-            s.x = malloc(sizeof mol_x);
+            if (!alanine) continue;
+            s.n = alanine->n;
+            s.z = malloc(sizeof(int32_t) * (size_t)s.n);
+            s.x = malloc(sizeof(double) * 3 * (size_t)s.n);
             if (!s.z || !s.x) return 1;
-            memcpy(s.z, mol_z, sizeof mol_z);
-            memcpy(s.x, mol_x, sizeof mol_x);
+            memcpy(s.z, alanine->z, sizeof(int32_t) * (size_t)s.n);
+            memcpy(s.x, alanine->x, sizeof(double) * 3 * (size_t)s.n);
             s.periodic = 0;
         } else {
             water_box(sizes[k], &s);
@@ -211,7 +208,7 @@ int main(int argc, char **argv) {
             strcmp(model_name, "ani2x") == 0 ? ani2x_flops(&s, (double)st.descriptor_length) * 1e-9
                                              : 0.0;
         printf("| %s | %lld | %.3f | %.3f | %.1f | %.1f | %.3f | %.3f |\n",
-               s.periodic ? "water, periodic" : "molecule", (long long)s.n, ms[0], ms[1],
+               s.periodic ? "water, periodic" : "alanine 13_f0", (long long)s.n, ms[0], ms[1],
                gf / (ms[0] * 1e-3), gf / (ms[1] * 1e-3), 1e3 * cpu[0], 1e3 * cpu[1]);
         fflush(stdout);
         free(s.z);
@@ -221,5 +218,6 @@ int main(int argc, char **argv) {
         nnpops_context_destroy(ctx[p]);
         nnpops_model_destroy(models[p]);
     }
+    ref_free(&set);
     return 0;
 }
