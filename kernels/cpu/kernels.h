@@ -127,10 +127,11 @@ int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present
 
 /* ---- dense layers and CELU (kernels/cpu/mlp.c) ----
  * All matrices feature-major over n atom columns (see above): X [in][ldx], Y [out][ldy].
- * Padding: the dense kernels work on whole vectors of columns; they read the columns
+ * Padding: the dense kernels may work on whole vectors of columns; they may read the columns
  * n <= r < round_up(n, NNPOPS__DENSE_PAD) of their inputs and write those of their outputs
  * (values there are meaningless), so every ld must be >= round_up(n, NNPOPS__DENSE_PAD).  Keep
  * the padding columns of the inputs finite (e.g. zero) to avoid slow denormal/NaN arithmetic.
+ * The CELU kernels touch the n columns only.
  *
  * dense_forward:   Y[o][r] = b[o] + sum_k W[o][k] X[k][r]        (W [out][in], b [out] or NULL)
  * dense_backward:  dX[k][r] = sum_o W[o][k] dY[o][r]             (overwrites dX)
@@ -147,6 +148,25 @@ void nnpops__dense_backward_cpu_f32(int64_t n, int64_t in, int64_t out, const fl
                                     const float *dY, int64_t ldy, float *dX, int64_t ldx);
 void nnpops__dense_backward_cpu_f64(int64_t n, int64_t in, int64_t out, const double *W,
                                     const double *dY, int64_t ldy, double *dX, int64_t ldx);
+/* The GEMM behind the dense kernels, C (m x n) = A (m x kk) . B (kk x n) (+ bias; A[i][k] =
+ * a[i * sa_i + k * sa_k], B [kk][ldb], C [m][ldc]), in a chosen variant (tests: each gives the
+ * same bits): AUTO the dense kernels' choice, BLOCKED_* columns in vectors, ROWS_* rows in vectors
+ * (few columns), *_BASE 16-byte vectors, *_AVX 32-byte vectors.  Returns 0 when the variant is
+ * not available on this machine (nothing computed), else 1. */
+enum {
+    NNPOPS__GEMM_AUTO = 0,
+    NNPOPS__GEMM_BLOCKED_BASE = 1,
+    NNPOPS__GEMM_BLOCKED_AVX = 2,
+    NNPOPS__GEMM_ROWS_BASE = 3,
+    NNPOPS__GEMM_ROWS_AVX = 4,
+};
+int nnpops__dense_gemm_variant_cpu_f32(int variant, int64_t m, int64_t n, int64_t kk,
+                                       const float *a, int64_t sa_i, int64_t sa_k, const float *b,
+                                       int64_t ldb, const float *bias, float *c, int64_t ldc);
+int nnpops__dense_gemm_variant_cpu_f64(int variant, int64_t m, int64_t n, int64_t kk,
+                                       const double *a, int64_t sa_i, int64_t sa_k,
+                                       const double *b, int64_t ldb, const double *bias,
+                                       double *c, int64_t ldc);
 void nnpops__celu_forward_cpu_f32(int64_t n, int64_t width, double alpha, const float *Z,
                                   int64_t ldz, float *A, int64_t lda);
 void nnpops__celu_forward_cpu_f64(int64_t n, int64_t width, double alpha, const double *Z,

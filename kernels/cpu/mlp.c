@@ -15,9 +15,18 @@
  * bias + sum over k in increasing order, rounded after each operation, so the result is the same
  * bit for bit whatever the vector width.
  *
- * Columns are processed in whole vectors: the dense kernels read the padding columns
+ * Columns are processed in whole vectors: the dense kernels may read the padding columns
  * n <= r < round_up(n, NNPOPS__DENSE_PAD) of B and write those of C (their values are meaningless
  * but must be readable/writable: every ld must be at least round_up(n, NNPOPS__DENSE_PAD)).
+ *
+ * Few columns (a block of a few atoms of one species: n <= ROWS_MAX_N) take a second kernel
+ * that turns the vectors the other way (gemm_rows below): a vector holds consecutive ROWS of C and
+ * the columns are broadcast one by one, so that no lane computes a padding column.  A's rows are
+ * read in place where they are contiguous (the backward, A = W^T), else packed per chunk of k by
+ * VL x VL transposes in registers (the forward, A = W: each row read along k).  Each element is
+ * formed with the same operations in the same order, so both kernels give the same bits; on a
+ * 13-atom molecule the step takes about half the time it took with the blocked kernel alone
+ * (tests/bench/RESULTS-cpu.md).
  *
  * Instruction sets: a baseline variant (16-byte vectors: SSE2 on x86-64, NEON/scalar elsewhere)
  * and, on x86-64 with GCC or Clang, a 32-byte AVX variant chosen at run time with
@@ -42,21 +51,40 @@ static int nnpops__mlp_avx(void) { return __builtin_cpu_supports("avx"); }
 #define NNPOPS__MLP_HAVE_AVX 0
 #endif
 
+/* The few-column kernel (gemm_rows): in groups of at most ROWS_MAX_G columns by blocks of at most
+ * ROWS_MAX_R vectors of rows.  It is chosen (gemm) for at most ROWS_MAX_N columns: about where
+ * the blocked kernel catches up on ANI's layer shapes (forward and backward, first and later
+ * layers; measured on AMD EPYC by tests/bench/bench_dense_cpu.c, tests/bench/RESULTS-cpu.md). */
+#define ROWS_MAX_N ((int64_t)(sizeof(REAL) == 4 ? 12 : 24))
+#define ROWS_MAX_G 4
+#define ROWS_MAX_R 8
+
+/* A two-vector shuffle with constant indices (element k of the result: element idx_k of a ++ b). */
+#if defined(__clang__)
+#define NNPOPS__SHUF(ivec, a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define NNPOPS__SHUF(ivec, a, b, ...) __builtin_shuffle(a, b, (ivec){__VA_ARGS__})
+#endif
+
 #define NNPOPS__MLP_LEVEL 1
 
 #define REAL float
+#define REAL_SIZE 4
 #define FN(name) name##_f32
 #define M(fn) fn##f /* the float version of a <math.h> function */
 #include "mlp.c"
 #undef REAL
+#undef REAL_SIZE
 #undef FN
 #undef M
 
 #define REAL double
+#define REAL_SIZE 8
 #define FN(name) name##_f64
 #define M(fn) fn
 #include "mlp.c"
 #undef REAL
+#undef REAL_SIZE
 #undef FN
 #undef M
 
@@ -66,6 +94,7 @@ static int nnpops__mlp_avx(void) { return __builtin_cpu_supports("avx"); }
 
 #undef NNPOPS__MLP_LEVEL
 #define NNPOPS__MLP_LEVEL 2
+
 
 #define VB 16
 #define NM(name) FN(name##_base)
@@ -88,17 +117,54 @@ static int nnpops__mlp_avx(void) { return __builtin_cpu_supports("avx"); }
 #undef NNPOPS__MLP_LEVEL
 #define NNPOPS__MLP_LEVEL 1
 
+/* The variants of the GEMM (nnpops__dense_gemm_variant_cpu_*). */
+static int FN(gemm_variant)(int variant, int64_t m, int64_t n, int64_t kk, const REAL *a,
+                            int64_t sa_i, int64_t sa_k, const REAL *b, int64_t ldb,
+                            const REAL *bias, REAL *c, int64_t ldc) {
+    switch (variant) {
+    case NNPOPS__GEMM_BLOCKED_BASE: FN(gemm_base)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+        return 1;
+    case NNPOPS__GEMM_ROWS_BASE: FN(gemm_rows_base)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+        return 1;
+#if NNPOPS__MLP_HAVE_AVX
+    case NNPOPS__GEMM_BLOCKED_AVX:
+        if (!nnpops__mlp_avx()) return 0;
+        FN(gemm_avx)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+        return 1;
+    case NNPOPS__GEMM_ROWS_AVX:
+        if (!nnpops__mlp_avx()) return 0;
+        FN(gemm_rows_avx)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+        return 1;
+#endif
+    default: return 0;
+    }
+}
+
 static void FN(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i, int64_t sa_k,
                      const REAL *b, int64_t ldb, const REAL *bias, REAL *c, int64_t ldc) {
     if (m <= 0 || n <= 0) return;
+    const int rows = n <= ROWS_MAX_N;
 #if NNPOPS__MLP_HAVE_AVX
     /* a block of at most one 16-byte vector of columns wastes less in the narrow variant */
-    if (n * (int64_t)sizeof(REAL) > 16 && nnpops__mlp_avx()) {
-        FN(gemm_avx)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+    if ((rows || n * (int64_t)sizeof(REAL) > 16) && nnpops__mlp_avx()) {
+        FN(gemm_variant)(rows ? NNPOPS__GEMM_ROWS_AVX : NNPOPS__GEMM_BLOCKED_AVX, m, n, kk, a, sa_i,
+                         sa_k, b, ldb, bias, c, ldc);
         return;
     }
 #endif
-    FN(gemm_base)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+    FN(gemm_variant)(rows ? NNPOPS__GEMM_ROWS_BASE : NNPOPS__GEMM_BLOCKED_BASE, m, n, kk, a, sa_i,
+                     sa_k, b, ldb, bias, c, ldc);
+}
+
+int FN(nnpops__dense_gemm_variant_cpu)(int variant, int64_t m, int64_t n, int64_t kk,
+                                       const REAL *a, int64_t sa_i, int64_t sa_k, const REAL *b,
+                                       int64_t ldb, const REAL *bias, REAL *c, int64_t ldc) {
+    if (variant == NNPOPS__GEMM_AUTO) {
+        FN(gemm)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+        return 1;
+    }
+    if (m <= 0 || n <= 0) return 1;
+    return FN(gemm_variant)(variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
 }
 
 void FN(nnpops__dense_forward_cpu)(int64_t n, int64_t in, int64_t out, const REAL *W,
@@ -151,6 +217,13 @@ void FN(nnpops__celu_backward_cpu)(int64_t n, int64_t width, double alpha, const
 typedef REAL NM(vec) __attribute__((vector_size(VB)));
 /* the same vector at element alignment, for loads and stores anywhere in the matrices */
 typedef REAL NM(uvec) __attribute__((vector_size(VB), aligned(sizeof(REAL)), may_alias));
+/* VL integers of REAL's size: shuffle indices; VLP: VL for the preprocessor */
+#define VLP (VB / REAL_SIZE)
+#if REAL_SIZE == 4
+typedef int32_t NM(ivec) __attribute__((vector_size(VB)));
+#else
+typedef int64_t NM(ivec) __attribute__((vector_size(VB)));
+#endif
 
 /* C[0..mb) x [0..nv vectors) of a column panel: mb, nv are compile-time constants after
  * inlining into the dispatch below, so the loops unroll and acc lives in registers. */
@@ -216,7 +289,8 @@ static TARGET void NM(micro_1x3)(int accumulate, int64_t kk, const REAL *a, int6
  * contiguous [k][MB] tile (whatever the strides of A, so W^T costs no more than W) and swept over
  * all column panels of B.  C is reloaded between chunks (the first adds the bias), so each element
  * is still summed in k order.  Rows beyond the last full block use the 1-row kernels. */
-#define KC ((int64_t)(sizeof(REAL) == 4 ? 64 : 256)) /* rows of a k chunk, tuned on AMD EPYC (Zen 4) */
+/* rows of a k chunk, tuned on AMD EPYC (Zen 4) */
+#define KC ((int64_t)(sizeof(REAL) == 4 ? 64 : 256))
 static TARGET void NM(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i,
                             int64_t sa_k, const REAL *b, int64_t ldb, const REAL *bias, REAL *c,
                             int64_t ldc) {
@@ -273,7 +347,166 @@ static TARGET void NM(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int
 }
 #undef KC
 
+
+/* ---- few columns: a vector of rows, the columns broadcast (see the header) ----
+ * rows_micro: C[0 .. R VL) x [0 .. G) from A read as vectors of consecutive rows, a[i + k lda]
+ * (the rows of A contiguous: A = W^T in place, or a packed tile), the G columns of B broadcast
+ * from row k; per k: R loads, G broadcasts, G R multiplications and additions into G R
+ * accumulator chains.  The first k chunk starts from the bias (0 + bias, as the blocked kernel),
+ * later ones from C; C is read and written element by element (feature-major: a vector of rows
+ * is a strided column of C), once per chunk. */
+static inline __attribute__((always_inline)) TARGET void NM(rows_micro)(
+    const int R, const int G, int accumulate, int64_t kk, const REAL *a, int64_t lda,
+    const REAL *b, int64_t ldb, const REAL *bias, REAL *c, int64_t ldc) {
+    NM(vec) acc[ROWS_MAX_G][ROWS_MAX_R];
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < R; j++) {
+            NM(vec) v = {0};
+            for (int l = 0; l < VL; l++) {
+                const int64_t i = (int64_t)j * VL + l;
+                v[l] = accumulate ? c[i * ldc + g] : bias ? bias[i] : (REAL)0;
+            }
+            acc[g][j] = accumulate ? v : (NM(vec)){0} + v;
+        }
+    for (int64_t k = 0; k < kk; k++) {
+        const REAL *ak = a + k * lda, *bk = b + k * ldb;
+        NM(vec) av[ROWS_MAX_R];
+        for (int j = 0; j < R; j++) av[j] = *(const NM(uvec) *)(ak + j * VL);
+        for (int g = 0; g < G; g++) {
+            const REAL bg = bk[g];
+            for (int j = 0; j < R; j++) acc[g][j] += av[j] * bg;
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < R; j++)
+            for (int l = 0; l < VL; l++) c[((int64_t)j * VL + l) * ldc + g] = acc[g][j][l];
+}
+
+/* Rows [0, rb) (a multiple of VL) by columns [0, n) of one k chunk: groups of G columns, each over
+ * row blocks of R(G) vectors (G R accumulators: about 8 to 12 of the 16 vector registers), the
+ * block's last rows in single vectors. */
+#define NNPOPS__ROWS_BLOCKS(G, R)                                                                  \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + (R) * VL <= rb; i += (R) * VL)                                                 \
+            NM(rows_micro)(R, G, acc, kc, a + i, lda, b + g0, ldb, bias ? bias + i : NULL,         \
+                           c + i * ldc + g0, ldc);                                                 \
+        for (; i < rb; i += VL)                                                                    \
+            NM(rows_micro)(1, G, acc, kc, a + i, lda, b + g0, ldb, bias ? bias + i : NULL,         \
+                           c + i * ldc + g0, ldc);                                                 \
+    } while (0)
+static TARGET void NM(rows_panel)(int64_t rb, int64_t n, int acc, int64_t kc, const REAL *a,
+                                  int64_t lda, const REAL *b, int64_t ldb, const REAL *bias,
+                                  REAL *c, int64_t ldc) {
+    for (int64_t g0 = 0; g0 < n; g0 += ROWS_MAX_G) {
+        switch (n - g0 < ROWS_MAX_G ? n - g0 : ROWS_MAX_G) {
+        case 1: NNPOPS__ROWS_BLOCKS(1, 8); break;
+        case 2: NNPOPS__ROWS_BLOCKS(2, 4); break;
+        case 3: NNPOPS__ROWS_BLOCKS(3, 4); break;
+        default: NNPOPS__ROWS_BLOCKS(4, 2); break;
+        }
+    }
+}
+#undef NNPOPS__ROWS_BLOCKS
+
+/* tile[k][i] = ap[i sa_i + k sa_k] for i < rb (a multiple of VL), k < kc: when A's rows are
+ * contiguous along k (sa_k == 1, A = W), by VL x VL blocks, each VL row loads turned into VL
+ * column vectors by log2(VL) rounds of shuffles (one or two instructions each); the rest
+ * element by element. */
+static inline TARGET void NM(pack_rows)(const REAL *ap, int64_t sa_i, int64_t sa_k, int64_t rb,
+                                        int64_t kc, REAL *tile) {
+    typedef NM(ivec) iv __attribute__((unused)); /* (clang's shuffle takes no index type) */
+    int64_t kv = 0;
+    if (sa_k == 1) {
+        kv = kc / VL * VL;
+        for (int64_t i = 0; i < rb; i += VL)
+            for (int64_t k = 0; k < kv; k += VL) {
+                NM(vec) r[VL];
+                for (int j = 0; j < VL; j++) r[j] = *(const NM(uvec) *)(ap + (i + j) * sa_i + k);
+#if VLP == 2
+                const NM(vec) c0 = NNPOPS__SHUF(iv, r[0], r[1], 0, 2);
+                const NM(vec) c1 = NNPOPS__SHUF(iv, r[0], r[1], 1, 3);
+                const NM(vec) c[2] = {c0, c1};
+#elif VLP == 4
+                const NM(vec) t0 = NNPOPS__SHUF(iv, r[0], r[1], 0, 4, 1, 5);
+                const NM(vec) t1 = NNPOPS__SHUF(iv, r[0], r[1], 2, 6, 3, 7);
+                const NM(vec) t2 = NNPOPS__SHUF(iv, r[2], r[3], 0, 4, 1, 5);
+                const NM(vec) t3 = NNPOPS__SHUF(iv, r[2], r[3], 2, 6, 3, 7);
+                const NM(vec) c[4] = {NNPOPS__SHUF(iv, t0, t2, 0, 1, 4, 5),
+                                      NNPOPS__SHUF(iv, t0, t2, 2, 3, 6, 7),
+                                      NNPOPS__SHUF(iv, t1, t3, 0, 1, 4, 5),
+                                      NNPOPS__SHUF(iv, t1, t3, 2, 3, 6, 7)};
+#else /* VLP == 8 */
+                NM(vec) t[8], u[8];
+                for (int j = 0; j < 8; j += 2) {
+                    t[j] = NNPOPS__SHUF(iv, r[j], r[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+                    t[j + 1] = NNPOPS__SHUF(iv, r[j], r[j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+                }
+                for (int j = 0; j < 8; j += 4)
+                    for (int h = 0; h < 2; h++) {
+                        u[j + 2 * h] = NNPOPS__SHUF(iv, t[j + h], t[j + h + 2], 0, 1, 8, 9, 4, 5,
+                                                    12, 13);
+                        u[j + 2 * h + 1] = NNPOPS__SHUF(iv, t[j + h], t[j + h + 2], 2, 3, 10, 11,
+                                                        6, 7, 14, 15);
+                    }
+                NM(vec) c[8];
+                for (int j = 0; j < 4; j++) {
+                    c[j] = NNPOPS__SHUF(iv, u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+                    c[j + 4] = NNPOPS__SHUF(iv, u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+                }
+#endif
+                for (int j = 0; j < VL; j++) *(NM(uvec) *)(tile + (k + j) * rb + i) = c[j];
+            }
+    }
+    for (int64_t k = kv; k < kc; k++)
+        for (int64_t i = 0; i < rb; i++) tile[k * rb + i] = ap[i * sa_i + k * sa_k];
+}
+
+/* The few-column GEMM: the rows in whole vectors by rows_panel, per block of ROWS_RB rows; A read
+ * in place when its rows are contiguous (sa_i == 1, all of k at once), else packed per chunk of
+ * ROWS_KC values of k into a [k][rows] tile; the last m mod VL rows by the blocked kernel's 1-row
+ * micro-kernels (vectors along the columns: the same per-element operations). */
+#define ROWS_RB ((int64_t)8 * VL)
+#define ROWS_KC ((int64_t)64)
+static TARGET void NM(gemm_rows)(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i,
+                                 int64_t sa_k, const REAL *b, int64_t ldb, const REAL *bias,
+                                 REAL *c, int64_t ldc) {
+    const int64_t mv = m / VL * VL;
+    REAL tile[ROWS_RB * ROWS_KC] __attribute__((aligned(64)));
+    for (int64_t i0 = 0; i0 < mv; i0 += ROWS_RB) {
+        const int64_t rb = mv - i0 < ROWS_RB ? mv - i0 : ROWS_RB;
+        const REAL *biasp = bias ? bias + i0 : NULL;
+        REAL *cp = c + i0 * ldc;
+        for (int64_t k0 = 0; k0 < kk; k0 += ROWS_KC) {
+            const int64_t kc = kk - k0 < ROWS_KC ? kk - k0 : ROWS_KC;
+            const REAL *ap = a + i0 * sa_i + k0 * sa_k;
+            if (sa_i == 1) { /* in place: the chunk stays in the L1 cache for every column group */
+                NM(rows_panel)(rb, n, k0 > 0, kc, ap, sa_k, b + k0 * ldb, ldb, biasp, cp, ldc);
+                continue;
+            }
+            NM(pack_rows)(ap, sa_i, sa_k, rb, kc, tile);
+            NM(rows_panel)(rb, n, k0 > 0, kc, tile, rb, b + k0 * ldb, ldb, biasp, cp, ldc);
+        }
+    }
+    const int64_t nvec = (n + VL - 1) / VL;
+    for (int64_t i = mv; i < m; i++) {
+        const REAL *ap = a + i * sa_i;
+        const REAL *biasp = bias ? bias + i : NULL;
+        for (int64_t v0 = 0; v0 < nvec; v0 += NVMAX) {
+            const int64_t nv = nvec - v0 < NVMAX ? nvec - v0 : NVMAX;
+            const REAL *bp = b + v0 * VL;
+            REAL *cp = c + i * ldc + v0 * VL;
+            if (nv == 3) NM(micro_1x3)(0, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
+            else if (nv == 2) NM(micro_1x2)(0, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
+            else NM(micro_1x1)(0, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
+        }
+    }
+}
+#undef ROWS_RB
+#undef ROWS_KC
+
 #undef VL
+#undef VLP
 #undef MB
 #undef NVMAX
 

@@ -616,10 +616,10 @@ static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch 
                                   "ANI layer buffers")) != NNPOPS_OK) {
         return st;
     }
-    /* A new layer buffer starts zeroed: the element-wise kernels run over all NNPOPS__DENSE_PAD
-     * padding columns, beyond the last vector the dense kernels write, and those columns must
-     * hold finite values, never uninitialised memory (valgrind: "conditional jump depends on
-     * uninitialised value" in celu_forward).  Later blocks leave finite values there. */
+    /* A new layer buffer starts zeroed: the dense kernels read the padding columns of their
+     * inputs (up to NNPOPS__DENSE_PAD), which must hold finite values, never uninitialised memory
+     * (valgrind: "conditional jump depends on uninitialised value").  Every kernel then writes
+     * finite values or nothing there, so they stay finite. */
     if (scratch->slot[SLOT_MLP].ptr != mlp_before)
         memset(scratch->slot[SLOT_MLP].ptr, 0, scratch->slot[SLOT_MLP].bytes);
     ani_inputs in;
@@ -679,8 +679,9 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
 
     AEV_FORWARD(in->desc, n, centers, start, entry, step->pairs, step->pair_vec, in->species, aev,
                 B, work);
-    /* the dense kernels run over whole vectors of columns: keep the padding columns zero, and
-     * run the element-wise kernels over them too, so that they hold finite values */
+    /* the dense kernels may run over whole vectors of columns: keep the AEV's padding columns
+     * zero (the element-wise kernels run over the n columns only; the padding columns of the
+     * layer buffers hold finite values, see ani_compute_cpu) */
     const int64_t np = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD;
     if (np > n) {
         for (int64_t f = 0; f < L; f++)
@@ -713,7 +714,7 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
         int ping = 0;
         for (int l = 1; l < nl; l++) {
             const int64_t in = w[l], out = w[l + 1];
-            CELU_FORWARD(np, in, a->alpha, x, B, act[ping], B);
+            CELU_FORWARD(n, in, a->alpha, x, B, act[ping], B);
             const REAL *Wl = arena + a->w_off[s][l] + (size_t)m * out * in;
             const REAL *bl = arena + a->b_off[s][l] + (size_t)m * out;
             REAL *z = (l + 1 < nl) ? zh + zoff * B : y;
@@ -755,7 +756,7 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
                 zprev = zh + o * B;
                 dzprev = grad[gp];
             }
-            CELU_BACKWARD(np, in, a->alpha, zprev, B, grad[gp], B, dzprev, B);
+            CELU_BACKWARD(n, in, a->alpha, zprev, B, grad[gp], B, dzprev, B);
             dz = dzprev;
             gp ^= 1;
         }

@@ -19,8 +19,21 @@ nnpops_py_test(neighbors_ase kernel tests/kernel/test_neighbors_ase.py)
 nnpops_internal_test(small_gemm_twin.split kernel ${CMAKE_CURRENT_LIST_DIR}/test_small_gemm_twin.c
   split)
 
+# ---- the GEMM of the CPU dense kernels ----------------------------------------------------------
+# Every variant (columns or rows in vectors, 16- or 32-byte vectors) against a plain loop, bit
+# for bit.
+foreach(case f32 f64)
+  nnpops_internal_test(dense_cpu.${case} kernel ${CMAKE_CURRENT_LIST_DIR}/test_dense_cpu.c ${case})
+  target_compile_options(test_kernel_dense_cpu_${case} PRIVATE -ffp-contract=off)
+endforeach()
+
 # Benchmark (an executable, not a test): build/tests/bench_neighbors_cpu [max_atoms]
 if(NOT TARGET bench_neighbors_cpu)
   add_executable(bench_neighbors_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_neighbors_cpu.c)
   target_link_libraries(bench_neighbors_cpu PRIVATE nnpops_internal)
+endif()
+# Benchmark (an executable, not a test): build/tests/bench_dense_cpu (the dense GEMM's variants)
+if(NOT TARGET bench_dense_cpu)
+  add_executable(bench_dense_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_dense_cpu.c)
+  target_link_libraries(bench_dense_cpu PRIVATE nnpops_internal)
 endif()

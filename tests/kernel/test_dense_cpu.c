@@ -1,0 +1,122 @@
+/*
+ * test_dense_cpu.c - the GEMM of the CPU dense kernels (kernels/cpu/mlp.c) in each of its variants
+ * (columns in vectors or rows in vectors, 16- or 32-byte vectors, and the dense kernels' own
+ * choice) against a plain loop that forms every element as the kernels promise to: the bias (0 +
+ * b[i], or 0) plus a[i][k] * b[k][r] added in increasing k, rounded after each operation.  Every
+ * variant must give those bits exactly, on random matrices of many shapes: row counts that are
+ * and are not multiples of the vector lengths and of the row blocks, 1 to 14 and 23 to 25
+ * columns (either side of the few-column kernel's limits: 12 in f32, 24 in f64), inner dimensions
+ * below and above the k chunks, A as W (forward: rows apart, packed) and as W^T (backward: rows
+ * contiguous, read in place), with and without bias.  Cases: f32, f64.  (This file is compiled
+ * with -ffp-contract=off, so that the plain loop is not fused into multiply-adds.)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NNPOPS__TEST_DENSE_BODY
+#define NNPOPS__TEST_DENSE_BODY
+
+#include "check.h"
+#include "kernels/cpu/kernels.h"
+
+static const char *const variant_name[] = {"auto", "blocked 16-byte", "blocked 32-byte",
+                                           "rows 16-byte", "rows 32-byte"};
+
+#define REAL float
+#define FN(name) name##_f32
+#define NAME "f32"
+#include "test_dense_cpu.c"
+#undef REAL
+#undef FN
+#undef NAME
+
+#define REAL double
+#define FN(name) name##_f64
+#define NAME "f64"
+#include "test_dense_cpu.c"
+#undef REAL
+#undef FN
+#undef NAME
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {{"f32", run_f32}, {"f64", run_f64}};
+    return test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
+
+#else /* NNPOPS__TEST_DENSE_BODY: the precision-generic body */
+
+/* One shape: random A, B (padding columns included) and bias; every variant against the plain
+ * loop on the n columns; checked[v] counts the variants that ran.  Returns 1 at the first
+ * difference (printed). */
+static int FN(one_shape)(int64_t m, int64_t n, int64_t kk, int backward, int with_bias,
+                         unsigned long long *seed, long long checked[5]) {
+    const int64_t ld = (n + 7) / 8 * 8 + 3; /* the padding, and then some */
+    REAL *a = malloc(sizeof(REAL) * (size_t)(m * kk));
+    REAL *b = malloc(sizeof(REAL) * (size_t)(kk * ld));
+    REAL *bias = malloc(sizeof(REAL) * (size_t)m);
+    REAL *want = malloc(sizeof(REAL) * (size_t)(m * ld));
+    REAL *got = malloc(sizeof(REAL) * (size_t)(m * ld));
+    CHECK(a && b && bias && want && got);
+    for (int64_t q = 0; q < m * kk; q++) a[q] = (REAL)(2 * test_rand(seed) - 1);
+    for (int64_t q = 0; q < kk * ld; q++) b[q] = (REAL)(2 * test_rand(seed) - 1);
+    for (int64_t q = 0; q < m; q++) bias[q] = (REAL)(test_rand(seed) - 0.5);
+    /* forward: A = W [m][kk]; backward: A = W^T of W [kk][m] */
+    const int64_t sa_i = backward ? 1 : kk, sa_k = backward ? m : 1;
+    const REAL *bp = with_bias ? bias : NULL;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = 0; r < n; r++) {
+            REAL acc = bp ? (REAL)0 + bp[i] : (REAL)0;
+            for (int64_t k = 0; k < kk; k++) {
+                const REAL p = a[i * sa_i + k * sa_k] * b[k * ld + r];
+                acc = acc + p;
+            }
+            want[i * ld + r] = acc;
+        }
+    int fail = 0;
+    for (int v = 0; v < 5 && !fail; v++) {
+        for (int64_t q = 0; q < m * ld; q++) got[q] = (REAL)-7;
+        if (!FN(nnpops__dense_gemm_variant_cpu)(v, m, n, kk, a, sa_i, sa_k, b, ld, bp, got, ld))
+            continue; /* not on this machine */
+        checked[v]++;
+        for (int64_t q = 0; q < m * n && !fail; q++) {
+            const int64_t i = q / n, r = q % n;
+            if (memcmp(&got[i * ld + r], &want[i * ld + r], sizeof(REAL)) == 0) continue;
+            fprintf(stderr,
+                    "%s: %s, m %lld n %lld kk %lld %s%s: C[%lld][%lld] = %.17g, the plain loop "
+                    "gives %.17g\n",
+                    NAME, variant_name[v], (long long)m, (long long)n, (long long)kk,
+                    backward ? "backward" : "forward", with_bias ? " + bias" : "", (long long)i,
+                    (long long)r, (double)got[i * ld + r], (double)want[i * ld + r]);
+            fail = 1;
+        }
+    }
+    free(a);
+    free(b);
+    free(bias);
+    free(want);
+    free(got);
+    return fail;
+}
+
+static int FN(run)(void) {
+    unsigned long long seed = 12345;
+    const int64_t ms[] = {1, 3, 7, 8, 17, 64, 70, 133};
+    const int64_t ks[] = {1, 5, 64, 65, 300};
+    long long checked[5] = {0}, shapes = 0;
+    for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
+        for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
+            for (int64_t n = 1; n <= 25; n += n == 14 ? 9 : 1) /* 1 .. 14, 23 .. 25 */
+                for (int form = 0; form < 4; form++, shapes++)
+                    if (FN(one_shape)(ms[im], n, ks[ik], form & 1, form >> 1, &seed, checked))
+                        return 1;
+    printf("%s: %lld shapes, each variant bit for bit equal to the plain loop:", NAME, shapes);
+    for (int v = 0; v < 5; v++)
+        printf(" %s %lld%s", variant_name[v], checked[v], v < 4 ? "," : "\n");
+    /* the portable variants and the dense kernels' own choice ran on every shape */
+    CHECK(checked[0] == shapes && checked[1] == shapes && checked[3] == shapes);
+    return 0;
+}
+
+#endif
