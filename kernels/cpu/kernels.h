@@ -167,6 +167,15 @@ int nnpops__dense_gemm_variant_cpu_f64(int variant, int64_t m, int64_t n, int64_
                                        const double *a, int64_t sa_i, int64_t sa_k,
                                        const double *b, int64_t ldb, const double *bias,
                                        double *c, int64_t ldc);
+/* The CELU kernels in a chosen variant (tests: both give the same bits): avx 0 16-byte vectors,
+ * 1 32-byte vectors; backward 0: out = A from Z (dA unused), 1: out = dZ from Z and dA.  Returns
+ * 0 when the variant is not available on this machine (nothing computed), else 1. */
+int nnpops__celu_variant_cpu_f32(int avx, int backward, int64_t n, int64_t width, double alpha,
+                                 const float *Z, int64_t ldz, const float *dA, int64_t ldda,
+                                 float *out, int64_t ldo);
+int nnpops__celu_variant_cpu_f64(int avx, int backward, int64_t n, int64_t width, double alpha,
+                                 const double *Z, int64_t ldz, const double *dA, int64_t ldda,
+                                 double *out, int64_t ldo);
 void nnpops__celu_forward_cpu_f32(int64_t n, int64_t width, double alpha, const float *Z,
                                   int64_t ldz, float *A, int64_t lda);
 void nnpops__celu_forward_cpu_f64(int64_t n, int64_t width, double alpha, const double *Z,

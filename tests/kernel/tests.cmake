@@ -27,6 +27,13 @@ foreach(case f32 f64)
   target_compile_options(test_kernel_dense_cpu_${case} PRIVATE -ffp-contract=off)
 endforeach()
 
+# The CELU kernels against libm (within 2 units in the last place); both vector widths give the
+# same bits.
+foreach(case f32 f64)
+  nnpops_internal_test(celu_cpu.${case} kernel ${CMAKE_CURRENT_LIST_DIR}/test_celu_cpu.c ${case})
+  target_compile_options(test_kernel_celu_cpu_${case} PRIVATE -ffp-contract=off)
+endforeach()
+
 # Benchmark (an executable, not a test): build/tests/bench_neighbors_cpu [max_atoms]
 if(NOT TARGET bench_neighbors_cpu)
   add_executable(bench_neighbors_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_neighbors_cpu.c)
