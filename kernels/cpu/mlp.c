@@ -608,33 +608,40 @@ static inline __attribute__((always_inline)) TARGET NM(vec) NM(celu_one)(
     return NM(blend)(pos, x, al * NM(exp_neg)(x * inv, 1));
 }
 
-/* The CELU kernels over n columns of each of width rows: whole vectors, then the last n mod VL
- * columns through a zero-padded vector (the same operations: a value's bits do not depend on its
- * column).  out may be Z (forward) or dA (backward). */
+/* The CELU kernels over n columns of each of width rows: each row's whole vectors of columns, then
+ * the last n mod VL columns of all rows together, gathered VL at a time into one vector (the
+ * last one zero-padded): a value's bits do not depend on its lane.  out may be Z (forward) or dA
+ * (backward): every value is read before it is written. */
 static TARGET void NM(celu)(int backward, int64_t n, int64_t width, double alpha, const REAL *Z,
                             int64_t ldz, const REAL *dA, int64_t ldda, REAL *out, int64_t ldo) {
     const REAL al = (REAL)alpha, inv = (REAL)(1.0 / alpha);
+    const int64_t nv = n / VL * VL;
     for (int64_t f = 0; f < width; f++) {
         const REAL *z = Z + f * ldz, *da = backward ? dA + f * ldda : NULL;
         REAL *o = out + f * ldo;
-        int64_t r = 0;
-        for (; r + VL <= n; r += VL) {
+        for (int64_t r = 0; r < nv; r += VL) {
             const NM(vec) x = *(const NM(uvec) *)(z + r);
             NM(vec) g = {0};
             if (backward) g = *(const NM(uvec) *)(da + r);
             *(NM(uvec) *)(o + r) = NM(celu_one)(backward, x, g, al, inv);
         }
-        if (r < n) {
-            REAL xb[VL] __attribute__((aligned(VB))) = {0};
-            REAL gb[VL] __attribute__((aligned(VB))) = {0};
-            const size_t bytes = sizeof(REAL) * (size_t)(n - r);
-            memcpy(xb, z + r, bytes);
-            if (backward) memcpy(gb, da + r, bytes);
-            const NM(vec) v =
-                NM(celu_one)(backward, *(const NM(vec) *)xb, *(const NM(vec) *)gb, al, inv);
-            memcpy(o + r, &v, bytes);
-        }
     }
+    if (nv == n) return;
+    NM(vec) x = {0}, g = {0};
+    int64_t at[VL]; /* the gathered values' places: row * ldo + column */
+    int cnt = 0;
+    for (int64_t f = 0; f < width; f++)
+        for (int64_t r = nv; r < n; r++) {
+            x[cnt] = Z[f * ldz + r];
+            if (backward) g[cnt] = dA[f * ldda + r];
+            at[cnt++] = f * ldo + r;
+            if (cnt < VL && (f + 1 < width || r + 1 < n)) continue;
+            const NM(vec) v = NM(celu_one)(backward, x, g, al, inv);
+            for (int q = 0; q < cnt; q++) out[at[q]] = v[q];
+            x = (NM(vec)){0};
+            g = (NM(vec)){0};
+            cnt = 0;
+        }
 }
 #undef EXP_LO_EM1
 #undef EXP_LO
