@@ -302,6 +302,24 @@ static TARGET void NM(micro_1x3)(int accumulate, int64_t kk, const REAL *a, int6
     NM(micro)(1, 3, accumulate, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
 }
 
+/* Rows [i0, m) of C, one at a time (the 1-row micro-kernels, vectors along the columns). */
+static TARGET void NM(single_rows)(int64_t i0, int64_t m, int64_t n, int acc, int64_t kk,
+                                   const REAL *a, int64_t sa_i, int64_t sa_k, const REAL *b,
+                                   int64_t ldb, const REAL *bias, REAL *c, int64_t ldc) {
+    const int64_t nvec = (n + VL - 1) / VL;
+    for (int64_t i = i0; i < m; i++) {
+        const REAL *ap = a + i * sa_i;
+        const REAL *biasp = bias ? bias + i : NULL;
+        for (int64_t v0 = 0; v0 < nvec; v0 += NVMAX) {
+            const int64_t nv = nvec - v0 < NVMAX ? nvec - v0 : NVMAX;
+            const REAL *bp = b + v0 * VL;
+            REAL *cp = c + i * ldc + v0 * VL;
+            if (nv == 3) NM(micro_1x3)(acc, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
+            else if (nv == 2) NM(micro_1x2)(acc, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
+            else NM(micro_1x1)(acc, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
+        }
+    }
+}
 /* C (m x n) = A . B + bias over whole vectors of columns (see the padding rule above).  The
  * k range is cut into chunks of KC; per chunk, each block of MB rows of A is packed into a
  * contiguous [k][MB] tile (whatever the strides of A, so W^T costs no more than W) and swept over
@@ -346,21 +364,7 @@ static TARGET void NM(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int
                     NM(micro_4x1)(acc, kc, tile, 1, MB, bp, ldb, biasp, cp, ldc);
             }
         }
-        for (int64_t i = i0; i < m; i++) {
-            const REAL *ap = ak + i * sa_i;
-            const REAL *biasp = bias ? bias + i : NULL;
-            for (int64_t v0 = 0; v0 < nvec; v0 += NVMAX) {
-                const int64_t nv = nvec - v0 < NVMAX ? nvec - v0 : NVMAX;
-                const REAL *bp = bk + v0 * VL;
-                REAL *cp = c + i * ldc + v0 * VL;
-                if (nv == 3)
-                    NM(micro_1x3)(acc, kc, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
-                else if (nv == 2)
-                    NM(micro_1x2)(acc, kc, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
-                else
-                    NM(micro_1x1)(acc, kc, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
-            }
-        }
+        NM(single_rows)(i0, m, n, acc, kc, ak, sa_i, sa_k, bk, ldb, bias, c, ldc);
     }
 }
 #undef KC
@@ -506,19 +510,7 @@ static TARGET void NM(gemm_rows)(int64_t m, int64_t n, int64_t kk, const REAL *a
             NM(rows_panel)(rb, n, k0 > 0, kc, tile, rb, b + k0 * ldb, ldb, biasp, cp, ldc);
         }
     }
-    const int64_t nvec = (n + VL - 1) / VL;
-    for (int64_t i = mv; i < m; i++) {
-        const REAL *ap = a + i * sa_i;
-        const REAL *biasp = bias ? bias + i : NULL;
-        for (int64_t v0 = 0; v0 < nvec; v0 += NVMAX) {
-            const int64_t nv = nvec - v0 < NVMAX ? nvec - v0 : NVMAX;
-            const REAL *bp = b + v0 * VL;
-            REAL *cp = c + i * ldc + v0 * VL;
-            if (nv == 3) NM(micro_1x3)(0, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
-            else if (nv == 2) NM(micro_1x2)(0, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
-            else NM(micro_1x1)(0, kk, ap, sa_i, sa_k, bp, ldb, biasp, cp, ldc);
-        }
-    }
+    NM(single_rows)(mv, m, n, 0, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
 }
 #undef ROWS_RB
 #undef ROWS_KC
