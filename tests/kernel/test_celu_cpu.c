@@ -22,44 +22,25 @@
 #include "check.h"
 #include "kernels/cpu/kernels.h"
 
-/* Distance in units in the last place between two finite values of one sign class (the order of
- * their bit patterns as sign-magnitude integers). */
-static int64_t ulps_f64(double a, double b) {
-    int64_t ia, ib;
-    memcpy(&ia, &a, 8);
-    memcpy(&ib, &b, 8);
-    if (ia < 0) ia = INT64_MIN - ia;
-    if (ib < 0) ib = INT64_MIN - ib;
-    return ia > ib ? ia - ib : ib - ia;
-}
-static int64_t ulps_f32(float a, float b) {
-    int32_t ia, ib;
-    memcpy(&ia, &a, 4);
-    memcpy(&ib, &b, 4);
-    if (ia < 0) ia = INT32_MIN - ia;
-    if (ib < 0) ib = INT32_MIN - ib;
-    return ia > ib ? (int64_t)ia - ib : (int64_t)ib - ia;
-}
-
 #define REAL float
+#define INT int32_t
 #define FN(name) name##_f32
 #define NAME "f32"
-#define ULPS ulps_f32
 #include "test_celu_cpu.c"
 #undef REAL
+#undef INT
 #undef FN
 #undef NAME
-#undef ULPS
 
 #define REAL double
+#define INT int64_t
 #define FN(name) name##_f64
 #define NAME "f64"
-#define ULPS ulps_f64
 #include "test_celu_cpu.c"
 #undef REAL
+#undef INT
 #undef FN
 #undef NAME
-#undef ULPS
 
 int main(int argc, char **argv) {
     static const test_case cases[] = {{"f32", run_f32}, {"f64", run_f64}};
@@ -67,6 +48,18 @@ int main(int argc, char **argv) {
 }
 
 #else /* NNPOPS__TEST_CELU_BODY: the precision-generic body */
+
+/* Distance in units in the last place between two values (the distance of their bit patterns
+ * read as sign-magnitude integers). */
+static int64_t FN(ulps)(REAL a, REAL b) {
+    INT ia, ib;
+    const INT lowest = (INT)((uint64_t)1 << (8 * sizeof(INT) - 1)); /* the sign bit alone */
+    memcpy(&ia, &a, sizeof a);
+    memcpy(&ib, &b, sizeof b);
+    if (ia < 0) ia = lowest - ia;
+    if (ib < 0) ib = lowest - ib;
+    return ia > ib ? (int64_t)ia - (int64_t)ib : (int64_t)ib - (int64_t)ia;
+}
 
 /* The sweep: x values (pre-activations) for a given alpha; returns the count. */
 static int64_t FN(sweep)(double alpha, REAL *x, int64_t cap) {
@@ -146,8 +139,8 @@ static int FN(check_alpha)(double alpha, int64_t *worst_f, int64_t *worst_b) {
             CHECK(isnan(f) && isnan(b));
             continue;
         }
-        int64_t uf = (isinf(wf) || isinf(f)) ? (wf == f ? 0 : INT64_MAX) : ULPS(f, wf);
-        int64_t ub = ULPS(b, wb);
+        int64_t uf = (isinf(wf) || isinf(f)) ? (wf == f ? 0 : INT64_MAX) : FN(ulps)(f, wf);
+        int64_t ub = FN(ulps)(b, wb);
         if ((f == 0 && wf == 0) || f == wf) uf = 0;
         if ((b == 0 && wb == 0) || b == wb) ub = 0;
         if (uf > 2 || ub > 2) {
