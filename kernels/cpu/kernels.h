@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 /* Column padding of the dense kernels (see below). */
-#define NNPOPS__DENSE_PAD 8
+#define NNPOPS__DENSE_PAD 16
 
 /* Largest number of values of each descriptor constant list. */
 #define NNPOPS__AEV_MAX_TERMS 32
@@ -151,14 +151,16 @@ void nnpops__dense_backward_cpu_f64(int64_t n, int64_t in, int64_t out, const do
 /* The GEMM behind the dense kernels, C (m x n) = A (m x kk) . B (kk x n) (+ bias; A[i][k] =
  * a[i * sa_i + k * sa_k], B [kk][ldb], C [m][ldc]), in a chosen variant (tests: each gives the
  * same bits): AUTO the dense kernels' choice, BLOCKED_* columns in vectors, ROWS_* rows in vectors
- * (few columns), *_BASE 16-byte vectors, *_AVX 32-byte vectors.  Returns 0 when the variant is
- * not available on this machine (nothing computed), else 1. */
+ * (few columns), *_BASE 16-byte vectors, *_AVX 32-byte vectors, *_AVX512 64-byte vectors.
+ * Returns 0 when the variant is not available on this machine (nothing computed), else 1. */
 enum {
     NNPOPS__GEMM_AUTO = 0,
     NNPOPS__GEMM_BLOCKED_BASE = 1,
     NNPOPS__GEMM_BLOCKED_AVX = 2,
     NNPOPS__GEMM_ROWS_BASE = 3,
     NNPOPS__GEMM_ROWS_AVX = 4,
+    NNPOPS__GEMM_BLOCKED_AVX512 = 5,
+    NNPOPS__GEMM_ROWS_AVX512 = 6,
 };
 int nnpops__dense_gemm_variant_cpu_f32(int variant, int64_t m, int64_t n, int64_t kk,
                                        const float *a, int64_t sa_i, int64_t sa_k, const float *b,
@@ -167,13 +169,14 @@ int nnpops__dense_gemm_variant_cpu_f64(int variant, int64_t m, int64_t n, int64_
                                        const double *a, int64_t sa_i, int64_t sa_k,
                                        const double *b, int64_t ldb, const double *bias,
                                        double *c, int64_t ldc);
-/* The CELU kernels in a chosen variant (tests: both give the same bits): avx 0 16-byte vectors,
- * 1 32-byte vectors; backward 0: out = A from Z (dA unused), 1: out = dZ from Z and dA.  Returns
- * 0 when the variant is not available on this machine (nothing computed), else 1. */
-int nnpops__celu_variant_cpu_f32(int avx, int backward, int64_t n, int64_t width, double alpha,
+/* The CELU kernels in a chosen variant (tests: all give the same bits): isa 0 16-byte vectors,
+ * 1 32-byte vectors, 2 64-byte vectors; backward 0: out = A from Z (dA unused), 1: out = dZ from
+ * Z and dA.  Returns 0 when the variant is not available on this machine (nothing computed),
+ * else 1. */
+int nnpops__celu_variant_cpu_f32(int isa, int backward, int64_t n, int64_t width, double alpha,
                                  const float *Z, int64_t ldz, const float *dA, int64_t ldda,
                                  float *out, int64_t ldo);
-int nnpops__celu_variant_cpu_f64(int avx, int backward, int64_t n, int64_t width, double alpha,
+int nnpops__celu_variant_cpu_f64(int isa, int backward, int64_t n, int64_t width, double alpha,
                                  const double *Z, int64_t ldz, const double *dA, int64_t ldda,
                                  double *out, int64_t ldo);
 void nnpops__celu_forward_cpu_f32(int64_t n, int64_t width, double alpha, const float *Z,

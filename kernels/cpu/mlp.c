@@ -33,8 +33,9 @@
  * exp), in place of a libm call per element, which took about a third of a water box's step.
  *
  * Instruction sets: a baseline variant (16-byte vectors: SSE2 on x86-64, NEON/scalar elsewhere)
- * and, on x86-64 with GCC or Clang, a 32-byte AVX variant chosen at run time with
- * __builtin_cpu_supports (same results, see above).  GCC vector extensions express the vectors.
+ * and, on x86-64 with GCC or Clang, 32-byte AVX and 64-byte AVX-512F variants chosen at run time
+ * with __builtin_cpu_supports (same results, see above).  GCC vector extensions express the
+ * vectors.
  *
  * The file includes itself: level 1 once per precision (REAL = float -> *_f32, double -> *_f64),
  * level 2 once per instruction set inside each precision.
@@ -50,16 +51,20 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define NNPOPS__MLP_HAVE_AVX 1
-static int nnpops__mlp_avx(void) { return __builtin_cpu_supports("avx"); }
+/* The widest vectors this machine runs: 2 (64 bytes, AVX-512F), 1 (32 bytes, AVX), 0 (16). */
+static int nnpops__mlp_isa(void) {
+    return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx") ? 1 : 0;
+}
 #else
 #define NNPOPS__MLP_HAVE_AVX 0
+static int nnpops__mlp_isa(void) { return 0; }
 #endif
 
 /* The few-column kernel (gemm_rows): in groups of at most ROWS_MAX_G columns by blocks of at most
- * ROWS_MAX_R vectors of rows.  It is chosen (gemm) for at most ROWS_MAX_N columns: about where
- * the blocked kernel catches up on ANI's layer shapes (forward and backward, first and later
+ * ROWS_MAX_R vectors of rows.  It is chosen (gemm) for at most ROWS_MAX_N(isa) columns: about
+ * where the blocked kernel catches up on ANI's layer shapes (forward and backward, first and later
  * layers; measured on AMD EPYC by tests/bench/bench_dense_cpu.c, tests/bench/RESULTS-cpu.md). */
-#define ROWS_MAX_N ((int64_t)(sizeof(REAL) == 4 ? 12 : 24))
+#define ROWS_MAX_N(isa) ((int64_t)(sizeof(REAL) == 4 ? 12 : (isa) == 2 ? 16 : 24))
 #define ROWS_MAX_G 4
 #define ROWS_MAX_R 8
 
@@ -116,15 +121,27 @@ static int nnpops__mlp_avx(void) { return __builtin_cpu_supports("avx"); }
 #undef VB
 #undef NM
 #undef TARGET
+
+#define VB 64
+#define NM(name) FN(name##_avx512)
+#define TARGET __attribute__((target("avx512f")))
+#include "mlp.c"
+#undef VB
+#undef NM
+#undef TARGET
 #endif
 
 #undef NNPOPS__MLP_LEVEL
 #define NNPOPS__MLP_LEVEL 1
 
+/* A vector of columns never passes the padding: 64-byte vectors hold 16 floats. */
+_Static_assert(NNPOPS__DENSE_PAD % 16 == 0, "NNPOPS__DENSE_PAD must hold a 64-byte float vector");
+
 /* The variants of the GEMM (nnpops__dense_gemm_variant_cpu_*). */
 static int FN(gemm_variant)(int variant, int64_t m, int64_t n, int64_t kk, const REAL *a,
                             int64_t sa_i, int64_t sa_k, const REAL *b, int64_t ldb,
                             const REAL *bias, REAL *c, int64_t ldc) {
+    const int isa = nnpops__mlp_isa();
     switch (variant) {
     case NNPOPS__GEMM_BLOCKED_BASE: FN(gemm_base)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
         return 1;
@@ -132,32 +149,45 @@ static int FN(gemm_variant)(int variant, int64_t m, int64_t n, int64_t kk, const
         return 1;
 #if NNPOPS__MLP_HAVE_AVX
     case NNPOPS__GEMM_BLOCKED_AVX:
-        if (!nnpops__mlp_avx()) return 0;
+        if (isa < 1) return 0;
         FN(gemm_avx)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
         return 1;
     case NNPOPS__GEMM_ROWS_AVX:
-        if (!nnpops__mlp_avx()) return 0;
+        if (isa < 1) return 0;
         FN(gemm_rows_avx)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+        return 1;
+    case NNPOPS__GEMM_BLOCKED_AVX512:
+        if (isa < 2) return 0;
+        FN(gemm_avx512)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+        return 1;
+    case NNPOPS__GEMM_ROWS_AVX512:
+        if (isa < 2) return 0;
+        FN(gemm_rows_avx512)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
         return 1;
 #endif
     default: return 0;
     }
 }
 
+/* The dense kernels' choice (bench_dense_cpu, tests/bench/RESULTS-cpu.md): few columns (at most
+ * ROWS_MAX_N) in rows (gemm_rows), else blocked; the widest vectors the machine runs, but 16 bytes
+ * for a block of at most one 16-byte vector of columns (less waste), and 32 for the few-column
+ * kernel where it packs floats (it has no 16 x 16 transposes). */
 static void FN(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i, int64_t sa_k,
                      const REAL *b, int64_t ldb, const REAL *bias, REAL *c, int64_t ldc) {
     if (m <= 0 || n <= 0) return;
-    const int rows = n <= ROWS_MAX_N;
-#if NNPOPS__MLP_HAVE_AVX
-    /* a block of at most one 16-byte vector of columns wastes less in the narrow variant */
-    if ((rows || n * (int64_t)sizeof(REAL) > 16) && nnpops__mlp_avx()) {
-        FN(gemm_variant)(rows ? NNPOPS__GEMM_ROWS_AVX : NNPOPS__GEMM_BLOCKED_AVX, m, n, kk, a, sa_i,
-                         sa_k, b, ldb, bias, c, ldc);
-        return;
-    }
-#endif
-    FN(gemm_variant)(rows ? NNPOPS__GEMM_ROWS_BASE : NNPOPS__GEMM_BLOCKED_BASE, m, n, kk, a, sa_i,
-                     sa_k, b, ldb, bias, c, ldc);
+    const int isa = nnpops__mlp_isa();
+    int variant;
+    if (n <= ROWS_MAX_N(isa))
+        variant = isa == 2 && (sizeof(REAL) == 8 || sa_i == 1) ? NNPOPS__GEMM_ROWS_AVX512
+                  : isa >= 1                                  ? NNPOPS__GEMM_ROWS_AVX
+                                                              : NNPOPS__GEMM_ROWS_BASE;
+    else if (isa == 2)
+        variant = NNPOPS__GEMM_BLOCKED_AVX512;
+    else
+        variant = isa == 1 && n * (int64_t)sizeof(REAL) > 16 ? NNPOPS__GEMM_BLOCKED_AVX
+                                                              : NNPOPS__GEMM_BLOCKED_BASE;
+    FN(gemm_variant)(variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
 }
 
 int FN(nnpops__dense_gemm_variant_cpu)(int variant, int64_t m, int64_t n, int64_t kk,
@@ -182,45 +212,41 @@ void FN(nnpops__dense_backward_cpu)(int64_t n, int64_t in, int64_t out, const RE
     FN(gemm)(in, n, out, W, 1, in, dY, ldy, NULL, dX, ldx);
 }
 
-/* The CELU kernels: the 32-byte variant where the machine has AVX (the same bits: element-wise
+/* The CELU kernels in vectors of 16, 32 or 64 bytes (isa 0, 1, 2; the same bits: element-wise
  * operations only). */
-static void FN(celu)(int avx, int backward, int64_t n, int64_t width, double alpha, const REAL *Z,
+static void FN(celu)(int isa, int backward, int64_t n, int64_t width, double alpha, const REAL *Z,
                      int64_t ldz, const REAL *dA, int64_t ldda, REAL *out, int64_t ldo) {
 #if NNPOPS__MLP_HAVE_AVX
-    if (avx) {
+    if (isa == 2) {
+        FN(celu_avx512)(backward, n, width, alpha, Z, ldz, dA, ldda, out, ldo);
+        return;
+    }
+    if (isa == 1) {
         FN(celu_avx)(backward, n, width, alpha, Z, ldz, dA, ldda, out, ldo);
         return;
     }
 #else
-    (void)avx;
+    (void)isa;
 #endif
     FN(celu_base)(backward, n, width, alpha, Z, ldz, dA, ldda, out, ldo);
 }
 
-static int FN(celu_avx_here)(void) {
-#if NNPOPS__MLP_HAVE_AVX
-    return nnpops__mlp_avx();
-#else
-    return 0;
-#endif
-}
-
 void FN(nnpops__celu_forward_cpu)(int64_t n, int64_t width, double alpha, const REAL *Z,
                                   int64_t ldz, REAL *A, int64_t lda) {
-    FN(celu)(FN(celu_avx_here)(), 0, n, width, alpha, Z, ldz, NULL, 0, A, lda);
+    FN(celu)(nnpops__mlp_isa(), 0, n, width, alpha, Z, ldz, NULL, 0, A, lda);
 }
 
 void FN(nnpops__celu_backward_cpu)(int64_t n, int64_t width, double alpha, const REAL *Z,
                                    int64_t ldz, const REAL *dA, int64_t ldda, REAL *dZ,
                                    int64_t lddz) {
-    FN(celu)(FN(celu_avx_here)(), 1, n, width, alpha, Z, ldz, dA, ldda, dZ, lddz);
+    FN(celu)(nnpops__mlp_isa(), 1, n, width, alpha, Z, ldz, dA, ldda, dZ, lddz);
 }
 
-int FN(nnpops__celu_variant_cpu)(int avx, int backward, int64_t n, int64_t width, double alpha,
+int FN(nnpops__celu_variant_cpu)(int isa, int backward, int64_t n, int64_t width, double alpha,
                                  const REAL *Z, int64_t ldz, const REAL *dA, int64_t ldda,
                                  REAL *out, int64_t ldo) {
-    if (avx && !FN(celu_avx_here)()) return 0;
-    FN(celu)(avx, backward, n, width, alpha, Z, ldz, dA, ldda, out, ldo);
+    if (isa < 0 || isa > nnpops__mlp_isa()) return 0;
+    FN(celu)(isa, backward, n, width, alpha, Z, ldz, dA, ldda, out, ldo);
     return 1;
 }
 
@@ -439,6 +465,7 @@ static inline TARGET void NM(pack_rows)(const REAL *ap, int64_t sa_i, int64_t sa
                                         int64_t kc, REAL *tile) {
     typedef NM(ivec) iv __attribute__((unused)); /* (clang's shuffle takes no index type) */
     int64_t kv = 0;
+#if VLP <= 8 /* (no 16 x 16 transposes: 64-byte float vectors pack element by element) */
     if (sa_k == 1) {
         kv = kc / VL * VL;
         for (int64_t i = 0; i < rb; i += VL)
@@ -458,7 +485,7 @@ static inline TARGET void NM(pack_rows)(const REAL *ap, int64_t sa_i, int64_t sa
                                       NNPOPS__SHUF(iv, t0, t2, 2, 3, 6, 7),
                                       NNPOPS__SHUF(iv, t1, t3, 0, 1, 4, 5),
                                       NNPOPS__SHUF(iv, t1, t3, 2, 3, 6, 7)};
-#else /* VLP == 8 */
+#elif VLP == 8
                 NM(vec) t[8], u[8];
                 for (int j = 0; j < 8; j += 2) {
                     t[j] = NNPOPS__SHUF(iv, r[j], r[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
@@ -480,6 +507,7 @@ static inline TARGET void NM(pack_rows)(const REAL *ap, int64_t sa_i, int64_t sa
                 for (int j = 0; j < VL; j++) *(NM(uvec) *)(tile + (k + j) * rb + i) = c[j];
             }
     }
+#endif
     for (int64_t k = kv; k < kc; k++)
         for (int64_t i = 0; i < rb; i++) tile[k * rb + i] = ap[i * sa_i + k * sa_k];
 }

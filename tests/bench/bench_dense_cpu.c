@@ -1,9 +1,9 @@
 /*
  * bench_dense_cpu.c - the GEMM of the CPU dense kernels (kernels/cpu/mlp.c) in each variant on the
- * layer shapes of an ANI-2x step, for 1 to 24 columns (atoms of one species in a block): where the
+ * layer shapes of an ANI-2x step, for 1 to 64 columns (atoms of one species in a block): where the
  * few-column kernel (rows in vectors) pays against the blocked one (columns in vectors), which
- * sets ROWS_MAX_N in mlp.c.  Microseconds per call (the mean over at least 0.15 s of calls on the
- * same matrices, so they stay in the caches), one thread.
+ * sets ROWS_MAX_N in mlp.c, and what each vector width gives.  Microseconds per call (the mean
+ * over at least 0.15 s of calls on the same matrices, so they stay in the caches), one thread.
  *
  *   bench_dense_cpu            (no arguments; prints a markdown table per shape and precision)
  *
@@ -29,7 +29,7 @@ static double now(void) {
 
 #define NNPOPS__BENCH_DENSE(REAL, SUFFIX)                                                          \
     static double time_##SUFFIX(int variant, int64_t m, int64_t n, int64_t kk, int backward) {   \
-        const int64_t ld = (n + 7) / 8 * 8;                                                        \
+        const int64_t pad = NNPOPS__DENSE_PAD, ld = (n + pad - 1) / pad * pad;                   \
         REAL *a = malloc(sizeof(REAL) * (size_t)(m * kk));                                         \
         REAL *b = malloc(sizeof(REAL) * (size_t)(kk * ld));                                        \
         REAL *c = malloc(sizeof(REAL) * (size_t)(m * ld));                                         \
@@ -66,16 +66,17 @@ int main(void) {
                   {"first layer adjoint, 384 x 2048 (W^T)", 384, 2048, 1},
                   {"hidden layer forward, 192 x 256", 192, 256, 0},
                   {"hidden layer adjoint, 256 x 192 (W^T)", 256, 192, 1}};
-    static const int64_t cols[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24};
+    static const int64_t cols[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64};
     for (int p = 0; p < 2; p++)
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
             printf("\n%s, %s: us per call\n\n", p ? "float64" : "float32", shapes[s].name);
             printf("| columns | blocked 16-byte | blocked 32-byte | rows 16-byte | rows 32-byte "
-                   "| chosen (auto) |\n|---|---|---|---|---|---|\n");
+                   "| blocked 64-byte | rows 64-byte | chosen (auto) |\n"
+                   "|---|---|---|---|---|---|---|---|\n");
             for (size_t q = 0; q < sizeof cols / sizeof *cols; q++) {
                 printf("| %lld |", (long long)cols[q]);
-                for (int v = NNPOPS__GEMM_BLOCKED_BASE; v <= NNPOPS__GEMM_ROWS_AVX + 1; v++) {
-                    const int variant = v > NNPOPS__GEMM_ROWS_AVX ? NNPOPS__GEMM_AUTO : v;
+                for (int v = NNPOPS__GEMM_BLOCKED_BASE; v <= NNPOPS__GEMM_ROWS_AVX512 + 1; v++) {
+                    const int variant = v > NNPOPS__GEMM_ROWS_AVX512 ? NNPOPS__GEMM_AUTO : v;
                     const int64_t m = shapes[s].m, kk = shapes[s].kk;
                     const int bw = shapes[s].backward;
                     const double us = p ? time_f64(variant, m, cols[q], kk, bw)

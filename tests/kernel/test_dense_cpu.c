@@ -1,14 +1,14 @@
 /*
  * test_dense_cpu.c - the GEMM of the CPU dense kernels (kernels/cpu/mlp.c) in each of its variants
- * (columns in vectors or rows in vectors, 16- or 32-byte vectors, and the dense kernels' own
+ * (columns in vectors or rows in vectors, 16-, 32- or 64-byte vectors, and the dense kernels' own
  * choice) against a plain loop that forms every element as the kernels promise to: the bias (0 +
  * b[i], or 0) plus a[i][k] * b[k][r] added in increasing k, rounded after each operation.  Every
  * variant must give those bits exactly, on random matrices of many shapes: row counts that are
- * and are not multiples of the vector lengths and of the row blocks, 1 to 14 and 23 to 25
- * columns (either side of the few-column kernel's limits: 12 in f32, 24 in f64), inner dimensions
- * below and above the k chunks, A as W (forward: rows apart, packed) and as W^T (backward: rows
- * contiguous, read in place), with and without bias.  Cases: f32, f64.  (This file is compiled
- * with -ffp-contract=off, so that the plain loop is not fused into multiply-adds.)
+ * and are not multiples of the vector lengths and of the row blocks, 1 to 17 and 23 to 25
+ * columns (either side of the few-column kernel's limits: 12 in f32, 16 or 24 in f64), inner
+ * dimensions below and above the k chunks, A as W (forward: rows apart, packed) and as W^T
+ * (backward: rows contiguous, read in place), with and without bias.  Cases: f32, f64.  (This
+ * file is compiled with -ffp-contract=off, so that the plain loop is not fused into multiply-adds.)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,8 +21,10 @@
 #include "check.h"
 #include "kernels/cpu/kernels.h"
 
-static const char *const variant_name[] = {"auto", "blocked 16-byte", "blocked 32-byte",
-                                           "rows 16-byte", "rows 32-byte"};
+#define N_VARIANTS 7
+static const char *const variant_name[N_VARIANTS] = {
+    "auto",         "blocked 16-byte", "blocked 32-byte", "rows 16-byte",
+    "rows 32-byte", "blocked 64-byte", "rows 64-byte"};
 
 #define REAL float
 #define FN(name) name##_f32
@@ -51,8 +53,8 @@ int main(int argc, char **argv) {
  * loop on the n columns; checked[v] counts the variants that ran.  Returns 1 at the first
  * difference (printed). */
 static int FN(one_shape)(int64_t m, int64_t n, int64_t kk, int backward, int with_bias,
-                         unsigned long long *seed, long long checked[5]) {
-    const int64_t ld = (n + 7) / 8 * 8 + 3; /* the padding, and then some */
+                         unsigned long long *seed, long long checked[N_VARIANTS]) {
+    const int64_t ld = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD + 3;
     REAL *a = malloc(sizeof(REAL) * (size_t)(m * kk));
     REAL *b = malloc(sizeof(REAL) * (size_t)(kk * ld));
     REAL *bias = malloc(sizeof(REAL) * (size_t)m);
@@ -75,7 +77,7 @@ static int FN(one_shape)(int64_t m, int64_t n, int64_t kk, int backward, int wit
             want[i * ld + r] = acc;
         }
     int fail = 0;
-    for (int v = 0; v < 5 && !fail; v++) {
+    for (int v = 0; v < N_VARIANTS && !fail; v++) {
         for (int64_t q = 0; q < m * ld; q++) got[q] = (REAL)-7;
         if (!FN(nnpops__dense_gemm_variant_cpu)(v, m, n, kk, a, sa_i, sa_k, b, ld, bp, got, ld))
             continue; /* not on this machine */
@@ -104,16 +106,16 @@ static int FN(run)(void) {
     unsigned long long seed = 12345;
     const int64_t ms[] = {1, 3, 7, 8, 17, 64, 70, 133};
     const int64_t ks[] = {1, 5, 64, 65, 300};
-    long long checked[5] = {0}, shapes = 0;
+    long long checked[N_VARIANTS] = {0}, shapes = 0;
     for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
         for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
-            for (int64_t n = 1; n <= 25; n += n == 14 ? 9 : 1) /* 1 .. 14, 23 .. 25 */
+            for (int64_t n = 1; n <= 25; n += n == 17 ? 6 : 1) /* 1 .. 17, 23 .. 25 */
                 for (int form = 0; form < 4; form++, shapes++)
                     if (FN(one_shape)(ms[im], n, ks[ik], form & 1, form >> 1, &seed, checked))
                         return 1;
     printf("%s: %lld shapes, each variant bit for bit equal to the plain loop:", NAME, shapes);
-    for (int v = 0; v < 5; v++)
-        printf(" %s %lld%s", variant_name[v], checked[v], v < 4 ? "," : "\n");
+    for (int v = 0; v < N_VARIANTS; v++)
+        printf(" %s %lld%s", variant_name[v], checked[v], v + 1 < N_VARIANTS ? "," : "\n");
     /* the portable variants and the dense kernels' own choice ran on every shape */
     CHECK(checked[0] == shapes && checked[1] == shapes && checked[3] == shapes);
     return 0;
