@@ -104,7 +104,6 @@ static int nnpops__mlp_isa(void) { return 0; }
 #undef NNPOPS__MLP_LEVEL
 #define NNPOPS__MLP_LEVEL 2
 
-
 #define VB 16
 #define NM(name) FN(name##_base)
 #define TARGET

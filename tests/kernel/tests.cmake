@@ -20,14 +20,14 @@ nnpops_internal_test(small_gemm_twin.split kernel ${CMAKE_CURRENT_LIST_DIR}/test
   split)
 
 # ---- the GEMM of the CPU dense kernels ----------------------------------------------------------
-# Every variant (columns or rows in vectors, 16- or 32-byte vectors) against a plain loop, bit
-# for bit.
+# Every variant (columns or rows in vectors, 16-, 32- or 64-byte vectors) against a plain loop,
+# bit for bit.
 foreach(case f32 f64)
   nnpops_internal_test(dense_cpu.${case} kernel ${CMAKE_CURRENT_LIST_DIR}/test_dense_cpu.c ${case})
   target_compile_options(test_kernel_dense_cpu_${case} PRIVATE -ffp-contract=off)
 endforeach()
 
-# The CELU kernels against libm (within 2 units in the last place); both vector widths give the
+# The CELU kernels against libm (within 2 units in the last place); every vector width gives the
 # same bits.
 foreach(case f32 f64)
   nnpops_internal_test(celu_cpu.${case} kernel ${CMAKE_CURRENT_LIST_DIR}/test_celu_cpu.c ${case})
