@@ -136,36 +136,32 @@ static int nnpops__mlp_isa(void) { return 0; }
 /* A vector of columns never passes the padding: 64-byte vectors hold 16 floats. */
 _Static_assert(NNPOPS__DENSE_PAD % 16 == 0, "NNPOPS__DENSE_PAD must hold a 64-byte float vector");
 
-/* The variants of the GEMM (nnpops__dense_gemm_variant_cpu_*). */
+/* The variants of the GEMM (nnpops__dense_gemm_variant_cpu_*): each with the vector width it needs
+ * (nnpops__mlp_isa); 0 when it is not available. */
+typedef void (*FN(gemm_fn))(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i,
+                            int64_t sa_k, const REAL *b, int64_t ldb, const REAL *bias, REAL *c,
+                            int64_t ldc);
 static int FN(gemm_variant)(int variant, int64_t m, int64_t n, int64_t kk, const REAL *a,
                             int64_t sa_i, int64_t sa_k, const REAL *b, int64_t ldb,
                             const REAL *bias, REAL *c, int64_t ldc) {
-    const int isa = nnpops__mlp_isa();
-    switch (variant) {
-    case NNPOPS__GEMM_BLOCKED_BASE: FN(gemm_base)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
-        return 1;
-    case NNPOPS__GEMM_ROWS_BASE: FN(gemm_rows_base)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
-        return 1;
+    static const struct {
+        FN(gemm_fn) fn;
+        int isa;
+    } table[] = {
+        [NNPOPS__GEMM_BLOCKED_BASE] = {FN(gemm_base), 0},
+        [NNPOPS__GEMM_ROWS_BASE] = {FN(gemm_rows_base), 0},
 #if NNPOPS__MLP_HAVE_AVX
-    case NNPOPS__GEMM_BLOCKED_AVX:
-        if (isa < 1) return 0;
-        FN(gemm_avx)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
-        return 1;
-    case NNPOPS__GEMM_ROWS_AVX:
-        if (isa < 1) return 0;
-        FN(gemm_rows_avx)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
-        return 1;
-    case NNPOPS__GEMM_BLOCKED_AVX512:
-        if (isa < 2) return 0;
-        FN(gemm_avx512)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
-        return 1;
-    case NNPOPS__GEMM_ROWS_AVX512:
-        if (isa < 2) return 0;
-        FN(gemm_rows_avx512)(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
-        return 1;
+        [NNPOPS__GEMM_BLOCKED_AVX] = {FN(gemm_avx), 1},
+        [NNPOPS__GEMM_ROWS_AVX] = {FN(gemm_rows_avx), 1},
+        [NNPOPS__GEMM_BLOCKED_AVX512] = {FN(gemm_avx512), 2},
+        [NNPOPS__GEMM_ROWS_AVX512] = {FN(gemm_rows_avx512), 2},
 #endif
-    default: return 0;
-    }
+    };
+    if (variant < 0 || variant >= (int)(sizeof table / sizeof *table) || !table[variant].fn ||
+        table[variant].isa > nnpops__mlp_isa())
+        return 0;
+    table[variant].fn(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+    return 1;
 }
 
 /* The dense kernels' choice (bench_dense_cpu, tests/bench/RESULTS-cpu.md): few columns (at most
