@@ -137,12 +137,12 @@ static int nnpops__mlp_isa(void) { return 0; }
 _Static_assert(NNPOPS__DENSE_PAD % 16 == 0, "NNPOPS__DENSE_PAD must hold a 64-byte float vector");
 
 /* The variants of the GEMM (nnpops__dense_gemm_variant_cpu_*): each with the vector width it needs
- * (nnpops__mlp_isa); 0 when it is not available. */
+ * (isa: the machine's, nnpops__mlp_isa); 0 when it is not available. */
 typedef void (*FN(gemm_fn))(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i,
                             int64_t sa_k, const REAL *b, int64_t ldb, const REAL *bias, REAL *c,
                             int64_t ldc);
-static int FN(gemm_variant)(int variant, int64_t m, int64_t n, int64_t kk, const REAL *a,
-                            int64_t sa_i, int64_t sa_k, const REAL *b, int64_t ldb,
+static int FN(gemm_variant)(int isa, int variant, int64_t m, int64_t n, int64_t kk,
+                            const REAL *a, int64_t sa_i, int64_t sa_k, const REAL *b, int64_t ldb,
                             const REAL *bias, REAL *c, int64_t ldc) {
     static const struct {
         FN(gemm_fn) fn;
@@ -158,7 +158,7 @@ static int FN(gemm_variant)(int variant, int64_t m, int64_t n, int64_t kk, const
 #endif
     };
     if (variant < 0 || variant >= (int)(sizeof table / sizeof *table) || !table[variant].fn ||
-        table[variant].isa > nnpops__mlp_isa())
+        table[variant].isa > isa)
         return 0;
     table[variant].fn(m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
     return 1;
@@ -182,7 +182,7 @@ static void FN(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa
     else
         variant = isa == 1 && n * (int64_t)sizeof(REAL) > 16 ? NNPOPS__GEMM_BLOCKED_AVX
                                                               : NNPOPS__GEMM_BLOCKED_BASE;
-    FN(gemm_variant)(variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+    FN(gemm_variant)(isa, variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
 }
 
 int FN(nnpops__dense_gemm_variant_cpu)(int variant, int64_t m, int64_t n, int64_t kk,
@@ -193,7 +193,8 @@ int FN(nnpops__dense_gemm_variant_cpu)(int variant, int64_t m, int64_t n, int64_
         return 1;
     }
     if (m <= 0 || n <= 0) return 1;
-    return FN(gemm_variant)(variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c, ldc);
+    return FN(gemm_variant)(nnpops__mlp_isa(), variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c,
+                            ldc);
 }
 
 void FN(nnpops__dense_forward_cpu)(int64_t n, int64_t in, int64_t out, const REAL *W,
