@@ -148,6 +148,21 @@ void nnpops__dense_backward_cpu_f32(int64_t n, int64_t in, int64_t out, const fl
                                     const float *dY, int64_t ldy, float *dX, int64_t ldx);
 void nnpops__dense_backward_cpu_f64(int64_t n, int64_t in, int64_t out, const double *W,
                                     const double *dY, int64_t ldy, double *dX, int64_t ldx);
+/* Panels: W [out][in] laid out for the few-column kernel (at most a dozen or two columns), so that
+ * it reads vectors of consecutive output rows with no packing: NNPOPS__DENSE_PANEL rows per panel,
+ * panel p (rows p P .. p P + pw, pw = min(P, out - p P)) at Wp + p P in, as [in][pw] (Wp holds
+ * out in values, as W).  dense_forward_packed: dense_forward reading the panels Wp of W where the
+ * few-column kernel runs, W elsewhere (Wp may be NULL: W everywhere); the same bits either way
+ * (every output is summed by the same operations in the same order). */
+#define NNPOPS__DENSE_PANEL 64
+void nnpops__dense_pack_panels_cpu_f32(int64_t in, int64_t out, const float *W, float *Wp);
+void nnpops__dense_pack_panels_cpu_f64(int64_t in, int64_t out, const double *W, double *Wp);
+void nnpops__dense_forward_packed_cpu_f32(int64_t n, int64_t in, int64_t out, const float *W,
+                                          const float *Wp, const float *b, const float *X,
+                                          int64_t ldx, float *Y, int64_t ldy);
+void nnpops__dense_forward_packed_cpu_f64(int64_t n, int64_t in, int64_t out, const double *W,
+                                          const double *Wp, const double *b, const double *X,
+                                          int64_t ldx, double *Y, int64_t ldy);
 /* The GEMM behind the dense kernels, C (m x n) = A (m x kk) . B (kk x n) (+ bias; A[i][k] =
  * a[i * sa_i + k * sa_k], B [kk][ldb], C [m][ldc]), in a chosen variant (tests: each gives the
  * same bits): AUTO the dense kernels' choice, BLOCKED_* columns in vectors, ROWS_* rows in vectors

@@ -203,6 +203,29 @@ void FN(nnpops__dense_forward_cpu)(int64_t n, int64_t in, int64_t out, const REA
     FN(gemm)(out, n, in, W, in, 1, X, ldx, b, Y, ldy);
 }
 
+void FN(nnpops__dense_pack_panels_cpu)(int64_t in, int64_t out, const REAL *W, REAL *Wp) {
+    for (int64_t p = 0; p < out; p += NNPOPS__DENSE_PANEL) {
+        const int64_t pw = out - p < NNPOPS__DENSE_PANEL ? out - p : NNPOPS__DENSE_PANEL;
+        REAL *d = Wp + p * in;
+        for (int64_t k = 0; k < in; k++)
+            for (int64_t i = 0; i < pw; i++) d[k * pw + i] = W[(p + i) * in + k];
+    }
+}
+
+/* Panel by panel, A = the panel's [in][pw] (rows contiguous: read in place, no packing). */
+void FN(nnpops__dense_forward_packed_cpu)(int64_t n, int64_t in, int64_t out, const REAL *W,
+                                          const REAL *Wp, const REAL *b, const REAL *X,
+                                          int64_t ldx, REAL *Y, int64_t ldy) {
+    if (!Wp || n > ROWS_MAX_N(nnpops__mlp_isa())) {
+        FN(gemm)(out, n, in, W, in, 1, X, ldx, b, Y, ldy);
+        return;
+    }
+    for (int64_t p = 0; p < out; p += NNPOPS__DENSE_PANEL) {
+        const int64_t pw = out - p < NNPOPS__DENSE_PANEL ? out - p : NNPOPS__DENSE_PANEL;
+        FN(gemm)(pw, n, in, Wp + p * in, 1, pw, X, ldx, b ? b + p : NULL, Y + p * ldy, ldy);
+    }
+}
+
 void FN(nnpops__dense_backward_cpu)(int64_t n, int64_t in, int64_t out, const REAL *W,
                                     const REAL *dY, int64_t ldy, REAL *dX, int64_t ldx) {
     FN(gemm)(in, n, out, W, 1, in, dY, ldy, NULL, dX, ldx);

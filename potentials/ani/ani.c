@@ -56,7 +56,8 @@ enum {
     SLOT_MLP = 9,   /* layer buffers of one block (see mlp_layout) */
     SLOT_RANK = 12, /* species ranked among the present ones, int32 [n_atoms] */
     SLOT_SET = 13,  /* the restricted first layers of the last species set (ani_set_cpu) */
-    SLOT_MAP = 14   /* the restricted entries' indices in the full AEV, int32 [aev_len] */
+    SLOT_MAP = 14,  /* the restricted entries' indices in the full AEV, int32 [aev_len] */
+    SLOT_PANEL = 15 /* float32: the model's first layers in panels (ani_panels_cpu) */
 };
 
 /* ---- load ------------------------------------------------------------------------------------ */
@@ -468,20 +469,60 @@ static mlp_layout mlp_layout_of(const nnpops__ani *a) {
 }
 
 /* The AEV and first layers one step uses: the model's, or those restricted to its species set.
- * In SLOT_SET: this header, then per present species its first layer, all members, [M out][Lr]
- * (64-byte aligned, model precision). */
+ * In SLOT_SET: this header, then per present species its first layer, all members, [M out][Lr],
+ * and in float32 the same in panels (ani_panels_cpu) (each 64-byte aligned, model precision). */
 typedef struct ani_set_cpu {
     uint32_t present; /* the set; 0: none held (never made, or being made again) */
     nnpops__aev_desc desc;
-    size_t off[NNPOPS__MAX_SPECIES]; /* bytes from the header's start */
+    size_t off[NNPOPS__MAX_SPECIES];  /* bytes from the header's start */
+    size_t poff[NNPOPS__MAX_SPECIES]; /* the panels (float32; else 0) */
 } ani_set_cpu;
 #define ANI_SET_HEAD (((sizeof(ani_set_cpu)) + 63) & ~(size_t)63)
 
+/* Float32: the first layers (all members stacked) also in the few-column kernel's panels
+ * (nnpops__dense_pack_panels_cpu), so that its forward (a block of at most 12 atoms of a species:
+ * small molecules, a species' last block) reads vectors of output rows with no packing, and in
+ * 64-byte vectors where the machine has them (it packs in 32-byte ones).  The 13-atom alanine's
+ * float32 step -10 % (tests/bench/RESULTS-cpu.md); in float64 the extra weights read per step cost
+ * more than the packing saves (+5 to +15 % there), and the panels of the later layers gained
+ * nothing: neither is made.  The restricted first layers' panels live in SLOT_SET beside them;
+ * the model's own (every species present) in SLOT_PANEL: this header, then a buffer of the arena's
+ * shape, a first layer's panels at its arena offset (the pages of the rest never touched), made
+ * at the first step that uses them. */
+typedef struct ani_panels_cpu {
+    uint32_t first; /* species whose first layer is in panels (bits) */
+} ani_panels_cpu;
+#define ANI_PANELS_HEAD (((sizeof(ani_panels_cpu)) + 63) & ~(size_t)63)
+
 typedef struct ani_inputs {
     const nnpops__aev_desc *desc;
-    const int32_t *species;              /* the species as the AEV kernels take them */
-    const void *w0[NNPOPS__MAX_SPECIES]; /* first layers, [M out][desc->aev_len] */
+    const int32_t *species;               /* the species as the AEV kernels take them */
+    const void *w0[NNPOPS__MAX_SPECIES];  /* first layers, [M out][desc->aev_len] */
+    const void *w0p[NNPOPS__MAX_SPECIES]; /* float32: the same in panels (else NULL) */
 } ani_inputs;
+
+/* The model's own first layers in panels (float32; see ani_panels_cpu), made where missing. */
+static nnpops_status ani_panels_of(const nnpops__ani *a, nnpops__scratch *scratch,
+                                   ani_inputs *in) {
+    nnpops__buf *b = &scratch->slot[SLOT_PANEL];
+    const void *before = b->ptr;
+    nnpops_status st = nnpops__buf_reserve(b, ANI_PANELS_HEAD + sizeof(float) * a->arena_elems,
+                                           "ANI first layers in panels");
+    if (st != NNPOPS_OK) return st;
+    ani_panels_cpu *h = b->ptr;
+    float *base = (float *)((char *)b->ptr + ANI_PANELS_HEAD);
+    if (b->ptr != before) memset(h, 0, sizeof *h);
+    for (int s = 0; s < a->n_species; s++) {
+        const size_t o = a->w_off[s][0];
+        if (!(h->first >> s & 1)) {
+            nnpops__dense_pack_panels_cpu_f32(a->aev.aev_len, (int64_t)a->ensemble * a->width[s][1],
+                                              (const float *)a->arena + o, base + o);
+            h->first |= 1u << s;
+        }
+        in->w0p[s] = base + o;
+    }
+    return NNPOPS_OK;
+}
 
 void nnpops__ani_restricted_first_layer(const nnpops__ani *a, int s, const int32_t *map,
                                         int64_t Lr, int transposed, void *dst) {
@@ -504,10 +545,14 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
     in->desc = &a->aev;
     in->species = step->species;
     step->descriptor_length = a->aev.aev_len;
-    for (int s = 0; s < a->n_species; s++)
-        in->w0[s] = (const char *)a->arena + a->elem_size * a->w_off[s][0];
-    if (present == all || present == 0) return NNPOPS_OK;
+    const int panels = a->precision == NNPOPS_FLOAT32;
     nnpops_status st;
+    for (int s = 0; s < a->n_species; s++) {
+        in->w0[s] = (const char *)a->arena + a->elem_size * a->w_off[s][0];
+        in->w0p[s] = NULL;
+    }
+    if (present == all && panels && (st = ani_panels_of(a, scratch, in)) != NNPOPS_OK) return st;
+    if (present == all || present == 0) return NNPOPS_OK;
     if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_RANK],
                                   sizeof(int32_t) * (size_t)step->n_atoms, "ANI species ranks")) !=
         NNPOPS_OK)
@@ -531,8 +576,13 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
         size_t total = ANI_SET_HEAD;
         for (int s = 0; s < a->n_species; s++) {
             if (rank[s] < 0) continue;
+            const size_t bytes = ((size_t)(M * a->width[s][1] * Lr) * es + 63) & ~(size_t)63;
             head.off[s] = total;
-            total += ((size_t)(M * a->width[s][1] * Lr) * es + 63) & ~(size_t)63;
+            total += bytes;
+            if (panels) {
+                head.poff[s] = total;
+                total += bytes;
+            }
         }
         if (set) set->present = 0; /* until it is made again */
         if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_SET], total,
@@ -540,15 +590,22 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
             return st;
         set = scratch->slot[SLOT_SET].ptr;
         for (int s = 0; s < a->n_species; s++)
-            if (head.off[s])
-                nnpops__ani_restricted_first_layer(a, s, map, Lr, 0, (char *)set + head.off[s]);
+            if (head.off[s]) {
+                char *w0 = (char *)set + head.off[s];
+                nnpops__ani_restricted_first_layer(a, s, map, Lr, 0, w0);
+                if (panels)
+                    nnpops__dense_pack_panels_cpu_f32(Lr, M * a->width[s][1], (const float *)w0,
+                                                      (float *)((char *)set + head.poff[s]));
+            }
         head.present = present;
         memcpy(set, &head, sizeof head);
     }
     in->desc = &set->desc;
     step->descriptor_length = set->desc.aev_len;
-    for (int s = 0; s < a->n_species; s++)
+    for (int s = 0; s < a->n_species; s++) {
         in->w0[s] = set->off[s] ? (const char *)set + set->off[s] : NULL;
+        in->w0p[s] = set->poff[s] ? (const char *)set + set->poff[s] : NULL;
+    }
     return NNPOPS_OK;
 }
 
@@ -653,6 +710,7 @@ const nnpops__potential_vt nnpops__ani_vt = {
 #define AEV_FORWARD FN(nnpops__aev_forward_cpu)
 #define AEV_BACKWARD FN(nnpops__aev_backward_cpu)
 #define DENSE_FORWARD FN(nnpops__dense_forward_cpu)
+#define DENSE_FORWARD_PACKED FN(nnpops__dense_forward_packed_cpu)
 #define DENSE_BACKWARD FN(nnpops__dense_backward_cpu)
 #define CELU_FORWARD FN(nnpops__celu_forward_cpu)
 #define CELU_BACKWARD FN(nnpops__celu_backward_cpu)
@@ -690,10 +748,10 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
 
     /* first layer: all members in one GEMM, or the chosen member alone */
     const int64_t w1 = w[1];
-    const REAL *W0 = in->w0[s], *b0 = arena + a->b_off[s][0];
+    const REAL *W0 = in->w0[s], *W0p = in->w0p[s], *b0 = arena + a->b_off[s][0];
     const int all = member < 0 || need_members;
     if (all) {
-        DENSE_FORWARD(n, L, M * w1, W0, b0, aev, B, z0, B);
+        DENSE_FORWARD_PACKED(n, L, M * w1, W0, W0p, b0, aev, B, z0, B);
     } else {
         DENSE_FORWARD(n, L, w1, W0 + (size_t)member * w1 * L, b0 + member * w1, aev, B,
                       z0 + (size_t)member * w1 * B, B);
@@ -796,6 +854,7 @@ static void FN(ani_compute_blocks)(const nnpops__ani *a, nnpops__scratch *scratc
 #undef AEV_FORWARD
 #undef AEV_BACKWARD
 #undef DENSE_FORWARD
+#undef DENSE_FORWARD_PACKED
 #undef DENSE_BACKWARD
 #undef CELU_FORWARD
 #undef CELU_BACKWARD

@@ -7,9 +7,12 @@
  * and are not multiples of the vector lengths and of the row blocks, 1 to 17 and 23 to 25
  * columns (either side of the few-column kernel's limits: 12 in f32, 16 or 24 in f64), inner
  * dimensions below and above the k chunks, A as W (forward: rows apart, packed) and as W^T
- * (backward: rows contiguous, read in place), with and without bias.  Cases: f32, f64.  (This
+ * (backward: rows contiguous, read in place), with and without bias; and the forward from the
+ * few-column kernel's panels of W (nnpops__dense_forward_packed_cpu) likewise, with proof of
+ * which of W and its panels it read.  Cases: f32, f64.  (This
  * file is compiled with -ffp-contract=off, so that the plain loop is not fused into multiply-adds.)
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,41 @@ int main(int argc, char **argv) {
 
 #else /* NNPOPS__TEST_DENSE_BODY: the precision-generic body */
 
+/* The forward from panels (nnpops__dense_forward_packed_cpu, A = W [m][kk]) against the plain
+ * loop: once with W and its panels, once with W replaced by NaNs, which must give the same bits up
+ * to 12 columns (the panels alone are read where the few-column kernel runs: at least 12 columns
+ * in either precision) or NaNs (W is read), and once with the panels replaced by NaNs from 25
+ * columns on (beyond the few-column kernel, W alone is read).  Returns 1 at a difference. */
+static int FN(packed)(int64_t m, int64_t n, int64_t kk, const REAL *a, const REAL *b, int64_t ld,
+                      const REAL *bp, const REAL *want, REAL *got) {
+    REAL *wp = malloc(sizeof(REAL) * (size_t)(m * kk));
+    REAL *nan = malloc(sizeof(REAL) * (size_t)(m * kk));
+    CHECK(wp && nan);
+    FN(nnpops__dense_pack_panels_cpu)(kk, m, a, wp);
+    for (int64_t q = 0; q < m * kk; q++) nan[q] = (REAL)NAN;
+    int fail = 0;
+    for (int form = 0; form < 3 && !fail; form++) {
+        if ((form == 1 && n > 12) || (form == 2 && n < 25)) continue;
+        for (int64_t q = 0; q < m * ld; q++) got[q] = (REAL)-7;
+        FN(nnpops__dense_forward_packed_cpu)(n, kk, m, form == 1 ? nan : a, form == 2 ? nan : wp,
+                                             bp, b, ld, got, ld);
+        for (int64_t q = 0; q < m * n && !fail; q++) {
+            const int64_t i = q / n, r = q % n;
+            if (memcmp(&got[i * ld + r], &want[i * ld + r], sizeof(REAL)) == 0) continue;
+            fprintf(stderr,
+                    "%s: forward from panels%s, m %lld n %lld kk %lld%s: C[%lld][%lld] = %.17g, "
+                    "the plain loop gives %.17g\n",
+                    NAME, form == 1 ? " (W as NaNs)" : form == 2 ? " (panels as NaNs)" : "",
+                    (long long)m, (long long)n, (long long)kk, bp ? " + bias" : "", (long long)i,
+                    (long long)r, (double)got[i * ld + r], (double)want[i * ld + r]);
+            fail = 1;
+        }
+    }
+    free(wp);
+    free(nan);
+    return fail;
+}
+
 /* One shape: random A, B (padding columns included) and bias; every variant against the plain
  * loop on the n columns; checked[v] counts the variants that ran.  Returns 1 at the first
  * difference (printed). */
@@ -77,6 +115,7 @@ static int FN(one_shape)(int64_t m, int64_t n, int64_t kk, int backward, int wit
             want[i * ld + r] = acc;
         }
     int fail = 0;
+    if (!backward) fail = FN(packed)(m, n, kk, a, b, ld, bp, want, got);
     for (int v = 0; v < N_VARIANTS && !fail; v++) {
         for (int64_t q = 0; q < m * ld; q++) got[q] = (REAL)-7;
         if (!FN(nnpops__dense_gemm_variant_cpu)(v, m, n, kk, a, sa_i, sa_k, b, ld, bp, got, ld))
