@@ -52,6 +52,22 @@ int main(int argc, char **argv) {
 
 #else /* NNPOPS__TEST_DENSE_BODY: the precision-generic body */
 
+/* 1 (printed: what, the shape, the first element that differs) when got and want differ in the
+ * n columns of their m rows. */
+static int FN(differs)(const char *what, const char *form, int64_t m, int64_t n, int64_t kk,
+                       const REAL *bp, const REAL *got, const REAL *want, int64_t ld) {
+    for (int64_t q = 0; q < m * n; q++) {
+        const int64_t i = q / n, r = q % n;
+        if (memcmp(&got[i * ld + r], &want[i * ld + r], sizeof(REAL)) == 0) continue;
+        fprintf(stderr, "%s: %s, m %lld n %lld kk %lld %s%s: C[%lld][%lld] = %.17g, the plain loop "
+                "gives %.17g\n", NAME, what, (long long)m, (long long)n, (long long)kk, form,
+                bp ? " + bias" : "", (long long)i, (long long)r, (double)got[i * ld + r],
+                (double)want[i * ld + r]);
+        return 1;
+    }
+    return 0;
+}
+
 /* The forward from panels (nnpops__dense_forward_packed_cpu, A = W [m][kk]) against the plain
  * loop: once with W and its panels, once with W replaced by NaNs, which must give the same bits up
  * to 12 columns (the panels alone are read where the few-column kernel runs: at least 12 columns
@@ -70,17 +86,10 @@ static int FN(packed)(int64_t m, int64_t n, int64_t kk, const REAL *a, const REA
         for (int64_t q = 0; q < m * ld; q++) got[q] = (REAL)-7;
         FN(nnpops__dense_forward_packed_cpu)(n, kk, m, form == 1 ? nan : a, form == 2 ? nan : wp,
                                              bp, b, ld, got, ld);
-        for (int64_t q = 0; q < m * n && !fail; q++) {
-            const int64_t i = q / n, r = q % n;
-            if (memcmp(&got[i * ld + r], &want[i * ld + r], sizeof(REAL)) == 0) continue;
-            fprintf(stderr,
-                    "%s: forward from panels%s, m %lld n %lld kk %lld%s: C[%lld][%lld] = %.17g, "
-                    "the plain loop gives %.17g\n",
-                    NAME, form == 1 ? " (W as NaNs)" : form == 2 ? " (panels as NaNs)" : "",
-                    (long long)m, (long long)n, (long long)kk, bp ? " + bias" : "", (long long)i,
-                    (long long)r, (double)got[i * ld + r], (double)want[i * ld + r]);
-            fail = 1;
-        }
+        fail = FN(differs)(form == 1   ? "forward from panels (W as NaNs)"
+                           : form == 2 ? "forward from panels (panels as NaNs)"
+                                       : "forward from panels",
+                           "forward", m, n, kk, bp, got, want, ld);
     }
     free(wp);
     free(nan);
@@ -121,17 +130,8 @@ static int FN(one_shape)(int64_t m, int64_t n, int64_t kk, int backward, int wit
         if (!FN(nnpops__dense_gemm_variant_cpu)(v, m, n, kk, a, sa_i, sa_k, b, ld, bp, got, ld))
             continue; /* not on this machine */
         checked[v]++;
-        for (int64_t q = 0; q < m * n && !fail; q++) {
-            const int64_t i = q / n, r = q % n;
-            if (memcmp(&got[i * ld + r], &want[i * ld + r], sizeof(REAL)) == 0) continue;
-            fprintf(stderr,
-                    "%s: %s, m %lld n %lld kk %lld %s%s: C[%lld][%lld] = %.17g, the plain loop "
-                    "gives %.17g\n",
-                    NAME, variant_name[v], (long long)m, (long long)n, (long long)kk,
-                    backward ? "backward" : "forward", with_bias ? " + bias" : "", (long long)i,
-                    (long long)r, (double)got[i * ld + r], (double)want[i * ld + r]);
-            fail = 1;
-        }
+        fail = FN(differs)(variant_name[v], backward ? "backward" : "forward", m, n, kk, bp, got,
+                           want, ld);
     }
     free(a);
     free(b);
