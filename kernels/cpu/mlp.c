@@ -217,7 +217,7 @@ void FN(nnpops__dense_forward_packed_cpu)(int64_t n, int64_t in, int64_t out, co
                                           const REAL *Wp, const REAL *b, const REAL *X,
                                           int64_t ldx, REAL *Y, int64_t ldy) {
     if (!Wp || n > ROWS_MAX_N(nnpops__mlp_isa())) {
-        FN(gemm)(out, n, in, W, in, 1, X, ldx, b, Y, ldy);
+        FN(nnpops__dense_forward_cpu)(n, in, out, W, b, X, ldx, Y, ldy);
         return;
     }
     for (int64_t p = 0; p < out; p += NNPOPS__DENSE_PANEL) {

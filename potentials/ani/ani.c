@@ -490,7 +490,7 @@ typedef struct ani_set_cpu {
  * shape, a first layer's panels at its arena offset (the pages of the rest never touched), made
  * at the first step that uses them. */
 typedef struct ani_panels_cpu {
-    uint32_t first; /* species whose first layer is in panels (bits) */
+    uint32_t made; /* 1: every species' first layer is in panels */
 } ani_panels_cpu;
 #define ANI_PANELS_HEAD (((sizeof(ani_panels_cpu)) + 63) & ~(size_t)63)
 
@@ -501,7 +501,7 @@ typedef struct ani_inputs {
     const void *w0p[NNPOPS__MAX_SPECIES]; /* float32: the same in panels (else NULL) */
 } ani_inputs;
 
-/* The model's own first layers in panels (float32; see ani_panels_cpu), made where missing. */
+/* The model's own first layers in panels (float32; see ani_panels_cpu), made at the first call. */
 static nnpops_status ani_panels_of(const nnpops__ani *a, nnpops__scratch *scratch,
                                    ani_inputs *in) {
     nnpops__buf *b = &scratch->slot[SLOT_PANEL];
@@ -514,13 +514,12 @@ static nnpops_status ani_panels_of(const nnpops__ani *a, nnpops__scratch *scratc
     if (b->ptr != before) memset(h, 0, sizeof *h);
     for (int s = 0; s < a->n_species; s++) {
         const size_t o = a->w_off[s][0];
-        if (!(h->first >> s & 1)) {
+        if (!h->made)
             nnpops__dense_pack_panels_cpu_f32(a->aev.aev_len, (int64_t)a->ensemble * a->width[s][1],
                                               (const float *)a->arena + o, base + o);
-            h->first |= 1u << s;
-        }
         in->w0p[s] = base + o;
     }
+    h->made = 1;
     return NNPOPS_OK;
 }
 
