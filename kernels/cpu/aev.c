@@ -22,14 +22,26 @@
  *               c = v_j.v_k / (d_j d_k):  dc/dv_j = v_k / (d_j d_k) - c v_j / d_j^2,
  *               d/dc ((1 + cos(theta - s)) / 2)^zeta
  *                   = zeta base^(zeta-1) sin(theta - s) 0.475 / sqrt(1 - (0.95 c)^2)
+ * with theta never formed: cos(theta) = 0.95 c, sin(theta) = sqrt(1 - (0.95 c)^2), and
+ * cos(theta - s), sin(theta - s) from the sum formulas with cos(s), sin(s) computed once.
  * The terms are formed in REAL and summed per entry in double, then added (with the sign of the
  * entry's direction) to the double pair gradients.  Centers are processed in order, so the result
  * is deterministic.
+ *
+ * Vectors: the transcendental factors (the radial exponentials of a batch of entries; the angular
+ * powers and exponentials of a batch of pairs, base^zeta = exp(zeta ln base)) are computed in
+ * vectors by aev_vec.h with vmath.h's exp and log (a few units in the last place; terms below
+ * about 2e-19 in float, 1e-148 in double, are flushed to 0, so that no subnormal number slows
+ * the sums), then summed per entry or pair in the order of the scalar loops.  The same bits from
+ * every vector width (16, 32 or 64 bytes, chosen at run time: nnpops__cpu_isa).  On a water box
+ * the float32 step took 30 % less time than with a libm call per term (tests/bench/
+ * RESULTS-cpu.md).
  *
  * The file includes itself twice: REAL = float (functions *_f32) and REAL = double (*_f64).
  */
 #ifndef NNPOPS__AEV_BODY
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,10 +69,24 @@ typedef struct aev_ent_f64 {
 
 static size_t round64(size_t b) { return (b + 63) & ~(size_t)63; }
 
+/* Batches of the vector parts (aev_vec.h): AEV_PB entries or pairs, a multiple of every vector
+ * length. */
+#define AEV_PB 128
+
+/* The batch arrays' sizes in values: per-pair (or per-entry) arrays AEV_BATCH_1 of AEV_PB, term
+ * arrays [terms][AEV_PB] of the radial terms (R), f1 / df1 (n_zeta n_shf_z) and f2 / df2
+ * (n_eta_a n_shf_a). */
+#define AEV_BATCH_1 5 /* dist / cs, sn, dm, dtheta, cosine */
+static size_t aev_batch_values(const nnpops__aev_desc *d) {
+    const size_t n1 = (size_t)d->n_zeta * d->n_shf_z, n2 = (size_t)d->n_eta_a * d->n_shf_a;
+    return (size_t)AEV_PB * (AEV_BATCH_1 + (size_t)d->radial_len + 2 * n1 + 2 * n2);
+}
+
 size_t nnpops__aev_work_bytes(const nnpops__aev_desc *desc, int64_t max_entries) {
     const size_t m = max_entries > 0 ? (size_t)max_entries : 1;
     return round64((size_t)desc->aev_len * sizeof(double)) + round64(m * sizeof(aev_ent_f64)) +
-           round64(m * sizeof(int32_t));
+           round64(m * sizeof(int32_t)) + round64(2 * AEV_PB * sizeof(int32_t)) +
+           round64(aev_batch_values(desc) * sizeof(double));
 }
 
 int64_t nnpops__center_lists_cpu(int64_t n_centers, int64_t n_pairs, const int32_t *pairs,
@@ -119,22 +145,36 @@ int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present
 
 #define NNPOPS__AEV_BODY 1
 
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define NNPOPS__AEV_HAVE_AVX 1
+#else
+#define NNPOPS__AEV_HAVE_AVX 0
+#endif
+
 #define REAL float
+#define REAL_SIZE 4
+#define AEV_TINY FLT_MIN
 #define FN(name) name##_f32
 #define M(fn) fn##f /* the float version of a <math.h> function */
 #define ENT aev_ent_f32
 #include "aev.c"
 #undef REAL
+#undef REAL_SIZE
+#undef AEV_TINY
 #undef FN
 #undef M
 #undef ENT
 
 #define REAL double
+#define REAL_SIZE 8
+#define AEV_TINY DBL_MIN
 #define FN(name) name##_f64
 #define M(fn) fn
 #define ENT aev_ent_f64
 #include "aev.c"
 #undef REAL
+#undef REAL_SIZE
+#undef AEV_TINY
 #undef FN
 #undef M
 #undef ENT
@@ -146,7 +186,8 @@ int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present
 /* The descriptor constants rounded to REAL once per call. */
 typedef struct FN(aev_consts) {
     REAL rc_r, rc_a, pi_rc_r, pi_rc_a;
-    REAL eta_r[TT], shf_r[TT], eta_a[TT], zeta[TT], shf_a[TT], shf_z[TT];
+    REAL eta_r[TT], shf_r[TT], eta_a[TT], zeta[TT], shf_a[TT];
+    REAL cos_z[TT], sin_z[TT]; /* cos and sin of the angle shifts shf_z */
 } FN(aev_consts);
 
 static void FN(aev_consts_init)(const nnpops__aev_desc *d, FN(aev_consts) *k) {
@@ -159,7 +200,10 @@ static void FN(aev_consts_init)(const nnpops__aev_desc *d, FN(aev_consts) *k) {
     for (int i = 0; i < d->n_eta_a; i++) k->eta_a[i] = (REAL)d->eta_a[i];
     for (int i = 0; i < d->n_zeta; i++) k->zeta[i] = (REAL)d->zeta[i];
     for (int i = 0; i < d->n_shf_a; i++) k->shf_a[i] = (REAL)d->shf_a[i];
-    for (int i = 0; i < d->n_shf_z; i++) k->shf_z[i] = (REAL)d->shf_z[i];
+    for (int i = 0; i < d->n_shf_z; i++) {
+        k->cos_z[i] = (REAL)cos(d->shf_z[i]);
+        k->sin_z[i] = (REAL)sin(d->shf_z[i]);
+    }
 }
 
 /* Loads the entries of center c into the work space: vectors, lengths, species, angular cutoff
@@ -193,103 +237,200 @@ static int64_t FN(aev_load_center)(const FN(aev_consts) *k, int64_t c, const int
     return ne;
 }
 
-/* The angular quantities of one (j, k) pair of entries: cosine, f1 = base^zeta for every
- * (zeta, shf_z), f2 = exp(..) for every (eta_a, shf_a); with derivatives when df1, df2 != NULL. */
-static void FN(aev_angular_factors)(const nnpops__aev_desc *d, const FN(aev_consts) *k,
-                                    const ENT *ej, const ENT *ek, REAL *cosine, REAL *f1,
-                                    REAL *df1, REAL *f2, REAL *df2) {
-    const REAL dot = ej->v[0] * ek->v[0] + ej->v[1] * ek->v[1] + ej->v[2] * ek->v[2];
-    REAL den = ej->d * ek->d;
-    if (den < (REAL)1e-10) den = (REAL)1e-10;
-    const REAL c = dot / den;
-    const REAL theta = M(acos)((REAL)0.95 * c);
-    /* d theta / d c = -0.95 / sqrt(1 - (0.95 c)^2) */
-    const REAL dtheta = df1 ? (REAL)-0.95 / M(sqrt)((REAL)1 - (REAL)0.9025 * c * c) : 0;
-    *cosine = c;
-    for (int t = 0; t < d->n_shf_z; t++) {
-        const REAL diff = theta - k->shf_z[t];
-        const REAL base = ((REAL)1 + M(cos)(diff)) * (REAL)0.5;
-        /* dbase/dc = -sin(diff)/2 * dtheta */
-        const REAL dbase = df1 ? (REAL)-0.5 * M(sin)(diff) * dtheta : 0;
-        for (int z = 0; z < d->n_zeta; z++) {
-            const REAL pm1 = M(pow)(base, k->zeta[z] - (REAL)1);
-            f1[z * d->n_shf_z + t] = pm1 * base;
-            if (df1) df1[z * d->n_shf_z + t] = k->zeta[z] * pm1 * dbase;
-        }
-    }
-    const REAL dm = (ej->d + ek->d) * (REAL)0.5;
-    for (int a = 0; a < d->n_eta_a; a++) {
-        for (int q = 0; q < d->n_shf_a; q++) {
-            const REAL x = dm - k->shf_a[q];
-            const REAL f = M(exp)(-k->eta_a[a] * x * x);
-            f2[a * d->n_shf_a + q] = f;
-            if (df2) df2[a * d->n_shf_a + q] = (REAL)-2 * k->eta_a[a] * x * f;
-        }
-    }
+/* ---- the vector parts: one variant per instruction set (aev_vec.h) ---- */
+#define VB 16
+#define NM(name) FN(name##_base)
+#define TARGET
+#include "aev_vec.h"
+#undef VB
+#undef NM
+#undef TARGET
+#if NNPOPS__AEV_HAVE_AVX
+#define VB 32
+#define NM(name) FN(name##_avx)
+#define TARGET __attribute__((target("avx")))
+#include "aev_vec.h"
+#undef VB
+#undef NM
+#undef TARGET
+#define VB 64
+#define NM(name) FN(name##_avx512)
+#define TARGET __attribute__((target("avx512f")))
+#include "aev_vec.h"
+#undef VB
+#undef NM
+#undef TARGET
+#endif
+
+/* The variant of instruction set isa (2: 64-byte vectors, 1: 32-byte, 0: 16-byte). */
+static void FN(aev_radial_terms)(int isa, const FN(aev_consts) *k, int ner, int nsr, int64_t nb,
+                                 const REAL *dist, REAL *ex) {
+#if NNPOPS__AEV_HAVE_AVX
+    if (isa == 2) FN(aev_radial_terms_avx512)(k, ner, nsr, nb, dist, ex);
+    else if (isa == 1) FN(aev_radial_terms_avx)(k, ner, nsr, nb, dist, ex);
+    else
+#endif
+        FN(aev_radial_terms_base)(k, ner, nsr, nb, dist, ex);
+    (void)isa;
+}
+static void FN(aev_angular_terms)(int isa, const nnpops__aev_desc *d, const FN(aev_consts) *k,
+                                  int64_t nb, const REAL *cs, const REAL *sn, const REAL *dm,
+                                  const REAL *dth, REAL *f1, REAL *df1, REAL *f2, REAL *df2) {
+#if NNPOPS__AEV_HAVE_AVX
+    if (isa == 2) FN(aev_angular_terms_avx512)(d, k, nb, cs, sn, dm, dth, f1, df1, f2, df2);
+    else if (isa == 1) FN(aev_angular_terms_avx)(d, k, nb, cs, sn, dm, dth, f1, df1, f2, df2);
+    else
+#endif
+        FN(aev_angular_terms_base)(d, k, nb, cs, sn, dm, dth, f1, df1, f2, df2);
+    (void)isa;
 }
 
-/* Work space layout: row [aev_len] (sized for double) | entries [ne_max] | angular list
- * [ne_max], ne_max = the largest entry count among the n centers. */
+/* Work space: row [aev_len] (sized for double) | entries [ne_max] | angular list [ne_max] | the
+ * batch's entry indices pj, pk [AEV_PB] | its arrays (aev_batch_values), ne_max = the largest
+ * entry count among the n centers. */
+typedef struct FN(aev_work) {
+    REAL *row;
+    ENT *ent;
+    int32_t *ang, *pj, *pk;
+    REAL *dist; /* radial: the entries' distances (the same array as cs) */
+    REAL *cs, *sn, *dm, *dth, *cosine;
+    REAL *ex, *f1, *df1, *f2, *df2; /* [terms][AEV_PB] */
+} FN(aev_work);
+
 static void FN(aev_work_layout)(const nnpops__aev_desc *d, int64_t n, const int32_t *centers,
-                                const int64_t *start, void *work, REAL **row, ENT **ent,
-                                int32_t **ang) {
+                                const int64_t *start, void *work, FN(aev_work) *w) {
     int64_t ne_max = 1;
     for (int64_t r = 0; r < n; r++) {
         const int64_t c = centers[r];
         if (start[c + 1] - start[c] > ne_max) ne_max = start[c + 1] - start[c];
     }
-    char *w = (char *)work;
-    *row = (REAL *)w;
-    w += round64((size_t)d->aev_len * sizeof(double));
-    *ent = (ENT *)w;
-    w += round64((size_t)ne_max * sizeof(aev_ent_f64)); /* the larger of the two entry types */
-    *ang = (int32_t *)w;
+    char *p = (char *)work;
+    w->row = (REAL *)p;
+    p += round64((size_t)d->aev_len * sizeof(double));
+    w->ent = (ENT *)p;
+    p += round64((size_t)ne_max * sizeof(aev_ent_f64)); /* the larger of the two entry types */
+    w->ang = (int32_t *)p;
+    p += round64((size_t)ne_max * sizeof(int32_t));
+    w->pj = (int32_t *)p;
+    w->pk = w->pj + AEV_PB;
+    p += round64(2 * AEV_PB * sizeof(int32_t));
+    REAL *b = (REAL *)p;
+    const int64_t n1 = (int64_t)d->n_zeta * d->n_shf_z, n2 = (int64_t)d->n_eta_a * d->n_shf_a;
+    w->cs = w->dist = b;
+    w->sn = b + AEV_PB;
+    w->dm = b + 2 * AEV_PB;
+    w->dth = b + 3 * AEV_PB;
+    w->cosine = b + 4 * AEV_PB;
+    w->ex = b + AEV_BATCH_1 * AEV_PB;
+    w->f1 = w->ex + (int64_t)d->radial_len * AEV_PB;
+    w->df1 = w->f1 + n1 * AEV_PB;
+    w->f2 = w->df1 + n1 * AEV_PB;
+    w->df2 = w->f2 + n2 * AEV_PB;
 }
 
-void FN(nnpops__aev_forward_cpu)(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
-                                 const int64_t *start, const int64_t *entry, const int32_t *pairs,
-                                 const double *pair_vec, const int32_t *species, REAL *aev,
-                                 int64_t ld, void *work) {
+/* Pads a batch of nb values to a whole vector (16 values: the longest vector) with v. */
+static void FN(aev_pad)(REAL *a, int64_t nb, REAL v) {
+    for (int64_t b = nb; b < AEV_PB && (b & 15); b++) a[b] = v;
+}
+
+/* Radial: the entries of the center inside rc_r (and, for the backward, at a distance > 0) in
+ * batches: their terms ex (vectors), then done(w, nb) with the batch's entries in w->pj. */
+#define AEV_RADIAL_BATCHES(ne, keep, done)                                                        \
+    do {                                                                                           \
+        int64_t nb_ = 0;                                                                           \
+        for (int64_t e_ = 0; e_ <= (ne); e_++) {                                                   \
+            if (e_ < (ne) && w.ent[e_].d < k.rc_r && (keep)(w.ent + e_)) {                         \
+                w.pj[nb_] = (int32_t)e_;                                                           \
+                w.dist[nb_++] = w.ent[e_].d;                                                       \
+            }                                                                                      \
+            if (nb_ == AEV_PB || (e_ == (ne) && nb_ > 0)) {                                        \
+                FN(aev_pad)(w.dist, nb_, 0);                                                       \
+                FN(aev_radial_terms)(isa, &k, ner, nsr, nb_, w.dist, w.ex);                        \
+                done(nb_);                                                                         \
+                nb_ = 0;                                                                           \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* Angular: the unordered pairs of distinct entries inside rc_a, in batches: geometry per pair
+ * (cosine c of the angle, cs = cos(theta) = 0.95 c, sn = sin(theta) = sqrt(1 - cs^2) > 0, the
+ * mean distance dm, and for the backward dtheta / dc = -0.95 / sn), the factors (vectors), then
+ * done(nb) with the pairs' entries in w->pj, w->pk. */
+static int64_t FN(aev_pair_batch)(int isa, const nnpops__aev_desc *d, const FN(aev_consts) *k,
+                                  FN(aev_work) *w, int64_t na, int64_t *a1, int64_t *a2,
+                                  int backward) {
+    int64_t nb = 0;
+    while (nb < AEV_PB && *a1 + 1 < na) {
+        const ENT *ej = w->ent + w->ang[*a1], *ek = w->ent + w->ang[*a2];
+        const REAL dot = ej->v[0] * ek->v[0] + ej->v[1] * ek->v[1] + ej->v[2] * ek->v[2];
+        REAL den = ej->d * ek->d;
+        if (den < (REAL)1e-10) den = (REAL)1e-10;
+        const REAL c = dot / den;
+        const REAL cs = (REAL)0.95 * c;
+        const REAL sn = M(sqrt)(M(fmax)((REAL)0, (REAL)1 - cs * cs));
+        w->pj[nb] = w->ang[*a1];
+        w->pk[nb] = w->ang[*a2];
+        w->cosine[nb] = c;
+        w->cs[nb] = cs;
+        w->sn[nb] = sn;
+        w->dm[nb] = (ej->d + ek->d) * (REAL)0.5;
+        if (backward) w->dth[nb] = (REAL)-0.95 / sn;
+        nb++;
+        if (++*a2 == na) {
+            ++*a1;
+            *a2 = *a1 + 1;
+        }
+    }
+    if (nb == 0) return 0;
+    FN(aev_pad)(w->cs, nb, 0);
+    FN(aev_pad)(w->sn, nb, 1);
+    FN(aev_pad)(w->dm, nb, 0);
+    if (backward) FN(aev_pad)(w->dth, nb, -1);
+    FN(aev_angular_terms)(isa, d, k, nb, w->cs, w->sn, w->dm, backward ? w->dth : NULL, w->f1,
+                          backward ? w->df1 : NULL, w->f2, backward ? w->df2 : NULL);
+    return nb;
+}
+
+static inline int FN(aev_any)(const ENT *en) { return (void)en, 1; }
+static inline int FN(aev_directed)(const ENT *en) { return en->d > 0; }
+
+static void FN(aev_forward)(int isa, const nnpops__aev_desc *desc, int64_t n,
+                            const int32_t *centers, const int64_t *start, const int64_t *entry,
+                            const int32_t *pairs, const double *pair_vec, const int32_t *species,
+                            REAL *aev, int64_t ld, void *work) {
     const nnpops__aev_desc *d = desc;
     FN(aev_consts) k;
     FN(aev_consts_init)(d, &k);
     const int32_t L = d->aev_len, R = d->radial_len, A = d->angular_len, S = d->n_species;
     const int32_t nsr = d->n_shf_r, ner = d->n_eta_r;
     const int32_t nsz = d->n_shf_z, nsa = d->n_shf_a, nz = d->n_zeta;
-    REAL *row;
-    ENT *ent;
-    int32_t *ang;
-    FN(aev_work_layout)(d, n, centers, start, work, &row, &ent, &ang);
-    REAL f1[TT * TT], f2[TT * TT];
+    FN(aev_work) w;
+    FN(aev_work_layout)(d, n, centers, start, work, &w);
+    REAL *row = w.row;
 
     for (int64_t r = 0; r < n; r++) {
         const int64_t c = centers[r];
         int64_t na;
-        const int64_t ne =
-            FN(aev_load_center)(&k, c, start, entry, pairs, pair_vec, species, ent, ang, &na);
+        const int64_t ne = FN(aev_load_center)(&k, c, start, entry, pairs, pair_vec, species,
+                                               w.ent, w.ang, &na);
         memset(row, 0, sizeof(REAL) * (size_t)L);
 
         /* radial */
-        for (int64_t e = 0; e < ne; e++) {
-            const ENT *en = ent + e;
-            if (!(en->d < k.rc_r)) continue;
-            const REAL fc = (REAL)0.5 * M(cos)(en->d * k.pi_rc_r) + (REAL)0.5;
-            REAL *blk = row + (int64_t)en->sp * R;
-            for (int ie = 0; ie < ner; ie++) {
-                for (int is = 0; is < nsr; is++) {
-                    const REAL x = en->d - k.shf_r[is];
-                    blk[ie * nsr + is] += (REAL)0.25 * M(exp)(-k.eta_r[ie] * x * x) * fc;
-                }
-            }
-        }
+#define AEV_RADIAL_FWD(nb)                                                                         \
+    for (int64_t b = 0; b < (nb); b++) {                                                           \
+        const ENT *en = w.ent + w.pj[b];                                                           \
+        const REAL fc = (REAL)0.5 * M(cos)(en->d * k.pi_rc_r) + (REAL)0.5;                         \
+        REAL *blk = row + (int64_t)en->sp * R;                                                     \
+        for (int t = 0; t < R; t++) blk[t] += w.ex[(int64_t)t * AEV_PB + b] * fc;                  \
+    }
+        AEV_RADIAL_BATCHES(ne, FN(aev_any), AEV_RADIAL_FWD);
+#undef AEV_RADIAL_FWD
 
         /* angular: unordered pairs of distinct entries inside rc_a */
-        for (int64_t a1 = 0; a1 < na; a1++) {
-            const ENT *ej = ent + ang[a1];
-            for (int64_t a2 = a1 + 1; a2 < na; a2++) {
-                const ENT *ek = ent + ang[a2];
-                REAL cosine;
-                FN(aev_angular_factors)(d, &k, ej, ek, &cosine, f1, NULL, f2, NULL);
+        int64_t a1 = 0, a2 = 1, nb;
+        while ((nb = FN(aev_pair_batch)(isa, d, &k, &w, na, &a1, &a2, 0)) > 0) {
+            for (int64_t b = 0; b < nb; b++) {
+                const ENT *ej = w.ent + w.pj[b], *ek = w.ent + w.pk[b];
                 const REAL pre = (REAL)2 * ej->fca * ek->fca;
                 REAL *blk = row + (int64_t)S * R +
                             (int64_t)angular_block(ej->sp, ek->sp, S) * A;
@@ -297,9 +438,9 @@ void FN(nnpops__aev_forward_cpu)(const nnpops__aev_desc *desc, int64_t n, const 
                     for (int z = 0; z < nz; z++)
                         for (int q = 0; q < nsa; q++) {
                             REAL *out = blk + ((a * nz + z) * nsa + q) * nsz;
-                            const REAL f2pre = f2[a * nsa + q] * pre;
-                            const REAL *f1z = f1 + z * nsz;
-                            for (int t = 0; t < nsz; t++) out[t] += f1z[t] * f2pre;
+                            const REAL f2pre = w.f2[(int64_t)(a * nsa + q) * AEV_PB + b] * pre;
+                            const REAL *f1z = w.f1 + (int64_t)z * nsz * AEV_PB + b;
+                            for (int t = 0; t < nsz; t++) out[t] += f1z[t * AEV_PB] * f2pre;
                         }
             }
         }
@@ -308,57 +449,56 @@ void FN(nnpops__aev_forward_cpu)(const nnpops__aev_desc *desc, int64_t n, const 
     }
 }
 
-void FN(nnpops__aev_backward_cpu)(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
-                                  const int64_t *start, const int64_t *entry, const int32_t *pairs,
-                                  const double *pair_vec, const int32_t *species,
-                                  const REAL *grad_aev, int64_t ld, double *pair_grad,
-                                  void *work) {
+static void FN(aev_backward)(int isa, const nnpops__aev_desc *desc, int64_t n,
+                             const int32_t *centers, const int64_t *start, const int64_t *entry,
+                             const int32_t *pairs, const double *pair_vec,
+                             const int32_t *species, const REAL *grad_aev, int64_t ld,
+                             double *pair_grad, void *work) {
     const nnpops__aev_desc *d = desc;
     FN(aev_consts) k;
     FN(aev_consts_init)(d, &k);
     const int32_t L = d->aev_len, R = d->radial_len, A = d->angular_len, S = d->n_species;
     const int32_t nsr = d->n_shf_r, ner = d->n_eta_r;
     const int32_t nsz = d->n_shf_z, nsa = d->n_shf_a, nz = d->n_zeta;
-    REAL *row;
-    ENT *ent;
-    int32_t *ang;
-    FN(aev_work_layout)(d, n, centers, start, work, &row, &ent, &ang);
-    REAL f1[TT * TT], df1[TT * TT], f2[TT * TT], df2[TT * TT];
+    FN(aev_work) w;
+    FN(aev_work_layout)(d, n, centers, start, work, &w);
+    REAL *row = w.row;
 
     for (int64_t r = 0; r < n; r++) {
         const int64_t c = centers[r];
         int64_t na;
-        const int64_t ne =
-            FN(aev_load_center)(&k, c, start, entry, pairs, pair_vec, species, ent, ang, &na);
+        const int64_t ne = FN(aev_load_center)(&k, c, start, entry, pairs, pair_vec, species,
+                                               w.ent, w.ang, &na);
         for (int32_t f = 0; f < L; f++) row[f] = grad_aev[(int64_t)f * ld + r];
 
-        /* radial: dE/dd, then along v / d */
-        for (int64_t e = 0; e < ne; e++) {
-            ENT *en = ent + e;
-            if (!(en->d < k.rc_r) || !(en->d > 0)) continue; /* no direction at distance 0 */
-            const REAL arg = en->d * k.pi_rc_r;
-            const REAL fc = (REAL)0.5 * M(cos)(arg) + (REAL)0.5;
-            const REAL dfc = (REAL)-0.5 * k.pi_rc_r * M(sin)(arg);
-            const REAL *g = row + (int64_t)en->sp * R;
-            REAL dedd = 0;
-            for (int ie = 0; ie < ner; ie++) {
-                for (int is = 0; is < nsr; is++) {
-                    const REAL x = en->d - k.shf_r[is];
-                    const REAL ex = (REAL)0.25 * M(exp)(-k.eta_r[ie] * x * x);
-                    dedd += g[ie * nsr + is] * ex * (dfc - (REAL)2 * k.eta_r[ie] * x * fc);
-                }
-            }
-            const REAL s = dedd / en->d;
-            for (int x = 0; x < 3; x++) en->g[x] += (double)(s * en->v[x]);
-        }
+        /* radial: dE/dd, then along v / d (no direction at distance 0) */
+#define AEV_RADIAL_BWD(nb)                                                                         \
+    for (int64_t b = 0; b < (nb); b++) {                                                           \
+        ENT *en = w.ent + w.pj[b];                                                                 \
+        const REAL arg = en->d * k.pi_rc_r;                                                        \
+        const REAL fc = (REAL)0.5 * M(cos)(arg) + (REAL)0.5;                                       \
+        const REAL dfc = (REAL)-0.5 * k.pi_rc_r * M(sin)(arg);                                     \
+        const REAL *g = row + (int64_t)en->sp * R;                                                 \
+        REAL dedd = 0;                                                                             \
+        for (int ie = 0; ie < ner; ie++) {                                                         \
+            for (int is = 0; is < nsr; is++) {                                                     \
+                const REAL x = en->d - k.shf_r[is];                                                \
+                const REAL ex = w.ex[(int64_t)(ie * nsr + is) * AEV_PB + b];                       \
+                dedd += g[ie * nsr + is] * ex * (dfc - (REAL)2 * k.eta_r[ie] * x * fc);            \
+            }                                                                                      \
+        }                                                                                          \
+        const REAL s = dedd / en->d;                                                               \
+        for (int x = 0; x < 3; x++) en->g[x] += (double)(s * en->v[x]);                            \
+    }
+        AEV_RADIAL_BATCHES(ne, FN(aev_directed), AEV_RADIAL_BWD);
+#undef AEV_RADIAL_BWD
 
         /* angular */
-        for (int64_t a1 = 0; a1 < na; a1++) {
-            ENT *ej = ent + ang[a1];
-            for (int64_t a2 = a1 + 1; a2 < na; a2++) {
-                ENT *ek = ent + ang[a2];
-                REAL c_;
-                FN(aev_angular_factors)(d, &k, ej, ek, &c_, f1, df1, f2, df2);
+        int64_t a1 = 0, a2 = 1, nb;
+        while ((nb = FN(aev_pair_batch)(isa, d, &k, &w, na, &a1, &a2, 1)) > 0) {
+            for (int64_t b = 0; b < nb; b++) {
+                ENT *ej = w.ent + w.pj[b], *ek = w.ent + w.pk[b];
+                const REAL c_ = w.cosine[b];
                 const REAL *g = row + (int64_t)S * R +
                                 (int64_t)angular_block(ej->sp, ek->sp, S) * A;
                 /* sums over the block of g * (df1 f2), g * (f1 df2), g * (f1 f2) */
@@ -367,15 +507,17 @@ void FN(nnpops__aev_backward_cpu)(const nnpops__aev_desc *desc, int64_t n, const
                     for (int z = 0; z < nz; z++)
                         for (int q = 0; q < nsa; q++) {
                             const REAL *gg = g + ((a * nz + z) * nsa + q) * nsz;
-                            const REAL *f1z = f1 + z * nsz, *df1z = df1 + z * nsz;
+                            const REAL *f1z = w.f1 + (int64_t)z * nsz * AEV_PB + b;
+                            const REAL *df1z = w.df1 + (int64_t)z * nsz * AEV_PB + b;
                             REAL h1 = 0, hd1 = 0;
                             for (int t = 0; t < nsz; t++) {
-                                h1 += gg[t] * f1z[t];
-                                hd1 += gg[t] * df1z[t];
+                                h1 += gg[t] * f1z[t * AEV_PB];
+                                hd1 += gg[t] * df1z[t * AEV_PB];
                             }
-                            sc += hd1 * f2[a * nsa + q];
-                            sm += h1 * df2[a * nsa + q];
-                            sv += h1 * f2[a * nsa + q];
+                            const int64_t o = (int64_t)(a * nsa + q) * AEV_PB + b;
+                            sc += hd1 * w.f2[o];
+                            sm += h1 * w.df2[o];
+                            sv += h1 * w.f2[o];
                         }
                 const REAL fcjk = ej->fca * ek->fca;
                 const REAL dedc = (REAL)2 * fcjk * sc;
@@ -401,12 +543,62 @@ void FN(nnpops__aev_backward_cpu)(const nnpops__aev_desc *desc, int64_t n, const
             const int64_t code = entry[e0 + e];
             double *pg = pair_grad + 3 * (code >> 1);
             if (code & 1) {
-                for (int x = 0; x < 3; x++) pg[x] -= ent[e].g[x];
+                for (int x = 0; x < 3; x++) pg[x] -= w.ent[e].g[x];
             } else {
-                for (int x = 0; x < 3; x++) pg[x] += ent[e].g[x];
+                for (int x = 0; x < 3; x++) pg[x] += w.ent[e].g[x];
             }
         }
     }
+}
+
+void FN(nnpops__aev_forward_cpu)(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
+                                 const int64_t *start, const int64_t *entry, const int32_t *pairs,
+                                 const double *pair_vec, const int32_t *species, REAL *aev,
+                                 int64_t ld, void *work) {
+    FN(aev_forward)(nnpops__cpu_isa(), desc, n, centers, start, entry, pairs, pair_vec, species,
+                    aev, ld, work);
+}
+
+void FN(nnpops__aev_backward_cpu)(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
+                                  const int64_t *start, const int64_t *entry, const int32_t *pairs,
+                                  const double *pair_vec, const int32_t *species,
+                                  const REAL *grad_aev, int64_t ld, double *pair_grad,
+                                  void *work) {
+    FN(aev_backward)(nnpops__cpu_isa(), desc, n, centers, start, entry, pairs, pair_vec, species,
+                     grad_aev, ld, pair_grad, work);
+}
+
+int FN(nnpops__aev_variant_cpu)(int isa, int backward, const nnpops__aev_desc *desc, int64_t n,
+                                const int32_t *centers, const int64_t *start,
+                                const int64_t *entry, const int32_t *pairs,
+                                const double *pair_vec, const int32_t *species, REAL *aev_or_grad,
+                                int64_t ld, double *pair_grad, void *work) {
+    if (isa < 0 || isa > nnpops__cpu_isa()) return 0;
+    if (backward) {
+        FN(aev_backward)(isa, desc, n, centers, start, entry, pairs, pair_vec, species,
+                         aev_or_grad, ld, pair_grad, work);
+    } else {
+        FN(aev_forward)(isa, desc, n, centers, start, entry, pairs, pair_vec, species, aev_or_grad,
+                        ld, work);
+    }
+    return 1;
+}
+
+int FN(nnpops__log_variant_cpu)(int isa, int64_t n, const REAL *x, REAL *y) {
+    if (isa < 0 || isa > nnpops__cpu_isa()) return 0;
+    REAL buf[16] __attribute__((aligned(64)));
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        const int64_t m = n - i0 < 16 ? n - i0 : 16;
+        for (int64_t i = 0; i < 16; i++) buf[i] = i < m ? x[i0 + i] : (REAL)1;
+#if NNPOPS__AEV_HAVE_AVX
+        if (isa == 2) FN(aev_log_avx512)(buf);
+        else if (isa == 1) FN(aev_log_avx)(buf);
+        else
+#endif
+            FN(aev_log_base)(buf);
+        for (int64_t i = 0; i < m; i++) y[i0 + i] = buf[i];
+    }
+    return 1;
 }
 
 #undef TT

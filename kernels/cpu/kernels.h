@@ -96,6 +96,28 @@ void nnpops__aev_backward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const
                                   const double *grad_aev, int64_t ld, double *pair_grad,
                                   void *work);
 
+/* The AEV kernels in a chosen variant (tests: all give the same bits): isa 0 16-byte vectors, 1
+ * 32-byte vectors, 2 64-byte vectors; backward 0: nnpops__aev_forward_cpu_* (aev_or_grad: the
+ * AEV written, pair_grad unused), 1: nnpops__aev_backward_cpu_* (aev_or_grad: dE/dAEV, read).
+ * Returns 0 when the variant is not available on this machine (nothing computed), else 1. */
+int nnpops__aev_variant_cpu_f32(int isa, int backward, const nnpops__aev_desc *desc, int64_t n,
+                                const int32_t *centers, const int64_t *start,
+                                const int64_t *entry, const int32_t *pairs,
+                                const double *pair_vec, const int32_t *species,
+                                float *aev_or_grad, int64_t ld, double *pair_grad, void *work);
+int nnpops__aev_variant_cpu_f64(int isa, int backward, const nnpops__aev_desc *desc, int64_t n,
+                                const int32_t *centers, const int64_t *start,
+                                const int64_t *entry, const int32_t *pairs,
+                                const double *pair_vec, const int32_t *species,
+                                double *aev_or_grad, int64_t ld, double *pair_grad, void *work);
+/* The natural logarithm of the AEV kernels (kernels/cpu/vmath.h) in a chosen variant: y[i] =
+ * ln x[i] for positive normal x (tests).  Returns 0 when the variant is not available. */
+int nnpops__log_variant_cpu_f32(int isa, int64_t n, const float *x, float *y);
+int nnpops__log_variant_cpu_f64(int isa, int64_t n, const double *x, double *y);
+
+/* The widest vectors this machine runs: 2 (64 bytes, AVX-512F), 1 (32 bytes, AVX), 0 (16). */
+int nnpops__cpu_isa(void);
+
 /* Species sets as bit masks (bit s: species s, s < n_species <= 32): every species of a model, the
  * species of n atoms, and the ranks of a set's species (rank[s] = how many present species are
  * below s, -1 for an absent species; rank has n_species entries; returns the number present). */

@@ -51,13 +51,12 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define NNPOPS__MLP_HAVE_AVX 1
-/* The widest vectors this machine runs: 2 (64 bytes, AVX-512F), 1 (32 bytes, AVX), 0 (16). */
-static int nnpops__mlp_isa(void) {
+int nnpops__cpu_isa(void) {
     return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx") ? 1 : 0;
 }
 #else
 #define NNPOPS__MLP_HAVE_AVX 0
-static int nnpops__mlp_isa(void) { return 0; }
+int nnpops__cpu_isa(void) { return 0; }
 #endif
 
 /* The few-column kernel (gemm_rows): in groups of at most ROWS_MAX_G columns by blocks of at most
@@ -137,7 +136,7 @@ static int nnpops__mlp_isa(void) { return 0; }
 _Static_assert(NNPOPS__DENSE_PAD % 16 == 0, "NNPOPS__DENSE_PAD must hold a 64-byte float vector");
 
 /* The variants of the GEMM (nnpops__dense_gemm_variant_cpu_*): each with the vector width it needs
- * (isa: the machine's, nnpops__mlp_isa); 0 when it is not available. */
+ * (isa: the machine's, nnpops__cpu_isa); 0 when it is not available. */
 typedef void (*FN(gemm_fn))(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i,
                             int64_t sa_k, const REAL *b, int64_t ldb, const REAL *bias, REAL *c,
                             int64_t ldc);
@@ -171,7 +170,7 @@ static int FN(gemm_variant)(int isa, int variant, int64_t m, int64_t n, int64_t 
 static void FN(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa_i, int64_t sa_k,
                      const REAL *b, int64_t ldb, const REAL *bias, REAL *c, int64_t ldc) {
     if (m <= 0 || n <= 0) return;
-    const int isa = nnpops__mlp_isa();
+    const int isa = nnpops__cpu_isa();
     int variant;
     if (n <= ROWS_MAX_N(isa))
         variant = isa == 2 && (sizeof(REAL) == 8 || sa_i == 1) ? NNPOPS__GEMM_ROWS_AVX512
@@ -193,7 +192,7 @@ int FN(nnpops__dense_gemm_variant_cpu)(int variant, int64_t m, int64_t n, int64_
         return 1;
     }
     if (m <= 0 || n <= 0) return 1;
-    return FN(gemm_variant)(nnpops__mlp_isa(), variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c,
+    return FN(gemm_variant)(nnpops__cpu_isa(), variant, m, n, kk, a, sa_i, sa_k, b, ldb, bias, c,
                             ldc);
 }
 
@@ -216,7 +215,7 @@ void FN(nnpops__dense_pack_panels_cpu)(int64_t in, int64_t out, const REAL *W, R
 void FN(nnpops__dense_forward_packed_cpu)(int64_t n, int64_t in, int64_t out, const REAL *W,
                                           const REAL *Wp, const REAL *b, const REAL *X,
                                           int64_t ldx, REAL *Y, int64_t ldy) {
-    if (!Wp || n > ROWS_MAX_N(nnpops__mlp_isa())) {
+    if (!Wp || n > ROWS_MAX_N(nnpops__cpu_isa())) {
         FN(nnpops__dense_forward_cpu)(n, in, out, W, b, X, ldx, Y, ldy);
         return;
     }
@@ -252,19 +251,19 @@ static void FN(celu)(int isa, int backward, int64_t n, int64_t width, double alp
 
 void FN(nnpops__celu_forward_cpu)(int64_t n, int64_t width, double alpha, const REAL *Z,
                                   int64_t ldz, REAL *A, int64_t lda) {
-    FN(celu)(nnpops__mlp_isa(), 0, n, width, alpha, Z, ldz, NULL, 0, A, lda);
+    FN(celu)(nnpops__cpu_isa(), 0, n, width, alpha, Z, ldz, NULL, 0, A, lda);
 }
 
 void FN(nnpops__celu_backward_cpu)(int64_t n, int64_t width, double alpha, const REAL *Z,
                                    int64_t ldz, const REAL *dA, int64_t ldda, REAL *dZ,
                                    int64_t lddz) {
-    FN(celu)(nnpops__mlp_isa(), 1, n, width, alpha, Z, ldz, dA, ldda, dZ, lddz);
+    FN(celu)(nnpops__cpu_isa(), 1, n, width, alpha, Z, ldz, dA, ldda, dZ, lddz);
 }
 
 int FN(nnpops__celu_variant_cpu)(int isa, int backward, int64_t n, int64_t width, double alpha,
                                  const REAL *Z, int64_t ldz, const REAL *dA, int64_t ldda,
                                  REAL *out, int64_t ldo) {
-    if (isa < 0 || isa > nnpops__mlp_isa()) return 0;
+    if (isa < 0 || isa > nnpops__cpu_isa()) return 0;
     FN(celu)(isa, backward, n, width, alpha, Z, ldz, dA, ldda, out, ldo);
     return 1;
 }
@@ -562,82 +561,8 @@ static TARGET void NM(gemm_rows)(int64_t m, int64_t n, int64_t kk, const REAL *a
 #undef ROWS_RB
 #undef ROWS_KC
 
-/* ---- CELU: e^y - 1 and e^y in vectors ----
- * exp_neg: for each element y <= 0, e^y - 1 (em1) or e^y: y = k ln2 + r with k = round(y / ln2)
- * (by adding 1.5 2^52, resp. 1.5 2^23: the sum's low bits are k) and |r| <= ln2 / 2 + a little
- * (ln2 in two parts, the first with trailing zeros so that k ln2_hi is exact); e^r - 1 = p(r) by
- * its Taylor series to r^13 (double) or r^8 (float), whose remainder is below a quarter of a unit
- * in the last place; then e^y - 1 = 2^k p + (2^k - 1) (both exact for k = 0, where the result is
- * p) and e^y = ((1 + p) 2^k1) 2^k2, k1 + k2 = k, so that 2^k need not be a normal number (e^y
- * down to the smallest subnormal).  y is first clamped to [lo, 0] (lanes with y > 0 are never
- * used; below lo e^y - 1 rounds to -1, resp. e^y to 0); a NaN stays NaN.  Accuracy against libm:
- * within 2 units in the last place (kernel.celu_cpu.*).  Only element-wise IEEE operations (no
- * fused multiply-add: -ffp-contract=off), so every vector width gives the same bits. */
-#if REAL_SIZE == 4
-typedef uint32_t NM(uivec) __attribute__((vector_size(VB)));
-#define EXP_LO_EM1 (-20.0f)
-#define EXP_LO (-105.0f)
-#define EXP_MAGIC 12582912.0f /* 1.5 2^23 */
-#define EXP_LOG2E 1.44269502f
-#define EXP_LN2_HI 0.693145751953125f
-#define EXP_LN2_LO 1.42860677e-06f
-#define EXP_MANT 23
-#define EXP_BIAS 127
-#else
-typedef uint64_t NM(uivec) __attribute__((vector_size(VB)));
-#define EXP_LO_EM1 (-40.0)
-#define EXP_LO (-750.0)
-#define EXP_MAGIC 6755399441055744.0 /* 1.5 2^52 */
-#define EXP_LOG2E 1.4426950408889634
-#define EXP_LN2_HI 0.6931471803691238
-#define EXP_LN2_LO 1.9082149292705877e-10
-#define EXP_MANT 52
-#define EXP_BIAS 1023
-#endif
-
-static inline __attribute__((always_inline)) TARGET NM(vec) NM(blend)(NM(ivec) m, NM(vec) a,
-                                                                      NM(vec) b) {
-    return (NM(vec))(((NM(ivec))a & m) | ((NM(ivec))b & ~m));
-}
-
-static inline __attribute__((always_inline)) TARGET NM(vec) NM(exp_neg)(NM(vec) y, const int em1) {
-    const NM(vec) zero = {0}, lo = zero + (REAL)(em1 ? EXP_LO_EM1 : EXP_LO);
-    const NM(vec) magic = zero + (REAL)EXP_MAGIC;
-    y = NM(blend)(y > zero, zero, y);
-    y = NM(blend)(y < lo, lo, y);
-    const NM(vec) t = y * (REAL)EXP_LOG2E + magic;
-    const NM(vec) kf = t - magic;
-    const NM(vec) r = (y - kf * (REAL)EXP_LN2_HI) - kf * (REAL)EXP_LN2_LO;
-#if REAL_SIZE == 4
-    NM(vec) q = zero + 2.48015873015873e-05f;
-    q = q * r + 0.0001984126984126984f;
-#else
-    NM(vec) q = zero + 1.6059043836821613e-10;
-    q = q * r + 2.08767569878681e-09;
-    q = q * r + 2.505210838544172e-08;
-    q = q * r + 2.755731922398589e-07;
-    q = q * r + 2.7557319223985893e-06;
-    q = q * r + 2.48015873015873e-05;
-    q = q * r + 0.0001984126984126984;
-#endif
-    q = q * r + (REAL)0.001388888888888889;
-    q = q * r + (REAL)0.008333333333333333;
-    q = q * r + (REAL)0.041666666666666664;
-    q = q * r + (REAL)0.16666666666666666;
-    q = q * r + (REAL)0.5;
-    const NM(vec) p = r + (r * r) * q;
-    /* -k >= 0 from the sum's low bits (unsigned: wraps, never overflows, also for a NaN) */
-    const NM(uivec) nk = -((NM(uivec))t - (NM(uivec))magic);
-    const NM(uivec) bias = (NM(uivec)){0} + EXP_BIAS;
-    if (em1) {
-        const NM(vec) s2k = (NM(vec))((bias - nk) << EXP_MANT);
-        return s2k * p + (s2k - (REAL)1);
-    }
-    const NM(uivec) nk1 = nk >> 1, nk2 = nk - nk1;
-    const NM(vec) s1 = (NM(vec))((bias - nk1) << EXP_MANT);
-    const NM(vec) s2 = (NM(vec))((bias - nk2) << EXP_MANT);
-    return ((p + (REAL)1) * s1) * s2;
-}
+/* ---- CELU: e^y - 1 and e^y in vectors (NM(exp_neg), vmath.h) ---- */
+#include "vmath.h"
 
 /* One vector of CELU (forward: A from Z; backward: dZ from Z and dA). */
 static inline __attribute__((always_inline)) TARGET NM(vec) NM(celu_one)(
@@ -682,15 +607,6 @@ static TARGET void NM(celu)(int backward, int64_t n, int64_t width, double alpha
             cnt = 0;
         }
 }
-#undef EXP_LO_EM1
-#undef EXP_LO
-#undef EXP_MAGIC
-#undef EXP_LOG2E
-#undef EXP_LN2_HI
-#undef EXP_LN2_LO
-#undef EXP_MANT
-#undef EXP_BIAS
-
 #undef VL
 #undef VLP
 #undef MB

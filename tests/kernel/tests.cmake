@@ -34,6 +34,13 @@ foreach(case f32 f64)
   target_compile_options(test_kernel_celu_cpu_${case} PRIVATE -ffp-contract=off)
 endforeach()
 
+# The AEV kernels against a long double implementation of the definition (forward) and its finite
+# differences (backward); every vector width gives the same bits; the vector logarithm against libm.
+foreach(case f32 f64)
+  nnpops_internal_test(aev_cpu.${case} kernel ${CMAKE_CURRENT_LIST_DIR}/test_aev_cpu.c ${case})
+  target_compile_options(test_kernel_aev_cpu_${case} PRIVATE -ffp-contract=off)
+endforeach()
+
 # Benchmark (an executable, not a test): build/tests/bench_neighbors_cpu [max_atoms]
 if(NOT TARGET bench_neighbors_cpu)
   add_executable(bench_neighbors_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_neighbors_cpu.c)
