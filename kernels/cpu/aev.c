@@ -74,8 +74,8 @@ static size_t round64(size_t b) { return (b + 63) & ~(size_t)63; }
 #define AEV_PB 128
 
 /* The batch arrays' sizes in values: per-pair (or per-entry) arrays AEV_BATCH_1 of AEV_PB, term
- * arrays [terms][AEV_PB] of the radial terms (R), f1 / df1 (n_zeta n_shf_z) and f2 / df2
- * (n_eta_a n_shf_a). */
+ * arrays [terms][AEV_PB] (or the transpose) of the radial terms (R), f1 / df1 (n_zeta n_shf_z)
+ * and f2 / df2 (n_eta_a n_shf_a). */
 #define AEV_BATCH_1 5 /* dist / cs, sn, dm, dtheta, cosine */
 static size_t aev_batch_values(const nnpops__aev_desc *d) {
     const size_t n1 = (size_t)d->n_zeta * d->n_shf_z, n2 = (size_t)d->n_eta_a * d->n_shf_a;
@@ -294,7 +294,8 @@ typedef struct FN(aev_work) {
     int32_t *ang, *pj, *pk;
     REAL *dist; /* radial: the entries' distances (the same array as cs) */
     REAL *cs, *sn, *dm, *dth, *cosine;
-    REAL *ex, *f1, *df1, *f2, *df2; /* [terms][AEV_PB] */
+    REAL *ex, *f2, *df2; /* [terms][AEV_PB] */
+    REAL *f1, *df1;      /* [AEV_PB][n_zeta n_shf_z] */
 } FN(aev_work);
 
 static void FN(aev_work_layout)(const nnpops__aev_desc *d, int64_t n, const int32_t *centers,
@@ -404,6 +405,7 @@ static void FN(aev_forward)(int isa, const nnpops__aev_desc *desc, int64_t n,
     const int32_t L = d->aev_len, R = d->radial_len, A = d->angular_len, S = d->n_species;
     const int32_t nsr = d->n_shf_r, ner = d->n_eta_r;
     const int32_t nsz = d->n_shf_z, nsa = d->n_shf_a, nz = d->n_zeta;
+    const int64_t n1 = (int64_t)nz * nsz;
     FN(aev_work) w;
     FN(aev_work_layout)(d, n, centers, start, work, &w);
     REAL *row = w.row;
@@ -434,13 +436,14 @@ static void FN(aev_forward)(int isa, const nnpops__aev_desc *desc, int64_t n,
                 const REAL pre = (REAL)2 * ej->fca * ek->fca;
                 REAL *blk = row + (int64_t)S * R +
                             (int64_t)angular_block(ej->sp, ek->sp, S) * A;
+                const REAL *f1b = w.f1 + b * n1;
                 for (int a = 0; a < d->n_eta_a; a++)
                     for (int z = 0; z < nz; z++)
                         for (int q = 0; q < nsa; q++) {
                             REAL *out = blk + ((a * nz + z) * nsa + q) * nsz;
                             const REAL f2pre = w.f2[(int64_t)(a * nsa + q) * AEV_PB + b] * pre;
-                            const REAL *f1z = w.f1 + (int64_t)z * nsz * AEV_PB + b;
-                            for (int t = 0; t < nsz; t++) out[t] += f1z[t * AEV_PB] * f2pre;
+                            const REAL *f1z = f1b + z * nsz;
+                            for (int t = 0; t < nsz; t++) out[t] += f1z[t] * f2pre;
                         }
             }
         }
@@ -460,6 +463,7 @@ static void FN(aev_backward)(int isa, const nnpops__aev_desc *desc, int64_t n,
     const int32_t L = d->aev_len, R = d->radial_len, A = d->angular_len, S = d->n_species;
     const int32_t nsr = d->n_shf_r, ner = d->n_eta_r;
     const int32_t nsz = d->n_shf_z, nsa = d->n_shf_a, nz = d->n_zeta;
+    const int64_t n1 = (int64_t)nz * nsz;
     FN(aev_work) w;
     FN(aev_work_layout)(d, n, centers, start, work, &w);
     REAL *row = w.row;
@@ -501,24 +505,31 @@ static void FN(aev_backward)(int isa, const nnpops__aev_desc *desc, int64_t n,
                 const REAL c_ = w.cosine[b];
                 const REAL *g = row + (int64_t)S * R +
                                 (int64_t)angular_block(ej->sp, ek->sp, S) * A;
-                /* sums over the block of g * (df1 f2), g * (f1 df2), g * (f1 f2) */
+                /* sums over the block of g * (df1 f2), g * (f1 df2), g * (f1 f2): first over
+                 * shf_a for every shf_z (u: with f2, v: with df2; vectors along t), then over
+                 * shf_z with f1 and df1 */
                 REAL sc = 0, sm = 0, sv = 0;
+                const REAL *f1b = w.f1 + b * n1, *df1b = w.df1 + b * n1;
                 for (int a = 0; a < d->n_eta_a; a++)
-                    for (int z = 0; z < nz; z++)
+                    for (int z = 0; z < nz; z++) {
+                        REAL u[TT], v[TT];
+                        for (int t = 0; t < nsz; t++) u[t] = v[t] = 0;
                         for (int q = 0; q < nsa; q++) {
                             const REAL *gg = g + ((a * nz + z) * nsa + q) * nsz;
-                            const REAL *f1z = w.f1 + (int64_t)z * nsz * AEV_PB + b;
-                            const REAL *df1z = w.df1 + (int64_t)z * nsz * AEV_PB + b;
-                            REAL h1 = 0, hd1 = 0;
-                            for (int t = 0; t < nsz; t++) {
-                                h1 += gg[t] * f1z[t * AEV_PB];
-                                hd1 += gg[t] * df1z[t * AEV_PB];
-                            }
                             const int64_t o = (int64_t)(a * nsa + q) * AEV_PB + b;
-                            sc += hd1 * w.f2[o];
-                            sm += h1 * w.df2[o];
-                            sv += h1 * w.f2[o];
+                            const REAL f2 = w.f2[o], df2 = w.df2[o];
+                            for (int t = 0; t < nsz; t++) {
+                                u[t] += gg[t] * f2;
+                                v[t] += gg[t] * df2;
+                            }
                         }
+                        const REAL *f1z = f1b + z * nsz, *df1z = df1b + z * nsz;
+                        for (int t = 0; t < nsz; t++) {
+                            sc += u[t] * df1z[t];
+                            sv += u[t] * f1z[t];
+                            sm += v[t] * f1z[t];
+                        }
+                    }
                 const REAL fcjk = ej->fca * ek->fca;
                 const REAL dedc = (REAL)2 * fcjk * sc;
                 /* dE/dd_j: mean-distance term (half of it) + cutoff function of j */

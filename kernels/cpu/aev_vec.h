@@ -4,8 +4,9 @@
  * REAL, REAL_SIZE, FN, VB (vector bytes), NM(name) and TARGET defined.
  *
  * The factors are computed for a batch of entries (radial) or of (j, k) pairs (angular) held in
- * arrays of AEV_PB values ([term][AEV_PB]: consecutive pairs in consecutive places), VL at a time;
- * the arrays are padded to a whole vector with finite values.  Element-wise operations only: every
+ * arrays of AEV_PB values, VL at a time (the arrays padded to a whole vector with finite values),
+ * and stored term-major ([term][AEV_PB]: consecutive pairs in consecutive places; radial, f2 and
+ * df2) or pair-major ([AEV_PB][terms]: f1 and df1, whose sums over shf_z run along a pair's terms).  Element-wise operations only: every
  * vector width gives the same bits.
  */
 #define VL ((int)(VB / sizeof(REAL)))
@@ -39,15 +40,16 @@ static TARGET void NM(aev_radial_terms)(const FN(aev_consts) *k, int ner, int ns
 
 /* Angular, for the nb pairs of the batch, from the cosine and sine of theta (cs, sn), the mean
  * distance dm and, for the derivatives (df1 != NULL), dtheta = d theta / d cos_ijk:
- *   f1[z nsz + t] = base^zeta,  base = (1 + cos(theta - shf_z)) / 2 (clamped to >= 0),
+ *   f1[pair][z nsz + t] = base^zeta,  base = (1 + cos(theta - shf_z)) / 2 (clamped to >= 0),
  *                  as exp(zeta ln base); base = 0 gives 0;
  *   df1 = zeta base^(zeta - 1) dbase/dcos_ijk,  base^(zeta - 1) = f1 / base;
- *   f2[a nsa + q] = exp(-eta_a (dm - shf_a)^2),  df2 = -2 eta_a (dm - shf_a) f2. */
+ *   f2[a nsa + q][pair] = exp(-eta_a (dm - shf_a)^2),  df2 = -2 eta_a (dm - shf_a) f2. */
 static TARGET void NM(aev_angular_terms)(const nnpops__aev_desc *d, const FN(aev_consts) *k,
                                          int64_t nb, const REAL *cs_, const REAL *sn_,
                                          const REAL *dm_, const REAL *dth_, REAL *f1, REAL *df1,
                                          REAL *f2, REAL *df2) {
     const int nsz = d->n_shf_z, nz = d->n_zeta, nsa = d->n_shf_a, nea = d->n_eta_a;
+    const int64_t n1 = (int64_t)nz * nsz;
     const NM(vec) zero = {0}, tiny = zero + AEV_TINY;
     for (int64_t b = 0; b < nb; b += VL) {
         const NM(vec) cs = *(const NM(uvec) *)(cs_ + b), sn = *(const NM(uvec) *)(sn_ + b);
@@ -66,9 +68,13 @@ static TARGET void NM(aev_angular_terms)(const nnpops__aev_desc *d, const FN(aev
             for (int z = 0; z < nz; z++) {
                 const REAL zeta = k->zeta[z];
                 const NM(vec) f = NM(blend)(pos, NM(exp_flush)(lb * zeta), zero);
-                const int64_t o = (int64_t)(z * nsz + t) * AEV_PB + b;
-                *(NM(uvec) *)(f1 + o) = f;
-                if (df1) *(NM(uvec) *)(df1 + o) = ((f / bc) * zeta) * dbase;
+                /* pair-major: the pair's n1 values side by side for the sums over its terms */
+                const int64_t o = b * n1 + z * nsz + t;
+                for (int l = 0; l < VL; l++) f1[o + l * n1] = f[l];
+                if (df1) {
+                    const NM(vec) df = ((f / bc) * zeta) * dbase;
+                    for (int l = 0; l < VL; l++) df1[o + l * n1] = df[l];
+                }
             }
         }
         for (int a = 0; a < nea; a++) {
