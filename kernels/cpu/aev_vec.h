@@ -6,8 +6,8 @@
  * The factors are computed for a batch of entries (radial) or of (j, k) pairs (angular) held in
  * arrays of AEV_PB values, VL at a time (the arrays padded to a whole vector with finite values),
  * and stored term-major ([term][AEV_PB]: consecutive pairs in consecutive places; radial, f2 and
- * df2) or pair-major ([AEV_PB][terms]: f1 and df1, whose sums over shf_z run along a pair's terms).  Element-wise operations only: every
- * vector width gives the same bits.
+ * df2) or pair-major ([AEV_PB][terms]: f1 and df1, whose sums over shf_z run along a pair's
+ * terms).  Element-wise operations only: every vector width gives the same bits.
  */
 #define VL ((int)(VB / sizeof(REAL)))
 
