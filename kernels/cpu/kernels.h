@@ -187,8 +187,9 @@ void nnpops__dense_forward_packed_cpu_f64(int64_t n, int64_t in, int64_t out, co
                                           int64_t ldx, double *Y, int64_t ldy);
 /* The GEMM behind the dense kernels, C (m x n) = A (m x kk) . B (kk x n) (+ bias; A[i][k] =
  * a[i * sa_i + k * sa_k], B [kk][ldb], C [m][ldc]), in a chosen variant (tests: each gives the
- * same bits): AUTO the dense kernels' choice, BLOCKED_* columns in vectors, ROWS_* rows in vectors
- * (few columns), *_BASE 16-byte vectors, *_AVX 32-byte vectors, *_AVX512 64-byte vectors.
+ * same bits, within the fused and the unfused ones: nnpops__dense_variant_fused_cpu_*): AUTO the
+ * dense kernels' choice, BLOCKED_* columns in vectors, ROWS_* rows in vectors (few columns), *_BASE
+ * 16-byte vectors, *_AVX 32-byte vectors (AVX2 and FMA), *_AVX512 64-byte vectors.
  * Returns 0 when the variant is not available on this machine (nothing computed), else 1. */
 enum {
     NNPOPS__GEMM_AUTO = 0,
@@ -206,6 +207,10 @@ int nnpops__dense_gemm_variant_cpu_f64(int variant, int64_t m, int64_t n, int64_
                                        const double *a, int64_t sa_i, int64_t sa_k,
                                        const double *b, int64_t ldb, const double *bias,
                                        double *c, int64_t ldc);
+/* 1 when the GEMM variant adds its products with fused multiply-adds (one rounding each: the 32-
+ * and 64-byte variants built with GCC), 0 when with a multiply and an add (kernels/cpu/mlp.c). */
+int nnpops__dense_variant_fused_cpu_f32(int variant);
+int nnpops__dense_variant_fused_cpu_f64(int variant);
 /* The CELU kernels in a chosen variant (tests: all give the same bits): isa 0 16-byte vectors,
  * 1 32-byte vectors, 2 64-byte vectors; backward 0: out = A from Z (dA unused), 1: out = dZ from
  * Z and dA.  Returns 0 when the variant is not available on this machine (nothing computed),

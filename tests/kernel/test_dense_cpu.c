@@ -2,7 +2,10 @@
  * test_dense_cpu.c - the GEMM of the CPU dense kernels (kernels/cpu/mlp.c) in each of its variants
  * (columns in vectors or rows in vectors, 16-, 32- or 64-byte vectors, and the dense kernels' own
  * choice) against a plain loop that forms every element as the kernels promise to: the bias (0 +
- * b[i], or 0) plus a[i][k] * b[k][r] added in increasing k, rounded after each operation.  Every
+ * b[i], or 0) plus a[i][k] * b[k][r] added in increasing k, rounded after each operation (the
+ * unfused variants) or with one fused multiply-add per product (fma, the variants that
+ * nnpops__dense_variant_fused_cpu names; the test fails unless their results differ from the
+ * unfused loop's on some shape where they ran, so that the fused path is shown to run).  Every
  * variant must give those bits exactly, on random matrices of many shapes: row counts that are
  * and are not multiples of the vector lengths and of the row blocks, 1 to 17 and 23 to 25
  * columns (either side of the few-column kernel's limits: 12 in f32, 16 or 24 in f64), inner
@@ -32,18 +35,22 @@ static const char *const variant_name[N_VARIANTS] = {
 #define REAL float
 #define FN(name) name##_f32
 #define NAME "f32"
+#define RFMA fmaf
 #include "test_dense_cpu.c"
 #undef REAL
 #undef FN
 #undef NAME
+#undef RFMA
 
 #define REAL double
 #define FN(name) name##_f64
 #define NAME "f64"
+#define RFMA fma
 #include "test_dense_cpu.c"
 #undef REAL
 #undef FN
 #undef NAME
+#undef RFMA
 
 int main(int argc, char **argv) {
     static const test_case cases[] = {{"f32", run_f32}, {"f64", run_f64}};
@@ -74,7 +81,9 @@ static int FN(differs)(const char *what, const char *form, int64_t m, int64_t n,
  * in either precision) or NaNs (W is read), and once with the panels replaced by NaNs from 25
  * columns on (beyond the few-column kernel, W alone is read).  Returns 1 at a difference. */
 static int FN(packed)(int64_t m, int64_t n, int64_t kk, const REAL *a, const REAL *b, int64_t ld,
-                      const REAL *bp, const REAL *want, REAL *got) {
+                      const REAL *bp, const REAL *want_plain, const REAL *want_fused, REAL *got) {
+    const REAL *want =
+        FN(nnpops__dense_variant_fused_cpu)(NNPOPS__GEMM_AUTO) ? want_fused : want_plain;
     REAL *wp = malloc(sizeof(REAL) * (size_t)(m * kk));
     REAL *nan = malloc(sizeof(REAL) * (size_t)(m * kk));
     CHECK(wp && nan);
@@ -100,43 +109,52 @@ static int FN(packed)(int64_t m, int64_t n, int64_t kk, const REAL *a, const REA
  * loop on the n columns; checked[v] counts the variants that ran.  Returns 1 at the first
  * difference (printed). */
 static int FN(one_shape)(int64_t m, int64_t n, int64_t kk, int backward, int with_bias,
-                         unsigned long long *seed, long long checked[N_VARIANTS]) {
+                         unsigned long long *seed, long long checked[N_VARIANTS],
+                         long long *fused_differ) {
     const int64_t ld = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD + 3;
     REAL *a = malloc(sizeof(REAL) * (size_t)(m * kk));
     REAL *b = malloc(sizeof(REAL) * (size_t)(kk * ld));
     REAL *bias = malloc(sizeof(REAL) * (size_t)m);
     REAL *want = malloc(sizeof(REAL) * (size_t)(m * ld));
+    REAL *want_fused = malloc(sizeof(REAL) * (size_t)(m * ld));
     REAL *got = malloc(sizeof(REAL) * (size_t)(m * ld));
-    CHECK(a && b && bias && want && got);
+    CHECK(a && b && bias && want && want_fused && got);
     for (int64_t q = 0; q < m * kk; q++) a[q] = (REAL)(2 * test_rand(seed) - 1);
     for (int64_t q = 0; q < kk * ld; q++) b[q] = (REAL)(2 * test_rand(seed) - 1);
     for (int64_t q = 0; q < m; q++) bias[q] = (REAL)(test_rand(seed) - 0.5);
     /* forward: A = W [m][kk]; backward: A = W^T of W [kk][m] */
     const int64_t sa_i = backward ? 1 : kk, sa_k = backward ? m : 1;
     const REAL *bp = with_bias ? bias : NULL;
+    int differ = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t r = 0; r < n; r++) {
-            REAL acc = bp ? (REAL)0 + bp[i] : (REAL)0;
+            REAL acc = bp ? (REAL)0 + bp[i] : (REAL)0, accf = acc;
             for (int64_t k = 0; k < kk; k++) {
                 const REAL p = a[i * sa_i + k * sa_k] * b[k * ld + r];
                 acc = acc + p;
+                accf = RFMA(a[i * sa_i + k * sa_k], b[k * ld + r], accf);
             }
             want[i * ld + r] = acc;
+            want_fused[i * ld + r] = accf;
+            differ |= acc != accf;
         }
     int fail = 0;
-    if (!backward) fail = FN(packed)(m, n, kk, a, b, ld, bp, want, got);
+    if (!backward) fail = FN(packed)(m, n, kk, a, b, ld, bp, want, want_fused, got);
     for (int v = 0; v < N_VARIANTS && !fail; v++) {
         for (int64_t q = 0; q < m * ld; q++) got[q] = (REAL)-7;
         if (!FN(nnpops__dense_gemm_variant_cpu)(v, m, n, kk, a, sa_i, sa_k, b, ld, bp, got, ld))
             continue; /* not on this machine */
         checked[v]++;
+        const int fused = FN(nnpops__dense_variant_fused_cpu)(v);
+        if (fused && differ) ++*fused_differ;
         fail = FN(differs)(variant_name[v], backward ? "backward" : "forward", m, n, kk, bp, got,
-                           want, ld);
+                           fused ? want_fused : want, ld);
     }
     free(a);
     free(b);
     free(bias);
     free(want);
+    free(want_fused);
     free(got);
     return fail;
 }
@@ -145,16 +163,27 @@ static int FN(run)(void) {
     unsigned long long seed = 12345;
     const int64_t ms[] = {1, 3, 7, 8, 17, 64, 70, 133};
     const int64_t ks[] = {1, 5, 64, 65, 300};
-    long long checked[N_VARIANTS] = {0}, shapes = 0;
+    long long checked[N_VARIANTS] = {0}, shapes = 0, fused_differ = 0;
     for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
         for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++)
             for (int64_t n = 1; n <= 25; n += n == 17 ? 6 : 1) /* 1 .. 17, 23 .. 25 */
                 for (int form = 0; form < 4; form++, shapes++)
-                    if (FN(one_shape)(ms[im], n, ks[ik], form & 1, form >> 1, &seed, checked))
+                    if (FN(one_shape)(ms[im], n, ks[ik], form & 1, form >> 1, &seed, checked,
+                                      &fused_differ))
                         return 1;
-    printf("%s: %lld shapes, each variant bit for bit equal to the plain loop:", NAME, shapes);
-    for (int v = 0; v < N_VARIANTS; v++)
-        printf(" %s %lld%s", variant_name[v], checked[v], v + 1 < N_VARIANTS ? "," : "\n");
+    printf("%s: %lld shapes, each variant bit for bit equal to the plain loop (fused: the fma "
+           "loop):", NAME, shapes);
+    int any_fused = 0;
+    for (int v = 0; v < N_VARIANTS; v++) {
+        const int fused = FN(nnpops__dense_variant_fused_cpu)(v);
+        any_fused |= fused && checked[v] > 0;
+        printf(" %s%s %lld%s", variant_name[v], fused ? " (fused)" : "", checked[v],
+               v + 1 < N_VARIANTS ? "," : "\n");
+    }
+    /* the fused variants ran where the two loops differ: their fused multiply-adds are shown */
+    printf("%s: %lld runs of fused variants on shapes whose fused and unfused loops differ\n", NAME,
+           fused_differ);
+    if (any_fused) CHECK(fused_differ > 0);
     /* the portable variants and the dense kernels' own choice ran on every shape */
     CHECK(checked[0] == shapes && checked[1] == shapes && checked[3] == shapes);
     return 0;
