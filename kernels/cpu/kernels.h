@@ -208,7 +208,7 @@ int nnpops__dense_gemm_variant_cpu_f64(int variant, int64_t m, int64_t n, int64_
                                        const double *b, int64_t ldb, const double *bias,
                                        double *c, int64_t ldc);
 /* 1 when the GEMM variant adds its products with fused multiply-adds (one rounding each: the 32-
- * and 64-byte variants built with GCC), 0 when with a multiply and an add (kernels/cpu/mlp.c). */
+ * and 64-byte variants), 0 when with a multiply and an add (kernels/cpu/mlp.c). */
 int nnpops__dense_variant_fused_cpu_f32(int variant);
 int nnpops__dense_variant_fused_cpu_f64(int variant);
 /* The CELU kernels in a chosen variant (tests: all give the same bits): isa 0 16-byte vectors,

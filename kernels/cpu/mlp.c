@@ -14,9 +14,9 @@
  * adds their products (no reassociation): every element of C is bias + sum over k in increasing
  * order.  In the 16-byte variants a multiply and an add per element, rounded after each
  * operation; in the 32- and 64-byte variants (AVX2 + FMA, AVX-512F: machines that have fused
- * multiply-adds) one fused multiply-add per element, rounded once (with GCC: the GEMM's code of
- * those variants is compiled with fp-contract=fast; nnpops__dense_variant_fused_cpu says which
- * variants fuse).  Within each of the two kinds the result is the same bit for bit whatever the
+ * multiply-adds) one fused multiply-add per element, rounded once (the FMA instructions, written
+ * as intrinsics: no compiler's contraction choices involved; nnpops__dense_variant_fused_cpu says
+ * which variants fuse).  Within each of the two kinds the result is the same bit for bit whatever the
  * vector width, and the dense kernels' own choice never mixes them on one machine (the 16-byte
  * variants only run where the machine has neither).  The fused form made a water box's step 10 to
  * 15 % faster in both precisions (tests/bench/RESULTS-cpu.md); the CELU and the AEV stay unfused.
@@ -56,6 +56,7 @@
 #include "kernels.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
 #define NNPOPS__MLP_HAVE_AVX 1
 int nnpops__cpu_isa(void) {
     if (__builtin_cpu_supports("avx512f")) return 2;
@@ -65,12 +66,8 @@ int nnpops__cpu_isa(void) {
 #define NNPOPS__MLP_HAVE_AVX 0
 int nnpops__cpu_isa(void) { return 0; }
 #endif
-/* GCC fuses the 32- and 64-byte variants' products (the header); other compilers do not. */
-#if NNPOPS__MLP_HAVE_AVX && defined(__GNUC__) && !defined(__clang__)
-#define NNPOPS__MLP_FUSES 1
-#else
-#define NNPOPS__MLP_FUSES 0
-#endif
+/* The 32- and 64-byte variants (x86-64 only) fuse their products (the header). */
+#define NNPOPS__MLP_FUSES NNPOPS__MLP_HAVE_AVX
 
 /* The few-column kernel (gemm_rows): in groups of at most ROWS_MAX_G columns by blocks of at most
  * ROWS_MAX_R vectors of rows.  It is chosen (gemm) for at most ROWS_MAX_N(isa) columns: about
@@ -309,11 +306,28 @@ typedef int32_t NM(ivec) __attribute__((vector_size(VB)));
 typedef int64_t NM(ivec) __attribute__((vector_size(VB)));
 #endif
 
-/* The GEMM of the fused variants: products added with fused multiply-adds (see the header). */
-#if defined(MLP_FUSE) && NNPOPS__MLP_FUSES
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
+/* acc + a b: one fused multiply-add in the fused variants (see the header), else a multiply and
+ * an add. */
+static inline __attribute__((always_inline)) TARGET NM(vec) NM(madd)(NM(vec) acc, NM(vec) a,
+                                                                     NM(vec) b) {
+#if defined(MLP_FUSE) && VB == 64 && REAL_SIZE == 4
+    return (NM(vec))_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)acc);
+#elif defined(MLP_FUSE) && VB == 64
+    return (NM(vec))_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)acc);
+#elif defined(MLP_FUSE) && REAL_SIZE == 4
+    return (NM(vec))_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc);
+#elif defined(MLP_FUSE)
+    return (NM(vec))_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)acc);
+#else
+    return acc + a * b;
 #endif
+}
+/* x in every element (exactly: no arithmetic) */
+static inline __attribute__((always_inline)) TARGET NM(vec) NM(splat)(REAL x) {
+    NM(vec) v;
+    for (int l = 0; l < VL; l++) v[l] = x;
+    return v;
+}
 
 /* C[0..mb) x [0..nv vectors) of a column panel: mb, nv are compile-time constants after
  * inlining into the dispatch below, so the loops unroll and acc lives in registers. */
@@ -335,8 +349,8 @@ static inline __attribute__((always_inline)) TARGET void NM(micro)(
         const REAL *brow = b + k * ldb;
         for (int v = 0; v < nv; v++) bv[v] = *(const NM(uvec) *)(brow + v * VL);
         for (int i = 0; i < mb; i++) {
-            const REAL ai = a[i * sa_i + k * sa_k];
-            for (int v = 0; v < nv; v++) acc[i][v] += ai * bv[v];
+            const NM(vec) ai = NM(splat)(a[i * sa_i + k * sa_k]);
+            for (int v = 0; v < nv; v++) acc[i][v] = NM(madd)(acc[i][v], ai, bv[v]);
         }
     }
     for (int i = 0; i < mb; i++)
@@ -467,8 +481,8 @@ static inline __attribute__((always_inline)) TARGET void NM(rows_micro)(
         NM(vec) av[ROWS_MAX_R];
         for (int j = 0; j < R; j++) av[j] = *(const NM(uvec) *)(ak + j * VL);
         for (int g = 0; g < G; g++) {
-            const REAL bg = bk[g];
-            for (int j = 0; j < R; j++) acc[g][j] += av[j] * bg;
+            const NM(vec) bg = NM(splat)(bk[g]);
+            for (int j = 0; j < R; j++) acc[g][j] = NM(madd)(acc[g][j], av[j], bg);
         }
     }
     for (int g = 0; g < G; g++)
@@ -588,10 +602,6 @@ static TARGET void NM(gemm_rows)(int64_t m, int64_t n, int64_t kk, const REAL *a
 }
 #undef ROWS_RB
 #undef ROWS_KC
-
-#if defined(MLP_FUSE) && NNPOPS__MLP_FUSES
-#pragma GCC pop_options
-#endif
 
 /* ---- CELU: e^y - 1 and e^y in vectors (NM(exp_neg), vmath.h) ---- */
 #include "vmath.h"
