@@ -322,11 +322,9 @@ static inline __attribute__((always_inline)) TARGET NM(vec) NM(madd)(NM(vec) acc
     return acc + a * b;
 #endif
 }
-/* x in every element (exactly: no arithmetic) */
+/* x in every element, exactly (x - (+0) is x for every x, -0 included: a broadcast) */
 static inline __attribute__((always_inline)) TARGET NM(vec) NM(splat)(REAL x) {
-    NM(vec) v;
-    for (int l = 0; l < VL; l++) v[l] = x;
-    return v;
+    return x - (NM(vec)){0};
 }
 
 /* C[0..mb) x [0..nv vectors) of a column panel: mb, nv are compile-time constants after
