@@ -18,8 +18,9 @@
  * as intrinsics: no compiler's contraction choices involved; nnpops__dense_variant_fused_cpu says
  * which variants fuse).  Within each of the two kinds the result is the same bit for bit whatever
  * the vector width, and the dense kernels' own choice never mixes them on one machine (the
- * 16-byte variants only run where the machine has neither).  The fused form made a water box's step 10 to
- * 15 % faster in both precisions (tests/bench/RESULTS-cpu.md); the CELU and the AEV stay unfused.
+ * 16-byte variants only run where the machine has neither).  The fused form made a water box's
+ * step 10 to 15 % faster in both precisions (tests/bench/RESULTS-cpu.md); the CELU and the AEV
+ * stay unfused.
  *
  * Columns are processed in whole vectors: the dense kernels may read the padding columns
  * n <= r < round_up(n, NNPOPS__DENSE_PAD) of B and write those of C (their values are meaningless
