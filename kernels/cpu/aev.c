@@ -145,12 +145,6 @@ int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present
 
 #define NNPOPS__AEV_BODY 1
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define NNPOPS__AEV_HAVE_AVX 1
-#else
-#define NNPOPS__AEV_HAVE_AVX 0
-#endif
-
 #define REAL float
 #define REAL_SIZE 4
 #define AEV_TINY FLT_MIN
@@ -245,7 +239,7 @@ static int64_t FN(aev_load_center)(const FN(aev_consts) *k, int64_t c, const int
 #undef VB
 #undef NM
 #undef TARGET
-#if NNPOPS__AEV_HAVE_AVX
+#if NNPOPS__CPU_X86
 #define VB 32
 #define NM(name) FN(name##_avx)
 #define TARGET __attribute__((target("avx")))
@@ -265,7 +259,7 @@ static int64_t FN(aev_load_center)(const FN(aev_consts) *k, int64_t c, const int
 /* The variant of instruction set isa (2: 64-byte vectors, 1: 32-byte, 0: 16-byte). */
 static void FN(aev_radial_terms)(int isa, const FN(aev_consts) *k, int ner, int nsr, int64_t nb,
                                  const REAL *dist, REAL *ex) {
-#if NNPOPS__AEV_HAVE_AVX
+#if NNPOPS__CPU_X86
     if (isa == 2) FN(aev_radial_terms_avx512)(k, ner, nsr, nb, dist, ex);
     else if (isa == 1) FN(aev_radial_terms_avx)(k, ner, nsr, nb, dist, ex);
     else
@@ -276,7 +270,7 @@ static void FN(aev_radial_terms)(int isa, const FN(aev_consts) *k, int ner, int 
 static void FN(aev_angular_terms)(int isa, const nnpops__aev_desc *d, const FN(aev_consts) *k,
                                   int64_t nb, const REAL *cs, const REAL *sn, const REAL *dm,
                                   const REAL *dth, REAL *f1, REAL *df1, REAL *f2, REAL *df2) {
-#if NNPOPS__AEV_HAVE_AVX
+#if NNPOPS__CPU_X86
     if (isa == 2) FN(aev_angular_terms_avx512)(d, k, nb, cs, sn, dm, dth, f1, df1, f2, df2);
     else if (isa == 1) FN(aev_angular_terms_avx)(d, k, nb, cs, sn, dm, dth, f1, df1, f2, df2);
     else
@@ -334,24 +328,23 @@ static void FN(aev_pad)(REAL *a, int64_t nb, REAL v) {
     for (int64_t b = nb; b < AEV_PB && (b & 15); b++) a[b] = v;
 }
 
-/* Radial: the entries of the center inside rc_r (and, for the backward, at a distance > 0) in
- * batches: their terms ex (vectors), then done(w, nb) with the batch's entries in w->pj. */
-#define AEV_RADIAL_BATCHES(ne, keep, done)                                                        \
-    do {                                                                                           \
-        int64_t nb_ = 0;                                                                           \
-        for (int64_t e_ = 0; e_ <= (ne); e_++) {                                                   \
-            if (e_ < (ne) && w.ent[e_].d < k.rc_r && (keep)(w.ent + e_)) {                         \
-                w.pj[nb_] = (int32_t)e_;                                                           \
-                w.dist[nb_++] = w.ent[e_].d;                                                       \
-            }                                                                                      \
-            if (nb_ == AEV_PB || (e_ == (ne) && nb_ > 0)) {                                        \
-                FN(aev_pad)(w.dist, nb_, 0);                                                       \
-                FN(aev_radial_terms)(isa, &k, ner, nsr, nb_, w.dist, w.ex);                        \
-                done(nb_);                                                                         \
-                nb_ = 0;                                                                           \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
+/* Radial: the next batch of the center's entries inside rc_r (and, for the backward, at a
+ * distance > 0, which gives a direction) from entry *e on: their indices in w->pj, their terms in
+ * w->ex (vectors); returns the batch's size, 0 when no entry is left. */
+static int64_t FN(aev_entry_batch)(int isa, const nnpops__aev_desc *d, const FN(aev_consts) *k,
+                                   FN(aev_work) *w, int64_t ne, int64_t *e, int backward) {
+    int64_t nb = 0;
+    for (; nb < AEV_PB && *e < ne; ++*e) {
+        const REAL dist = w->ent[*e].d;
+        if (!(dist < k->rc_r) || (backward && !(dist > 0))) continue;
+        w->pj[nb] = (int32_t)*e;
+        w->dist[nb++] = dist;
+    }
+    if (nb == 0) return 0;
+    FN(aev_pad)(w->dist, nb, 0);
+    FN(aev_radial_terms)(isa, k, d->n_eta_r, d->n_shf_r, nb, w->dist, w->ex);
+    return nb;
+}
 
 /* Angular: the unordered pairs of distinct entries inside rc_a, in batches: geometry per pair
  * (cosine c of the angle, cs = cos(theta) = 0.95 c, sn = sin(theta) = sqrt(1 - cs^2) > 0, the
@@ -392,9 +385,6 @@ static int64_t FN(aev_pair_batch)(int isa, const nnpops__aev_desc *d, const FN(a
     return nb;
 }
 
-static inline int FN(aev_any)(const ENT *en) { return (void)en, 1; }
-static inline int FN(aev_directed)(const ENT *en) { return en->d > 0; }
-
 static void FN(aev_forward)(int isa, const nnpops__aev_desc *desc, int64_t n,
                             const int32_t *centers, const int64_t *start, const int64_t *entry,
                             const int32_t *pairs, const double *pair_vec, const int32_t *species,
@@ -403,7 +393,6 @@ static void FN(aev_forward)(int isa, const nnpops__aev_desc *desc, int64_t n,
     FN(aev_consts) k;
     FN(aev_consts_init)(d, &k);
     const int32_t L = d->aev_len, R = d->radial_len, A = d->angular_len, S = d->n_species;
-    const int32_t nsr = d->n_shf_r, ner = d->n_eta_r;
     const int32_t nsz = d->n_shf_z, nsa = d->n_shf_a, nz = d->n_zeta;
     const int64_t n1 = (int64_t)nz * nsz;
     FN(aev_work) w;
@@ -418,18 +407,18 @@ static void FN(aev_forward)(int isa, const nnpops__aev_desc *desc, int64_t n,
         memset(row, 0, sizeof(REAL) * (size_t)L);
 
         /* radial */
-#define AEV_RADIAL_FWD(nb)                                                                         \
-    for (int64_t b = 0; b < (nb); b++) {                                                           \
-        const ENT *en = w.ent + w.pj[b];                                                           \
-        const REAL fc = (REAL)0.5 * M(cos)(en->d * k.pi_rc_r) + (REAL)0.5;                         \
-        REAL *blk = row + (int64_t)en->sp * R;                                                     \
-        for (int t = 0; t < R; t++) blk[t] += w.ex[(int64_t)t * AEV_PB + b] * fc;                  \
-    }
-        AEV_RADIAL_BATCHES(ne, FN(aev_any), AEV_RADIAL_FWD);
-#undef AEV_RADIAL_FWD
+        int64_t e = 0, nb;
+        while ((nb = FN(aev_entry_batch)(isa, d, &k, &w, ne, &e, 0)) > 0) {
+            for (int64_t b = 0; b < nb; b++) {
+                const ENT *en = w.ent + w.pj[b];
+                const REAL fc = (REAL)0.5 * M(cos)(en->d * k.pi_rc_r) + (REAL)0.5;
+                REAL *blk = row + (int64_t)en->sp * R;
+                for (int t = 0; t < R; t++) blk[t] += w.ex[(int64_t)t * AEV_PB + b] * fc;
+            }
+        }
 
         /* angular: unordered pairs of distinct entries inside rc_a */
-        int64_t a1 = 0, a2 = 1, nb;
+        int64_t a1 = 0, a2 = 1;
         while ((nb = FN(aev_pair_batch)(isa, d, &k, &w, na, &a1, &a2, 0)) > 0) {
             for (int64_t b = 0; b < nb; b++) {
                 const ENT *ej = w.ent + w.pj[b], *ek = w.ent + w.pk[b];
@@ -476,29 +465,29 @@ static void FN(aev_backward)(int isa, const nnpops__aev_desc *desc, int64_t n,
         for (int32_t f = 0; f < L; f++) row[f] = grad_aev[(int64_t)f * ld + r];
 
         /* radial: dE/dd, then along v / d (no direction at distance 0) */
-#define AEV_RADIAL_BWD(nb)                                                                         \
-    for (int64_t b = 0; b < (nb); b++) {                                                           \
-        ENT *en = w.ent + w.pj[b];                                                                 \
-        const REAL arg = en->d * k.pi_rc_r;                                                        \
-        const REAL fc = (REAL)0.5 * M(cos)(arg) + (REAL)0.5;                                       \
-        const REAL dfc = (REAL)-0.5 * k.pi_rc_r * M(sin)(arg);                                     \
-        const REAL *g = row + (int64_t)en->sp * R;                                                 \
-        REAL dedd = 0;                                                                             \
-        for (int ie = 0; ie < ner; ie++) {                                                         \
-            for (int is = 0; is < nsr; is++) {                                                     \
-                const REAL x = en->d - k.shf_r[is];                                                \
-                const REAL ex = w.ex[(int64_t)(ie * nsr + is) * AEV_PB + b];                       \
-                dedd += g[ie * nsr + is] * ex * (dfc - (REAL)2 * k.eta_r[ie] * x * fc);            \
-            }                                                                                      \
-        }                                                                                          \
-        const REAL s = dedd / en->d;                                                               \
-        for (int x = 0; x < 3; x++) en->g[x] += (double)(s * en->v[x]);                            \
-    }
-        AEV_RADIAL_BATCHES(ne, FN(aev_directed), AEV_RADIAL_BWD);
-#undef AEV_RADIAL_BWD
+        int64_t e = 0, nb;
+        while ((nb = FN(aev_entry_batch)(isa, d, &k, &w, ne, &e, 1)) > 0) {
+            for (int64_t b = 0; b < nb; b++) {
+                ENT *en = w.ent + w.pj[b];
+                const REAL arg = en->d * k.pi_rc_r;
+                const REAL fc = (REAL)0.5 * M(cos)(arg) + (REAL)0.5;
+                const REAL dfc = (REAL)-0.5 * k.pi_rc_r * M(sin)(arg);
+                const REAL *g = row + (int64_t)en->sp * R;
+                REAL dedd = 0;
+                for (int ie = 0; ie < ner; ie++) {
+                    for (int is = 0; is < nsr; is++) {
+                        const REAL x = en->d - k.shf_r[is];
+                        const REAL ex = w.ex[(int64_t)(ie * nsr + is) * AEV_PB + b];
+                        dedd += g[ie * nsr + is] * ex * (dfc - (REAL)2 * k.eta_r[ie] * x * fc);
+                    }
+                }
+                const REAL s = dedd / en->d;
+                for (int x = 0; x < 3; x++) en->g[x] += (double)(s * en->v[x]);
+            }
+        }
 
         /* angular */
-        int64_t a1 = 0, a2 = 1, nb;
+        int64_t a1 = 0, a2 = 1;
         while ((nb = FN(aev_pair_batch)(isa, d, &k, &w, na, &a1, &a2, 1)) > 0) {
             for (int64_t b = 0; b < nb; b++) {
                 ENT *ej = w.ent + w.pj[b], *ek = w.ent + w.pk[b];
@@ -601,7 +590,7 @@ int FN(nnpops__log_variant_cpu)(int isa, int64_t n, const REAL *x, REAL *y) {
     for (int64_t i0 = 0; i0 < n; i0 += 16) {
         const int64_t m = n - i0 < 16 ? n - i0 : 16;
         for (int64_t i = 0; i < 16; i++) buf[i] = i < m ? x[i0 + i] : (REAL)1;
-#if NNPOPS__AEV_HAVE_AVX
+#if NNPOPS__CPU_X86
         if (isa == 2) FN(aev_log_avx512)(buf);
         else if (isa == 1) FN(aev_log_avx)(buf);
         else

@@ -115,8 +115,15 @@ int nnpops__aev_variant_cpu_f64(int isa, int backward, const nnpops__aev_desc *d
 int nnpops__log_variant_cpu_f32(int isa, int64_t n, const float *x, float *y);
 int nnpops__log_variant_cpu_f64(int isa, int64_t n, const double *x, double *y);
 
-/* The widest vectors this machine runs: 2 (64 bytes, AVX-512F), 1 (32 bytes, AVX), 0 (16). */
+/* The widest vectors this machine runs (kernels/cpu/mlp.c): 2 (64 bytes, AVX-512F), 1 (32 bytes,
+ * AVX2 and FMA), 0 (16).  NNPOPS__CPU_X86: the build has the 32- and 64-byte variants (x86 with
+ * GCC or Clang: vector extensions and target attributes); elsewhere nnpops__cpu_isa is 0. */
 int nnpops__cpu_isa(void);
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define NNPOPS__CPU_X86 1
+#else
+#define NNPOPS__CPU_X86 0
+#endif
 
 /* Species sets as bit masks (bit s: species s, s < n_species <= 32): every species of a model, the
  * species of n atoms, and the ranks of a set's species (rank[s] = how many present species are

@@ -56,19 +56,15 @@
 
 #include "kernels.h"
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#if NNPOPS__CPU_X86
 #include <immintrin.h>
-#define NNPOPS__MLP_HAVE_AVX 1
 int nnpops__cpu_isa(void) {
     if (__builtin_cpu_supports("avx512f")) return 2;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
 }
 #else
-#define NNPOPS__MLP_HAVE_AVX 0
 int nnpops__cpu_isa(void) { return 0; }
 #endif
-/* The 32- and 64-byte variants (x86-64 only) fuse their products (the header). */
-#define NNPOPS__MLP_FUSES NNPOPS__MLP_HAVE_AVX
 
 /* The few-column kernel (gemm_rows): in groups of at most ROWS_MAX_G columns by blocks of at most
  * ROWS_MAX_R vectors of rows.  It is chosen (gemm) for at most ROWS_MAX_N(isa) columns: about
@@ -122,7 +118,7 @@ int nnpops__cpu_isa(void) { return 0; }
 #undef NM
 #undef TARGET
 
-#if NNPOPS__MLP_HAVE_AVX
+#if NNPOPS__CPU_X86
 #define MLP_FUSE 1
 #define VB 32
 #define NM(name) FN(name##_avx)
@@ -162,7 +158,7 @@ static int FN(gemm_variant)(int isa, int variant, int64_t m, int64_t n, int64_t 
     } table[] = {
         [NNPOPS__GEMM_BLOCKED_BASE] = {FN(gemm_base), 0},
         [NNPOPS__GEMM_ROWS_BASE] = {FN(gemm_rows_base), 0},
-#if NNPOPS__MLP_HAVE_AVX
+#if NNPOPS__CPU_X86
         [NNPOPS__GEMM_BLOCKED_AVX] = {FN(gemm_avx), 1},
         [NNPOPS__GEMM_ROWS_AVX] = {FN(gemm_rows_avx), 1},
         [NNPOPS__GEMM_BLOCKED_AVX512] = {FN(gemm_avx512), 2},
@@ -198,7 +194,8 @@ static void FN(gemm)(int64_t m, int64_t n, int64_t kk, const REAL *a, int64_t sa
 }
 
 int FN(nnpops__dense_variant_fused_cpu)(int variant) {
-    return NNPOPS__MLP_FUSES &&
+    /* the 32- and 64-byte variants (built on x86 only) fuse their products (the header) */
+    return NNPOPS__CPU_X86 &&
            (variant == NNPOPS__GEMM_BLOCKED_AVX || variant == NNPOPS__GEMM_ROWS_AVX ||
             variant == NNPOPS__GEMM_BLOCKED_AVX512 || variant == NNPOPS__GEMM_ROWS_AVX512 ||
             (variant == NNPOPS__GEMM_AUTO && nnpops__cpu_isa() >= 1));
@@ -254,7 +251,7 @@ void FN(nnpops__dense_backward_cpu)(int64_t n, int64_t in, int64_t out, const RE
  * operations only). */
 static void FN(celu)(int isa, int backward, int64_t n, int64_t width, double alpha, const REAL *Z,
                      int64_t ldz, const REAL *dA, int64_t ldda, REAL *out, int64_t ldo) {
-#if NNPOPS__MLP_HAVE_AVX
+#if NNPOPS__CPU_X86
     if (isa == 2) {
         FN(celu_avx512)(backward, n, width, alpha, Z, ldz, dA, ldda, out, ldo);
         return;
