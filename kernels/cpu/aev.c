@@ -242,7 +242,7 @@ static int64_t FN(aev_load_center)(const FN(aev_consts) *k, int64_t c, const int
 #if NNPOPS__CPU_X86
 #define VB 32
 #define NM(name) FN(name##_avx)
-#define TARGET __attribute__((target("avx")))
+#define TARGET __attribute__((target("avx2,fma")))
 #include "aev_vec.h"
 #undef VB
 #undef NM

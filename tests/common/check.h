@@ -61,6 +61,29 @@ static inline double test_rand(unsigned long long *state) {
     return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
+/* n positions uniform in a cube of side `side` (atom 0 at its center when center0), each at least
+ * dmin from the ones before it: rejection, at most 100,000 draws an atom (a failed CHECK past that). */
+static inline void test_scatter(int n, double side, double dmin, int center0,
+                                unsigned long long *state, double *x) {
+    for (int i = 0; i < n; i++) {
+        for (int tries = 0;; tries++) {
+            CHECK(tries < 100000);
+            for (int k = 0; k < 3; k++)
+                x[3 * i + k] = center0 && i == 0 ? 0.5 * side : side * test_rand(state);
+            int ok = 1;
+            for (int j = 0; j < i && ok; j++) {
+                double r2 = 0;
+                for (int k = 0; k < 3; k++) {
+                    const double dx = x[3 * i + k] - x[3 * j + k];
+                    r2 += dx * dx;
+                }
+                ok = r2 > dmin * dmin;
+            }
+            if (ok) break;
+        }
+    }
+}
+
 /* The cases of a test program: main() runs the one its only argument names ("all": each in turn,
  * up to the first that does not pass). */
 typedef struct test_case {

@@ -839,20 +839,9 @@ static const nnpops__ani *load_ani(const char *name, nnpops_precision prec, nnpo
     return (*m)->impl;
 }
 
-/* atoms at least dmin apart, uniform in a cube (rejection) */
+/* atoms at least dmin apart, uniform in a cube (test_scatter) */
 static void random_cluster(int n, double side, double dmin, double *x) {
-    for (int i = 0; i < n; i++) {
-        for (int tries = 0;; tries++) {
-            for (int d = 0; d < 3; d++) x[3 * i + d] = urand() * side;
-            int ok = 1;
-            for (int j = 0; j < i && ok; j++) {
-                double r2 = 0;
-                for (int d = 0; d < 3; d++) r2 += (x[3 * i + d] - x[3 * j + d]) * (x[3 * i + d] - x[3 * j + d]);
-                ok = r2 > dmin * dmin;
-            }
-            if (ok || tries > 1000) break;
-        }
-    }
+    test_scatter(n, side, dmin, 0, &rng, x);
 }
 
 static int aev_one(const nnpops__aev_desc *desc, int f64, int n, const double *x, const double *cell,

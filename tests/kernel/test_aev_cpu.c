@@ -26,6 +26,7 @@
 
 #include "check.h"
 #include "kernels/cpu/kernels.h"
+#include "cluster.h"
 
 typedef long double LD;
 #define PI_L 3.141592653589793238462643383279502884L
@@ -81,80 +82,23 @@ static nnpops__aev_desc make_desc(int generic) {
     return d;
 }
 
-/* A random cluster: n atoms in a cube of side a, at least dmin apart, atom 0 at the center. */
-typedef struct cluster {
-    int n;
-    double *x;
-    int32_t *species;
-    int64_t n_pairs;
-    int32_t *pairs;
-    double *pair_vec;
-    int64_t *start, *entry, max_entries;
-} cluster;
-
-static void make_cluster(cluster *c, int n, double a, double dmin, int n_species, double rc,
+/* A random cluster (tests/common/cluster.h): n atoms in a cube of side a, at least dmin apart, atom
+ * 0 at the center, species drawn uniformly from n_species. */
+static void make_cluster(test_cluster *c, int n, double a, double dmin, int n_species, double rc,
                          unsigned long long seed) {
-    c->n = n;
-    c->x = malloc(sizeof(double) * 3 * (size_t)n);
-    c->species = malloc(sizeof(int32_t) * (size_t)n);
-    CHECK(c->x && c->species);
-    for (int i = 0; i < n; i++) {
-        for (int tries = 0;; tries++) {
-            CHECK(tries < 100000);
-            for (int k = 0; k < 3; k++) c->x[3 * i + k] = i == 0 ? 0.5 * a : a * test_rand(&seed);
-            int ok = 1;
-            for (int j = 0; j < i && ok; j++) {
-                double r2 = 0;
-                for (int k = 0; k < 3; k++) {
-                    const double dx = c->x[3 * i + k] - c->x[3 * j + k];
-                    r2 += dx * dx;
-                }
-                ok = r2 > dmin * dmin;
-            }
-            if (ok) break;
-        }
-        c->species[i] = (int32_t)(test_rand(&seed) * n_species);
-    }
-    const int64_t cap = (int64_t)n * (n - 1) / 2;
-    c->pairs = malloc(sizeof(int32_t) * 2 * (size_t)cap);
-    c->pair_vec = malloc(sizeof(double) * 3 * (size_t)cap);
-    c->start = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    c->entry = malloc(sizeof(int64_t) * 2 * (size_t)cap);
-    CHECK(c->pairs && c->pair_vec && c->start && c->entry);
-    c->n_pairs = 0;
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            double v[3], r2 = 0;
-            for (int k = 0; k < 3; k++) {
-                v[k] = c->x[3 * j + k] - c->x[3 * i + k];
-                r2 += v[k] * v[k];
-            }
-            if (r2 >= rc * rc) continue;
-            c->pairs[2 * c->n_pairs] = i;
-            c->pairs[2 * c->n_pairs + 1] = j;
-            memcpy(c->pair_vec + 3 * c->n_pairs, v, sizeof v);
-            c->n_pairs++;
-        }
-    c->max_entries = nnpops__center_lists_cpu(n, c->n_pairs, c->pairs, c->start, c->entry);
-}
-
-static void free_cluster(cluster *c) {
-    free(c->x);
-    free(c->species);
-    free(c->pairs);
-    free(c->pair_vec);
-    free(c->start);
-    free(c->entry);
+    test_cluster_new(c, n, a, dmin, 1, &seed);
+    for (int i = 0; i < n; i++) c->species[i] = (int32_t)(test_rand(&seed) * n_species);
+    test_cluster_pairs(c, rc);
 }
 
 /* The entries of center ci: vectors (long double, from the pair vectors with the entry's sign)
  * and species. */
-static int64_t center_entries(const cluster *c, int ci, LD (*v)[3], int32_t *sp) {
+static int64_t center_entries(const test_cluster *c, int ci, LD (*v)[3], int32_t *sp) {
     const int64_t e0 = c->start[ci], ne = c->start[ci + 1] - e0;
     for (int64_t e = 0; e < ne; e++) {
         const int64_t code = c->entry[e0 + e], p = code >> 1;
         const LD s = (code & 1) ? -1.0L : 1.0L;
-        for (int k = 0; k < 3; k++) v[e][k] = s * (LD)c->pair_vec[3 * p + k];
+        for (int k = 0; k < 3; k++) v[e][k] = s * (LD)c->vec[3 * p + k];
         sp[e] = c->species[c->pairs[2 * p + ((code & 1) ? 0 : 1)]];
     }
     return ne;
@@ -321,7 +265,7 @@ static int FN(check_log)(void) {
 
 /* Forward and backward of the n_check first centers of a cluster, against the reference;
  * fd_entries: the entries per center checked by finite differences (all when larger). */
-static int FN(check_cluster)(const nnpops__aev_desc *d, const cluster *c, int n_check,
+static int FN(check_cluster)(const nnpops__aev_desc *d, const test_cluster *c, int n_check,
                              int fd_entries, const char *what) {
     const int64_t L = d->aev_len, n = c->n, ld = n;
     int32_t *centers = malloc(sizeof(int32_t) * (size_t)n);
@@ -345,10 +289,10 @@ static int FN(check_cluster)(const nnpops__aev_desc *d, const cluster *c, int n_
         pg[k] = calloc(3 * (size_t)c->n_pairs + 1, sizeof(double));
         CHECK(aev[k] && pg[k]);
         ran[k] = FN(nnpops__aev_variant_cpu)(k, 0, d, n, centers, c->start, c->entry, c->pairs,
-                                              c->pair_vec, c->species, aev[k], ld, NULL, work);
+                                              c->vec, c->species, aev[k], ld, NULL, work);
         if (ran[k])
             CHECK(FN(nnpops__aev_variant_cpu)(k, 1, d, n, centers, c->start, c->entry, c->pairs,
-                                               c->pair_vec, c->species, g, ld, pg[k], work));
+                                               c->vec, c->species, g, ld, pg[k], work));
     }
     CHECK(ran[0]);
     for (int k = 1; k < 3; k++) {
@@ -393,7 +337,7 @@ static int FN(check_cluster)(const nnpops__aev_desc *d, const cluster *c, int n_
         CHECK(gc);
         for (int64_t f = 0; f < L; f++) gc[f] = g[f * ld + ci];
         CHECK(FN(nnpops__aev_variant_cpu)(0, 1, d, 1, &one, c->start, c->entry, c->pairs,
-                                           c->pair_vec, c->species, gc, 1, pgc, work));
+                                           c->vec, c->species, gc, 1, pgc, work));
         for (int64_t f = 0; f < L; f++) gd[f] = (double)gc[f];
         const int64_t ne = center_entries(c, ci, v, sp), e0 = c->start[ci];
         const int64_t nfd = ne < fd_entries ? ne : fd_entries;
@@ -453,7 +397,7 @@ static int FN(run)(void) {
     if (FN(check_log)()) return 1;
     for (int generic = 0; generic < 2; generic++) {
         const nnpops__aev_desc d = make_desc(generic);
-        cluster small, dense;
+        test_cluster small, dense;
         make_cluster(&small, 40, 6.5, 0.75, 3, d.rc_r, 21 + generic);
         make_cluster(&dense, 260, 10.0, 0.6, 3, d.rc_r, 31 + generic);
         const char *name = generic ? "generic" : "ANI-1x";
@@ -462,8 +406,8 @@ static int FN(run)(void) {
         if (FN(check_cluster)(&d, &small, 6, 1000, what)) return 1;
         snprintf(what, sizeof what, "%s, 260 atoms", name);
         if (FN(check_cluster)(&d, &dense, 1, 10, what)) return 1;
-        free_cluster(&small);
-        free_cluster(&dense);
+        test_cluster_free(&small);
+        test_cluster_free(&dense);
     }
     return 0;
 }

@@ -259,21 +259,10 @@ static const char *cluster_model(int shift) {
     return write_model(shift ? "arkr_shift" : "arkr", "[Ar, Kr]", section);
 }
 
-/* n atoms at least 3 A apart inside a cube of side `box`. */
+/* n atoms at least 3 A apart inside a cube of side `box` (test_scatter), Ar or Kr. */
 static void random_cluster(int n, double box, unsigned long long seed, int32_t *z, double *x) {
-    for (int i = 0; i < n; i++) {
-        for (;;) {
-            for (int k = 0; k < 3; k++) x[3 * i + k] = box * test_rand(&seed);
-            int ok = 1;
-            for (int j = 0; j < i && ok; j++) {
-                double d2 = 0;
-                for (int k = 0; k < 3; k++) d2 += pow(x[3 * i + k] - x[3 * j + k], 2);
-                ok = d2 > 9.0;
-            }
-            if (ok) break;
-        }
-        z[i] = test_rand(&seed) < 0.5 ? 18 : 36;
-    }
+    test_scatter(n, box, 3.0, 0, &seed, x);
+    for (int i = 0; i < n; i++) z[i] = test_rand(&seed) < 0.5 ? 18 : 36;
 }
 
 static int case_cluster(void) {

@@ -23,6 +23,7 @@
 #include "check.h"
 #include "internal.h"
 #include "kernels/cpu/kernels.h"
+#include "cluster.h"
 
 static unsigned long long rng = 0x2545f4914f6cdd1dull;
 
@@ -51,71 +52,19 @@ static nnpops__aev_desc ani2x_like(void) {
     return d;
 }
 
-typedef struct cluster {
-    int n;
-    int64_t n_pairs;
-    int32_t *species, *rank, *pairs, *centers;
-    double *vec;
-    int64_t *start, *entry, max_entries;
-} cluster;
-
-/* n atoms at random in a cube (no two closer than 0.9 A), species drawn from `present`. */
-static cluster make_cluster(int n, uint32_t present, const int32_t *rank, double rc) {
-    cluster c;
-    memset(&c, 0, sizeof c);
-    c.n = n;
-    double *x = malloc(sizeof(double) * 3 * n);
+/* n atoms at random in a cube of side 7 A (no two closer than 0.9 A: tests/common/cluster.h),
+ * species drawn from `present`; rk[i] is the rank of atom i's species. */
+static void make_cluster(test_cluster *c, int32_t *rk, int n, uint32_t present,
+                         const int32_t *rank, double rc) {
+    test_cluster_new(c, n, 7.0, 0.9, 0, &rng);
     int list[32], np = 0;
     for (int s = 0; s < 32; s++)
         if (present >> s & 1u) list[np++] = s;
-    c.species = malloc(sizeof(int32_t) * n);
-    c.rank = malloc(sizeof(int32_t) * n);
     for (int i = 0; i < n; i++) {
-        for (int tries = 0;; tries++) {
-            for (int k = 0; k < 3; k++) x[3 * i + k] = 7.0 * test_rand(&rng);
-            int ok = 1;
-            for (int j = 0; j < i && ok; j++) {
-                double d2 = 0;
-                for (int k = 0; k < 3; k++) d2 += pow(x[3 * i + k] - x[3 * j + k], 2);
-                ok = d2 > 0.81;
-            }
-            if (ok || tries > 1000) break;
-        }
-        c.species[i] = list[(int)(test_rand(&rng) * np) % np];
-        c.rank[i] = rank[c.species[i]];
+        c->species[i] = list[(int)(test_rand(&rng) * np) % np];
+        rk[i] = rank[c->species[i]];
     }
-    c.pairs = malloc(sizeof(int32_t) * n * (n - 1));
-    c.vec = malloc(sizeof(double) * 3 * n * (n - 1) / 2);
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            double v[3], d2 = 0;
-            for (int k = 0; k < 3; k++) {
-                v[k] = x[3 * j + k] - x[3 * i + k];
-                d2 += v[k] * v[k];
-            }
-            if (d2 >= rc * rc) continue;
-            c.pairs[2 * c.n_pairs] = i;
-            c.pairs[2 * c.n_pairs + 1] = j;
-            memcpy(c.vec + 3 * c.n_pairs, v, sizeof v);
-            c.n_pairs++;
-        }
-    c.start = malloc(sizeof(int64_t) * (n + 1));
-    c.entry = malloc(sizeof(int64_t) * (2 * c.n_pairs + 1));
-    c.max_entries = nnpops__center_lists_cpu(n, c.n_pairs, c.pairs, c.start, c.entry);
-    c.centers = malloc(sizeof(int32_t) * n);
-    for (int i = 0; i < n; i++) c.centers[i] = i;
-    free(x);
-    return c;
-}
-
-static void free_cluster(cluster *c) {
-    free(c->species);
-    free(c->rank);
-    free(c->pairs);
-    free(c->vec);
-    free(c->start);
-    free(c->entry);
-    free(c->centers);
+    test_cluster_pairs(c, rc);
 }
 
 static void *work_for(const nnpops__aev_desc *d, int64_t max_entries) {
@@ -136,8 +85,12 @@ static int32_t check_set(uint32_t present, int f64) {
     CHECK(Lr == r.aev_len && Lr <= L);
     for (int s = 0; s < 7; s++) CHECK((rank[s] < 0) == !(present >> s & 1u));
     for (int t = 1; t < Lr; t++) CHECK(map[t] > map[t - 1]);
-    cluster c = make_cluster(48, present, rank, full.rc_r);
-    const int n = c.n, ld = n;
+    enum { N = 48 };
+    test_cluster c;
+    int32_t crank[N], centers[N];
+    make_cluster(&c, crank, N, present, rank, full.rc_r);
+    for (int i = 0; i < N; i++) centers[i] = i;
+    const int n = N, ld = n;
     const size_t es = f64 ? sizeof(double) : sizeof(float);
     char *af = calloc((size_t)L * ld, es), *ar = calloc((size_t)(Lr ? Lr : 1) * ld, es);
     char *gf = calloc((size_t)L * ld, es), *gr = calloc((size_t)(Lr ? Lr : 1) * ld, es);
@@ -154,22 +107,22 @@ static int32_t check_set(uint32_t present, int f64) {
     for (int t = 0; t < Lr; t++)
         memcpy(gr + es * (size_t)t * ld, gf + es * (size_t)map[t] * ld, es * ld);
     if (f64) {
-        nnpops__aev_forward_cpu_f64(&full, n, c.centers, c.start, c.entry, c.pairs, c.vec,
+        nnpops__aev_forward_cpu_f64(&full, n, centers, c.start, c.entry, c.pairs, c.vec,
                                     c.species, (double *)af, ld, wf);
-        nnpops__aev_forward_cpu_f64(&r, n, c.centers, c.start, c.entry, c.pairs, c.vec, c.rank,
+        nnpops__aev_forward_cpu_f64(&r, n, centers, c.start, c.entry, c.pairs, c.vec, crank,
                                     (double *)ar, ld, wr);
-        nnpops__aev_backward_cpu_f64(&full, n, c.centers, c.start, c.entry, c.pairs, c.vec,
+        nnpops__aev_backward_cpu_f64(&full, n, centers, c.start, c.entry, c.pairs, c.vec,
                                      c.species, (const double *)gf, ld, pf, wf);
-        nnpops__aev_backward_cpu_f64(&r, n, c.centers, c.start, c.entry, c.pairs, c.vec, c.rank,
+        nnpops__aev_backward_cpu_f64(&r, n, centers, c.start, c.entry, c.pairs, c.vec, crank,
                                      (const double *)gr, ld, pr, wr);
     } else {
-        nnpops__aev_forward_cpu_f32(&full, n, c.centers, c.start, c.entry, c.pairs, c.vec,
+        nnpops__aev_forward_cpu_f32(&full, n, centers, c.start, c.entry, c.pairs, c.vec,
                                     c.species, (float *)af, ld, wf);
-        nnpops__aev_forward_cpu_f32(&r, n, c.centers, c.start, c.entry, c.pairs, c.vec, c.rank,
+        nnpops__aev_forward_cpu_f32(&r, n, centers, c.start, c.entry, c.pairs, c.vec, crank,
                                     (float *)ar, ld, wr);
-        nnpops__aev_backward_cpu_f32(&full, n, c.centers, c.start, c.entry, c.pairs, c.vec,
+        nnpops__aev_backward_cpu_f32(&full, n, centers, c.start, c.entry, c.pairs, c.vec,
                                      c.species, (const float *)gf, ld, pf, wf);
-        nnpops__aev_backward_cpu_f32(&r, n, c.centers, c.start, c.entry, c.pairs, c.vec, c.rank,
+        nnpops__aev_backward_cpu_f32(&r, n, centers, c.start, c.entry, c.pairs, c.vec, crank,
                                      (const float *)gr, ld, pr, wr);
     }
     /* forward: the map's entries equal, every other entry zero; and the AEV is not all zero */
@@ -218,7 +171,7 @@ static int32_t check_set(uint32_t present, int f64) {
     free(pr);
     free(wf);
     free(wr);
-    free_cluster(&c);
+    test_cluster_free(&c);
     return Lr;
 }
 
