@@ -498,6 +498,33 @@ int nnpops__cfg_is_map(const nnpops__cfg *cfg, nnpops__node node) {
     return n && n->type == YAML_MAPPING_NODE;
 }
 
+nnpops_status nnpops__cfg_check_keys(const nnpops__cfg *cfg, nnpops__node map, const char *what,
+                                     const char *const *allowed) {
+    if (!nnpops__cfg_is_map(cfg, map)) {
+        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s:%d: %s must be a mapping",
+                            nnpops__cfg_file(cfg), nnpops__cfg_line(cfg, map), what);
+    }
+    const int64_t n = nnpops__cfg_len(cfg, map);
+    for (int64_t i = 0; i < n; i++) {
+        const nnpops__node key = nnpops__cfg_key(cfg, map, i);
+        const char *k;
+        nnpops_status st = nnpops__cfg_str(cfg, key, what, &k);
+        if (st != NNPOPS_OK) return st;
+        int known = 0;
+        for (const char *const *a = allowed; *a && !known; a++) known = strcmp(k, *a) == 0;
+        if (known) continue;
+        char list[512] = "";
+        for (const char *const *a = allowed; *a; a++) {
+            const size_t o = strlen(list);
+            snprintf(list + o, sizeof list - o, "%s%s", a == allowed ? "" : ", ", *a);
+        }
+        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
+                            "%s:%d: unknown key '%.64s' in %s (expected %s)",
+                            nnpops__cfg_file(cfg), nnpops__cfg_line(cfg, key), k, what, list);
+    }
+    return NNPOPS_OK;
+}
+
 int nnpops__cfg_is_seq(const nnpops__cfg *cfg, nnpops__node node) {
     yaml_node_t *n = node_at(cfg, node);
     return n && n->type == YAML_SEQUENCE_NODE;

@@ -70,6 +70,10 @@ nnpops_status nnpops__cfg_get(const nnpops__cfg *cfg, nnpops__node map, const ch
                               int required, nnpops__node *out);
 int nnpops__cfg_is_map(const nnpops__cfg *cfg, nnpops__node node);
 int nnpops__cfg_is_seq(const nnpops__cfg *cfg, nnpops__node node);
+/* `map` is a mapping whose keys are all among `allowed` (NULL-terminated); the errors name file,
+ * line, `what` and the allowed keys. */
+nnpops_status nnpops__cfg_check_keys(const nnpops__cfg *cfg, nnpops__node map, const char *what,
+                                     const char *const *allowed);
 int nnpops__cfg_is_scalar(const nnpops__cfg *cfg, nnpops__node node);
 /* Number of entries of a mapping or sequence (0 for scalars). */
 int64_t nnpops__cfg_len(const nnpops__cfg *cfg, nnpops__node node);

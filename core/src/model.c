@@ -213,27 +213,6 @@ static void set_dir(nnpops_model *m) {
 
 /* ---- common keys ----------------------------------------------------------------------------- */
 
-/* Every key of `map` must be one of `allowed` (NULL-terminated); `what` names the mapping. */
-static nnpops_status check_keys(const nnpops__cfg *cfg, nnpops__node map, const char *what,
-                                const char *const *allowed, const char *expected) {
-    int64_t n = nnpops__cfg_len(cfg, map);
-    for (int64_t i = 0; i < n; i++) {
-        nnpops__node key = nnpops__cfg_key(cfg, map, i);
-        const char *k;
-        nnpops_status st = nnpops__cfg_str(cfg, key, "key", &k);
-        if (st != NNPOPS_OK) return st;
-        int known = 0;
-        for (const char *const *a = allowed; *a && !known; a++) known = strcmp(k, *a) == 0;
-        if (!known) {
-            return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
-                                "%s:%d: unknown key '%.64s' in %s (expected %s)",
-                                nnpops__cfg_file(cfg), nnpops__cfg_line(cfg, key), k, what,
-                                expected);
-        }
-    }
-    return NNPOPS_OK;
-}
-
 static int valid_model_name(const char *s) {
     if (!*s) return 0;
     for (; *s; s++) {
@@ -286,9 +265,7 @@ static nnpops_status parse_header_keys(nnpops_model *m, const nnpops__cfg *cfg,
     static const char *const top_keys[] = {"format", "format_version", "name", "type",
                                            "description", "units", "species", "weights",
                                            "ani", "lj", NULL};
-    if ((st = check_keys(cfg, root, "the model file", top_keys,
-                         "format, format_version, name, type, description, units, species, "
-                         "weights, ani, lj")) != NNPOPS_OK) {
+    if ((st = nnpops__cfg_check_keys(cfg, root, "the model file", top_keys)) != NNPOPS_OK) {
         return st;
     }
 
@@ -332,7 +309,7 @@ static nnpops_status parse_header_keys(nnpops_model *m, const nnpops__cfg *cfg,
                             nnpops__cfg_line(cfg, units));
     }
     static const char *const unit_keys[] = {"length", "energy", NULL};
-    if ((st = check_keys(cfg, units, "units", unit_keys, "length, energy")) != NNPOPS_OK) {
+    if ((st = nnpops__cfg_check_keys(cfg, units, "units", unit_keys)) != NNPOPS_OK) {
         return st;
     }
     if ((st = nnpops__cfg_get(cfg, units, "length", 1, &len_node)) != NNPOPS_OK ||
@@ -417,7 +394,7 @@ static nnpops_status load_weights(const nnpops_model *m, const nnpops__cfg *cfg,
                             nnpops__cfg_line(cfg, weights));
     }
     static const char *const weight_keys[] = {"file", "sha256", NULL};
-    if ((st = check_keys(cfg, weights, "weights", weight_keys, "file, sha256")) != NNPOPS_OK) {
+    if ((st = nnpops__cfg_check_keys(cfg, weights, "weights", weight_keys)) != NNPOPS_OK) {
         return st;
     }
     if ((st = nnpops__cfg_get(cfg, weights, "file", 1, &n_file)) != NNPOPS_OK ||

@@ -75,30 +75,6 @@ static nnpops_status cfg_error(const nnpops__cfg *cfg, nnpops__node node, const 
                         nnpops__cfg_line(cfg, node), msg);
 }
 
-/* A mapping whose keys are all in `allowed` (NULL-terminated). */
-static nnpops_status check_map(const nnpops__cfg *cfg, nnpops__node map, const char *what,
-                               const char *const *allowed) {
-    if (!nnpops__cfg_is_map(cfg, map)) return cfg_error(cfg, map, "%s must be a mapping", what);
-    const int64_t n = nnpops__cfg_len(cfg, map);
-    for (int64_t i = 0; i < n; i++) {
-        nnpops__node key = nnpops__cfg_key(cfg, map, i);
-        const char *k;
-        nnpops_status st = nnpops__cfg_str(cfg, key, what, &k);
-        if (st != NNPOPS_OK) return st;
-        int ok = 0;
-        for (int a = 0; allowed[a]; a++) ok |= strcmp(k, allowed[a]) == 0;
-        if (!ok) {
-            char list[256] = "";
-            for (int a = 0; allowed[a]; a++) {
-                size_t o = strlen(list);
-                snprintf(list + o, sizeof list - o, "%s%s", a ? ", " : "", allowed[a]);
-            }
-            return cfg_error(cfg, key, "unknown key '%.64s' in %s (expected %s)", k, what, list);
-        }
-    }
-    return NNPOPS_OK;
-}
-
 /* A required positive finite number. */
 static nnpops_status get_positive(const nnpops__cfg *cfg, nnpops__node map, const char *key,
                                   const char *what, double *out) {
@@ -134,7 +110,8 @@ static nnpops_status parse_descriptor(nnpops_model *model, const nnpops__cfg *cf
     d->n_species = model->n_species;
 
     if ((st = nnpops__cfg_get(cfg, ani, "radial", 1, &radial)) != NNPOPS_OK) return st;
-    if ((st = check_map(cfg, radial, "ani.radial", radial_keys)) != NNPOPS_OK) return st;
+    st = nnpops__cfg_check_keys(cfg, radial, "ani.radial", radial_keys);
+    if (st != NNPOPS_OK) return st;
     if ((st = get_positive(cfg, radial, "cutoff", "ani.radial.cutoff", &d->rc_r)) != NNPOPS_OK ||
         (st = get_list(cfg, radial, "eta", "ani.radial.eta", d->eta_r, &d->n_eta_r)) != NNPOPS_OK ||
         (st = get_list(cfg, radial, "shifts", "ani.radial.shifts", d->shf_r, &d->n_shf_r)) !=
@@ -143,7 +120,8 @@ static nnpops_status parse_descriptor(nnpops_model *model, const nnpops__cfg *cf
     }
 
     if ((st = nnpops__cfg_get(cfg, ani, "angular", 1, &angular)) != NNPOPS_OK) return st;
-    if ((st = check_map(cfg, angular, "ani.angular", angular_keys)) != NNPOPS_OK) return st;
+    st = nnpops__cfg_check_keys(cfg, angular, "ani.angular", angular_keys);
+    if (st != NNPOPS_OK) return st;
     if ((st = get_positive(cfg, angular, "cutoff", "ani.angular.cutoff", &d->rc_a)) != NNPOPS_OK ||
         (st = get_list(cfg, angular, "eta", "ani.angular.eta", d->eta_a, &d->n_eta_a)) !=
             NNPOPS_OK ||
@@ -265,7 +243,7 @@ static nnpops_status ani_load(nnpops_model *model, const nnpops__cfg *cfg, nnpop
     nnpops_status st;
 
     if ((st = nnpops__cfg_get(cfg, root, "ani", 1, &ani)) != NNPOPS_OK) return st;
-    if ((st = check_map(cfg, ani, "ani", ani_keys)) != NNPOPS_OK) return st;
+    if ((st = nnpops__cfg_check_keys(cfg, ani, "ani", ani_keys)) != NNPOPS_OK) return st;
     if ((st = nnpops__cfg_get(cfg, root, "lj", 0, &n)) != NNPOPS_OK) return st;
     if (n) return cfg_error(cfg, n, "an ani model must not have an 'lj' mapping");
     if (!weights) {
@@ -306,7 +284,7 @@ static nnpops_status ani_load(nnpops_model *model, const nnpops__cfg *cfg, nnpop
     nnpops__node act, type_node;
     const char *type;
     if ((st = nnpops__cfg_get(cfg, ani, "activation", 1, &act)) != NNPOPS_OK) return st;
-    if ((st = check_map(cfg, act, "ani.activation", act_keys)) != NNPOPS_OK) return st;
+    if ((st = nnpops__cfg_check_keys(cfg, act, "ani.activation", act_keys)) != NNPOPS_OK) return st;
     if ((st = nnpops__cfg_get(cfg, act, "type", 1, &type_node)) != NNPOPS_OK ||
         (st = nnpops__cfg_str(cfg, type_node, "ani.activation.type", &type)) != NNPOPS_OK) {
         return st;

@@ -46,29 +46,6 @@ static nnpops_status lj_error(const nnpops__cfg *cfg, nnpops__node node, const c
                         nnpops__cfg_line(cfg, node), msg, detail ? detail : "");
 }
 
-/* Keys of `map` must be among `allowed` (NULL-terminated). */
-static nnpops_status lj_check_keys(const nnpops__cfg *cfg, nnpops__node map, const char *what,
-                                   const char *const *allowed) {
-    if (!nnpops__cfg_is_map(cfg, map)) {
-        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s:%d: %s must be a mapping",
-                            nnpops__cfg_file(cfg), nnpops__cfg_line(cfg, map), what);
-    }
-    const int64_t n = nnpops__cfg_len(cfg, map);
-    for (int64_t i = 0; i < n; i++) {
-        nnpops__node key = nnpops__cfg_key(cfg, map, i);
-        const char *k;
-        nnpops_status st = nnpops__cfg_str(cfg, key, what, &k);
-        if (st != NNPOPS_OK) return st;
-        int ok = 0;
-        for (int a = 0; allowed[a]; a++) ok |= strcmp(k, allowed[a]) == 0;
-        if (!ok) {
-            return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s:%d: unknown key '%.64s' in %s",
-                                nnpops__cfg_file(cfg), nnpops__cfg_line(cfg, key), k, what);
-        }
-    }
-    return NNPOPS_OK;
-}
-
 static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops__node root,
                              const nnpops__weights *weights) {
     static const char *const lj_keys[] = {"shift", "pairs", NULL};
@@ -78,7 +55,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
     nnpops_status st;
 
     if ((st = nnpops__cfg_get(cfg, root, "lj", 1, &lj)) != NNPOPS_OK) return st;
-    if ((st = lj_check_keys(cfg, lj, "lj", lj_keys)) != NNPOPS_OK) return st;
+    if ((st = nnpops__cfg_check_keys(cfg, lj, "lj", lj_keys)) != NNPOPS_OK) return st;
     if ((st = nnpops__cfg_get(cfg, root, "weights", 0, &n)) != NNPOPS_OK) return st;
     if (n || weights) {
         return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
@@ -107,7 +84,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
         nnpops__node item = nnpops__cfg_item(cfg, pairs, k), el, v;
         char what[64];
         snprintf(what, sizeof what, "lj.pairs[%lld]", (long long)k);
-        if ((st = lj_check_keys(cfg, item, what, pair_keys)) != NNPOPS_OK) return st;
+        if ((st = nnpops__cfg_check_keys(cfg, item, what, pair_keys)) != NNPOPS_OK) return st;
         if ((st = nnpops__cfg_get(cfg, item, "elements", 1, &el)) != NNPOPS_OK) return st;
         if (!nnpops__cfg_is_seq(cfg, el) || nnpops__cfg_len(cfg, el) != 2) {
             return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,

@@ -350,9 +350,10 @@ static int case_bad_files(void) {
     expect_format_error("unknown_key",
                         "lj:\n  pairs:\n    - {elements: [Ar, Ar], epsilon: 0.01, sigma: 3.4, "
                         "cutoff: 8, rmin: 1}\n",
-                        "rmin");
+                        "unknown key 'rmin' in lj.pairs[0] (expected elements, epsilon, sigma, cutoff)");
     expect_format_error("no_pairs", "lj:\n  shift: true\n  pairs: []\n", "at least one");
-    expect_format_error("lj_key", "lj:\n  shft: true\n  pairs: []\n", "shft");
+    expect_format_error("lj_key", "lj:\n  shft: true\n  pairs: []\n",
+                        "unknown key 'shft' in lj (expected shift, pairs)");
     return 0;
 }
 
