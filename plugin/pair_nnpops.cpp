@@ -337,7 +337,14 @@ void PairNNPOPS::coeff(int narg, char **arg)
                   (int) nnpops_model_num_species(model_), cutoff_, nnpops_model_device(model_),
                   nnpops_model_precision(model_) == NNPOPS_FLOAT32 ? "float32" : "float64",
                   unit_style, nnpops_version_string());
-    utils::logmesg(lmp, std::string(line));
+    std::string msg(line);
+    if (!options_.empty()) { // the keywords given to pair_style, as the context received them
+      msg.pop_back();
+      msg += ", options:";
+      for (const auto &kv : options_) msg += " " + kv.first + " " + kv.second;
+      msg += "\n";
+    }
+    utils::logmesg(lmp, msg);
   }
 }
 

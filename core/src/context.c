@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -72,6 +73,7 @@ static const option_info options[NNPOPS_OPTION_COUNT_] = {
     [NNPOPS_OPTION_GRAPH_WARMUP_STEPS] = {"graph_warmup_steps", 2, 0, 1000, 1, NULL},
     [NNPOPS_OPTION_DETERMINISTIC] = {"deterministic", 0, 0, 1, 1, onoff_words},
     [NNPOPS_OPTION_TENSOR_CORES] = {"tensor_cores", 2, 0, 2, 1, onoffauto_words},
+    [NNPOPS_OPTION_THREADS] = {"threads", 1, 0, 1024, 1, NULL},
 };
 
 static const double length_to_A[] = {1.0, 10.0, 0.52917721092};
@@ -180,7 +182,7 @@ nnpops_status nnpops_context_create(const nnpops_model *model, nnpops_context **
 void nnpops_context_destroy(nnpops_context *ctx) {
     if (!ctx) return;
     for (int k = 0; k < BUF_COUNT; k++) nnpops__buf_free(&ctx->buf[k]);
-    for (int k = 0; k < NNPOPS__SCRATCH_SLOTS; k++) nnpops__buf_free(&ctx->scratch.slot[k]);
+    nnpops__scratch_free(&ctx->scratch);
 #ifdef NNPOPS_HAVE_CUDA
     nnpops__cuda_ctx_destroy(ctx->cuda);
 #endif
@@ -422,6 +424,13 @@ static nnpops_status check_distances(const nnpops_context *ctx, int64_t n_pairs,
     return NNPOPS_OK;
 }
 
+/* The threads of option `threads` (0: the online processors). */
+static int32_t cpu_threads(double option) {
+    long n = (long)option;
+    if (n == 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int32_t)n;
+}
+
 nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpops_outputs *out) {
     if (!ctx) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "context is NULL");
     int64_t n_local = 0;
@@ -505,8 +514,11 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
         .pair_grad = grad,
         .member_atom_energy = member_e,
     };
+    ctx->scratch.threads = cpu_threads(ctx->option[NNPOPS_OPTION_THREADS]);
+    ctx->scratch.threads_used = 1;
     if ((st = m->vt->compute_cpu(m, &ctx->scratch, &step)) != NNPOPS_OK) return st;
     ctx->stats.descriptor_length = step.descriptor_length;
+    ctx->stats.cpu_threads = ctx->scratch.threads_used;
 
     const int32_t *batch = ctx->buf[BUF_BATCH].ptr;
     double *sys_e = ctx->buf[BUF_SYS_E].ptr;

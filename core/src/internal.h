@@ -163,11 +163,30 @@ typedef struct nnpops__step {
     int64_t descriptor_length;  /* written by the potential: per-atom descriptor entries */
 } nnpops__step;
 
+/* ---- worker threads of CPU steps (core/src/pool.c) ---- */
+typedef struct nnpops__pool nnpops__pool;
+typedef void (*nnpops__pool_fn)(void *arg, int share);
+/* Runs fn(arg, s) for every share s < n_shares on up to nt threads (the calling thread and the
+ * pool's workers, started on first use into *pool): thread t runs the shares t, t + nt', ...
+ * (nt' the threads it got), so a share never runs on two threads at once.  Returns nt'. */
+int nnpops__pool_run(nnpops__pool **pool, int nt, int n_shares, nnpops__pool_fn fn, void *arg);
+void nnpops__pool_destroy(nnpops__pool *pool);
+
 /* Scratch buffers of a context that potentials may use (slot numbers are potential-private). */
 #define NNPOPS__SCRATCH_SLOTS 16
 typedef struct nnpops__scratch {
     nnpops__buf slot[NNPOPS__SCRATCH_SLOTS];
+    /* CPU threads (option threads, resolved by the context): the threads a step may use, the
+     * threads its potential ran on (written by the potential), the pool, and the scratch of
+     * shares 1 .. n_sub (share 0 uses this one; their own pool and sub are unused) */
+    int32_t threads, threads_used;
+    nnpops__pool *pool;
+    struct nnpops__scratch *sub;
+    int32_t n_sub;
 } nnpops__scratch;
+/* At least n share scratches in scratch->sub (grown, the old ones kept). */
+nnpops_status nnpops__scratch_subs(nnpops__scratch *scratch, int32_t n);
+void nnpops__scratch_free(nnpops__scratch *scratch);
 
 typedef struct nnpops__potential_vt {
     const char *type;

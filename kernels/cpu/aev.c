@@ -143,6 +143,15 @@ int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present
     return out->aev_len;
 }
 
+/* *p += v where other threads may add to *p at the same time (compare-and-swap). */
+static inline void aev_add_shared(double *p, double v) {
+    double old, sum;
+    __atomic_load(p, &old, __ATOMIC_RELAXED);
+    do {
+        sum = old + v;
+    } while (!__atomic_compare_exchange(p, &old, &sum, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
 #define NNPOPS__AEV_BODY 1
 
 #define REAL float
@@ -445,7 +454,7 @@ static void FN(aev_backward)(int isa, const nnpops__aev_desc *desc, int64_t n,
                              const int32_t *centers, const int64_t *start, const int64_t *entry,
                              const int32_t *pairs, const double *pair_vec,
                              const int32_t *species, const REAL *grad_aev, int64_t ld,
-                             double *pair_grad, void *work) {
+                             double *pair_grad, int shared, void *work) {
     const nnpops__aev_desc *d = desc;
     FN(aev_consts) k;
     FN(aev_consts_init)(d, &k);
@@ -542,7 +551,10 @@ static void FN(aev_backward)(int isa, const nnpops__aev_desc *desc, int64_t n,
         for (int64_t e = 0; e < ne; e++) {
             const int64_t code = entry[e0 + e];
             double *pg = pair_grad + 3 * (code >> 1);
-            if (code & 1) {
+            if (shared) { /* (a - b is a + (-b): the same bits as below) */
+                for (int x = 0; x < 3; x++)
+                    aev_add_shared(pg + x, (code & 1) ? -w.ent[e].g[x] : w.ent[e].g[x]);
+            } else if (code & 1) {
                 for (int x = 0; x < 3; x++) pg[x] -= w.ent[e].g[x];
             } else {
                 for (int x = 0; x < 3; x++) pg[x] += w.ent[e].g[x];
@@ -565,7 +577,17 @@ void FN(nnpops__aev_backward_cpu)(const nnpops__aev_desc *desc, int64_t n, const
                                   const REAL *grad_aev, int64_t ld, double *pair_grad,
                                   void *work) {
     FN(aev_backward)(nnpops__cpu_isa(), desc, n, centers, start, entry, pairs, pair_vec, species,
-                     grad_aev, ld, pair_grad, work);
+                     grad_aev, ld, pair_grad, 0, work);
+}
+
+void FN(nnpops__aev_backward_shared_cpu)(const nnpops__aev_desc *desc, int64_t n,
+                                         const int32_t *centers, const int64_t *start,
+                                         const int64_t *entry, const int32_t *pairs,
+                                         const double *pair_vec, const int32_t *species,
+                                         const REAL *grad_aev, int64_t ld, double *pair_grad,
+                                         void *work) {
+    FN(aev_backward)(nnpops__cpu_isa(), desc, n, centers, start, entry, pairs, pair_vec, species,
+                     grad_aev, ld, pair_grad, 1, work);
 }
 
 int FN(nnpops__aev_variant_cpu)(int isa, int backward, const nnpops__aev_desc *desc, int64_t n,
@@ -576,7 +598,7 @@ int FN(nnpops__aev_variant_cpu)(int isa, int backward, const nnpops__aev_desc *d
     if (isa < 0 || isa > nnpops__cpu_isa()) return 0;
     if (backward) {
         FN(aev_backward)(isa, desc, n, centers, start, entry, pairs, pair_vec, species,
-                         aev_or_grad, ld, pair_grad, work);
+                         aev_or_grad, ld, pair_grad, 0, work);
     } else {
         FN(aev_forward)(isa, desc, n, centers, start, entry, pairs, pair_vec, species, aev_or_grad,
                         ld, work);

@@ -96,6 +96,23 @@ void nnpops__aev_backward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const
                                   const double *grad_aev, int64_t ld, double *pair_grad,
                                   void *work);
 
+/* The same, where other threads may add to the same pair_grad entries at once (the centers of
+ * one pair in two threads' calls): atomic additions.  Each pair receives at most two terms (one
+ * from each of its centers, or both from one center for an atom's own image), added to zero, so
+ * the sums do not depend on their order: the same bits as nnpops__aev_backward_cpu_*. */
+void nnpops__aev_backward_shared_cpu_f32(const nnpops__aev_desc *desc, int64_t n,
+                                         const int32_t *centers, const int64_t *start,
+                                         const int64_t *entry, const int32_t *pairs,
+                                         const double *pair_vec, const int32_t *species,
+                                         const float *grad_aev, int64_t ld, double *pair_grad,
+                                         void *work);
+void nnpops__aev_backward_shared_cpu_f64(const nnpops__aev_desc *desc, int64_t n,
+                                         const int32_t *centers, const int64_t *start,
+                                         const int64_t *entry, const int32_t *pairs,
+                                         const double *pair_vec, const int32_t *species,
+                                         const double *grad_aev, int64_t ld, double *pair_grad,
+                                         void *work);
+
 /* The AEV kernels in a chosen variant (tests: all give the same bits): isa 0 16-byte vectors, 1
  * 32-byte vectors, 2 64-byte vectors; backward 0: nnpops__aev_forward_cpu_* (aev_or_grad: the
  * AEV written, pair_grad unused), 1: nnpops__aev_backward_cpu_* (aev_or_grad: dE/dAEV, read).

@@ -54,6 +54,7 @@ enum {
     SLOT_WORK = 7,  /* AEV kernel work space */
     SLOT_AEV = 8,   /* AEV block, then dE/dAEV block: REAL [aev_len][ANI_BLOCK] */
     SLOT_MLP = 9,   /* layer buffers of one block (see mlp_layout) */
+    SLOT_BLOCKS = 10, /* the step's blocks and their shares (ani_blk) */
     SLOT_RANK = 12, /* species ranked among the present ones, int32 [n_atoms] */
     SLOT_SET = 13,  /* the restricted first layers of the last species set (ani_set_cpu) */
     SLOT_MAP = 14,  /* the restricted entries' indices in the full AEV, int32 [aev_len] */
@@ -586,6 +587,31 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
     return NNPOPS_OK;
 }
 
+/* Threads (scratch->threads > 1): the blocks of a step are dealt to the shares, the largest first
+ * (cost: atoms times the first layer's width), each to the share with the least work so far; a
+ * share runs its blocks in order on one thread with its own block buffers (share 0: the context's
+ * scratch, share t: scratch->sub[t - 1]).  Blocks write disjoint atom energies, and the AEV
+ * adjoint adds to the shared pair gradients atomically, in an order that does not change their
+ * bits (nnpops__aev_backward_shared_cpu): the results are the same bits for any thread count. */
+typedef struct ani_blk {
+    int32_t s, share;
+    int64_t b, n; /* atoms order[b .. b + n) of species s */
+    int64_t cost;
+} ani_blk;
+
+typedef struct ani_job {
+    const nnpops__ani *a;
+    nnpops__scratch *scratch;
+    const nnpops__step *step;
+    const ani_inputs *in;
+    const int64_t *start, *entry;
+    const int32_t *order;
+    const mlp_layout *lay;
+    const ani_blk *blk;
+    int64_t n_blk;
+    int shared; /* pair gradients shared between threads */
+} ani_job;
+
 #define NNPOPS__ANI_BODY 1
 
 #define REAL float
@@ -599,6 +625,63 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
 #include "ani.c"
 #undef REAL
 #undef FN
+
+/* The buffers of one block's work (AEV work space, AEV block, layer buffers) in `scratch`. */
+static nnpops_status ani_block_buffers(const nnpops__ani *a, nnpops__scratch *scratch,
+                                       int64_t max_entries, const mlp_layout *lay) {
+    const void *mlp_before = scratch->slot[SLOT_MLP].ptr;
+    nnpops_status st;
+    if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_WORK],
+                                  nnpops__aev_work_bytes(&a->aev, max_entries),
+                                  "ANI AEV work space")) != NNPOPS_OK ||
+        (st = nnpops__buf_reserve(&scratch->slot[SLOT_AEV],
+                                  a->elem_size * (size_t)a->aev.aev_len * ANI_BLOCK,
+                                  "ANI AEV block")) != NNPOPS_OK ||
+        (st = nnpops__buf_reserve(&scratch->slot[SLOT_MLP], a->elem_size * lay->total,
+                                  "ANI layer buffers")) != NNPOPS_OK) {
+        return st;
+    }
+    /* A new layer buffer starts zeroed: the dense kernels read the padding columns of their
+     * inputs (up to NNPOPS__DENSE_PAD), which must hold finite values, never uninitialised memory
+     * (valgrind: "conditional jump depends on uninitialised value").  Every kernel then writes
+     * finite values or nothing there, so they stay finite. */
+    if (scratch->slot[SLOT_MLP].ptr != mlp_before)
+        memset(scratch->slot[SLOT_MLP].ptr, 0, scratch->slot[SLOT_MLP].bytes);
+    return NNPOPS_OK;
+}
+
+/* Blocks by cost, the costliest first (ties: species, then first atom). */
+static int ani_blk_cmp(const void *x, const void *y) {
+    const ani_blk *p = x, *q = y;
+    if (p->cost != q->cost) return p->cost > q->cost ? -1 : 1;
+    if (p->s != q->s) return p->s < q->s ? -1 : 1;
+    return p->b < q->b ? -1 : p->b > q->b;
+}
+
+/* The blocks of every species and their shares (at most nt); returns the shares used. */
+static int ani_deal(const nnpops__ani *a, const int64_t *species_start, int nt, ani_blk *blk,
+                    int64_t *n_blk) {
+    int64_t k = 0;
+    for (int s = 0; s < a->n_species; s++)
+        for (int64_t b = species_start[s]; b < species_start[s + 1]; b += ANI_BLOCK) {
+            const int64_t n = species_start[s + 1] - b < ANI_BLOCK ? species_start[s + 1] - b
+                                                                    : ANI_BLOCK;
+            blk[k++] = (ani_blk){s, 0, b, n, n * a->width[s][1]};
+        }
+    *n_blk = k;
+    if (nt > k) nt = (int)k;
+    if (nt <= 1) return 1;
+    qsort(blk, (size_t)k, sizeof *blk, ani_blk_cmp);
+    int64_t load[1024] = {0};
+    for (int64_t q = 0; q < k; q++) {
+        int t = 0;
+        for (int u = 1; u < nt; u++)
+            if (load[u] < load[t]) t = u;
+        blk[q].share = t;
+        load[t] += blk[q].cost;
+    }
+    return nt;
+}
 
 static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch *scratch,
                                      nnpops__step *step) {
@@ -639,29 +722,28 @@ static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch 
     }
 
     const mlp_layout lay = mlp_layout_of(a);
-    const void *mlp_before = scratch->slot[SLOT_MLP].ptr;
-    if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_WORK],
-                                  nnpops__aev_work_bytes(&a->aev, max_entries),
-                                  "ANI AEV work space")) != NNPOPS_OK ||
-        (st = nnpops__buf_reserve(&scratch->slot[SLOT_AEV],
-                                  a->elem_size * (size_t)a->aev.aev_len * ANI_BLOCK,
-                                  "ANI AEV block")) != NNPOPS_OK ||
-        (st = nnpops__buf_reserve(&scratch->slot[SLOT_MLP], a->elem_size * lay.total,
-                                  "ANI layer buffers")) != NNPOPS_OK) {
-        return st;
-    }
-    /* A new layer buffer starts zeroed: the dense kernels read the padding columns of their
-     * inputs (up to NNPOPS__DENSE_PAD), which must hold finite values, never uninitialised memory
-     * (valgrind: "conditional jump depends on uninitialised value").  Every kernel then writes
-     * finite values or nothing there, so they stay finite. */
-    if (scratch->slot[SLOT_MLP].ptr != mlp_before)
-        memset(scratch->slot[SLOT_MLP].ptr, 0, scratch->slot[SLOT_MLP].bytes);
+    if ((st = ani_block_buffers(a, scratch, max_entries, &lay)) != NNPOPS_OK) return st;
     ani_inputs in;
     if ((st = ani_inputs_of(a, scratch, step, &in)) != NNPOPS_OK) return st;
-    if (a->precision == NNPOPS_FLOAT32)
-        ani_compute_blocks_f32(a, scratch, step, &in, start, entry, order, species_start, &lay);
-    else
-        ani_compute_blocks_f64(a, scratch, step, &in, start, entry, order, species_start, &lay);
+
+    /* the blocks and their shares (one share: every block in order on this thread) */
+    if ((st = nnpops__buf_reserve(&scratch->slot[SLOT_BLOCKS],
+                                  sizeof(ani_blk) * (size_t)(n_local / ANI_BLOCK + a->n_species),
+                                  "ANI block list")) != NNPOPS_OK) {
+        return st;
+    }
+    ani_blk *blk = scratch->slot[SLOT_BLOCKS].ptr;
+    int64_t n_blk;
+    const int nt = ani_deal(a, species_start, scratch->threads, blk, &n_blk);
+    if (nt > 1) {
+        if ((st = nnpops__scratch_subs(scratch, nt - 1)) != NNPOPS_OK) return st;
+        for (int t = 1; t < nt; t++)
+            if ((st = ani_block_buffers(a, &scratch->sub[t - 1], max_entries, &lay)) != NNPOPS_OK)
+                return st;
+    }
+    ani_job job = {a, scratch, step, &in, start, entry, order, &lay, blk, n_blk, nt > 1};
+    nnpops__pool_fn fn = a->precision == NNPOPS_FLOAT32 ? ani_share_f32 : ani_share_f64;
+    scratch->threads_used = nnpops__pool_run(&scratch->pool, nt, nt, fn, &job);
     return NNPOPS_OK;
 }
 
@@ -686,17 +768,19 @@ const nnpops__potential_vt nnpops__ani_vt = {
 /* Kernel names of this precision. */
 #define AEV_FORWARD FN(nnpops__aev_forward_cpu)
 #define AEV_BACKWARD FN(nnpops__aev_backward_cpu)
+#define AEV_BACKWARD_SHARED FN(nnpops__aev_backward_shared_cpu)
 #define DENSE_FORWARD FN(nnpops__dense_forward_cpu)
 #define DENSE_FORWARD_PACKED FN(nnpops__dense_forward_packed_cpu)
 #define DENSE_BACKWARD FN(nnpops__dense_backward_cpu)
 #define CELU_FORWARD FN(nnpops__celu_forward_cpu)
 #define CELU_BACKWARD FN(nnpops__celu_backward_cpu)
 
-/* One block of n <= ANI_BLOCK atoms of species s (centers[0..n)). */
+/* One block of n <= ANI_BLOCK atoms of species s (centers[0..n)); shared: other threads add to
+ * the pair gradients at the same time. */
 static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
                           const nnpops__step *step, const ani_inputs *in, const int64_t *start,
                           const int64_t *entry, int s, const int32_t *centers, int64_t n,
-                          const mlp_layout *lay) {
+                          const mlp_layout *lay, int shared) {
     const int64_t B = ANI_BLOCK, L = in->desc->aev_len, M = a->ensemble;
     const int nl = a->n_layers[s];
     const int32_t *w = a->width[s];
@@ -810,26 +894,29 @@ static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
         DENSE_BACKWARD(n, L, w1, W0 + (size_t)member * w1 * L, z0 + (size_t)member * w1 * B, B,
                        aev, B);
     }
-    AEV_BACKWARD(in->desc, n, centers, start, entry, step->pairs, step->pair_vec, in->species,
-                 aev, B, step->pair_grad, work);
+    if (shared)
+        AEV_BACKWARD_SHARED(in->desc, n, centers, start, entry, step->pairs, step->pair_vec,
+                            in->species, aev, B, step->pair_grad, work);
+    else
+        AEV_BACKWARD(in->desc, n, centers, start, entry, step->pairs, step->pair_vec, in->species,
+                     aev, B, step->pair_grad, work);
 }
 
-static void FN(ani_compute_blocks)(const nnpops__ani *a, nnpops__scratch *scratch,
-                                   const nnpops__step *step, const ani_inputs *in,
-                                   const int64_t *start, const int64_t *entry,
-                                   const int32_t *order, const int64_t *species_start,
-                                   const mlp_layout *lay) {
-    for (int s = 0; s < a->n_species; s++) {
-        for (int64_t b = species_start[s]; b < species_start[s + 1]; b += ANI_BLOCK) {
-            const int64_t n = species_start[s + 1] - b < ANI_BLOCK ? species_start[s + 1] - b
-                                                                    : ANI_BLOCK;
-            FN(ani_block)(a, scratch, step, in, start, entry, s, order + b, n, lay);
-        }
+/* The blocks of one share (ani_job), in order. */
+static void FN(ani_share)(void *arg, int share) {
+    const ani_job *j = arg;
+    nnpops__scratch *scratch = share == 0 ? j->scratch : &j->scratch->sub[share - 1];
+    for (int64_t k = 0; k < j->n_blk; k++) {
+        const ani_blk *q = &j->blk[k];
+        if (q->share == share)
+            FN(ani_block)(j->a, scratch, j->step, j->in, j->start, j->entry, q->s,
+                          j->order + q->b, q->n, j->lay, j->shared);
     }
 }
 
 #undef AEV_FORWARD
 #undef AEV_BACKWARD
+#undef AEV_BACKWARD_SHARED
 #undef DENSE_FORWARD
 #undef DENSE_FORWARD_PACKED
 #undef DENSE_BACKWARD

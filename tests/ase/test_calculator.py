@@ -251,3 +251,19 @@ def test_zero_atoms_calculator(calc):
     atoms.calc = calc
     assert atoms.get_potential_energy() == 0.0
     assert atoms.get_forces().shape == (0, 3)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_threads_option_same_bits(precision):
+    """threads=3 (a keyword argument, the context option): the same energy, forces, stress and
+    atomic energies as one thread, and the step ran on 3 threads."""
+    atoms = structures.water_box(4)  # 192 atoms: O 64, H 128 -> 3 blocks of atoms
+    results = []
+    for threads in (1, 3):
+        a = atoms.copy()
+        a.calc = NNPOpsCalculator("ani1x", precision=precision, threads=threads)
+        results.append((a.get_potential_energy(), a.get_forces(), a.get_stress(),
+                        a.get_potential_energies()))
+        assert a.calc.context.stats()["cpu_threads"] == threads
+    for one, three in zip(*results):
+        assert np.array_equal(np.asarray(one), np.asarray(three))

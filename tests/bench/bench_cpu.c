@@ -4,8 +4,9 @@
  * ani2x-torchani.json, default ../shared, as in bench_gpu; the row is left out when the file is
  * missing) and periodic water boxes of about 264, 1,000, 10,000 and 100,000 atoms.
  *
- *   bench_cpu [MAX_ATOMS [MODEL]]      (defaults: 100000, ani2x; the model is found by name on
- *                                       NNPOPS_MODEL_PATH, as for the tests)
+ *   bench_cpu [MAX_ATOMS [MODEL [THREADS]]]   (defaults: 100000, ani2x, 1; the model is found by
+ *                                              name on NNPOPS_MODEL_PATH, as for the tests;
+ *                                              THREADS: the contexts' option threads, 0 = all)
  *
  * Water boxes (the setup of ../shared/notes/benchmarks.md): rigid molecules, O-H 0.9572 A,
  * H-O-H 104.52 degrees, on a cubic lattice of spacing 3.104 A with random orientations and 0.05 A
@@ -159,6 +160,7 @@ static double run(nnpops_context *ctx, const system_t *s, int *steps_out, double
 int main(int argc, char **argv) {
     const int64_t max_atoms = argc > 1 ? atoll(argv[1]) : 100000;
     const char *model_name = argc > 2 ? argv[2] : "ani2x";
+    const int threads = argc > 3 ? atoi(argv[3]) : 1;
     const int64_t sizes[] = {13, 264, 1000, 10000, 100000};
     static refset set;
     const refsys *alanine = NULL;
@@ -170,13 +172,14 @@ int main(int argc, char **argv) {
         nnpops_status st = nnpops_model_load(model_name, "cpu", p ? NNPOPS_FLOAT64 : NNPOPS_FLOAT32,
                                              &models[p]);
         if (st == NNPOPS_OK) st = nnpops_context_create(models[p], &ctx[p]);
+        if (st == NNPOPS_OK) st = nnpops_context_set_option(ctx[p], NNPOPS_OPTION_THREADS, threads);
         if (st != NNPOPS_OK) {
             fprintf(stderr, "cannot load %s: %s: %s\n", model_name, nnpops_status_name(st),
                     nnpops_last_error());
             return 1;
         }
     }
-    printf("%s energy + forces on the CPU (one thread), nnpops %s\n", model_name,
+    printf("%s energy + forces on the CPU (option threads %d), nnpops %s\n", model_name, threads,
            nnpops_version_string());
     printf("| system | atoms | float32 ms/step | float64 ms/step | float32 GFLOP/s | float64 GFLOP/s "
            "| float32 CPU ms | float64 CPU ms |\n");

@@ -1,7 +1,8 @@
 """Domain decomposition: mpirun -np 1, 2, 4 give the same energies at every step (<= 1e-10
 relative) and the same forces, over a short NVE run of a 192-atom ANI-2x water box in which atoms
 cross sub-domain boundaries (the run re-neighbours, hence migrates atoms, every step; planes of
-oxygens start next to the boundaries)."""
+oxygens start next to the boundaries).  And the pair style's threads keyword (option threads):
+one rank on 2 threads gives the same bits as on one."""
 import re
 
 import numpy as np
@@ -12,8 +13,8 @@ import lammps_support as ls
 STEPS = 20
 
 
-def run_md(tmp_path, np_):
-    d = tmp_path / f"np{np_}"
+def run_md(tmp_path, np_, pair_args=""):
+    d = tmp_path / (f"np{np_}" + pair_args.replace(" ", "_"))
     d.mkdir()
     symbols, pos, cell = ls.water_box(4)    # 192 atoms, 12.4 A
     # put planes of oxygens 0.01 A from the sub-domain boundaries (at multiples of L/4), so that
@@ -25,7 +26,7 @@ atom_style atomic
 atom_modify map array sort 0 0.0
 boundary p p p
 read_data data.lmp
-pair_style nnpops
+pair_style nnpops {pair_args}
 pair_coeff * * ani2x {' '.join(elements)}
 neighbor 1.0 bin
 neigh_modify every 1 delay 0 check no
@@ -80,3 +81,17 @@ def test_mpi_ranks_agree(tmp_path):
         crossed = int(np.sum(subdomain(p0, cell, grid) != subdomain(p1, cell, grid)))
         assert crossed > 0, f"np {n}: no atom changed sub-domain in {STEPS} steps"
         print(f"np {n}: grid {grid}, {crossed} atoms changed sub-domain")
+
+
+def test_threads_same_bits(tmp_path):
+    ls.require_model("ani2x")
+    one, _, _ = run_md(tmp_path, 1)
+    two, _, _ = run_md(tmp_path, 1, "threads 2")
+    assert re.search(r"nnpops: model ani2x .*options: threads 2", two.log), two.log
+    t1, t2 = one.thermo()[-1], two.thermo()[-1]
+    assert len(t2["Step"]) == STEPS + 1
+    for key in ("PotEng", "TotEng", "Press"):
+        assert np.array_equal(t1[key], t2[key]), key
+    d1, d2 = one.read_dump("end.dump"), two.read_dump("end.dump")
+    for key in ("x", "y", "z", "fx", "fy", "fz"):
+        assert np.array_equal(d1[key], d2[key]), key

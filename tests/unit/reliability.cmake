@@ -3,7 +3,9 @@
 #  unit.bad_inputs.CASE        the bad-input matrix of the public API (test_bad_inputs.c): each
 #                              error's status and message, then the same context recovers
 #  unit.threads.CASE           one model shared by 8 threads (test_threads.c), bitwise equal to
-#                              the serial results; concurrent loads; thread-local error messages
+#                              the serial results; concurrent loads; thread-local error messages;
+#                              one context's step on several threads (option threads), its bits
+#                              the same as on one thread, also in a forked child
 #  tsan.threads.CASE           the same under ThreadSanitizer, with -DNNPOPS_TSAN=ON (its own
 #                              build directory: .ci/sanitize.sh)
 #  tests/fuzz/tests.cmake      fuzz targets, corpus replay, hostile model files
@@ -39,9 +41,14 @@ nnpops_reliability_cases(bad_inputs ${CMAKE_CURRENT_LIST_DIR}/test_bad_inputs.c 
 
 # passes over each thread's systems: enough to interleave the threads, few enough for ASan (the
 # suite runs under ASan in .ci/sanitize.sh) -- a model load (sha256 of 10 MB) per pass is slow there
-set(NNPOPS_THREAD_CASES shared_model shared_model_f32 concurrent_load error_messages)
+# (under ThreadSanitizer; not step_threads_fork: ThreadSanitizer cannot start threads in a child
+# forked from a process that has them)
+set(NNPOPS_THREAD_CASES shared_model shared_model_f32 concurrent_load error_messages step_threads
+  step_threads_f32)
 nnpops_reliability_cases(threads ${CMAKE_CURRENT_LIST_DIR}/test_threads.c unit
   CASES shared_model shared_model_f32 error_messages ARGS 8)
+nnpops_reliability_cases(threads ${CMAKE_CURRENT_LIST_DIR}/test_threads.c unit
+  CASES step_threads step_threads_f32 step_threads_fork ARGS 3)
 nnpops_reliability_cases(threads ${CMAKE_CURRENT_LIST_DIR}/test_threads.c unit
   CASES concurrent_load ARGS 2)
 

@@ -707,7 +707,9 @@ static int case_options_range(void) {
            NNPOPS_ERROR_INVALID_ARGUMENT, "unknown option number -1");
     double v;
     EXPECT(ctx, nnpops_context_get_option(ctx, NNPOPS_OPTION_COUNT_, &v),
-           NNPOPS_ERROR_INVALID_ARGUMENT, "unknown option number 10");
+           NNPOPS_ERROR_INVALID_ARGUMENT, "unknown option number 11");
+    EXPECT(ctx, nnpops_context_set_option(ctx, NNPOPS_OPTION_THREADS, 1025),
+           NNPOPS_ERROR_INVALID_ARGUMENT, "option threads: value 1025 is out of range [0, 1024]");
     if (!nnpops_cuda_built() || strcmp(nnpops_model_device(model), "cpu") == 0)
         EXPECT(ctx, nnpops_context_set_option(ctx, NNPOPS_OPTION_CUDA_GRAPHS, 1),
                NNPOPS_ERROR_UNSUPPORTED, "option cuda_graphs: CUDA graphs are not available for device cpu");
@@ -726,7 +728,7 @@ static int case_option_names(void) {
     EXPECT(ctx, nnpops_option_from_name("bogus", &o), NNPOPS_ERROR_INVALID_ARGUMENT,
            "unknown option 'bogus' (known: length_unit, energy_unit, min_distance, max_neighbors, "
            "max_images, ensemble_member, cuda_graphs, graph_warmup_steps, deterministic, "
-           "tensor_cores)");
+           "tensor_cores, threads)");
     CHECK(o == NNPOPS_OPTION_COUNT_);
     EXPECT(ctx, nnpops_context_set_option_by_name(ctx, "Length_Unit", "nm"),
            NNPOPS_ERROR_INVALID_ARGUMENT, "unknown option 'Length_Unit'");

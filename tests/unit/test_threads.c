@@ -12,11 +12,21 @@
  *   concurrent_load    every thread loads its own model at the same moment, computes, destroys
  *   error_messages     half the threads fail (unknown element at an atom index of their own)
  *                      while the other half succeed; each sees only its own message
+ *   step_threads       option threads: one context's step on 2, 3, 7 and "all" threads gives
+ *                      the same bits as on 1 (a batch of a periodic water box of 300 atoms and a
+ *                      40-atom cluster: energies, forces, virials, atomic energies and virials,
+ *                      member energies; also one ensemble member), and nnpops_stats.cpu_threads
+ *                      shows how many threads ran; REPEATS steps each (the workers reused)
+ *   step_threads_f32   the same with a float32 model
+ *   step_threads_fork  a threaded step in a child process made by fork() after the parent's
+ *                      threaded steps (the child has none of the parent's workers)
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +219,210 @@ static int run(nnpops_precision precision, int shared, int with_failures) {
     return bad == 0 && computed == (long)THREADS * PER_THREAD * repeats ? 0 : 1;
 }
 
+/* ---- option threads: one context's step on several threads ---------------------------------- */
+
+enum { NW = 100, NCL = 40, NB = 3 * NW + NCL, ENS_MAX = 16 };
+
+typedef struct batch_t {
+    int32_t z[NB], batch[NB];
+    double x[3 * NB], cells[18];
+    uint8_t pbc[6];
+} batch_t;
+
+typedef struct batch_result {
+    double e[2], f[3 * NB], w[18], ae[NB], av[9 * NB], me[2 * ENS_MAX];
+} batch_result;
+
+/* System 0: 5 x 5 x 4 water molecules (O-H 0.9572 A, H-O-H 104.52 degrees) on a lattice of
+ * 3.104 A (liquid density), random orientations, in a slightly triclinic periodic cell; system 1:
+ * a 40-atom cluster of H, C, N, O atoms at least 1 A apart (test_scatter), not periodic. */
+static void make_batch(batch_t *b) {
+    unsigned long long seed = 20261205;
+    const double a = 3.104, roh = 0.9572, half = 0.5 * 104.52 * 3.14159265358979323846 / 180;
+    int k = 0;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++)
+            for (int l = 0; l < 4; l++, k++) {
+                /* a random rotation (unit quaternion) of the molecule in its own frame */
+                double q[4], n = 0;
+                for (int u = 0; u < 4; u++) n += (q[u] = 2 * test_rand(&seed) - 1) * q[u];
+                n = sqrt(n);
+                for (int u = 0; u < 4; u++) q[u] /= n;
+                const double w = q[0], x = q[1], y = q[2], zq = q[3];
+                const double R[9] = {1 - 2 * (y * y + zq * zq), 2 * (x * y - w * zq),
+                                     2 * (x * zq + w * y),     2 * (x * y + w * zq),
+                                     1 - 2 * (x * x + zq * zq), 2 * (y * zq - w * x),
+                                     2 * (x * zq - w * y),     2 * (y * zq + w * x),
+                                     1 - 2 * (x * x + y * y)};
+                const double local[3][3] = {{0, 0, 0},
+                                            {roh * sin(half), 0, roh * cos(half)},
+                                            {-roh * sin(half), 0, roh * cos(half)}};
+                const double o[3] = {(i + 0.5) * a, (j + 0.5) * a, (l + 0.5) * a};
+                for (int t = 0; t < 3; t++) {
+                    const int atom = 3 * k + t;
+                    b->z[atom] = t == 0 ? 8 : 1;
+                    b->batch[atom] = 0;
+                    for (int d = 0; d < 3; d++)
+                        b->x[3 * atom + d] = o[d] + R[3 * d] * local[t][0] +
+                                             R[3 * d + 1] * local[t][1] +
+                                             R[3 * d + 2] * local[t][2];
+                }
+            }
+    memset(b->cells, 0, sizeof b->cells);
+    b->cells[0] = 5 * a;
+    b->cells[3] = 0.4;
+    b->cells[4] = 5 * a;
+    b->cells[8] = 4 * a;
+    b->pbc[0] = b->pbc[1] = b->pbc[2] = 1;
+    b->pbc[3] = b->pbc[4] = b->pbc[5] = 0;
+    static const int32_t el[4] = {1, 6, 7, 8};
+    test_scatter(NCL, 7.0, 1.0, 0, &seed, b->x + 3 * 3 * NW);
+    for (int i = 3 * NW; i < NB; i++) {
+        b->z[i] = el[(int)(test_rand(&seed) * 4) % 4];
+        b->batch[i] = 1;
+    }
+}
+
+static void batch_compute(nnpops_context *ctx, const batch_t *b, batch_result *r) {
+    memset(r, 0, sizeof *r);
+    nnpops_inputs in = {sizeof in, NB, -1, 2, b->z, b->x, b->batch, b->cells, b->pbc};
+    nnpops_outputs out = {sizeof out, r->e, r->f, r->w, r->ae, r->av, r->me};
+    CHECK_OK(nnpops_compute(ctx, &in, &out));
+}
+
+/* ANI-1x, the batch and two result buffers; 0, or the status of a missing model (a skip or, under
+ * CI=true, a failure). */
+typedef struct fixture {
+    nnpops_model *m;
+    batch_t *b;
+    batch_result *ref, *r;
+} fixture;
+
+static int fixture_open(fixture *fx, nnpops_precision precision) {
+    memset(fx, 0, sizeof *fx);
+    nnpops_status st = nnpops_model_load("ani1x", "cpu", precision, &fx->m);
+    if (st == NNPOPS_ERROR_MODEL_NOT_FOUND) return test_missing_data("ani1x (NNPOPS_MODEL_PATH)");
+    CHECK_OK(st);
+    fx->b = malloc(sizeof *fx->b);
+    fx->ref = malloc(sizeof *fx->ref);
+    fx->r = malloc(sizeof *fx->r);
+    CHECK(fx->b && fx->ref && fx->r);
+    make_batch(fx->b);
+    return 0;
+}
+
+static void fixture_close(fixture *fx) {
+    free(fx->b);
+    free(fx->ref);
+    free(fx->r);
+    nnpops_model_destroy(fx->m);
+}
+
+static int64_t cpu_threads_of(const nnpops_context *ctx) {
+    nnpops_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    CHECK_OK(nnpops_context_stats(ctx, &st));
+    return st.cpu_threads;
+}
+
+/* Steps of contexts with threads = 1, 2, 3, 7 and 0 (all), `repeats` each, bitwise equal; each
+ * ran on the threads expected (the batch has 8 blocks of atoms: water O 64 + 36, H 64 x 3 + 8,
+ * and the cluster's species). */
+static int step_threads(nnpops_precision precision) {
+    fixture fx;
+    const int rc = fixture_open(&fx, precision);
+    if (rc) return rc;
+    const nnpops_model *m = fx.m;
+    const batch_t *b = fx.b;
+    batch_result *ref = fx.ref, *r = fx.r;
+    int species_in_cluster[9] = {0}, blocks = 2 + 4;
+    for (int i = 3 * NW; i < NB; i++) species_in_cluster[b->z[i]] = 1;
+    for (int zz = 0; zz < 9; zz++) blocks += species_in_cluster[zz];
+    const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int member = -1; member <= 3; member += 4) {
+        nnpops_context *c1 = NULL;
+        CHECK_OK(nnpops_context_create(m, &c1));
+        CHECK_OK(nnpops_context_set_option(c1, NNPOPS_OPTION_ENSEMBLE_MEMBER, member));
+        batch_compute(c1, b, ref);
+        CHECK(isfinite(ref->e[0]) && isfinite(ref->e[1]) && cpu_threads_of(c1) == 1);
+        nnpops_context_destroy(c1);
+        static const char *const counts[] = {"2", "3", "7", "0"};
+        for (int q = 0; q < 4; q++) {
+            nnpops_context *ct = NULL;
+            CHECK_OK(nnpops_context_create(m, &ct));
+            CHECK_OK(nnpops_context_set_option(ct, NNPOPS_OPTION_ENSEMBLE_MEMBER, member));
+            CHECK_OK(nnpops_context_set_option_by_name(ct, "threads", counts[q]));
+            long want = atol(counts[q]);
+            if (want == 0) want = nproc;
+            if (want > blocks) want = blocks;
+            for (int rep = 0; rep < repeats; rep++) {
+                batch_compute(ct, b, r);
+                if (memcmp(r, ref, sizeof *r) != 0) {
+                    fprintf(stderr, "threads %s, member %d, step %d: E = %.17g, %.17g; one "
+                            "thread %.17g, %.17g\n", counts[q], member, rep, r->e[0], r->e[1],
+                            ref->e[0], ref->e[1]);
+                    return 1;
+                }
+                if (cpu_threads_of(ct) != want) {
+                    fprintf(stderr, "threads %s: the step ran on %lld threads, expected %ld\n",
+                            counts[q], (long long)cpu_threads_of(ct), want);
+                    return 1;
+                }
+            }
+            printf("%s, member %d: threads %s (%ld ran), %d steps: the same bits as one thread\n",
+                   precision == NNPOPS_FLOAT32 ? "float32" : "float64", member, counts[q], want,
+                   repeats);
+            nnpops_context_destroy(ct);
+        }
+    }
+    /* the option's range */
+    nnpops_context *ctx = NULL;
+    CHECK_OK(nnpops_context_create(m, &ctx));
+    CHECK_STATUS(nnpops_context_set_option(ctx, NNPOPS_OPTION_THREADS, -1),
+                 NNPOPS_ERROR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("threads");
+    CHECK_STATUS(nnpops_context_set_option(ctx, NNPOPS_OPTION_THREADS, 1025),
+                 NNPOPS_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nnpops_context_set_option(ctx, NNPOPS_OPTION_THREADS, 2.5),
+                 NNPOPS_ERROR_INVALID_ARGUMENT);
+    nnpops_context_destroy(ctx);
+    fixture_close(&fx);
+    return 0;
+}
+
+/* A child made by fork() after threaded steps computes on threads of its own. */
+static int step_threads_fork(void) {
+    fixture fx;
+    const int rc = fixture_open(&fx, NNPOPS_FLOAT64);
+    if (rc) return rc;
+    const batch_t *b = fx.b;
+    batch_result *ref = fx.ref, *r = fx.r;
+    nnpops_context *ctx = NULL;
+    CHECK_OK(nnpops_context_create(fx.m, &ctx));
+    CHECK_OK(nnpops_context_set_option(ctx, NNPOPS_OPTION_THREADS, 3));
+    batch_compute(ctx, b, ref);
+    CHECK(cpu_threads_of(ctx) == 3);
+    fflush(stdout);
+    const pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        batch_compute(ctx, b, r);
+        const int ok = memcmp(r, ref, sizeof *r) == 0 && cpu_threads_of(ctx) == 3;
+        nnpops_context_destroy(ctx);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    batch_compute(ctx, b, r); /* the parent's workers still serve it */
+    CHECK(memcmp(r, ref, sizeof *r) == 0 && cpu_threads_of(ctx) == 3);
+    printf("fork: the child's threaded step and the parent's next one give the same bits\n");
+    nnpops_context_destroy(ctx);
+    fixture_close(&fx);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3) {
         fprintf(stderr, "usage: %s CASE [REPEATS]\n", argv[0]);
@@ -220,6 +434,9 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "shared_model_f32")) return run(NNPOPS_FLOAT32, 1, 0);
     if (!strcmp(argv[1], "concurrent_load")) return run(NNPOPS_FLOAT64, 0, 0);
     if (!strcmp(argv[1], "error_messages")) return run(NNPOPS_FLOAT64, 1, 1);
+    if (!strcmp(argv[1], "step_threads")) return step_threads(NNPOPS_FLOAT64);
+    if (!strcmp(argv[1], "step_threads_f32")) return step_threads(NNPOPS_FLOAT32);
+    if (!strcmp(argv[1], "step_threads_fork")) return step_threads_fork();
     fprintf(stderr, "unknown case '%s'\n", argv[1]);
     return 2;
 }

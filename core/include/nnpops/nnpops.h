@@ -90,7 +90,11 @@ typedef enum nnpops_option {
                                            * 2 auto (default), 1 on: every species with more
                                            * than 96 atoms in a step (fewer take the small-n
                                            * kernels); 0 off: plain FP32 FMA.  Ignored elsewhere. */
-    NNPOPS_OPTION_COUNT_ = 10
+    NNPOPS_OPTION_THREADS = 10,           /* CPU models: threads of a step's per-atom work, 1
+                                           * (default) to 1024, 0 = the online processors.  The
+                                           * results are the same bits for every count.  Ignored
+                                           * on the GPU. */
+    NNPOPS_OPTION_COUNT_ = 11
 } nnpops_option;
 
 typedef struct nnpops_model nnpops_model;
@@ -143,6 +147,9 @@ typedef struct nnpops_stats {
                                     * last planned one); ANI: the AEV entries of the species
                                     * present among its atoms, ghosts included (the full AEV has
                                     * them for every species) */
+    int64_t cpu_threads;           /* threads the last CPU step's per-atom work ran on (option
+                                    * threads; fewer when the step had less work to share, or
+                                    * where the system would not start more) */
 } nnpops_stats;
 
 /* EXPERIMENTAL (may change in a minor version): the device-pointer entry nnpops_compute_device.

@@ -1,0 +1,166 @@
+/*
+ * pool.c - the worker threads of a context's CPU steps (option `threads`).
+ *
+ * A pool is made on the first parallel step of a context and kept until the context is destroyed:
+ * nt - 1 workers wait on a condition variable; nnpops__pool_run hands them a job (a function, its
+ * argument and a generation number), runs share 0 itself on the calling thread and returns when
+ * every share is done.  The work of a share is fixed by its number (the caller splits its work
+ * statically), so which thread runs what never depends on timing.
+ *
+ * A worker that cannot be started (pthread_create fails) leaves the pool smaller: the job then
+ * runs on the threads there are (nnpops__pool_run returns their number), each thread taking the
+ * shares t, t + nt, ...  After fork() the child has none of the parent's workers: a pool made in
+ * another process is dropped (not joined: its threads do not exist here) and a new one made.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct nnpops__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t start, done;
+    pthread_t *tid;
+    int n_workers;  /* started */
+    int stop;
+    unsigned long generation;
+    int pending;    /* workers still running the current job */
+    int n_shares;   /* shares of the current job */
+    int n_threads;  /* threads of the current job: n_workers + 1 or fewer */
+    nnpops__pool_fn fn;
+    void *arg;
+    pid_t pid;      /* the process that made the pool */
+};
+
+typedef struct worker_arg {
+    nnpops__pool *pool;
+    int index; /* 1 .. n_workers: thread index of the job */
+} worker_arg;
+
+/* Runs the shares t, t + nt, ... of the job. */
+static void run_shares(nnpops__pool_fn fn, void *arg, int t, int nt, int n_shares) {
+    for (int s = t; s < n_shares; s += nt) fn(arg, s);
+}
+
+static void *worker_main(void *p) {
+    worker_arg wa = *(worker_arg *)p;
+    free(p);
+    nnpops__pool *pool = wa.pool;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (!pool->stop && pool->generation == seen) pthread_cond_wait(&pool->start, &pool->mu);
+        if (pool->stop) break;
+        seen = pool->generation;
+        const nnpops__pool_fn fn = pool->fn;
+        void *arg = pool->arg;
+        const int nt = pool->n_threads, n_shares = pool->n_shares;
+        pthread_mutex_unlock(&pool->mu);
+        if (wa.index < nt) run_shares(fn, arg, wa.index, nt, n_shares);
+        pthread_mutex_lock(&pool->mu);
+        if (--pool->pending == 0) pthread_cond_signal(&pool->done);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+static void pool_free(nnpops__pool *pool, int join) {
+    if (!pool) return;
+    if (join) {
+        pthread_mutex_lock(&pool->mu);
+        pool->stop = 1;
+        pthread_cond_broadcast(&pool->start);
+        pthread_mutex_unlock(&pool->mu);
+        for (int k = 0; k < pool->n_workers; k++) pthread_join(pool->tid[k], NULL);
+        pthread_mutex_destroy(&pool->mu);
+        pthread_cond_destroy(&pool->start);
+        pthread_cond_destroy(&pool->done);
+    }
+    free(pool->tid);
+    free(pool);
+}
+
+void nnpops__pool_destroy(nnpops__pool *pool) {
+    pool_free(pool, pool && pool->pid == getpid());
+}
+
+/* A pool with up to n_workers workers (fewer where they cannot be started), or NULL. */
+static nnpops__pool *pool_new(int n_workers) {
+    nnpops__pool *pool = calloc(1, sizeof *pool);
+    if (!pool) return NULL;
+    pool->tid = calloc((size_t)n_workers, sizeof(pthread_t));
+    if (!pool->tid || pthread_mutex_init(&pool->mu, NULL) != 0) {
+        free(pool->tid);
+        free(pool);
+        return NULL;
+    }
+    pthread_cond_init(&pool->start, NULL);
+    pthread_cond_init(&pool->done, NULL);
+    pool->pid = getpid();
+    for (int k = 0; k < n_workers; k++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) break;
+        wa->pool = pool;
+        wa->index = k + 1;
+        if (pthread_create(&pool->tid[k], NULL, worker_main, wa) != 0) {
+            free(wa);
+            break;
+        }
+        pool->n_workers++;
+    }
+    return pool;
+}
+
+int nnpops__pool_run(nnpops__pool **pp, int nt, int n_shares, nnpops__pool_fn fn, void *arg) {
+    nnpops__pool *pool = *pp;
+    if (pool && pool->pid != getpid()) { /* made before a fork(): its workers are not ours */
+        pool_free(pool, 0);
+        pool = *pp = NULL;
+    }
+    if (nt > n_shares) nt = n_shares;
+    if (nt > 1 && (!pool || pool->n_workers < nt - 1)) {
+        /* (re)made with the workers this job wants; a smaller pool is joined first */
+        nnpops__pool_destroy(pool);
+        pool = *pp = pool_new(nt - 1);
+    }
+    const int have = pool ? pool->n_workers + 1 : 1;
+    if (nt > have) nt = have;
+    if (nt <= 1) {
+        run_shares(fn, arg, 0, 1, n_shares);
+        return 1;
+    }
+    pthread_mutex_lock(&pool->mu);
+    pool->fn = fn;
+    pool->arg = arg;
+    pool->n_threads = nt;
+    pool->n_shares = n_shares;
+    pool->pending = pool->n_workers;
+    pool->generation++;
+    pthread_cond_broadcast(&pool->start);
+    pthread_mutex_unlock(&pool->mu);
+    run_shares(fn, arg, 0, nt, n_shares);
+    pthread_mutex_lock(&pool->mu);
+    while (pool->pending > 0) pthread_cond_wait(&pool->done, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+    return nt;
+}
+
+nnpops_status nnpops__scratch_subs(nnpops__scratch *scratch, int32_t n) {
+    if (n <= scratch->n_sub) return NNPOPS_OK;
+    nnpops__scratch *sub = realloc(scratch->sub, sizeof *sub * (size_t)n);
+    if (!sub) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory: thread scratch");
+    memset(sub + scratch->n_sub, 0, sizeof *sub * (size_t)(n - scratch->n_sub));
+    scratch->sub = sub;
+    scratch->n_sub = n;
+    return NNPOPS_OK;
+}
+
+void nnpops__scratch_free(nnpops__scratch *scratch) {
+    for (int32_t k = 0; k < scratch->n_sub; k++) nnpops__scratch_free(&scratch->sub[k]);
+    free(scratch->sub);
+    for (int k = 0; k < NNPOPS__SCRATCH_SLOTS; k++) nnpops__buf_free(&scratch->slot[k]);
+    nnpops__pool_destroy(scratch->pool);
+    memset(scratch, 0, sizeof *scratch);
+}
