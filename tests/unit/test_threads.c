@@ -12,7 +12,7 @@
  *   concurrent_load    every thread loads its own model at the same moment, computes, destroys
  *   error_messages     half the threads fail (unknown element at an atom index of their own)
  *                      while the other half succeed; each sees only its own message
- *   step_threads       option threads: one context's step on 2, 3, 7 and "all" threads gives
+ *   step_threads       option threads: one context's step on 2, 3, 7, 12 and "all" threads gives
  *                      the same bits as on 1 (a batch of a periodic water box of 300 atoms and a
  *                      40-atom cluster: energies, forces, virials, atomic energies and virials,
  *                      member energies; also one ensemble member), and nnpops_stats.cpu_threads
@@ -326,9 +326,9 @@ static int64_t cpu_threads_of(const nnpops_context *ctx) {
     return st.cpu_threads;
 }
 
-/* Steps of contexts with threads = 1, 2, 3, 7 and 0 (all), `repeats` each, bitwise equal; each
- * ran on the threads expected (the batch has 8 blocks of atoms: water O 64 + 36, H 64 x 3 + 8,
- * and the cluster's species). */
+/* Steps of contexts with threads = 1, 2, 3, 7, 12 and 0 (all), `repeats` each, bitwise equal; each
+ * ran on the threads expected: as many as asked, at most one per block of atoms (the batch has 8:
+ * the atoms of a species, both systems together, in blocks of at most 64). */
 static int step_threads(nnpops_precision precision) {
     fixture fx;
     const int rc = fixture_open(&fx, precision);
@@ -336,9 +336,10 @@ static int step_threads(nnpops_precision precision) {
     const nnpops_model *m = fx.m;
     const batch_t *b = fx.b;
     batch_result *ref = fx.ref, *r = fx.r;
-    int species_in_cluster[9] = {0}, blocks = 2 + 4;
-    for (int i = 3 * NW; i < NB; i++) species_in_cluster[b->z[i]] = 1;
-    for (int zz = 0; zz < 9; zz++) blocks += species_in_cluster[zz];
+    /* blocks of at most 64 atoms of a species, over the whole batch */
+    int count[9] = {0}, blocks = 0;
+    for (int i = 0; i < NB; i++) count[b->z[i]]++;
+    for (int zz = 0; zz < 9; zz++) blocks += (count[zz] + 63) / 64;
     const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     for (int member = -1; member <= 3; member += 4) {
         nnpops_context *c1 = NULL;
@@ -347,8 +348,8 @@ static int step_threads(nnpops_precision precision) {
         batch_compute(c1, b, ref);
         CHECK(isfinite(ref->e[0]) && isfinite(ref->e[1]) && cpu_threads_of(c1) == 1);
         nnpops_context_destroy(c1);
-        static const char *const counts[] = {"2", "3", "7", "0"};
-        for (int q = 0; q < 4; q++) {
+        static const char *const counts[] = {"2", "3", "7", "12", "0"};
+        for (int q = 0; q < 5; q++) {
             nnpops_context *ct = NULL;
             CHECK_OK(nnpops_context_create(m, &ct));
             CHECK_OK(nnpops_context_set_option(ct, NNPOPS_OPTION_ENSEMBLE_MEMBER, member));
