@@ -78,7 +78,8 @@ class NNPOpsCalculator(Calculator):
     ``model``: a model name (``"ani2x"``, ``"ani1x"``), the path of a model YAML file, or an
     :class:`nnpops.Model` (then ``device`` and ``precision`` are the model's).  Other keyword
     arguments are context options (``min_distance``, ``ensemble_member``, ``max_neighbors``,
-    ``cuda_graphs``, ...).  ``atoms`` attaches the calculator to an Atoms object.
+    ``cuda_graphs``, ``threads`` (CPU: threads of a step, 0 = all; the same results), ...).
+    ``atoms`` attaches the calculator to an Atoms object.
     """
 
     implemented_properties = ["energy", "free_energy", "forces", "stress", "energies"]

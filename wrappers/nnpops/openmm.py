@@ -187,7 +187,7 @@ class NNPOpsComputation:
     ``atomic_numbers``: those of the atoms the force applies to, in the force's particle order.
     ``model``, ``device``, ``precision``: the nnpops model (name or YAML path) and where and in
     which precision it is evaluated.  ``periodic``: take box vectors from the State.
-    ``options``: library context options (``ensemble_member``, ``min_distance``, ...).
+    ``options``: library context options (``ensemble_member``, ``min_distance``, ``threads``, ...).
     ``forces_dtype``: dtype of the returned forces (see :func:`platform_forces_dtype`).
 
     Picklable: only the specification is pickled; the context is re-opened on the first call.
