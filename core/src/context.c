@@ -18,6 +18,7 @@
  * prepared arrays to nnpops__cuda_device_plan.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -424,10 +425,18 @@ static nnpops_status check_distances(const nnpops_context *ctx, int64_t n_pairs,
     return NNPOPS_OK;
 }
 
+/* The online processors, asked once per process (glibc reads a sysfs file for it: not per step). */
+static long online_cpus;
+static pthread_once_t online_once = PTHREAD_ONCE_INIT;
+static void count_online_cpus(void) { online_cpus = sysconf(_SC_NPROCESSORS_ONLN); }
+
 /* The threads of option `threads` (0: the online processors). */
 static int32_t cpu_threads(double option) {
     long n = (long)option;
-    if (n == 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n == 0) {
+        pthread_once(&online_once, count_online_cpus);
+        n = online_cpus;
+    }
     return n < 1 ? 1 : n > 1024 ? 1024 : (int32_t)n;
 }
 
