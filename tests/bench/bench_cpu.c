@@ -30,8 +30,7 @@
 
 #include "nnpops/nnpops.h"
 #include "reference.h"
-
-#define PI 3.14159265358979323846
+#include "water.h"
 
 static double now(void) {
     struct timespec ts;
@@ -46,15 +45,6 @@ static double cpu_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double rnd(unsigned long long *s) {
-    unsigned long long x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
-}
-
 typedef struct system_t {
     int64_t n;
     int32_t *z;
@@ -64,18 +54,9 @@ typedef struct system_t {
     int periodic;
 } system_t;
 
-/* A random rotation matrix (uniform quaternion). */
-static void random_rotation(unsigned long long *s, double R[9]) {
-    const double u1 = rnd(s), u2 = rnd(s), u3 = rnd(s);
-    const double a = sqrt(1 - u1) * sin(2 * PI * u2), b = sqrt(1 - u1) * cos(2 * PI * u2);
-    const double c = sqrt(u1) * sin(2 * PI * u3), d = sqrt(u1) * cos(2 * PI * u3);
-    R[0] = 1 - 2 * (c * c + d * d); R[1] = 2 * (b * c - a * d);     R[2] = 2 * (b * d + a * c);
-    R[3] = 2 * (b * c + a * d);     R[4] = 1 - 2 * (b * b + d * d); R[5] = 2 * (c * d - a * b);
-    R[6] = 2 * (b * d - a * c);     R[7] = 2 * (c * d + a * b);     R[8] = 1 - 2 * (b * b + c * c);
-}
-
+/* About target_atoms atoms of water (water.h, 0.05 A jitter): nmol molecules on an nz x nx x nx
+ * lattice, the last plane partly filled; periodic. */
 static void water_box(int64_t target_atoms, system_t *sys) {
-    const double spacing = 3.104, roh = 0.9572, angle = 104.52 * PI / 180.0;
     const int64_t nmol = target_atoms / 3 > 0 ? target_atoms / 3 : 1;
     int64_t nx = (int64_t)ceil(cbrt((double)nmol) - 1e-9);
     if (nx < 1) nx = 1;
@@ -87,31 +68,9 @@ static void water_box(int64_t target_atoms, system_t *sys) {
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
-    memset(sys->cell, 0, sizeof sys->cell);
-    sys->cell[0] = sys->cell[4] = spacing * (double)nx;
-    sys->cell[8] = spacing * (double)nz;
+    test_water_box((int)nz, (int)nx, (int)nx, nmol, 20240601ULL, 0.05, sys->z, sys->x, sys->cell);
     sys->pbc[0] = sys->pbc[1] = sys->pbc[2] = 1;
     sys->periodic = 1;
-    /* molecule frame: O at the origin, H in the xy plane */
-    const double local[3][3] = {{0, 0, 0},
-                                {roh * sin(angle / 2), roh * cos(angle / 2), 0},
-                                {-roh * sin(angle / 2), roh * cos(angle / 2), 0}};
-    unsigned long long seed = 20240601ULL;
-    for (int64_t m = 0; m < nmol; m++) {
-        const int64_t ix = m % nx, iy = (m / nx) % nx, iz = m / (nx * nx);
-        double R[9];
-        random_rotation(&seed, R);
-        const double o[3] = {(ix + 0.5) * spacing, (iy + 0.5) * spacing, (iz + 0.5) * spacing};
-        for (int a = 0; a < 3; a++) {
-            const int64_t i = 3 * m + a;
-            sys->z[i] = a == 0 ? 8 : 1;
-            for (int k = 0; k < 3; k++) {
-                const double r = R[3 * k] * local[a][0] + R[3 * k + 1] * local[a][1] +
-                                 R[3 * k + 2] * local[a][2];
-                sys->x[3 * i + k] = o[k] + r + 0.05 * (2 * rnd(&seed) - 1);
-            }
-        }
-    }
 }
 
 /* Dense-layer flops of one step for ANI-2x (8 members): forward + input backward, the first

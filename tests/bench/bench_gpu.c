@@ -400,7 +400,7 @@ static void bench_neighbors(int64_t n, FILE *md) {
     const double L = cbrt((double)n / rho);
     double *x = malloc(sizeof(double) * 3 * n);
     uint64_t seed = 12345 + (uint64_t)n;
-    for (int64_t k = 0; k < 3 * n; k++) x[k] = L * st_rand(&seed);
+    for (int64_t k = 0; k < 3 * n; k++) x[k] = L * test_splitmix(&seed);
     int32_t *order = malloc(sizeof(int32_t) * n);
     for (int64_t i = 0; i < n; i++) order[i] = (int32_t)i;
     int64_t ss[2] = {0, n};

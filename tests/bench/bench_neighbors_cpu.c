@@ -23,20 +23,12 @@
 #include <time.h>
 
 #include "core/src/internal.h"
+#include "check.h"
 
 static double clock_ms(clockid_t id) {
     struct timespec t;
     clock_gettime(id, &t);
     return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
-
-static double rand01(unsigned long long *state) {
-    unsigned long long x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return (double)((x * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
 static int run(int64_t n, int skewed, nnpops__scratch *scratch) {
@@ -53,7 +45,7 @@ static int run(int64_t n, int skewed, nnpops__scratch *scratch) {
     if (!x || !order) return 1;
     unsigned long long seed = 12345 + (unsigned long long)n;
     for (int64_t a = 0; a < n; a++) {
-        const double f[3] = {rand01(&seed), rand01(&seed), rand01(&seed)};
+        const double f[3] = {test_rand(&seed), test_rand(&seed), test_rand(&seed)};
         for (int d = 0; d < 3; d++)
             x[3 * a + d] = f[0] * cell[d] + f[1] * cell[3 + d] + f[2] * cell[6 + d];
         order[a] = (int32_t)a;

@@ -10,61 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Deterministic uniform numbers in [0, 1) (splitmix64). */
-static double st_rand(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0;
-}
+#include "water.h"
 
-/* Rigid waters (O-H 0.9572 A, H-O-H 104.52 deg) on a cubic lattice of spacing 3.104 A, random
- * orientations, 0.05 A jitter per atom; m^3 molecules, box = 3.104 m (cubic, periodic).  *z and
- * *x are malloc'ed ([3 m^3] and [3 m^3][3]); returns the atom count. */
+/* The benchmarks' water box: m^3 molecules (water.h), 0.05 A jitter per coordinate; box = 3.104 m
+ * (cubic, periodic).  *z and *x are malloc'ed ([3 m^3] and [3 m^3][3]); returns the atom count. */
 static int64_t water_box(int m, uint64_t seed, int32_t **z, double **x, double cell[9]) {
-    const double a = 3.104, roh = 0.9572, half = 104.52 * 3.14159265358979323846 / 360.0;
-    const int64_t nmol = (int64_t)m * m * m, n = 3 * nmol;
+    const int64_t n = 3 * (int64_t)m * m * m;
     *z = malloc(sizeof(int32_t) * n);
     *x = malloc(sizeof(double) * 3 * n);
-    uint64_t s = seed;
-    int64_t k = 0;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < m; j++)
-            for (int l = 0; l < m; l++) {
-                /* random rotation: a random unit quaternion */
-                double q[4], nq = 0;
-                do {
-                    nq = 0;
-                    for (int t = 0; t < 4; t++) {
-                        q[t] = 2 * st_rand(&s) - 1;
-                        nq += q[t] * q[t];
-                    }
-                } while (nq > 1 || nq < 1e-6);
-                nq = sqrt(nq);
-                for (int t = 0; t < 4; t++) q[t] /= nq;
-                const double w = q[0], qx = q[1], qy = q[2], qz = q[3];
-                const double R[9] = {1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - w * qz), 2 * (qx * qz + w * qy),
-                                     2 * (qx * qy + w * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - w * qx),
-                                     2 * (qx * qz - w * qy), 2 * (qy * qz + w * qx), 1 - 2 * (qx * qx + qy * qy)};
-                const double body[3][3] = {{0, 0, 0},
-                                           {roh * sin(half), roh * cos(half), 0},
-                                           {-roh * sin(half), roh * cos(half), 0}};
-                const double c[3] = {(i + 0.5) * a, (j + 0.5) * a, (l + 0.5) * a};
-                for (int t = 0; t < 3; t++) {
-                    (*z)[k] = t == 0 ? 8 : 1;
-                    for (int d = 0; d < 3; d++) {
-                        double v = c[d];
-                        for (int e = 0; e < 3; e++) v += R[3 * d + e] * body[t][e];
-                        v += 0.05 * (2 * st_rand(&s) - 1);
-                        (*x)[3 * k + d] = v;
-                    }
-                    k++;
-                }
-            }
-    memset(cell, 0, sizeof(double) * 9);
-    cell[0] = cell[4] = cell[8] = a * m;
-    return n;
+    return test_water_box(m, m, m, 0, seed, 0.05, *z, *x, cell);
 }
 
 /* ATOM/HETATM records of a PDB file; elements from columns 77-78.  Returns the atom count or -1. */

@@ -37,6 +37,7 @@
 #include "gpu_check.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "potentials/ani/ani.h"
+#include "water.h"
 
 static unsigned long long rng = 0x243f6a8885a308d3ull;
 static double urand(void) { return test_rand(&rng); }
@@ -320,39 +321,10 @@ static int case_gemm(void) {
     return 0;
 }
 
-/* nx * ny * nz water molecules on a lattice of 3.1 A (about liquid density), random orientations */
+/* nx * ny * nz water molecules (water.h, no jitter), a new random box at every call */
 static int64_t water_box(int nx, int ny, int nz, int32_t *z, double *x, double *cell) {
-    const double a = 3.1, roh = 0.9572, ang = 104.52 * 3.14159265358979 / 180;
-    int64_t n = 0;
-    for (int i = 0; i < nx; i++)
-        for (int j = 0; j < ny; j++)
-            for (int k = 0; k < nz; k++) {
-                const double o[3] = {(i + 0.5) * a, (j + 0.5) * a, (k + 0.5) * a};
-                /* a random orthonormal frame (u, v) for the molecule's plane */
-                double u[3], v[3], t[3];
-                for (int d = 0; d < 3; d++) u[d] = 2 * urand() - 1;
-                double nu = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
-                for (int d = 0; d < 3; d++) u[d] /= nu;
-                for (int d = 0; d < 3; d++) t[d] = 2 * urand() - 1;
-                const double dt = t[0] * u[0] + t[1] * u[1] + t[2] * u[2];
-                for (int d = 0; d < 3; d++) v[d] = t[d] - dt * u[d];
-                const double nv = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-                for (int d = 0; d < 3; d++) v[d] /= nv;
-                z[n] = 8;
-                for (int d = 0; d < 3; d++) x[3 * n + d] = o[d];
-                n++;
-                for (int h = -1; h <= 1; h += 2) {
-                    z[n] = 1;
-                    for (int d = 0; d < 3; d++)
-                        x[3 * n + d] = o[d] + roh * (cos(ang / 2) * u[d] + h * sin(ang / 2) * v[d]);
-                    n++;
-                }
-            }
-    memset(cell, 0, 9 * sizeof(double));
-    cell[0] = nx * a;
-    cell[4] = ny * a;
-    cell[8] = nz * a;
-    return n;
+    const uint64_t seed = (uint64_t)(urand() * 9007199254740992.0);
+    return test_water_box(nx, ny, nz, 0, seed, 0.0, z, x, cell);
 }
 
 static const char *const tc_words[] = {"off", "on", "auto"};

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "water.h"
 
 #ifdef NNPOPS_SOAK_CUDA
 #include <cuda_runtime.h>
@@ -58,31 +59,6 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One water molecule at `c` with a random orientation (O-H 0.96 angstrom, H-O-H 104.5 deg). */
-static void water(double *x, const double *c, unsigned long long *seed) {
-    double u[3], v[3], w[3];
-    for (;;) { /* a random unit vector u and a unit vector v perpendicular to it */
-        for (int d = 0; d < 3; d++) u[d] = 2 * test_rand(seed) - 1;
-        double n = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
-        if (n > 0.1 && n < 1) {
-            for (int d = 0; d < 3; d++) u[d] /= n;
-            break;
-        }
-    }
-    w[0] = 0.3, w[1] = -0.7, w[2] = 0.5;
-    v[0] = u[1] * w[2] - u[2] * w[1];
-    v[1] = u[2] * w[0] - u[0] * w[2];
-    v[2] = u[0] * w[1] - u[1] * w[0];
-    double n = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-    for (int d = 0; d < 3; d++) v[d] /= n;
-    const double half = 0.5 * 104.5 * 3.14159265358979 / 180.0, r = 0.96;
-    for (int d = 0; d < 3; d++) {
-        x[d] = c[d];
-        x[3 + d] = c[d] + r * (cos(half) * u[d] + sin(half) * v[d]);
-        x[6 + d] = c[d] + r * (cos(half) * u[d] - sin(half) * v[d]);
-    }
-}
-
 typedef struct run {
     const char *kind;
     long steps;
@@ -94,29 +70,17 @@ typedef struct run {
     double *f, w[9];
 } run;
 
+/* 8 water molecules (water.h) on a 2 x 2 x 2 lattice, open */
 static void setup_small(run *r) {
-    enum { MOL = 8 };
-    r->max_atoms = 3 * MOL;
+    double cell[9];
+    r->max_atoms = test_water_box(2, 2, 2, 0, 42, 0.0, r->z, r->x0, cell);
     r->periodic = 0;
-    unsigned long long seed = 42;
-    for (int m = 0; m < MOL; m++) {
-        const double c[3] = {3.0 * (m % 2), 3.0 * (m / 2 % 2), 3.0 * (m / 4)};
-        water(r->x0 + 9 * m, c, &seed);
-    }
 }
 
+/* 3334 water molecules (water.h) on a 15^3 lattice (46.56 A box), periodic */
 static void setup_large(run *r) {
-    enum { SIDE = 15, MOL = 3334 };
-    const double a = 3.1; /* 15^3 lattice sites of 3.1 angstrom: 46.5 angstrom box */
-    r->max_atoms = 3 * MOL;
+    r->max_atoms = test_water_box(15, 15, 15, 3334, 7, 0.0, r->z, r->x0, r->cell);
     r->periodic = 1;
-    memset(r->cell, 0, sizeof r->cell);
-    r->cell[0] = r->cell[4] = r->cell[8] = SIDE * a;
-    unsigned long long seed = 7;
-    for (int m = 0; m < MOL; m++) {
-        const double c[3] = {a * (m % SIDE) + 0.5, a * (m / SIDE % SIDE) + 0.5, a * (m / (SIDE * SIDE)) + 0.5};
-        water(r->x0 + 9 * m, c, &seed);
-    }
 }
 
 int main(int argc, char **argv) {
@@ -142,7 +106,6 @@ int main(int argc, char **argv) {
     CHECK(r.z && r.x0 && r.x && r.f);
     if (large) setup_large(&r);
     else setup_small(&r);
-    for (int64_t i = 0; i < r.max_atoms; i++) r.z[i] = i % 3 == 0 ? 8 : 1;
 
     nnpops_model *m = NULL;
     nnpops_status st = nnpops_model_load(model_name, device, NNPOPS_FLOAT32, &m);

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "water.h"
 
 enum { THREADS = 8, PER_THREAD = 4, MAX_ATOMS = 40 };
 
@@ -233,46 +234,15 @@ typedef struct batch_result {
     double e[2], f[3 * NB], w[18], ae[NB], av[9 * NB], me[2 * ENS_MAX];
 } batch_result;
 
-/* System 0: 5 x 5 x 4 water molecules (O-H 0.9572 A, H-O-H 104.52 degrees) on a lattice of
- * 3.104 A (liquid density), random orientations, in a slightly triclinic periodic cell; system 1:
- * a 40-atom cluster of H, C, N, O atoms at least 1 A apart (test_scatter), not periodic. */
+/* System 0: 5 x 5 x 4 water molecules (water.h, no jitter) in a slightly triclinic periodic cell;
+ * system 1: a 40-atom cluster of H, C, N, O atoms at least 1 A apart (test_scatter), not
+ * periodic. */
 static void make_batch(batch_t *b) {
     unsigned long long seed = 20261205;
-    const double a = 3.104, roh = 0.9572, half = 0.5 * 104.52 * 3.14159265358979323846 / 180;
-    int k = 0;
-    for (int i = 0; i < 5; i++)
-        for (int j = 0; j < 5; j++)
-            for (int l = 0; l < 4; l++, k++) {
-                /* a random rotation (unit quaternion) of the molecule in its own frame */
-                double q[4], n = 0;
-                for (int u = 0; u < 4; u++) n += (q[u] = 2 * test_rand(&seed) - 1) * q[u];
-                n = sqrt(n);
-                for (int u = 0; u < 4; u++) q[u] /= n;
-                const double w = q[0], x = q[1], y = q[2], zq = q[3];
-                const double R[9] = {1 - 2 * (y * y + zq * zq), 2 * (x * y - w * zq),
-                                     2 * (x * zq + w * y),     2 * (x * y + w * zq),
-                                     1 - 2 * (x * x + zq * zq), 2 * (y * zq - w * x),
-                                     2 * (x * zq - w * y),     2 * (y * zq + w * x),
-                                     1 - 2 * (x * x + y * y)};
-                const double local[3][3] = {{0, 0, 0},
-                                            {roh * sin(half), 0, roh * cos(half)},
-                                            {-roh * sin(half), 0, roh * cos(half)}};
-                const double o[3] = {(i + 0.5) * a, (j + 0.5) * a, (l + 0.5) * a};
-                for (int t = 0; t < 3; t++) {
-                    const int atom = 3 * k + t;
-                    b->z[atom] = t == 0 ? 8 : 1;
-                    b->batch[atom] = 0;
-                    for (int d = 0; d < 3; d++)
-                        b->x[3 * atom + d] = o[d] + R[3 * d] * local[t][0] +
-                                             R[3 * d + 1] * local[t][1] +
-                                             R[3 * d + 2] * local[t][2];
-                }
-            }
-    memset(b->cells, 0, sizeof b->cells);
-    b->cells[0] = 5 * a;
+    test_water_box(5, 5, 4, 0, seed, 0.0, b->z, b->x, b->cells);
+    for (int i = 0; i < 3 * NW; i++) b->batch[i] = 0;
     b->cells[3] = 0.4;
-    b->cells[4] = 5 * a;
-    b->cells[8] = 4 * a;
+    memset(b->cells + 9, 0, sizeof(double) * 9);
     b->pbc[0] = b->pbc[1] = b->pbc[2] = 1;
     b->pbc[3] = b->pbc[4] = b->pbc[5] = 0;
     static const int32_t el[4] = {1, 6, 7, 8};
