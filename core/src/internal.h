@@ -171,6 +171,7 @@ typedef void (*nnpops__pool_fn)(void *arg, int share);
  * (nt' the threads it got), so a share never runs on two threads at once.  Returns nt'. */
 int nnpops__pool_run(nnpops__pool **pool, int nt, int n_shares, nnpops__pool_fn fn, void *arg);
 void nnpops__pool_destroy(nnpops__pool *pool);
+extern int nnpops__pool_test_starts; /* test hook (pool.c) */
 
 /* Scratch buffers of a context that potentials may use (slot numbers are potential-private). */
 #define NNPOPS__SCRATCH_SLOTS 16

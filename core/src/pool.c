@@ -9,7 +9,8 @@
  *
  * A worker that cannot be started (pthread_create fails) leaves the pool smaller: the job then
  * runs on the threads there are (nnpops__pool_run returns their number), each thread taking the
- * shares t, t + nt, ...  After fork() the child has none of the parent's workers: a pool made in
+ * shares t, t + nt, ...; such a pool is kept for later jobs that want no more workers than it was
+ * made for (not made again at every step).  After fork() the child has none of the parent's workers: a pool made in
  * another process is dropped (not joined: its threads do not exist here) and a new one made.
  */
 #include <pthread.h>
@@ -24,6 +25,7 @@ struct nnpops__pool {
     pthread_cond_t start, done;
     pthread_t *tid;
     int n_workers;  /* started */
+    int wanted;     /* workers asked for when the pool was made (n_workers or more) */
     int stop;
     unsigned long generation;
     int pending;    /* workers still running the current job */
@@ -86,6 +88,16 @@ void nnpops__pool_destroy(nnpops__pool *pool) {
     pool_free(pool, pool && pool->pid == getpid());
 }
 
+/* Test hook (tests/unit/test_pool.c): when >= 0, the number of further workers that may start;
+ * the starts past it fail as a failed pthread_create does. */
+int nnpops__pool_test_starts = -1;
+
+static int start_worker(pthread_t *tid, worker_arg *wa) {
+    if (nnpops__pool_test_starts == 0) return -1;
+    if (nnpops__pool_test_starts > 0) nnpops__pool_test_starts--;
+    return pthread_create(tid, NULL, worker_main, wa);
+}
+
 /* A pool with up to n_workers workers (fewer where they cannot be started), or NULL. */
 static nnpops__pool *pool_new(int n_workers) {
     nnpops__pool *pool = calloc(1, sizeof *pool);
@@ -99,12 +111,13 @@ static nnpops__pool *pool_new(int n_workers) {
     pthread_cond_init(&pool->start, NULL);
     pthread_cond_init(&pool->done, NULL);
     pool->pid = getpid();
+    pool->wanted = n_workers;
     for (int k = 0; k < n_workers; k++) {
         worker_arg *wa = malloc(sizeof *wa);
         if (!wa) break;
         wa->pool = pool;
         wa->index = k + 1;
-        if (pthread_create(&pool->tid[k], NULL, worker_main, wa) != 0) {
+        if (start_worker(&pool->tid[k], wa) != 0) {
             free(wa);
             break;
         }
@@ -120,8 +133,8 @@ int nnpops__pool_run(nnpops__pool **pp, int nt, int n_shares, nnpops__pool_fn fn
         pool = *pp = NULL;
     }
     if (nt > n_shares) nt = n_shares;
-    if (nt > 1 && (!pool || pool->n_workers < nt - 1)) {
-        /* (re)made with the workers this job wants; a smaller pool is joined first */
+    if (nt > 1 && (!pool || pool->wanted < nt - 1)) {
+        /* (re)made with the workers this job wants; a pool made for fewer is joined first */
         nnpops__pool_destroy(pool);
         pool = *pp = pool_new(nt - 1);
     }

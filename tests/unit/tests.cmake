@@ -52,6 +52,11 @@ nnpops_unit_cases(model ${CMAKE_CURRENT_LIST_DIR}/test_model.c
   ani_ok ani_no_weights weights_checksum weights_missing_file weights_bad_sha wrong_tensor_shape
   missing_tensor potential_error)
 
+# Worker threads of CPU steps (core/src/pool.c): the static split of a job's shares, the pool
+# kept between jobs, a worker that cannot be started.
+nnpops_unit_cases(pool ${CMAKE_CURRENT_LIST_DIR}/test_pool.c shares partial)
+target_link_libraries(${NNPOPS_UNIT_TARGET} PRIVATE Threads::Threads)
+
 # The AEV restricted to the species present (kernels/cpu/aev.c), which the GPU step computes.
 nnpops_unit_cases(aev_restrict ${CMAKE_CURRENT_LIST_DIR}/test_aev_restrict.c lengths random)
 
