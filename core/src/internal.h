@@ -165,16 +165,29 @@ typedef struct nnpops__step {
 
 /* ---- worker threads of CPU steps (core/src/pool.c) ---- */
 typedef struct nnpops__pool nnpops__pool;
-typedef void (*nnpops__pool_fn)(void *arg, int share);
-/* Runs fn(arg, s) for every share s < n_shares on up to nt threads (the calling thread and the
- * pool's workers, started on first use into *pool): thread t runs the shares t, t + nt', ...
- * (nt' the threads it got), so a share never runs on two threads at once.  Returns nt'. */
+typedef void (*nnpops__pool_fn)(void *arg, int share, int thread);
+/* Runs fn(arg, s, t) for every share s < n_shares on up to nt threads (the calling thread, t = 0,
+ * and the pool's workers, started on first use into *pool): thread t runs the shares t, t + nt',
+ * ... in turn (nt' the threads it got), so a share never runs on two threads at once and a
+ * thread's own buffers (by t) serve each of its shares.  Returns nt'. */
 int nnpops__pool_run(nnpops__pool **pool, int nt, int n_shares, nnpops__pool_fn fn, void *arg);
 void nnpops__pool_destroy(nnpops__pool *pool);
+/* The threads a job of nt shares gets (the pool made or remade as nnpops__pool_run would); a job
+ * of that many shares then has one share per thread, all running at once. */
+int nnpops__pool_threads(nnpops__pool **pool, int nt);
+/* A barrier of the n threads of such a job (spinning, then yielding the processor): each waits
+ * until all n have arrived, and sees what the others wrote before they arrived.  *sense: the
+ * calling thread's own flag, 0 before its first wait. */
+typedef struct nnpops__barrier {
+    int count, sense; /* (atomic: GCC / Clang __atomic built-ins) */
+    int n;
+} nnpops__barrier;
+void nnpops__barrier_init(nnpops__barrier *b, int n);
+void nnpops__barrier_wait(nnpops__barrier *b, int *sense);
 extern int nnpops__pool_test_starts; /* test hook (pool.c) */
 
 /* Scratch buffers of a context that potentials may use (slot numbers are potential-private). */
-#define NNPOPS__SCRATCH_SLOTS 16
+#define NNPOPS__SCRATCH_SLOTS 17
 typedef struct nnpops__scratch {
     nnpops__buf slot[NNPOPS__SCRATCH_SLOTS];
     /* CPU threads (option threads, resolved by the context): the threads a step may use, the

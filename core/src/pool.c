@@ -10,10 +10,14 @@
  * A worker that cannot be started (pthread_create fails) leaves the pool smaller: the job then
  * runs on the threads there are (nnpops__pool_run returns their number), each thread taking the
  * shares t, t + nt, ...; such a pool is kept for later jobs that want no more workers than it was
- * made for (not made again at every step).  After fork() the child has none of the parent's workers: a pool made in
- * another process is dropped (not joined: its threads do not exist here) and a new one made.
+ * made for (not made again at every step).  nnpops__pool_threads makes the pool a job would get
+ * and says how many threads it runs on, so that a job of that many shares has one share per
+ * thread, whose threads may then meet at barriers (nnpops__barrier: they all run at once).  After
+ * fork() the child has none of the parent's workers: a pool made in another process is dropped
+ * (not joined: its threads do not exist here) and a new one made.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,7 +47,7 @@ typedef struct worker_arg {
 
 /* Runs the shares t, t + nt, ... of the job. */
 static void run_shares(nnpops__pool_fn fn, void *arg, int t, int nt, int n_shares) {
-    for (int s = t; s < n_shares; s += nt) fn(arg, s);
+    for (int s = t; s < n_shares; s += nt) fn(arg, s, t);
 }
 
 static void *worker_main(void *p) {
@@ -126,20 +130,25 @@ static nnpops__pool *pool_new(int n_workers) {
     return pool;
 }
 
-int nnpops__pool_run(nnpops__pool **pp, int nt, int n_shares, nnpops__pool_fn fn, void *arg) {
+int nnpops__pool_threads(nnpops__pool **pp, int nt) {
     nnpops__pool *pool = *pp;
     if (pool && pool->pid != getpid()) { /* made before a fork(): its workers are not ours */
         pool_free(pool, 0);
         pool = *pp = NULL;
     }
-    if (nt > n_shares) nt = n_shares;
     if (nt > 1 && (!pool || pool->wanted < nt - 1)) {
         /* (re)made with the workers this job wants; a pool made for fewer is joined first */
         nnpops__pool_destroy(pool);
         pool = *pp = pool_new(nt - 1);
     }
     const int have = pool ? pool->n_workers + 1 : 1;
-    if (nt > have) nt = have;
+    return nt < have ? (nt < 1 ? 1 : nt) : have;
+}
+
+int nnpops__pool_run(nnpops__pool **pp, int nt, int n_shares, nnpops__pool_fn fn, void *arg) {
+    if (nt > n_shares) nt = n_shares;
+    nt = nnpops__pool_threads(pp, nt);
+    nnpops__pool *pool = *pp;
     if (nt <= 1) {
         run_shares(fn, arg, 0, 1, n_shares);
         return 1;
@@ -158,6 +167,25 @@ int nnpops__pool_run(nnpops__pool **pp, int nt, int n_shares, nnpops__pool_fn fn
     while (pool->pending > 0) pthread_cond_wait(&pool->done, &pool->mu);
     pthread_mutex_unlock(&pool->mu);
     return nt;
+}
+
+void nnpops__barrier_init(nnpops__barrier *b, int n) {
+    b->count = 0;
+    b->sense = 0;
+    b->n = n;
+}
+
+void nnpops__barrier_wait(nnpops__barrier *b, int *sense) {
+    const int s = *sense = !*sense;
+    if (__atomic_fetch_add(&b->count, 1, __ATOMIC_ACQ_REL) == b->n - 1) {
+        /* the last to arrive: every other thread's work before the barrier is visible here (the
+         * read-modify-writes of count form one release sequence); reset, then release them */
+        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&b->sense, s, __ATOMIC_RELEASE);
+        return;
+    }
+    for (int spins = 0; __atomic_load_n(&b->sense, __ATOMIC_ACQUIRE) != s; spins++)
+        if (spins >= 2000) sched_yield(); /* (more threads than processors: let the others run) */
 }
 
 nnpops_status nnpops__scratch_subs(nnpops__scratch *scratch, int32_t n) {

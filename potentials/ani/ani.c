@@ -29,7 +29,7 @@
  * system energy is comparable with the ensemble energy (their mean is the ensemble energy).
  * float32 models run the AEV, the layers and the backward in float; energies, the ensemble mean,
  * self energies and pair gradients are accumulated in double.  Both precisions come from one body
- * (the file includes itself with REAL = float, then double).  Scratch: slots 4..9 of the context
+ * (the file includes itself with REAL = float, then double).  Scratch: slots 4..16 of the context
  * (grown, never shrunk; no allocation once the sizes are stable).
  */
 #ifndef NNPOPS__ANI_BODY
@@ -55,11 +55,14 @@ enum {
     SLOT_AEV = 8,   /* AEV block, then dE/dAEV block: REAL [aev_len][ANI_BLOCK] */
     SLOT_MLP = 9,   /* layer buffers of one block (see mlp_layout) */
     SLOT_BLOCKS = 10, /* the step's blocks and their shares (ani_blk) */
+    SLOT_ENERGY = 11, /* the members' outputs of one block, double [M][ANI_BLOCK] */
     SLOT_RANK = 12, /* species ranked among the present ones, int32 [n_atoms] */
     SLOT_SET = 13,  /* the restricted first layers of the last species set (ani_set_cpu) */
     SLOT_MAP = 14,  /* the restricted entries' indices in the full AEV, int32 [aev_len] */
-    SLOT_PANEL = 15 /* float32: the model's first layers in panels (ani_panels_cpu) */
+    SLOT_PANEL = 15, /* float32: the model's first layers in panels (ani_panels_cpu) */
+    SLOT_SPLIT = 16  /* split mode: every block's AEV, first layer and members' outputs */
 };
+_Static_assert(SLOT_SPLIT < NNPOPS__SCRATCH_SLOTS, "scratch slots");
 
 /* ---- load ------------------------------------------------------------------------------------ */
 
@@ -587,12 +590,34 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
     return NNPOPS_OK;
 }
 
-/* Threads (scratch->threads > 1): the blocks of a step are dealt to the shares, the largest first
- * (cost: atoms times the first layer's width), each to the share with the least work so far; a
- * share runs its blocks in order on one thread with its own block buffers (share 0: the context's
- * scratch, share t: scratch->sub[t - 1]).  Blocks write disjoint atom energies, and the AEV
- * adjoint adds to the shared pair gradients atomically, in an order that does not change their
- * bits (nnpops__aev_backward_shared_cpu): the results are the same bits for any thread count. */
+/* Threads (scratch->threads > 1), two modes.  Block mode: the blocks of a step are dealt to the
+ * shares, the largest first (cost: atoms times the first layer's width), each to the share with
+ * the least work so far; a share runs its blocks in order on one thread with its own block buffers
+ * (thread 0: the context's scratch, thread t: scratch->sub[t - 1]).  Split mode, when that would
+ * leave threads idle (fewer blocks than threads, as a small molecule's one block per species, or
+ * blocks of unequal cost) and every member runs: each
+ * block's work is cut into phases of units that run on any thread, every block's intermediate
+ * results kept in SLOT_SPLIT between them: the AEV (a unit per block); the first layer's rows
+ * (ANI_SPLIT_ROWS a unit); the members (a unit each: the hidden layers, forward and backward);
+ * dE/dAEV's rows (ANI_SPLIT_FEATURES a unit); the atom energies and the AEV adjoint (a unit per
+ * block).  Every output is formed by the same operations in the same order in both modes (the
+ * dense kernels' outputs do not depend on which rows a call covers, kernels/cpu/mlp.c; members'
+ * outputs are summed in member order either way).  Blocks write disjoint atom energies, and the
+ * AEV adjoint adds to the shared pair gradients atomically, in an order that does not change
+ * their bits (nnpops__aev_backward_shared_cpu): the results are the same bits for any thread
+ * count. */
+#define ANI_SPLIT_MAX_BLOCKS 12 /* split mode for at most this many blocks, */
+#define ANI_SPLIT_SPREAD 1.15   /* when the blocks' shares are this uneven (ani_deal) */
+#define ANI_SPLIT_ROWS 256      /* first-layer rows per unit (a multiple of the panels' rows) */
+#define ANI_SPLIT_FEATURES 64   /* dE/dAEV rows per unit */
+_Static_assert(ANI_SPLIT_ROWS % NNPOPS__DENSE_PANEL == 0, "split rows on panel boundaries");
+enum {
+    ANI_PHASE_AEV, /* split mode's phases, in order */
+    ANI_PHASE_FIRST,
+    ANI_PHASE_MEMBER,
+    ANI_PHASE_DAEV,
+    ANI_PHASE_FINISH
+};
 typedef struct ani_blk {
     int32_t s, share;
     int64_t b, n; /* atoms order[b .. b + n) of species s */
@@ -610,7 +635,40 @@ typedef struct ani_job {
     const ani_blk *blk;
     int64_t n_blk;
     int shared; /* pair gradients shared between threads */
+    /* split mode (split: 1): the job's threads (one share each), the units of each phase, the
+     * barrier the threads meet at between the phases; block k's AEV (then dE/dAEV) [L][B] at
+     * split_aev + k split_aev_stride and first layer [M w1][B] at split_z0 + k split_z0_stride
+     * (values of the model's precision), its members' outputs [M][B] at split_e + k M B */
+    int split, nt;
+    int64_t units[ANI_PHASE_FINISH + 1];
+    nnpops__barrier *barrier;
+    void *split_aev, *split_z0;
+    int64_t split_aev_stride, split_z0_stride;
+    double *split_e;
 } ani_job;
+
+/* Split mode: the units of block k in phase `phase`. */
+static int64_t ani_units_of(const ani_job *j, int phase, int64_t k) {
+    const nnpops__ani *a = j->a;
+    switch (phase) {
+    case ANI_PHASE_FIRST: {
+        const int64_t rows = (int64_t)a->ensemble * a->width[j->blk[k].s][1];
+        return (rows + ANI_SPLIT_ROWS - 1) / ANI_SPLIT_ROWS;
+    }
+    case ANI_PHASE_MEMBER: return a->ensemble;
+    case ANI_PHASE_DAEV:
+        return (j->in->desc->aev_len + ANI_SPLIT_FEATURES - 1) / ANI_SPLIT_FEATURES;
+    default: return 1;
+    }
+}
+
+/* Split mode: unit u of a phase as (block k, unit i of the block). */
+static void ani_unit_of(const ani_job *j, int phase, int64_t u, int64_t *k, int64_t *i) {
+    int64_t b = 0;
+    for (int64_t c; u >= (c = ani_units_of(j, phase, b)); b++) u -= c;
+    *k = b;
+    *i = u;
+}
 
 #define NNPOPS__ANI_BODY 1
 
@@ -638,7 +696,10 @@ static nnpops_status ani_block_buffers(const nnpops__ani *a, nnpops__scratch *sc
                                   a->elem_size * (size_t)a->aev.aev_len * ANI_BLOCK,
                                   "ANI AEV block")) != NNPOPS_OK ||
         (st = nnpops__buf_reserve(&scratch->slot[SLOT_MLP], a->elem_size * lay->total,
-                                  "ANI layer buffers")) != NNPOPS_OK) {
+                                  "ANI layer buffers")) != NNPOPS_OK ||
+        (st = nnpops__buf_reserve(&scratch->slot[SLOT_ENERGY],
+                                  sizeof(double) * (size_t)a->ensemble * ANI_BLOCK,
+                                  "ANI member outputs")) != NNPOPS_OK) {
         return st;
     }
     /* A new layer buffer starts zeroed: the dense kernels read the padding columns of their
@@ -658,9 +719,10 @@ static int ani_blk_cmp(const void *x, const void *y) {
     return p->b < q->b ? -1 : p->b > q->b;
 }
 
-/* The blocks of every species and their shares (at most nt); returns the shares used. */
+/* The blocks of every species and their shares (at most nt); returns the shares used, and in
+ * *spread the largest share's cost over the mean cost per thread (1: even). */
 static int ani_deal(const nnpops__ani *a, const int64_t *species_start, int nt, ani_blk *blk,
-                    int64_t *n_blk) {
+                    int64_t *n_blk, double *spread) {
     int64_t k = 0;
     for (int s = 0; s < a->n_species; s++)
         for (int64_t b = species_start[s]; b < species_start[s + 1]; b += ANI_BLOCK) {
@@ -669,17 +731,22 @@ static int ani_deal(const nnpops__ani *a, const int64_t *species_start, int nt, 
             blk[k++] = (ani_blk){s, 0, b, n, n * a->width[s][1]};
         }
     *n_blk = k;
+    *spread = 1.0;
+    const int threads = nt;
     if (nt > k) nt = (int)k;
     if (nt <= 1) return 1;
     qsort(blk, (size_t)k, sizeof *blk, ani_blk_cmp);
-    int64_t load[1024] = {0};
+    int64_t load[1024] = {0}, most = 0, total = 0;
     for (int64_t q = 0; q < k; q++) {
         int t = 0;
         for (int u = 1; u < nt; u++)
             if (load[u] < load[t]) t = u;
         blk[q].share = t;
         load[t] += blk[q].cost;
+        total += blk[q].cost;
+        if (load[t] > most) most = load[t];
     }
+    *spread = (double)most * threads / (double)total;
     return nt;
 }
 
@@ -733,16 +800,63 @@ static nnpops_status ani_compute_cpu(const nnpops_model *model, nnpops__scratch 
         return st;
     }
     ani_blk *blk = scratch->slot[SLOT_BLOCKS].ptr;
+    /* split mode where dealing the blocks would leave threads idle (few blocks, or blocks of
+     * unequal cost) and every member runs (see ani_blk) */
     int64_t n_blk;
-    const int nt = ani_deal(a, species_start, scratch->threads, blk, &n_blk);
+    double spread;
+    const int dealt = ani_deal(a, species_start, scratch->threads, blk, &n_blk, &spread);
+    ani_job job = {.a = a, .scratch = scratch, .step = step, .in = &in, .start = start,
+                   .entry = entry, .order = order, .lay = &lay, .blk = blk, .n_blk = n_blk};
+    job.split = scratch->threads > 1 && spread > ANI_SPLIT_SPREAD &&
+                n_blk <= ANI_SPLIT_MAX_BLOCKS && a->ensemble > 1 &&
+                (step->member < 0 || step->member_atom_energy != NULL);
+    int nt = dealt;
+    if (job.split) { /* no more threads than the most units of a phase */
+        int64_t most = 1;
+        for (int phase = ANI_PHASE_AEV; phase <= ANI_PHASE_FINISH; phase++) {
+            for (int64_t k = 0; k < n_blk; k++)
+                if (phase != ANI_PHASE_DAEV || step->need_grad)
+                    job.units[phase] += ani_units_of(&job, phase, k);
+            if (job.units[phase] > most) most = job.units[phase];
+        }
+        nt = nnpops__pool_threads(&scratch->pool,
+                                  scratch->threads < most ? scratch->threads : (int)most);
+    }
     if (nt > 1) {
         if ((st = nnpops__scratch_subs(scratch, nt - 1)) != NNPOPS_OK) return st;
         for (int t = 1; t < nt; t++)
             if ((st = ani_block_buffers(a, &scratch->sub[t - 1], max_entries, &lay)) != NNPOPS_OK)
                 return st;
     }
-    ani_job job = {a, scratch, step, &in, start, entry, order, &lay, blk, n_blk, nt > 1};
+    job.shared = nt > 1;
     nnpops__pool_fn fn = a->precision == NNPOPS_FLOAT32 ? ani_share_f32 : ani_share_f64;
+    if (!job.split) {
+        scratch->threads_used = nnpops__pool_run(&scratch->pool, nt, nt, fn, &job);
+        return NNPOPS_OK;
+    }
+    /* split mode: every block's buffers, then one share per thread, the threads meeting at a
+     * barrier between the phases */
+    const int64_t B = ANI_BLOCK, M = a->ensemble;
+    const size_t es = a->elem_size;
+    job.nt = nt;
+    job.split_aev_stride = ((int64_t)in.desc->aev_len * B + 15) & ~(int64_t)15;
+    job.split_z0_stride = (M * a->max_width1 * B + 15) & ~(int64_t)15;
+    const size_t per_blk = es * (size_t)(job.split_aev_stride + job.split_z0_stride) +
+                           sizeof(double) * (size_t)(M * B);
+    nnpops__buf *sb = &scratch->slot[SLOT_SPLIT];
+    const void *before = sb->ptr;
+    if ((st = nnpops__buf_reserve(sb, (size_t)n_blk * per_blk, "ANI split-mode blocks")) !=
+        NNPOPS_OK)
+        return st;
+    char *p = sb->ptr;
+    if (p != before) memset(p, 0, sb->bytes); /* (padding columns: see ani_block_buffers) */
+    job.split_aev = p;
+    job.split_z0 = p + es * (size_t)(n_blk * job.split_aev_stride);
+    job.split_e = (double *)(p + es * (size_t)(n_blk * (job.split_aev_stride +
+                                                        job.split_z0_stride)));
+    nnpops__barrier barrier;
+    nnpops__barrier_init(&barrier, nt);
+    job.barrier = &barrier;
     scratch->threads_used = nnpops__pool_run(&scratch->pool, nt, nt, fn, &job);
     return NNPOPS_OK;
 }
@@ -774,143 +888,222 @@ const nnpops__potential_vt nnpops__ani_vt = {
 #define DENSE_BACKWARD FN(nnpops__dense_backward_cpu)
 #define CELU_FORWARD FN(nnpops__celu_forward_cpu)
 #define CELU_BACKWARD FN(nnpops__celu_backward_cpu)
+#define GEMM_AUTO FN(nnpops__dense_gemm_variant_cpu)
 
-/* One block of n <= ANI_BLOCK atoms of species s (centers[0..n)); shared: other threads add to
- * the pair gradients at the same time. */
-static void FN(ani_block)(const nnpops__ani *a, nnpops__scratch *scratch,
-                          const nnpops__step *step, const ani_inputs *in, const int64_t *start,
-                          const int64_t *entry, int s, const int32_t *centers, int64_t n,
-                          const mlp_layout *lay, int shared) {
-    const int64_t B = ANI_BLOCK, L = in->desc->aev_len, M = a->ensemble;
+/* The pieces of a block's work (block q: n <= ANI_BLOCK atoms of species q->s); ts: the scratch of
+ * the thread that runs the piece (its AEV work space and layer buffers).  Block mode runs them in
+ * turn on one thread (ani_block); split mode runs each as units of its own phase (ani_unit). */
+
+/* AEV of the block's atoms into aev [L][B], its padding columns zero (the dense kernels may run
+ * over whole vectors of columns; the element-wise kernels run over the n columns only, and the
+ * padding columns of the layer buffers hold finite values, see ani_block_buffers). */
+static void FN(ani_aev)(const ani_job *j, const ani_blk *q, nnpops__scratch *ts, REAL *aev) {
+    const int64_t B = ANI_BLOCK, L = j->in->desc->aev_len, n = q->n;
+    const nnpops__step *step = j->step;
+    AEV_FORWARD(j->in->desc, n, j->order + q->b, j->start, j->entry, step->pairs, step->pair_vec,
+                j->in->species, aev, B, ts->slot[SLOT_WORK].ptr);
+    const int64_t np = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD;
+    for (int64_t f = 0; f < L; f++)
+        for (int64_t r = n; r < np; r++) aev[f * B + r] = 0;
+}
+
+/* Rows r0 .. r1 of the first layer (all members stacked, [M w1][L]) into z0 [M w1][B].  Every
+ * output is formed by the same operations whichever rows a call covers and whether it reads the
+ * panels (kernels/cpu/mlp.c), so splitting the rows does not change a bit; the panels serve rows
+ * that start and end on panel boundaries (or at the last row). */
+static void FN(ani_first)(const ani_job *j, const ani_blk *q, const REAL *aev, REAL *z0,
+                          int64_t r0, int64_t r1) {
+    const int64_t B = ANI_BLOCK, L = j->in->desc->aev_len, P = NNPOPS__DENSE_PANEL;
+    const int s = q->s;
+    const int64_t rows = (int64_t)j->a->ensemble * j->a->width[s][1];
+    const REAL *W0 = j->in->w0[s], *W0p = j->in->w0p[s];
+    const REAL *b0 = (const REAL *)j->a->arena + j->a->b_off[s][0];
+    if (W0p && r0 % P == 0 && (r1 % P == 0 || r1 == rows))
+        DENSE_FORWARD_PACKED(q->n, L, r1 - r0, W0 + r0 * L, W0p + r0 * L, b0 + r0, aev, B,
+                             z0 + r0 * B, B);
+    else
+        DENSE_FORWARD(q->n, L, r1 - r0, W0 + r0 * L, b0 + r0, aev, B, z0 + r0 * B, B);
+}
+
+/* Member m of the block after the first layer (its rows of z0): the hidden layers with CELU and
+ * the output layer, the outputs into e[0..n) (double) and, with member energies, each atom's
+ * member energy; when the member counts and gradients are wanted, the backward pass down to
+ * dE/dZ_0, written over the member's rows of z0.  ts: the layer buffers. */
+static void FN(ani_member)(const ani_job *j, const ani_blk *q, nnpops__scratch *ts, REAL *z0,
+                           int32_t m, double *e) {
+    const nnpops__ani *a = j->a;
+    const nnpops__step *step = j->step;
+    const int64_t B = ANI_BLOCK, M = a->ensemble, n = q->n, s = q->s;
+    const int64_t np = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD;
     const int nl = a->n_layers[s];
     const int32_t *w = a->width[s];
     const REAL *arena = a->arena;
-    REAL *aev = scratch->slot[SLOT_AEV].ptr;
-    REAL *buf = scratch->slot[SLOT_MLP].ptr;
-    REAL *z0 = buf + lay->z0, *zh = buf + lay->zh, *y = buf + lay->y;
+    const mlp_layout *lay = j->lay;
+    REAL *buf = ts->slot[SLOT_MLP].ptr;
+    REAL *zh = buf + lay->zh, *y = buf + lay->y;
     REAL *act[2] = {buf + lay->act, buf + lay->act + (size_t)a->max_width * B};
     REAL *grad[2] = {buf + lay->grad, buf + lay->grad + (size_t)a->max_width * B};
-    void *work = scratch->slot[SLOT_WORK].ptr;
     const int32_t member = step->member;
-    const int need_members = step->member_atom_energy != NULL;
-    const int need_grad = step->need_grad;
-    const double self = a->self_energy[s];
-
-    AEV_FORWARD(in->desc, n, centers, start, entry, step->pairs, step->pair_vec, in->species, aev,
-                B, work);
-    /* the dense kernels may run over whole vectors of columns: keep the AEV's padding columns
-     * zero (the element-wise kernels run over the n columns only; the padding columns of the
-     * layer buffers hold finite values, see ani_compute_cpu) */
-    const int64_t np = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD;
-    if (np > n) {
-        for (int64_t f = 0; f < L; f++)
-            for (int64_t r = n; r < np; r++) aev[f * B + r] = 0;
-    }
-
-    /* first layer: all members in one GEMM, or the chosen member alone */
-    const int64_t w1 = w[1];
-    const REAL *W0 = in->w0[s], *W0p = in->w0p[s], *b0 = arena + a->b_off[s][0];
-    const int all = member < 0 || need_members;
-    if (all) {
-        DENSE_FORWARD_PACKED(n, L, M * w1, W0, W0p, b0, aev, B, z0, B);
-    } else {
-        DENSE_FORWARD(n, L, w1, W0 + (size_t)member * w1 * L, b0 + member * w1, aev, B,
-                      z0 + (size_t)member * w1 * B, B);
-    }
-
-    double esum[ANI_BLOCK];
-    for (int64_t r = 0; r < n; r++) esum[r] = 0.0;
+    const int counts = member < 0 || m == member;
     const REAL seed = member < 0 ? (REAL)(1.0 / (double)M) : (REAL)1;
+    REAL *z0m = z0 + (size_t)m * w[1] * B;
 
-    for (int32_t m = 0; m < M; m++) {
-        const int counts = member < 0 || m == member;
-        if (!counts && !need_members) continue;
-        REAL *z0m = z0 + (size_t)m * w1 * B;
-
-        /* forward: z of layer l (l >= 1) is stored at zh (hidden) or y (output) */
-        const REAL *x = z0m; /* pre-activation of the layer being activated */
-        size_t zoff = 0;
-        int ping = 0;
-        for (int l = 1; l < nl; l++) {
-            const int64_t in = w[l], out = w[l + 1];
-            CELU_FORWARD(n, in, a->alpha, x, B, act[ping], B);
-            const REAL *Wl = arena + a->w_off[s][l] + (size_t)m * out * in;
-            const REAL *bl = arena + a->b_off[s][l] + (size_t)m * out;
-            REAL *z = (l + 1 < nl) ? zh + zoff * B : y;
-            DENSE_FORWARD(n, in, out, Wl, bl, act[ping], B, z, B);
-            if (l + 1 < nl) zoff += (size_t)out;
-            x = z;
-            ping ^= 1;
-        }
-        /* nl == 1: a linear network, the output is z0m */
-        const REAL *out_row = nl == 1 ? z0m : y;
-        for (int64_t r = 0; r < n; r++) {
-            const double e = (double)out_row[r];
-            if (counts) esum[r] += e;
-            if (need_members) step->member_atom_energy[(size_t)centers[r] * M + m] = e + self;
-        }
-        if (!need_grad || !counts) continue;
-
-        /* backward: dE/dZ of the output = seed; down to dE/dZ_0, written over z0m */
-        if (nl == 1) {
-            for (int64_t r = 0; r < np; r++) z0m[r] = r < n ? seed : 0;
-            continue;
-        }
-        for (int64_t r = 0; r < np; r++) y[r] = r < n ? seed : 0;
-        const REAL *dz = y;
-        int gp = 0;
-        for (int l = nl - 1; l >= 1; l--) {
-            const int64_t in = w[l], out = w[l + 1];
-            const REAL *Wl = arena + a->w_off[s][l] + (size_t)m * out * in;
-            DENSE_BACKWARD(n, in, out, Wl, dz, B, grad[gp], B); /* dE/dA_{l-1} */
-            /* pre-activation of layer l-1: z0m for l == 1, else the hidden slot */
-            const REAL *zprev;
-            REAL *dzprev;
-            if (l == 1) {
-                zprev = z0m;
-                dzprev = z0m;
-            } else {
-                size_t o = 0;
-                for (int k = 1; k < l - 1; k++) o += (size_t)w[k + 1];
-                zprev = zh + o * B;
-                dzprev = grad[gp];
-            }
-            CELU_BACKWARD(n, in, a->alpha, zprev, B, grad[gp], B, dzprev, B);
-            dz = dzprev;
-            gp ^= 1;
-        }
+    /* forward: z of layer l (l >= 1) is stored at zh (hidden) or y (output) */
+    const REAL *x = z0m; /* pre-activation of the layer being activated */
+    size_t zoff = 0;
+    int ping = 0;
+    for (int l = 1; l < nl; l++) {
+        const int64_t in = w[l], out = w[l + 1];
+        CELU_FORWARD(n, in, a->alpha, x, B, act[ping], B);
+        const REAL *Wl = arena + a->w_off[s][l] + (size_t)m * out * in;
+        const REAL *bl = arena + a->b_off[s][l] + (size_t)m * out;
+        REAL *z = (l + 1 < nl) ? zh + zoff * B : y;
+        DENSE_FORWARD(n, in, out, Wl, bl, act[ping], B, z, B);
+        if (l + 1 < nl) zoff += (size_t)out;
+        x = z;
+        ping ^= 1;
     }
-
+    /* nl == 1: a linear network, the output is z0m */
+    const REAL *out_row = nl == 1 ? z0m : y;
+    const int32_t *centers = j->order + q->b;
     for (int64_t r = 0; r < n; r++) {
-        const double mean = member < 0 ? esum[r] / (double)M : esum[r];
-        step->atom_energy[centers[r]] = mean + self;
+        e[r] = (double)out_row[r];
+        if (step->member_atom_energy)
+            step->member_atom_energy[(size_t)centers[r] * M + m] = e[r] + a->self_energy[s];
     }
-    if (!need_grad) return;
+    if (!step->need_grad || !counts) return;
 
-    /* dE/dAEV = sum over the counted members of W_0,m^T dZ_0,m, into the AEV block */
-    if (member < 0) {
-        DENSE_BACKWARD(n, L, M * w1, W0, z0, B, aev, B);
-    } else {
-        DENSE_BACKWARD(n, L, w1, W0 + (size_t)member * w1 * L, z0 + (size_t)member * w1 * B, B,
-                       aev, B);
+    /* backward: dE/dZ of the output = seed; down to dE/dZ_0, written over z0m */
+    if (nl == 1) {
+        for (int64_t r = 0; r < np; r++) z0m[r] = r < n ? seed : 0;
+        return;
     }
-    if (shared)
-        AEV_BACKWARD_SHARED(in->desc, n, centers, start, entry, step->pairs, step->pair_vec,
-                            in->species, aev, B, step->pair_grad, work);
-    else
-        AEV_BACKWARD(in->desc, n, centers, start, entry, step->pairs, step->pair_vec, in->species,
-                     aev, B, step->pair_grad, work);
+    for (int64_t r = 0; r < np; r++) y[r] = r < n ? seed : 0;
+    const REAL *dz = y;
+    int gp = 0;
+    for (int l = nl - 1; l >= 1; l--) {
+        const int64_t in = w[l], out = w[l + 1];
+        const REAL *Wl = arena + a->w_off[s][l] + (size_t)m * out * in;
+        DENSE_BACKWARD(n, in, out, Wl, dz, B, grad[gp], B); /* dE/dA_{l-1} */
+        /* pre-activation of layer l-1: z0m for l == 1, else the hidden slot */
+        const REAL *zprev;
+        REAL *dzprev;
+        if (l == 1) {
+            zprev = z0m;
+            dzprev = z0m;
+        } else {
+            size_t o = 0;
+            for (int k = 1; k < l - 1; k++) o += (size_t)w[k + 1];
+            zprev = zh + o * B;
+            dzprev = grad[gp];
+        }
+        CELU_BACKWARD(n, in, a->alpha, zprev, B, grad[gp], B, dzprev, B);
+        dz = dzprev;
+        gp ^= 1;
+    }
 }
 
-/* The blocks of one share (ani_job), in order. */
-static void FN(ani_share)(void *arg, int share) {
+/* Rows f0 .. f1 of dE/dAEV = sum over the counted members of W_0,m^T dZ_0,m (z0 after the
+ * members' backward passes) into aev [L][B]: one product over the counted members' rows, each
+ * output summed in the same order whichever rows a call covers (kernels/cpu/mlp.c). */
+static void FN(ani_daev)(const ani_job *j, const ani_blk *q, const REAL *z0, REAL *aev,
+                         int64_t f0, int64_t f1) {
+    const int64_t B = ANI_BLOCK, L = j->in->desc->aev_len, M = j->a->ensemble;
+    const int64_t w1 = j->a->width[q->s][1];
+    const int32_t member = j->step->member;
+    const int64_t row0 = member < 0 ? 0 : member * w1, kk = member < 0 ? M * w1 : w1;
+    const REAL *W0 = (const REAL *)j->in->w0[q->s] + row0 * L;
+    GEMM_AUTO(NNPOPS__GEMM_AUTO, f1 - f0, q->n, kk, W0 + f0, 1, L, z0 + row0 * B, B, NULL,
+              aev + f0 * B, B);
+}
+
+/* The block's atom energies from its members' outputs e [M][B] (the counted ones summed in
+ * member order), then with gradients the AEV adjoint of dE/dAEV (aev) into the pair gradients
+ * (with j->shared: other threads add to them at the same time). */
+static void FN(ani_finish)(const ani_job *j, const ani_blk *q, nnpops__scratch *ts,
+                           const double *e, REAL *aev) {
+    const nnpops__ani *a = j->a;
+    const nnpops__step *step = j->step;
+    const int64_t B = ANI_BLOCK, M = a->ensemble, n = q->n;
+    const int32_t member = step->member, *centers = j->order + q->b;
+    for (int64_t r = 0; r < n; r++) {
+        double sum = 0.0;
+        for (int32_t m = 0; m < M; m++)
+            if (member < 0 || m == member) sum += e[m * B + r];
+        step->atom_energy[centers[r]] = (member < 0 ? sum / (double)M : sum) + a->self_energy[q->s];
+    }
+    if (!step->need_grad) return;
+    void *work = ts->slot[SLOT_WORK].ptr;
+    if (j->shared)
+        AEV_BACKWARD_SHARED(j->in->desc, n, centers, j->start, j->entry, step->pairs,
+                            step->pair_vec, j->in->species, aev, B, step->pair_grad, work);
+    else
+        AEV_BACKWARD(j->in->desc, n, centers, j->start, j->entry, step->pairs, step->pair_vec,
+                     j->in->species, aev, B, step->pair_grad, work);
+}
+
+/* Block mode: one block on one thread, its buffers the thread's. */
+static void FN(ani_block)(const ani_job *j, const ani_blk *q, nnpops__scratch *ts) {
+    const nnpops__ani *a = j->a;
+    const int64_t M = a->ensemble, w1 = a->width[q->s][1];
+    const int32_t member = j->step->member;
+    REAL *aev = ts->slot[SLOT_AEV].ptr;
+    REAL *z0 = (REAL *)ts->slot[SLOT_MLP].ptr + j->lay->z0;
+    double *e = (double *)ts->slot[SLOT_ENERGY].ptr;
+    FN(ani_aev)(j, q, ts, aev);
+    /* first layer: all members in one product, or the chosen member alone */
+    const int all = member < 0 || j->step->member_atom_energy != NULL;
+    if (all) FN(ani_first)(j, q, aev, z0, 0, M * w1);
+    else FN(ani_first)(j, q, aev, z0, member * w1, (member + 1) * w1);
+    for (int32_t m = 0; m < M; m++)
+        if (all || m == member) FN(ani_member)(j, q, ts, z0, m, e + m * ANI_BLOCK);
+    if (j->step->need_grad) FN(ani_daev)(j, q, z0, aev, 0, j->in->desc->aev_len);
+    FN(ani_finish)(j, q, ts, e, aev);
+}
+
+/* Split mode: unit u of a phase (ani_units_of), ts the scratch of the thread that runs it. */
+static void FN(ani_unit)(const ani_job *j, int phase, int64_t u, nnpops__scratch *ts) {
+    int64_t k, i;
+    ani_unit_of(j, phase, u, &k, &i);
+    const ani_blk *q = &j->blk[k];
+    REAL *aev = (REAL *)j->split_aev + k * j->split_aev_stride;
+    REAL *z0 = (REAL *)j->split_z0 + k * j->split_z0_stride;
+    double *e = j->split_e + k * j->a->ensemble * ANI_BLOCK;
+    switch (phase) {
+    case ANI_PHASE_AEV: FN(ani_aev)(j, q, ts, aev); break;
+    case ANI_PHASE_FIRST: {
+        const int64_t rows = (int64_t)j->a->ensemble * j->a->width[q->s][1];
+        const int64_t r1 = (i + 1) * ANI_SPLIT_ROWS < rows ? (i + 1) * ANI_SPLIT_ROWS : rows;
+        FN(ani_first)(j, q, aev, z0, i * ANI_SPLIT_ROWS, r1);
+        break;
+    }
+    case ANI_PHASE_MEMBER: FN(ani_member)(j, q, ts, z0, (int32_t)i, e + i * ANI_BLOCK); break;
+    case ANI_PHASE_DAEV: {
+        const int64_t L = j->in->desc->aev_len;
+        const int64_t f1 = (i + 1) * ANI_SPLIT_FEATURES < L ? (i + 1) * ANI_SPLIT_FEATURES : L;
+        FN(ani_daev)(j, q, z0, aev, i * ANI_SPLIT_FEATURES, f1);
+        break;
+    }
+    default: FN(ani_finish)(j, q, ts, e, aev); break;
+    }
+}
+
+/* The pool's function: block mode, the blocks of share `share` in order; split mode (one share
+ * per thread), the thread's units of each phase in turn (units t, t + nt, ...), the threads
+ * meeting at the barrier after each phase. */
+static void FN(ani_share)(void *arg, int share, int thread) {
     const ani_job *j = arg;
-    nnpops__scratch *scratch = share == 0 ? j->scratch : &j->scratch->sub[share - 1];
-    for (int64_t k = 0; k < j->n_blk; k++) {
-        const ani_blk *q = &j->blk[k];
-        if (q->share == share)
-            FN(ani_block)(j->a, scratch, j->step, j->in, j->start, j->entry, q->s,
-                          j->order + q->b, q->n, j->lay, j->shared);
+    nnpops__scratch *ts = thread == 0 ? j->scratch : &j->scratch->sub[thread - 1];
+    if (!j->split) {
+        for (int64_t k = 0; k < j->n_blk; k++)
+            if (j->blk[k].share == share) FN(ani_block)(j, &j->blk[k], ts);
+        return;
+    }
+    int sense = 0;
+    for (int phase = ANI_PHASE_AEV; phase <= ANI_PHASE_FINISH; phase++) {
+        if (j->units[phase] == 0) continue; /* (dE/dAEV without gradients) */
+        for (int64_t u = thread; u < j->units[phase]; u += j->nt) FN(ani_unit)(j, phase, u, ts);
+        if (phase < ANI_PHASE_FINISH) nnpops__barrier_wait(j->barrier, &sense);
     }
 }
 
@@ -922,5 +1115,6 @@ static void FN(ani_share)(void *arg, int share) {
 #undef DENSE_BACKWARD
 #undef CELU_FORWARD
 #undef CELU_BACKWARD
+#undef GEMM_AUTO
 
 #endif /* NNPOPS__ANI_BODY */

@@ -297,8 +297,13 @@ static int64_t cpu_threads_of(const nnpops_context *ctx) {
 }
 
 /* Steps of contexts with threads = 1, 2, 3, 7, 12 and 0 (all), `repeats` each, bitwise equal; each
- * ran on the threads expected: as many as asked, at most one per block of atoms (the batch has 8:
- * the atoms of a species, both systems together, in blocks of at most 64). */
+ * ran on the threads expected.  The batch has 8 blocks (the atoms of a species, both systems
+ * together, in blocks of at most 64): one thread runs them in turn, a few threads deal them (block
+ * mode, at most one thread per block), and where that leaves threads idle (more threads than
+ * blocks; blocks of unequal cost) each block's work is split into units (split mode: as many
+ * threads as asked, up to one per block and member, so 12 threads show it).  The steps ask for
+ * every member's energies, so every member runs, and split mode serves the chosen member too; a
+ * chosen member without the members' energies runs that member alone, in block mode. */
 static int step_threads(nnpops_precision precision) {
     fixture fx;
     const int rc = fixture_open(&fx, precision);
@@ -326,7 +331,8 @@ static int step_threads(nnpops_precision precision) {
             CHECK_OK(nnpops_context_set_option_by_name(ct, "threads", counts[q]));
             long want = atol(counts[q]);
             if (want == 0) want = nproc;
-            if (want > blocks) want = blocks;
+            const int split = want > blocks; /* (split mode shown by the thread count) */
+            if (want > 8L * blocks) want = 8L * blocks; /* ANI-1x: 8 members */
             for (int rep = 0; rep < repeats; rep++) {
                 batch_compute(ct, b, r);
                 if (memcmp(r, ref, sizeof *r) != 0) {
@@ -341,9 +347,20 @@ static int step_threads(nnpops_precision precision) {
                     return 1;
                 }
             }
-            printf("%s, member %d: threads %s (%ld ran), %d steps: the same bits as one thread\n",
+            printf("%s, member %d: threads %s (%ld ran%s), %d steps: the same bits as one thread\n",
                    precision == NNPOPS_FLOAT32 ? "float32" : "float64", member, counts[q], want,
-                   repeats);
+                   split ? ", split mode" : "", repeats);
+            if (member >= 0 && split) { /* the member alone: block mode */
+                nnpops_inputs in = {sizeof in, NB, -1, 2, b->z, b->x, b->batch, b->cells, b->pbc};
+                nnpops_outputs out = {sizeof out, r->e, r->f, r->w, r->ae, r->av, NULL};
+                CHECK_OK(nnpops_compute(ct, &in, &out));
+                CHECK(cpu_threads_of(ct) == blocks);
+                CHECK(memcmp(r->e, ref->e, sizeof r->e) == 0);
+                CHECK(memcmp(r->f, ref->f, sizeof r->f) == 0);
+                CHECK(memcmp(r->w, ref->w, sizeof r->w) == 0);
+                CHECK(memcmp(r->ae, ref->ae, sizeof r->ae) == 0);
+                CHECK(memcmp(r->av, ref->av, sizeof r->av) == 0);
+            }
             nnpops_context_destroy(ct);
         }
     }

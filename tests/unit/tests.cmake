@@ -53,8 +53,8 @@ nnpops_unit_cases(model ${CMAKE_CURRENT_LIST_DIR}/test_model.c
   missing_tensor potential_error)
 
 # Worker threads of CPU steps (core/src/pool.c): the static split of a job's shares, the pool
-# kept between jobs, a worker that cannot be started.
-nnpops_unit_cases(pool ${CMAKE_CURRENT_LIST_DIR}/test_pool.c shares partial)
+# kept between jobs, a worker that cannot be started, the threads' barrier.
+nnpops_unit_cases(pool ${CMAKE_CURRENT_LIST_DIR}/test_pool.c shares partial barrier)
 target_link_libraries(${NNPOPS_UNIT_TARGET} PRIVATE Threads::Threads)
 
 # The AEV restricted to the species present (kernels/cpu/aev.c), which the GPU step computes.
