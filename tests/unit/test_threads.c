@@ -303,7 +303,8 @@ static int64_t cpu_threads_of(const nnpops_context *ctx) {
  * blocks; blocks of unequal cost) each block's work is split into units (split mode: as many
  * threads as asked, up to one per block and member, so 12 threads show it).  The steps ask for
  * every member's energies, so every member runs, and split mode serves the chosen member too; a
- * chosen member without the members' energies runs that member alone, in block mode. */
+ * chosen member without the members' energies runs that member alone, in block mode.  Where split
+ * mode ran, a step of energies alone (no backward phases) gives the same energies too. */
 static int step_threads(nnpops_precision precision) {
     fixture fx;
     const int rc = fixture_open(&fx, precision);
@@ -350,6 +351,14 @@ static int step_threads(nnpops_precision precision) {
             printf("%s, member %d: threads %s (%ld ran%s), %d steps: the same bits as one thread\n",
                    precision == NNPOPS_FLOAT32 ? "float32" : "float64", member, counts[q], want,
                    split ? ", split mode" : "", repeats);
+            if (split) { /* energies alone: no backward phases (a chosen member: block mode) */
+                double e[2];
+                nnpops_inputs in = {sizeof in, NB, -1, 2, b->z, b->x, b->batch, b->cells, b->pbc};
+                nnpops_outputs out = {sizeof out, e, NULL, NULL, NULL, NULL, NULL};
+                CHECK_OK(nnpops_compute(ct, &in, &out));
+                CHECK(memcmp(e, ref->e, sizeof e) == 0);
+                CHECK(cpu_threads_of(ct) == (member < 0 ? want : blocks));
+            }
             if (member >= 0 && split) { /* the member alone: block mode */
                 nnpops_inputs in = {sizeof in, NB, -1, 2, b->z, b->x, b->batch, b->cells, b->pbc};
                 nnpops_outputs out = {sizeof out, r->e, r->f, r->w, r->ae, r->av, NULL};
