@@ -78,7 +78,7 @@ run_fuzz() {
 }
 
 # The valgrind subset: small inputs, ANI-1x (ANI-2x reference runs take minutes under memcheck).
-valgrind_tests=${NNPOPS_VALGRIND_TESTS:-'^(unit\.(config|safetensors|model|bad_inputs|fuzz\.replay)\..*|unit\.hostile\.(tiny_ok|weights_.*|st_.*|yaml_.*)|kernel\.neighbors\.(nonperiodic|mixed_pbc|half_width|overflow|bad_cell)|kernel\.neighbors_internal\.(overflow|errors|empty)|model\.lj\..*|model\.ani\.(reference\.ani1x\.f32|ghosts|member|unknown_element|batch))$'}
+valgrind_tests=${NNPOPS_VALGRIND_TESTS:-'^(unit\.(config|safetensors|model|bad_inputs|fuzz\.replay)\..*|unit\.pool\.(shares|partial)|unit\.hostile\.(tiny_ok|weights_.*|st_.*|yaml_.*)|kernel\.neighbors\.(nonperiodic|mixed_pbc|half_width|overflow|bad_cell)|kernel\.neighbors_internal\.(overflow|errors|empty)|model\.lj\..*|model\.ani\.(reference\.ani1x\.f32|ghosts|member|unknown_element|batch))$'}
 
 run_valgrind() {
   phase_start "valgrind build (Release)"
