@@ -595,21 +595,21 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
  * the least work so far; a share runs its blocks in order on one thread with its own block buffers
  * (thread 0: the context's scratch, thread t: scratch->sub[t - 1]).  Split mode, when that would
  * leave threads idle (fewer blocks than threads, as a small molecule's one block per species, or
- * blocks of unequal cost) and every member runs: each
- * block's work is cut into phases of units that run on any thread, every block's intermediate
- * results kept in SLOT_SPLIT between them: the AEV (a unit per block); the first layer's rows
- * (ANI_SPLIT_ROWS a unit); the members (a unit each: the hidden layers, forward and backward);
- * dE/dAEV's rows (ANI_SPLIT_FEATURES a unit); the atom energies and the AEV adjoint (a unit per
- * block).  Every output is formed by the same operations in the same order in both modes (the
- * dense kernels' outputs do not depend on which rows a call covers, kernels/cpu/mlp.c; members'
- * outputs are summed in member order either way).  Blocks write disjoint atom energies, and the
- * AEV adjoint adds to the shared pair gradients atomically, in an order that does not change
- * their bits (nnpops__aev_backward_shared_cpu): the results are the same bits for any thread
- * count. */
+ * blocks of unequal cost) and every member runs: each block's work is cut into phases of units
+ * that run on any thread, every block's intermediate results kept in SLOT_SPLIT between them: the AEV (ANI_SPLIT_CENTERS atoms a unit); the first
+ * layer's rows (ANI_SPLIT_ROWS a unit); the members (a unit each: the hidden layers, forward and
+ * backward); dE/dAEV's rows (ANI_SPLIT_FEATURES a unit); the atom energies and the AEV adjoint
+ * (ANI_SPLIT_CENTERS atoms a unit).  Every output is formed by the same operations in the same
+ * order in both modes (each center's AEV and adjoint are its own; the dense kernels' outputs do not
+ * depend on which rows a call covers, kernels/cpu/mlp.c; members' outputs are summed in member
+ * order either way).  Blocks write disjoint atom energies, and the AEV adjoint adds to the shared
+ * pair gradients atomically, in an order that does not change their bits
+ * (nnpops__aev_backward_shared_cpu): the results are the same bits for any thread count. */
 #define ANI_SPLIT_MAX_BLOCKS 12 /* split mode for at most this many blocks, */
 #define ANI_SPLIT_SPREAD 1.15   /* when the blocks' shares are this uneven (ani_deal) */
 #define ANI_SPLIT_ROWS 256      /* first-layer rows per unit (a multiple of the panels' rows) */
 #define ANI_SPLIT_FEATURES 64   /* dE/dAEV rows per unit */
+#define ANI_SPLIT_CENTERS 2     /* atoms per unit of the AEV and of the energies and AEV adjoint */
 _Static_assert(ANI_SPLIT_ROWS % NNPOPS__DENSE_PANEL == 0, "split rows on panel boundaries");
 enum {
     ANI_PHASE_AEV, /* split mode's phases, in order */
@@ -658,7 +658,7 @@ static int64_t ani_units_of(const ani_job *j, int phase, int64_t k) {
     case ANI_PHASE_MEMBER: return a->ensemble;
     case ANI_PHASE_DAEV:
         return (j->in->desc->aev_len + ANI_SPLIT_FEATURES - 1) / ANI_SPLIT_FEATURES;
-    default: return 1;
+    default: return (j->blk[k].n + ANI_SPLIT_CENTERS - 1) / ANI_SPLIT_CENTERS; /* AEV, FINISH */
     }
 }
 
@@ -894,14 +894,18 @@ const nnpops__potential_vt nnpops__ani_vt = {
  * the thread that runs the piece (its AEV work space and layer buffers).  Block mode runs them in
  * turn on one thread (ani_block); split mode runs each as units of its own phase (ani_unit). */
 
-/* AEV of the block's atoms into aev [L][B], its padding columns zero (the dense kernels may run
- * over whole vectors of columns; the element-wise kernels run over the n columns only, and the
- * padding columns of the layer buffers hold finite values, see ani_block_buffers). */
-static void FN(ani_aev)(const ani_job *j, const ani_blk *q, nnpops__scratch *ts, REAL *aev) {
+/* AEV of the block's atoms c0 .. c1 into columns c0 .. c1 of aev [L][B] (each center's AEV is
+ * its own: the same bits whichever centers a call covers); the call that ends the block also zeroes
+ * its padding columns (the dense kernels may run over whole vectors of columns; the element-wise
+ * kernels run over the n columns only, and the padding columns of the layer buffers hold finite
+ * values, see ani_block_buffers). */
+static void FN(ani_aev)(const ani_job *j, const ani_blk *q, nnpops__scratch *ts, REAL *aev,
+                        int64_t c0, int64_t c1) {
     const int64_t B = ANI_BLOCK, L = j->in->desc->aev_len, n = q->n;
     const nnpops__step *step = j->step;
-    AEV_FORWARD(j->in->desc, n, j->order + q->b, j->start, j->entry, step->pairs, step->pair_vec,
-                j->in->species, aev, B, ts->slot[SLOT_WORK].ptr);
+    AEV_FORWARD(j->in->desc, c1 - c0, j->order + q->b + c0, j->start, j->entry, step->pairs,
+                step->pair_vec, j->in->species, aev + c0, B, ts->slot[SLOT_WORK].ptr);
+    if (c1 < n) return;
     const int64_t np = (n + NNPOPS__DENSE_PAD - 1) / NNPOPS__DENSE_PAD * NNPOPS__DENSE_PAD;
     for (int64_t f = 0; f < L; f++)
         for (int64_t r = n; r < np; r++) aev[f * B + r] = 0;
@@ -1017,16 +1021,16 @@ static void FN(ani_daev)(const ani_job *j, const ani_blk *q, const REAL *z0, REA
               aev + f0 * B, B);
 }
 
-/* The block's atom energies from its members' outputs e [M][B] (the counted ones summed in
- * member order), then with gradients the AEV adjoint of dE/dAEV (aev) into the pair gradients
- * (with j->shared: other threads add to them at the same time). */
+/* The energies of the block's atoms c0 .. c1 from its members' outputs e [M][B] (the counted ones
+ * summed in member order), then with gradients the AEV adjoint of their dE/dAEV (columns c0 .. c1
+ * of aev) into the pair gradients (with j->shared: other threads add to them at the same time). */
 static void FN(ani_finish)(const ani_job *j, const ani_blk *q, nnpops__scratch *ts,
-                           const double *e, REAL *aev) {
+                           const double *e, const REAL *aev, int64_t c0, int64_t c1) {
     const nnpops__ani *a = j->a;
     const nnpops__step *step = j->step;
-    const int64_t B = ANI_BLOCK, M = a->ensemble, n = q->n;
+    const int64_t B = ANI_BLOCK, M = a->ensemble;
     const int32_t member = step->member, *centers = j->order + q->b;
-    for (int64_t r = 0; r < n; r++) {
+    for (int64_t r = c0; r < c1; r++) {
         double sum = 0.0;
         for (int32_t m = 0; m < M; m++)
             if (member < 0 || m == member) sum += e[m * B + r];
@@ -1035,11 +1039,11 @@ static void FN(ani_finish)(const ani_job *j, const ani_blk *q, nnpops__scratch *
     if (!step->need_grad) return;
     void *work = ts->slot[SLOT_WORK].ptr;
     if (j->shared)
-        AEV_BACKWARD_SHARED(j->in->desc, n, centers, j->start, j->entry, step->pairs,
-                            step->pair_vec, j->in->species, aev, B, step->pair_grad, work);
+        AEV_BACKWARD_SHARED(j->in->desc, c1 - c0, centers + c0, j->start, j->entry, step->pairs,
+                            step->pair_vec, j->in->species, aev + c0, B, step->pair_grad, work);
     else
-        AEV_BACKWARD(j->in->desc, n, centers, j->start, j->entry, step->pairs, step->pair_vec,
-                     j->in->species, aev, B, step->pair_grad, work);
+        AEV_BACKWARD(j->in->desc, c1 - c0, centers + c0, j->start, j->entry, step->pairs,
+                     step->pair_vec, j->in->species, aev + c0, B, step->pair_grad, work);
 }
 
 /* Block mode: one block on one thread, its buffers the thread's. */
@@ -1050,7 +1054,7 @@ static void FN(ani_block)(const ani_job *j, const ani_blk *q, nnpops__scratch *t
     REAL *aev = ts->slot[SLOT_AEV].ptr;
     REAL *z0 = (REAL *)ts->slot[SLOT_MLP].ptr + j->lay->z0;
     double *e = (double *)ts->slot[SLOT_ENERGY].ptr;
-    FN(ani_aev)(j, q, ts, aev);
+    FN(ani_aev)(j, q, ts, aev, 0, q->n);
     /* first layer: all members in one product, or the chosen member alone */
     const int all = member < 0 || j->step->member_atom_energy != NULL;
     if (all) FN(ani_first)(j, q, aev, z0, 0, M * w1);
@@ -1058,7 +1062,7 @@ static void FN(ani_block)(const ani_job *j, const ani_blk *q, nnpops__scratch *t
     for (int32_t m = 0; m < M; m++)
         if (all || m == member) FN(ani_member)(j, q, ts, z0, m, e + m * ANI_BLOCK);
     if (j->step->need_grad) FN(ani_daev)(j, q, z0, aev, 0, j->in->desc->aev_len);
-    FN(ani_finish)(j, q, ts, e, aev);
+    FN(ani_finish)(j, q, ts, e, aev, 0, q->n);
 }
 
 /* Split mode: unit u of a phase (ani_units_of), ts the scratch of the thread that runs it. */
@@ -1069,8 +1073,10 @@ static void FN(ani_unit)(const ani_job *j, int phase, int64_t u, nnpops__scratch
     REAL *aev = (REAL *)j->split_aev + k * j->split_aev_stride;
     REAL *z0 = (REAL *)j->split_z0 + k * j->split_z0_stride;
     double *e = j->split_e + k * j->a->ensemble * ANI_BLOCK;
+    const int64_t c0 = i * ANI_SPLIT_CENTERS; /* (AEV, FINISH: atoms c0 .. c1 of the block) */
+    const int64_t c1 = c0 + ANI_SPLIT_CENTERS < q->n ? c0 + ANI_SPLIT_CENTERS : q->n;
     switch (phase) {
-    case ANI_PHASE_AEV: FN(ani_aev)(j, q, ts, aev); break;
+    case ANI_PHASE_AEV: FN(ani_aev)(j, q, ts, aev, c0, c1); break;
     case ANI_PHASE_FIRST: {
         const int64_t rows = (int64_t)j->a->ensemble * j->a->width[q->s][1];
         const int64_t r1 = (i + 1) * ANI_SPLIT_ROWS < rows ? (i + 1) * ANI_SPLIT_ROWS : rows;
@@ -1084,7 +1090,7 @@ static void FN(ani_unit)(const ani_job *j, int phase, int64_t u, nnpops__scratch
         FN(ani_daev)(j, q, z0, aev, i * ANI_SPLIT_FEATURES, f1);
         break;
     }
-    default: FN(ani_finish)(j, q, ts, e, aev); break;
+    default: FN(ani_finish)(j, q, ts, e, aev, c0, c1); break;
     }
 }
 
