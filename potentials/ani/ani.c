@@ -596,10 +596,11 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
  * (thread 0: the context's scratch, thread t: scratch->sub[t - 1]).  Split mode, when that would
  * leave threads idle (fewer blocks than threads, as a small molecule's one block per species, or
  * blocks of unequal cost) and every member runs: each block's work is cut into phases of units
- * that run on any thread, every block's intermediate results kept in SLOT_SPLIT between them: the AEV (ANI_SPLIT_CENTERS atoms a unit); the first
- * layer's rows (ANI_SPLIT_ROWS a unit); the members (a unit each: the hidden layers, forward and
- * backward); dE/dAEV's rows (ANI_SPLIT_FEATURES a unit); the atom energies and the AEV adjoint
- * (ANI_SPLIT_CENTERS atoms a unit).  Every output is formed by the same operations in the same
+ * that run on any thread, every block's intermediate results kept in SLOT_SPLIT between them:
+ * the AEV (ANI_SPLIT_CENTERS atoms a unit); the first layer's rows (ANI_SPLIT_ROWS a unit); the
+ * members (a unit each: the hidden layers, forward and backward); dE/dAEV's rows
+ * (ANI_SPLIT_FEATURES a unit); the atom energies and the AEV adjoint (ANI_SPLIT_CENTERS atoms a
+ * unit).  Every output is formed by the same operations in the same
  * order in both modes (each center's AEV and adjoint are its own; the dense kernels' outputs do not
  * depend on which rows a call covers, kernels/cpu/mlp.c; members' outputs are summed in member
  * order either way).  Blocks write disjoint atom energies, and the AEV adjoint adds to the shared
@@ -647,19 +648,29 @@ typedef struct ani_job {
     double *split_e;
 } ani_job;
 
-/* Split mode: the units of block k in phase `phase`. */
-static int64_t ani_units_of(const ani_job *j, int phase, int64_t k) {
+/* Split mode: what a phase cuts block k into (first-layer rows, members, dE/dAEV rows, or atoms
+ * for the AEV and the finish), and how many of them make a unit. */
+static int64_t ani_extent(const ani_job *j, int phase, int64_t k) {
     const nnpops__ani *a = j->a;
     switch (phase) {
-    case ANI_PHASE_FIRST: {
-        const int64_t rows = (int64_t)a->ensemble * a->width[j->blk[k].s][1];
-        return (rows + ANI_SPLIT_ROWS - 1) / ANI_SPLIT_ROWS;
-    }
+    case ANI_PHASE_FIRST: return (int64_t)a->ensemble * a->width[j->blk[k].s][1];
     case ANI_PHASE_MEMBER: return a->ensemble;
-    case ANI_PHASE_DAEV:
-        return (j->in->desc->aev_len + ANI_SPLIT_FEATURES - 1) / ANI_SPLIT_FEATURES;
-    default: return (j->blk[k].n + ANI_SPLIT_CENTERS - 1) / ANI_SPLIT_CENTERS; /* AEV, FINISH */
+    case ANI_PHASE_DAEV: return j->in->desc->aev_len;
+    default: return j->blk[k].n; /* AEV, FINISH */
     }
+}
+static int64_t ani_chunk(int phase) {
+    switch (phase) {
+    case ANI_PHASE_FIRST: return ANI_SPLIT_ROWS;
+    case ANI_PHASE_MEMBER: return 1;
+    case ANI_PHASE_DAEV: return ANI_SPLIT_FEATURES;
+    default: return ANI_SPLIT_CENTERS;
+    }
+}
+
+/* Split mode: the units of block k in phase `phase`. */
+static int64_t ani_units_of(const ani_job *j, int phase, int64_t k) {
+    return (ani_extent(j, phase, k) + ani_chunk(phase) - 1) / ani_chunk(phase);
 }
 
 /* Split mode: unit u of a phase as (block k, unit i of the block). */
@@ -1065,7 +1076,8 @@ static void FN(ani_block)(const ani_job *j, const ani_blk *q, nnpops__scratch *t
     FN(ani_finish)(j, q, ts, e, aev, 0, q->n);
 }
 
-/* Split mode: unit u of a phase (ani_units_of), ts the scratch of the thread that runs it. */
+/* Split mode: unit u of a phase (ani_units_of), ts the scratch of the thread that runs it: the
+ * pieces lo .. hi of its block (ani_extent, ani_chunk). */
 static void FN(ani_unit)(const ani_job *j, int phase, int64_t u, nnpops__scratch *ts) {
     int64_t k, i;
     ani_unit_of(j, phase, u, &k, &i);
@@ -1073,24 +1085,14 @@ static void FN(ani_unit)(const ani_job *j, int phase, int64_t u, nnpops__scratch
     REAL *aev = (REAL *)j->split_aev + k * j->split_aev_stride;
     REAL *z0 = (REAL *)j->split_z0 + k * j->split_z0_stride;
     double *e = j->split_e + k * j->a->ensemble * ANI_BLOCK;
-    const int64_t c0 = i * ANI_SPLIT_CENTERS; /* (AEV, FINISH: atoms c0 .. c1 of the block) */
-    const int64_t c1 = c0 + ANI_SPLIT_CENTERS < q->n ? c0 + ANI_SPLIT_CENTERS : q->n;
+    const int64_t size = ani_chunk(phase), end = ani_extent(j, phase, k);
+    const int64_t lo = i * size, hi = lo + size < end ? lo + size : end;
     switch (phase) {
-    case ANI_PHASE_AEV: FN(ani_aev)(j, q, ts, aev, c0, c1); break;
-    case ANI_PHASE_FIRST: {
-        const int64_t rows = (int64_t)j->a->ensemble * j->a->width[q->s][1];
-        const int64_t r1 = (i + 1) * ANI_SPLIT_ROWS < rows ? (i + 1) * ANI_SPLIT_ROWS : rows;
-        FN(ani_first)(j, q, aev, z0, i * ANI_SPLIT_ROWS, r1);
-        break;
-    }
-    case ANI_PHASE_MEMBER: FN(ani_member)(j, q, ts, z0, (int32_t)i, e + i * ANI_BLOCK); break;
-    case ANI_PHASE_DAEV: {
-        const int64_t L = j->in->desc->aev_len;
-        const int64_t f1 = (i + 1) * ANI_SPLIT_FEATURES < L ? (i + 1) * ANI_SPLIT_FEATURES : L;
-        FN(ani_daev)(j, q, z0, aev, i * ANI_SPLIT_FEATURES, f1);
-        break;
-    }
-    default: FN(ani_finish)(j, q, ts, e, aev, c0, c1); break;
+    case ANI_PHASE_AEV: FN(ani_aev)(j, q, ts, aev, lo, hi); break;
+    case ANI_PHASE_FIRST: FN(ani_first)(j, q, aev, z0, lo, hi); break;
+    case ANI_PHASE_MEMBER: FN(ani_member)(j, q, ts, z0, (int32_t)lo, e + lo * ANI_BLOCK); break;
+    case ANI_PHASE_DAEV: FN(ani_daev)(j, q, z0, aev, lo, hi); break;
+    default: FN(ani_finish)(j, q, ts, e, aev, lo, hi); break;
     }
 }
 

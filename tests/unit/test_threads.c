@@ -253,9 +253,14 @@ static void make_batch(batch_t *b) {
     }
 }
 
+static nnpops_inputs batch_inputs(const batch_t *b) {
+    return (nnpops_inputs){sizeof(nnpops_inputs), NB,       -1,       2,
+                           b->z,                  b->x,     b->batch, b->cells, b->pbc};
+}
+
 static void batch_compute(nnpops_context *ctx, const batch_t *b, batch_result *r) {
     memset(r, 0, sizeof *r);
-    nnpops_inputs in = {sizeof in, NB, -1, 2, b->z, b->x, b->batch, b->cells, b->pbc};
+    const nnpops_inputs in = batch_inputs(b);
     nnpops_outputs out = {sizeof out, r->e, r->f, r->w, r->ae, r->av, r->me};
     CHECK_OK(nnpops_compute(ctx, &in, &out));
 }
@@ -353,14 +358,14 @@ static int step_threads(nnpops_precision precision) {
                    split ? ", split mode" : "", repeats);
             if (split) { /* energies alone: no backward phases (a chosen member: block mode) */
                 double e[2];
-                nnpops_inputs in = {sizeof in, NB, -1, 2, b->z, b->x, b->batch, b->cells, b->pbc};
+                const nnpops_inputs in = batch_inputs(b);
                 nnpops_outputs out = {sizeof out, e, NULL, NULL, NULL, NULL, NULL};
                 CHECK_OK(nnpops_compute(ct, &in, &out));
                 CHECK(memcmp(e, ref->e, sizeof e) == 0);
                 CHECK(cpu_threads_of(ct) == (member < 0 ? want : blocks));
             }
             if (member >= 0 && split) { /* the member alone: block mode */
-                nnpops_inputs in = {sizeof in, NB, -1, 2, b->z, b->x, b->batch, b->cells, b->pbc};
+                const nnpops_inputs in = batch_inputs(b);
                 nnpops_outputs out = {sizeof out, r->e, r->f, r->w, r->ae, r->av, NULL};
                 CHECK_OK(nnpops_compute(ct, &in, &out));
                 CHECK(cpu_threads_of(ct) == blocks);
