@@ -607,7 +607,9 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
  * pair gradients atomically, in an order that does not change their bits
  * (nnpops__aev_backward_shared_cpu): the results are the same bits for any thread count. */
 #define ANI_SPLIT_MAX_BLOCKS 12 /* split mode for at most this many blocks, */
+#ifndef ANI_SPLIT_SPREAD         /* (a build may set it: 1e30 never splits, for comparisons) */
 #define ANI_SPLIT_SPREAD 1.15   /* when the blocks' shares are this uneven (ani_deal) */
+#endif
 #define ANI_SPLIT_ROWS 256      /* first-layer rows per unit (a multiple of the panels' rows) */
 #define ANI_SPLIT_FEATURES 64   /* dE/dAEV rows per unit */
 #define ANI_SPLIT_CENTERS 2     /* atoms per unit of the AEV and of the energies and AEV adjoint */

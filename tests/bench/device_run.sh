@@ -16,6 +16,8 @@
 #   the kernels in every ncu run: ncu flushes them by default), PROFILE_NBR_HOT="N|kernel name" the
 #   kernel's hottest instructions by warp stall samples (ncu_hot.py); soak: GPU soak runs of
 #   tests/slow/soak.c.
+#   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS), against a build with
+#   CPU_VARIANT_DEFS when given.
 #   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
@@ -101,7 +103,7 @@ configure_cuda() {
 configure_cuda "$build" "" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 case "$what" in
   *model*|all) targets="";;
-  *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu test_slow_soak";;
+  *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu bench_cpu test_slow_soak";;
 esac
 cmake --build "$build" -j"$(nproc)" $targets \
   > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
@@ -196,6 +198,34 @@ if [ $run_timeline = 1 ]; then
   else
     echo "nsys not found"
   fi
+fi
+case "$what" in *cpu*) run_cpu=1;; *) run_cpu=0;; esac
+if [ $run_cpu = 1 ]; then
+  # bench_cpu's small systems on several threads (CPU_THREADS, default "1 4 8 16"; CPU_BENCH_ARGS
+  # "MAX_ATOMS MODEL ...", each its own run, default "13 ani2x;13 ani1x"), and the same of a second
+  # build with the C definitions CPU_VARIANT_DEFS when given (e.g. -DANI_SPLIT_SPREAD=1e30), in turn
+  cbuilds=("$build")
+  if [ -n "${CPU_VARIANT_DEFS:-}" ]; then
+    cvb=$root/build-gpu-cpu-variant
+    if configure_cuda "$cvb" "$CPU_VARIANT_DEFS" > "$out/cmake-variant.log" 2>&1 &&
+       cmake --build "$cvb" -j"$(nproc)" --target bench_cpu > "$out/build-variant.log" 2>&1; then
+      cbuilds+=("$cvb")
+    else
+      echo "CPU variant build failed"; grep -E "error" "$out/build-variant.log" | head -20
+    fi
+    rm -f "$out/cmake-variant.log" "$out/build-variant.log"
+  fi
+  IFS=';' read -r -a cargs <<< "${CPU_BENCH_ARGS:-13 ani2x;13 ani1x}"
+  for rep in 1 2; do
+    for args in "${cargs[@]}"; do
+      for th in ${CPU_THREADS:-1 4 8 16}; do
+        for b in "${cbuilds[@]}"; do
+          echo "-- $(basename "$b"), run $rep: bench_cpu $args $th"
+          timeout 120 "$b/tests/bench_cpu" $args "$th" 2>&1 | grep -E "^\| [a-z]" | grep -v "^| system"
+        done
+      done
+    done
+  done
 fi
 case "$what" in *soak*|all) run_soak=1;; *) run_soak=0;; esac
 if [ $run_soak = 1 ]; then
