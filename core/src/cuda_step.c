@@ -25,10 +25,7 @@
  *          on the one-block neighbor search, that kernel does 1-2 itself before it searches,
  *          and for output blocks of at most NNPOPS_STAGE_TAIL_MAX bytes the last block of the
  *          reductions does 6, nnpops__reduce_cuda: two kernels fewer);
- *   host   ONE wait (a stream synchronization; when the reductions' last block staged the outputs,
- *          it then sets a word of pinned memory, and the host polls that word instead: the
- *          step's end is seen without the kernel's teardown and the stream's completion
- *          signal, wait_step), then the status word: a neighbor overflow (more entries than
+ *   host   ONE stream synchronization, then the status word: a neighbor overflow (more entries than
  *          capacity) or a center with more angular neighbors than the AEV kernels held grows the
  *          capacity and recomputes the whole step (a truncated result is never returned); bad
  *          cells, too many images and too-close atoms become the CPU path's errors; otherwise the
@@ -110,7 +107,6 @@
  *          reported (its prepare kernel sees an old generation).
  */
 #include <math.h>
-#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,8 +227,6 @@ struct nnpops__cuda_ctx {
     void *pin_in, *pin_out;
     void *pin_in_dev, *pin_out_dev; /* their device pointers (NULL: not mapped) */
     size_t pin_in_bytes, pin_out_bytes;
-    unsigned *done_flag, *done_flag_dev; /* pinned word the step's last kernel sets (wait_step) */
-    int step_polls, graph_polls; /* the step just launched / the graph sets done_flag */
     int64_t capacity;          /* center-list entries */
     double entries_per_center; /* largest ratio seen, for the first capacity of a new size */
     int32_t max_angular;
@@ -322,7 +316,6 @@ static void ctx_free(nnpops__cuda_ctx *c) {
     if (c->dev) cudaFree(c->dev);
     if (c->pin_in) cudaFreeHost(c->pin_in);
     if (c->pin_out) cudaFreeHost(c->pin_out);
-    if (c->done_flag) cudaFreeHost(c->done_flag);
     if (c->blas) cublasDestroy(c->blas);
     for (int k = 0; k < NNPOPS__SIDE_STREAMS; k++) {
         if (c->side[k]) cudaStreamSynchronize(c->side[k]);
@@ -377,14 +370,6 @@ static nnpops_status set_workspaces(nnpops__cuda_ctx *c, char *work, int sides) 
                         cublasGetStatusString(b));
 }
 
-/* The device pointer of pinned host memory h (mapped under unified addressing), or NULL. */
-static void *pinned_device_pointer(void *h) {
-    void *dp = NULL;
-    if (cudaHostGetDevicePointer(&dp, h, 0) == cudaSuccess) return dp;
-    (void)cudaGetLastError();
-    return NULL;
-}
-
 static nnpops_status ctx_create(int device, nnpops__cuda_ctx **out) {
     nnpops__cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (GPU context state)");
@@ -417,14 +402,6 @@ static nnpops_status ctx_create(int device, nnpops__cuda_ctx **out) {
         return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: side streams of the GPU context: %s",
                             __FILE__, __LINE__, cudaGetErrorString(e));
     }
-    /* the word wait_step polls (without it, or unmapped, every wait synchronizes the stream) */
-    void *flag = NULL;
-    if (cudaMallocHost(&flag, 64) == cudaSuccess) {
-        c->done_flag = flag;
-        c->done_flag_dev = pinned_device_pointer(flag);
-        *c->done_flag = 0;
-    }
-    (void)cudaGetLastError();
     *out = c;
     return NNPOPS_OK;
 }
@@ -452,6 +429,14 @@ static nnpops_status grow_arena(void **p, size_t *have, size_t bytes, cudaStream
     }
     *have = want;
     return NNPOPS_OK;
+}
+
+/* The device pointer of pinned host memory h (mapped under unified addressing), or NULL. */
+static void *pinned_device_pointer(void *h) {
+    void *dp = NULL;
+    if (cudaHostGetDevicePointer(&dp, h, 0) == cudaSuccess) return dp;
+    (void)cudaGetLastError();
+    return NULL;
 }
 
 /* Grows the pinned buffer *p to at least `bytes` (1.5x at least); *dp receives its device pointer
@@ -715,11 +700,10 @@ static void pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const
  * kernel fewer).  out_dst (or NULL): the host entry's pinned output buffer (its device pointer),
  * when the output block is small enough for the reductions' last block to copy it there
  * (nnpops__reduce_cuda's staging tail); *staged tells whether they did (they run only in
- * non-deterministic mode); done_flag (or NULL): the device pointer of the pinned word that block
- * then sets (wait_step). */
+ * non-deterministic mode). */
 static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, step_plan *P,
                                   char *d, cudaStream_t stream, const nnpops__stage_job *in_stage,
-                                  void *out_dst, unsigned *done_flag, int *staged) {
+                                  void *out_dst, int *staged) {
     const step_sizes *z = &P->z;
     const step_layout *L = &P->L;
     nnpops__dstep *ds = &P->ds;
@@ -819,7 +803,6 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
         ra.stage_src = d + L->out0;
         ra.stage_bytes = L->d2h_end - L->out0;
         ra.ticket = (unsigned *)(d + L->ticket);
-        ra.done_flag = done_flag;
         *staged = 1;
     }
     return nnpops__reduce_cuda(&ra, stream);
@@ -839,14 +822,7 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
 #define NNPOPS_STAGE_TAIL_MAX (16 << 10)
 #endif
 
-/* The host waits for a step that sets the pinned word (wait_step) by polling it; a build may set
- * NNPOPS_HOST_POLL 0 (always synchronize the stream) for comparisons. */
-#ifndef NNPOPS_HOST_POLL
-#define NNPOPS_HOST_POLL 1
-#endif
-
-/* The host entry's step, from the input copy to the output copy (what a graph holds).  Sets
- * c->step_polls when the step ends by setting c->done_flag. */
+/* The host entry's step, from the input copy to the output copy (what a graph holds). */
 static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, step_plan *P) {
     const step_layout *L = &P->L;
     char *d = c->dev;
@@ -863,11 +839,9 @@ static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, st
     }
     /* 3-5 (with a small output block, the reductions' last block copies it out) */
     int staged = 0;
-    unsigned *flag = NNPOPS_HOST_POLL ? c->done_flag_dev : NULL;
     TRY(enqueue_core(c, m, P, d, c->stream, kern ? &in_stage : NULL,
                      kern && out_bytes <= (size_t)NNPOPS_STAGE_TAIL_MAX ? c->pin_out_dev : NULL,
-                     flag, &staged));
-    c->step_polls = staged && flag;
+                     &staged));
     /* 6: results out */
     if (staged) return NNPOPS_OK;
     if (kern)
@@ -935,7 +909,6 @@ static nnpops_status launch_step(nnpops__cuda_ctx *c, const nnpops_model *m, ste
     const int same = c->have_key && memcmp(&key, &c->key, sizeof key) == 0;
     if (same && c->have_graph) {
         NNPOPS__CUDA_CALL(cudaGraphLaunch(c->graph_exec, c->stream));
-        c->step_polls = c->graph_polls;
         g->stats->graph_replays++;
         return NNPOPS_OK;
     }
@@ -983,37 +956,9 @@ static nnpops_status launch_step(nnpops__cuda_ctx *c, const nnpops_model *m, ste
         return enqueue_step(c, m, P);
     }
     c->graph_exec = exec;
-    c->graph_polls = c->step_polls;
     c->have_graph = 1;
     g->stats->graph_captures++;
     NNPOPS__CUDA_CALL(cudaGraphLaunch(c->graph_exec, c->stream));
-    return NNPOPS_OK;
-}
-
-/* Waits for the step just launched.  When its last kernel sets the pinned word (c->step_polls),
- * the host polls the word (an acquire load: the staged outputs are visible once it reads 1), and
- * asks the stream every 1024 polls whether it failed or ended without setting it, yielding the
- * processor after the first 16 questions; otherwise, and in those two cases, it synchronizes the
- * stream (which reports the failure).  Counted in stats.polled_waits. */
-static nnpops_status wait_step(nnpops__cuda_ctx *c, nnpops_stats *stats) {
-    for (unsigned k = 1; c->step_polls; k++) {
-        if (__atomic_load_n(c->done_flag, __ATOMIC_ACQUIRE)) {
-            stats->polled_waits++;
-            return NNPOPS_OK;
-        }
-        if (k % 1024 == 0) {
-            const cudaError_t q = cudaStreamQuery(c->stream);
-            if (q == cudaErrorNotReady)
-                (void)cudaGetLastError(); /* (not an error: leave none behind) */
-            else if (!__atomic_load_n(c->done_flag, __ATOMIC_ACQUIRE))
-                break;
-            if (k >= 16 * 1024) sched_yield();
-        }
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-    NNPOPS__CUDA_CALL(cudaStreamSynchronize(c->stream));
     return NNPOPS_OK;
 }
 
@@ -1055,9 +1000,8 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
             c->blas_work = (char *)c->dev + L->blas_work;
             c->blas_sides = L->blas_sides;
         }
-        if (c->done_flag) __atomic_store_n(c->done_flag, 0u, __ATOMIC_RELAXED);
         TRY(launch_step(c, m, &P, g));
-        TRY(wait_step(c, g->stats));
+        NNPOPS__CUDA_CALL(cudaStreamSynchronize(c->stream));
 
         const char *o = (const char *)c->pin_out - L->out0; /* arena offsets index the staging */
         nnpops__dev_status s;
@@ -1326,7 +1270,7 @@ static nnpops_status dev_enqueue_body(nnpops__cuda_ctx *c, const nnpops_model *m
     TRY(nnpops__io_prepare_cuda(&pa, stream));
 
     int staged = 0;
-    TRY(enqueue_core(c, m, P, d, stream, NULL, NULL, NULL, &staged));
+    TRY(enqueue_core(c, m, P, d, stream, NULL, NULL, &staged));
 
     nnpops__io_finish_args fa;
     memset(&fa, 0, sizeof fa);

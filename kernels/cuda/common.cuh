@@ -12,7 +12,6 @@
  *    launch_ex / launch_pdl / launch_chain on the host; set_dynamic_smem for kernels with more
  *    than 48 KiB of shared memory.
  *  - copy_bytes, zero_bytes: strided byte copies and zeroing in 16-byte units (staging).
- *  - store_release_system: a release store at system scope (the word the host polls).
  *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu), put_split3:
  *    V consecutive values split and written into the three blocks of a stacked operand, and
  *    stack3_col: where the three blocks of a stacked column go.
@@ -100,19 +99,6 @@ __device__ __forceinline__ void pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #elif defined(NNPOPS_CUDA_EMULATION)
     emu_pdl_trigger();
-#endif
-}
-/* Stores v to *p (mapped pinned memory the host polls) with release semantics at system scope:
- * every write this thread made or saw ordered before it (a block barrier after each thread's
- * __threadfence_system()) is visible to the host first. */
-__device__ __forceinline__ void store_release_system(unsigned *p, unsigned v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    asm volatile("st.release.sys.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-#elif defined(__CUDA_ARCH__)
-    __threadfence_system();
-    *(volatile unsigned *)p = v;
-#elif defined(NNPOPS_CUDA_EMULATION) /* (tests/emu: a release store its race model follows) */
-    __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
 }
 

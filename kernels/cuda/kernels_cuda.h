@@ -332,10 +332,7 @@ nnpops_status nnpops__energy_reduce_cuda_acc(int64_t n_atoms, int64_t n_systems,
  * ensemble) into member_energies.  Staging tail (stage_bytes > 0): after every part is done, the
  * last block to finish copies stage_bytes (16-byte aligned ends) from stage_src to stage_dst (the
  * host entry's output block into its pinned buffer); ticket: a device word that is 0 at launch
- * (the step zeroes it with its outputs).  done_flag (or NULL): the device pointer of a word of
- * mapped pinned memory that the staging block sets to 1 once every staged byte is visible to the
- * host (each thread fences its copies at system scope, then a block barrier, then one release
- * store at system scope): the host polls it instead of synchronizing the stream. */
+ * (the step zeroes it with its outputs). */
 typedef struct nnpops__reduce_args {
     int64_t n_atoms, n_systems;
     const int32_t *batch;
@@ -353,7 +350,6 @@ typedef struct nnpops__reduce_args {
     const void *stage_src;
     size_t stage_bytes;
     unsigned *ticket;
-    unsigned *done_flag;
 } nnpops__reduce_args;
 nnpops_status nnpops__reduce_cuda(const nnpops__reduce_args *args, void *stream);
 

@@ -16,7 +16,7 @@
  * The GPU step runs its pair reduction and its energy reductions as one launch (a block range per
  * part, nnpops__reduce_cuda), and may hand it the host entry's output staging: the block that
  * finishes last (a ticket) copies the output block into the pinned buffer, so that the step ends
- * one kernel earlier, and then set a word of pinned memory that the host polls (done_flag).
+ * one kernel earlier.
  * Deterministic reductions (option deterministic, nnpops__center_reduce_det_cuda, end of the file):
  * no float atomics; forces and per-atom virials are gathered per atom (own entries, then a reverse
  * index of the entries whose neighbor is the atom, built by a stable radix sort of the entries by
@@ -138,10 +138,6 @@ __global__ void reduce_kernel(const nnpops__reduce_args a, const red_split n) {
     __threadfence();
     copy_bytes<true>((char *)a.stage_dst, (const char *)a.stage_src, a.stage_bytes, (size_t)t,
                      RED_TB);
-    if (!a.done_flag) return;
-    __threadfence_system(); /* this thread's copies reach the host before the flag */
-    __syncthreads();
-    if (t == 0) store_release_system(a.done_flag, 1u);
 }
 
 nnpops_status reduce_launch(const nnpops__reduce_args &a, void *stream) {

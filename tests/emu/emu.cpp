@@ -800,8 +800,6 @@ cudaError_t cudaDeviceSynchronize(void) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaDeviceSynchronize(); }
-/* (every operation has run: the stream is done, which orders the host after it) */
-cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaDeviceSynchronize(); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
     *s = (cudaStream_t)malloc(1);

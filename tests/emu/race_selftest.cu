@@ -15,9 +15,6 @@
  *     pdl      a kernel launched programmatically after another reads what it wrote (after
  *              pdl_wait, not before)
  *     host     the host reads what a copy from the device wrote (after cudaStreamSynchronize)
- *     poll     the host reads what a block wrote to pinned memory once it sees a word the block's
- *              first thread set after a barrier (the GPU step's polled wait: a release store,
- *              store_release_system, read with an acquire load; not a relaxed store)
  *   ORDERED: 1 with the ordering, 0 without.  Exit status 0 when the results are right (a race
  *   does not change them here: the emulator runs threads one at a time).
  */
@@ -25,8 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "common.cuh"
 
 namespace {
 
@@ -78,15 +73,6 @@ __global__ void consume_kernel(const int *x, int *y, int ordered) {
     y[threadIdx.x] = v;
 }
 
-__global__ void poll_kernel(int *x, unsigned *flag, int ordered) {
-    x[threadIdx.x] = (int)threadIdx.x + 1;
-    __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    if (ordered) nnpops_cuda::store_release_system(flag, 1u);
-    else __atomic_store_n(flag, 1u, __ATOMIC_RELAXED);
-}
-
 int check(bool ok, const char *what) {
     if (!ok) fprintf(stderr, "race_selftest: wrong result (%s)\n", what);
     return ok ? 0 : 1;
@@ -96,7 +82,7 @@ int check(bool ok, const char *what) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: race_selftest barrier|warp|blocks|ticket|pdl|host|poll 0|1\n");
+        fprintf(stderr, "usage: race_selftest barrier|warp|blocks|ticket|pdl|host 0|1\n");
         return 2;
     }
     const char *c = argv[1];
@@ -149,21 +135,6 @@ int main(int argc, char **argv) {
         if (ordered) cudaStreamSynchronize(0);
         for (int t = 0; t < 64; t++) bad |= check(pinned[t] == t + 1, "host");
         cudaFreeHost(pinned);
-    } else if (!strcmp(c, "poll")) {
-        int *pinned = nullptr, *pinned_dev = nullptr;
-        unsigned *flag = nullptr, *flag_dev = nullptr;
-        cudaMallocHost((void **)&pinned, 64 * sizeof(int));
-        cudaMallocHost((void **)&flag, sizeof(unsigned));
-        cudaHostGetDevicePointer((void **)&pinned_dev, pinned, 0);
-        cudaHostGetDevicePointer((void **)&flag_dev, flag, 0);
-        *flag = 0;
-        poll_kernel<<<1, 64>>>(pinned_dev, flag_dev, ordered);
-        while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
-        }
-        for (int t = 0; t < 64; t++) bad |= check(pinned[t] == t + 1, "poll");
-        cudaStreamSynchronize(0);
-        cudaFreeHost(pinned);
-        cudaFreeHost(flag);
     } else {
         fprintf(stderr, "race_selftest: unknown case %s\n", c);
         return 2;

@@ -150,9 +150,6 @@ typedef struct nnpops_stats {
     int64_t cpu_threads;           /* threads the last CPU step's per-atom work ran on (option
                                     * threads; fewer when the step had less work to share, or
                                     * where the system would not start more) */
-    int64_t polled_waits;          /* GPU steps (host arrays) whose end the host saw in a word of
-                                    * pinned memory written by the step's last kernel, instead of
-                                    * synchronizing the stream (small outputs, non-deterministic) */
 } nnpops_stats;
 
 /* EXPERIMENTAL (may change in a minor version): the device-pointer entry nnpops_compute_device.

@@ -26,7 +26,6 @@ typedef int cudaError_t;
 #define cudaSuccess 0
 #define cudaErrorMemoryAllocation 2
 #define cudaErrorInvalidValue 1
-#define cudaErrorNotReady 600
 #define cudaErrorUnknown 999
 #define cudaErrorStreamCaptureUnsupported 900
 #define cudaErrorStreamCaptureInvalidated 901
@@ -77,7 +76,6 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKin
                             cudaStream_t st);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
-cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaSetDevice(int d);
 cudaError_t cudaGetLastError(void);
@@ -270,7 +268,6 @@ template <typename T> inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 3
 /* ---- memory: one OS thread, so plain operations (atomic ones, relaxed, for ThreadSanitizer in
  * the race model: EMU_TSAN) ---- */
 inline void __threadfence() { emu_fence(); }
-inline void __threadfence_system() { emu_fence(); }
 template <typename T> inline T __ldcg(const T *p) { return *p; }
 template <typename T> inline T __ldg(const T *p) { return *p; }
 template <typename T, typename U> inline void __stcg(T *p, U v) { *p = (T)v; }
