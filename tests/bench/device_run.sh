@@ -100,11 +100,26 @@ configure_cuda() {
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_C_FLAGS="$2" -DCMAKE_CUDA_FLAGS="${EXTRA_CUDA_FLAGS:-} $2" \
     -DNNPOPS_TEST_MODEL_DIR="$models" -DNNPOPS_SHARED_DIR="$root/_carry_gpu/shared"
 }
+# build_variant DIR DEFS TARGET [SRC]: configure_cuda DIR DEFS SRC and build TARGET; on failure the
+# build's errors are printed and the status is nonzero (the A/B goes on without that build)
+build_variant() {
+  local ok=0
+  if configure_cuda "$1" "$2" "${4:-$root}" > "$out/cmake-variant.log" 2>&1 &&
+     cmake --build "$1" -j"$(nproc)" --target "$3" > "$out/build-variant.log" 2>&1; then
+    ok=1
+  else
+    echo "variant build failed ($1)"
+    cat "$out/cmake-variant.log" "$out/build-variant.log" 2>/dev/null | grep -E "error|Error" | head -20
+  fi
+  rm -f "$out/cmake-variant.log" "$out/build-variant.log"
+  [ $ok = 1 ]
+}
 configure_cuda "$build" "" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 case "$what" in
   *model*|all) targets="";;
-  *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu bench_cpu test_slow_soak";;
+  *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu test_slow_soak";;
 esac
+case "$what" in *cpu*) [ -n "$targets" ] && targets="$targets bench_cpu";; esac
 cmake --build "$build" -j"$(nproc)" $targets \
   > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
@@ -152,14 +167,8 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
         ln -s "$root/_carry_gpu" "$vsrc/_carry_gpu"
         case "$defs" in *" "*) defs=${defs#* };; *) defs="";; esac;;
     esac
-    if configure_cuda "$vb" "$defs" "$vsrc" > "$out/cmake-variant.log" 2>&1 &&
-       cmake --build "$vb" -j"$(nproc)" --target bench_gpu > "$out/build-variant.log" 2>&1; then
-      builds+=("$vb")
-    else
-      echo "variant $i build failed"; grep -E "error" "$out/build-variant.log" | head -20
-    fi
+    build_variant "$vb" "$defs" bench_gpu "$vsrc" && builds+=("$vb")
   done
-  rm -f "$out/cmake-variant.log" "$out/build-variant.log"
   # VARIANT_BENCH_ARGS: one or more argument sets separated by ';'
   IFS=';' read -r -a arg_sets <<< "${VARIANT_BENCH_ARGS:-}"
   [ ${#arg_sets[@]} -eq 0 ] && arg_sets=("")
@@ -207,13 +216,7 @@ if [ $run_cpu = 1 ]; then
   cbuilds=("$build")
   if [ -n "${CPU_VARIANT_DEFS:-}" ]; then
     cvb=$root/build-gpu-cpu-variant
-    if configure_cuda "$cvb" "$CPU_VARIANT_DEFS" > "$out/cmake-variant.log" 2>&1 &&
-       cmake --build "$cvb" -j"$(nproc)" --target bench_cpu > "$out/build-variant.log" 2>&1; then
-      cbuilds+=("$cvb")
-    else
-      echo "CPU variant build failed"; grep -E "error" "$out/build-variant.log" | head -20
-    fi
-    rm -f "$out/cmake-variant.log" "$out/build-variant.log"
+    build_variant "$cvb" "$CPU_VARIANT_DEFS" bench_cpu && cbuilds+=("$cvb")
   fi
   IFS=';' read -r -a cargs <<< "${CPU_BENCH_ARGS:-13 ani2x;13 ani1x}"
   for rep in 1 2; do
