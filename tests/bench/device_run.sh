@@ -198,6 +198,9 @@ if [ $run_timeline = 1 ]; then
     echo "nsys rc=$?"
     if [ ! -f "$out/tl.nsys-rep" ] && [ -f "$out/tl.qdstrm" ]; then
       imp=$(ls "$(dirname "$nsys_bin")"/../*/QdstrmImporter 2>/dev/null | head -1)
+      # (some images keep the importer elsewhere, with another nsys)
+      [ -z "$imp" ] && imp=$(find /opt /usr/local -name QdstrmImporter -type f 2>/dev/null | head -1)
+      echo "importer: ${imp:-none found}"
       [ -n "$imp" ] && "$imp" -i "$out/tl.qdstrm" > /dev/null 2>&1
     fi
     "$nsys_bin" stats -r cuda_gpu_trace -f csv -o "$out/tl" "$out/tl.nsys-rep" > /dev/null 2>&1
