@@ -198,13 +198,15 @@ if [ $run_timeline = 1 ]; then
     echo "nsys rc=$?"
     if [ ! -f "$out/tl.nsys-rep" ] && [ -f "$out/tl.qdstrm" ]; then
       imp=$(ls "$(dirname "$nsys_bin")"/../*/QdstrmImporter 2>/dev/null | head -1)
-      # (some images keep the importer elsewhere, with another nsys)
-      [ -z "$imp" ] && imp=$(find /opt /usr/local -name QdstrmImporter -type f 2>/dev/null | head -1)
-      echo "importer: ${imp:-none found}"
-      [ -n "$imp" ] && "$imp" -i "$out/tl.qdstrm" > /dev/null 2>&1
+      # (its messages in the log: on some images it fails, and then there is no report)
+      [ -n "$imp" ] && { "$imp" -i "$out/tl.qdstrm" 2>&1 | tail -5; }
     fi
     "$nsys_bin" stats -r cuda_gpu_trace -f csv -o "$out/tl" "$out/tl.nsys-rep" > /dev/null 2>&1
-    python3 "$root/tests/bench/timeline.py" "$out"/tl_cuda_gpu_trace.csv | tee "$out/timeline.log"
+    if [ -f "$out/tl_cuda_gpu_trace.csv" ]; then
+      python3 "$root/tests/bench/timeline.py" "$out"/tl_cuda_gpu_trace.csv | tee "$out/timeline.log"
+    else
+      echo "no timeline: nsys made no report (see the importer's messages above)"
+    fi
     "$nsys_bin" stats -r cuda_api_sum "$out/tl.nsys-rep" 2>/dev/null | head -30
     rm -f "$out"/tl.nsys-rep "$out"/tl.qdstrm "$out"/tl.sqlite "$out"/tl_cuda_gpu_trace.csv
   else
