@@ -201,13 +201,13 @@ if [ $run_timeline = 1 ]; then
       # (its messages in the log: on some images it fails, and then there is no report)
       [ -n "$imp" ] && { "$imp" -i "$out/tl.qdstrm" 2>&1 | tail -5; }
     fi
-    "$nsys_bin" stats -r cuda_gpu_trace -f csv -o "$out/tl" "$out/tl.nsys-rep" > /dev/null 2>&1
-    if [ -f "$out/tl_cuda_gpu_trace.csv" ]; then
+    if [ -f "$out/tl.nsys-rep" ]; then
+      "$nsys_bin" stats -r cuda_gpu_trace -f csv -o "$out/tl" "$out/tl.nsys-rep" > /dev/null 2>&1
       python3 "$root/tests/bench/timeline.py" "$out"/tl_cuda_gpu_trace.csv | tee "$out/timeline.log"
+      "$nsys_bin" stats -r cuda_api_sum "$out/tl.nsys-rep" 2>/dev/null | head -30
     else
       echo "no timeline: nsys made no report (see the importer's messages above)"
     fi
-    "$nsys_bin" stats -r cuda_api_sum "$out/tl.nsys-rep" 2>/dev/null | head -30
     rm -f "$out"/tl.nsys-rep "$out"/tl.qdstrm "$out"/tl.sqlite "$out"/tl_cuda_gpu_trace.csv
   else
     echo "nsys not found"
