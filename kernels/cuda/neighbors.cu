@@ -1950,7 +1950,6 @@ __global__ void __launch_bounds__(FAST_TB, NBR_EMIT_BIN_MIN_BLOCKS)
         if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
         const int32_t own0 = s_rng[13].x;    /* listed bin 13: the bin itself, no shift */
         const double *H = g.h;
-        bool rescan = false; /* (warp-uniform) a center of the warp's is searched again below */
         for (int32_t k = q0 + warp, j = 0; k < q1; k += NW, j++) {
             const int i = k - q0, o = k - own0; /* o: the center's staged index */
             int c, n;
@@ -1967,7 +1966,7 @@ __global__ void __launch_bounds__(FAST_TB, NBR_EMIT_BIN_MIN_BLOCKS)
                 e = a.offs[c];
             }
             if (!staged || n > FAST_K) {
-                rescan = true;
+                fast_rescan(a, g, k, c, a.sorted_wrap[k], e);
                 continue;
             }
             const int32_t *ids = a.fast_ids + (uint32_t)k * (uint32_t)FAST_K;
@@ -1989,15 +1988,6 @@ __global__ void __launch_bounds__(FAST_TB, NBR_EMIT_BIN_MIN_BLOCKS)
                 }
                 store_vecs(a, e + e0, min(32, n - e0), r);
             }
-        }
-        /* the centers searched again, in a loop of their own (the call out of the loop above:
-         * values live across a call would be kept in local memory there) */
-        for (int32_t k = q0 + warp; rescan && k < q1; k += NW) {
-            const int c = a.sorted_id[k];
-            if (c >= n_centers) continue;
-            const int n = (int)a.counts[c];
-            if (staged && n <= FAST_K) continue;
-            fast_rescan(a, g, k, c, a.sorted_wrap[k], a.offs[c]);
         }
         __syncthreads(); /* (the next bin's staging) */
     }
