@@ -224,7 +224,7 @@ const int FAST_K = NBR_FAST_K;
 #define NBR_EMIT_BINS 1
 #endif
 #ifndef NBR_EMIT_CAP
-#define NBR_EMIT_CAP 576
+#define NBR_EMIT_CAP 640
 #endif
 const int EMIT_CAP = NBR_EMIT_CAP;
 const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
@@ -1865,53 +1865,28 @@ __global__ void __launch_bounds__(FAST_EMIT_TB, FAST_EMIT_MIN_BLOCKS *(TB / FAST
 
 /* Fast cell list, emit pass with the candidates staged (NBR_EMIT_BINS): a block per bin (bins in
  * turn, as the search pass), its stencil listed as the search pass lists it and every candidate
- * copied once into shared memory (original position, wrap count, id, listed-bin index: EMIT_CAP
- * at most, else the search pass kept no codes for the bin), then a warp per center of the bin
- * (slots warp, warp + 4, ...), a lane per kept code (the staged index): the vector in double (the
- * CPU expression) and the entry at offs[c] + its rank.  The candidates' data is read once per bin
- * in contiguous runs instead of once per entry, by asynchronous copies (no register waits on
- * them), and the loads wait on three round trips a bin: the bin's first slot; the stencil's bins,
- * the centers' ids and (copied) the first two rounds' codes of each warp's first EMIT_PF centers
- * (rows by slot); the staged data and the centers' counts and offsets (for the first EMIT_CTR
- * slots of the bin; later ones are read in turn).  The entries come in the search pass's order;
- * centers whose codes were not all kept search again (fast_rescan). */
+ * staged once in shared memory (original position, image shift less wrap count, id: EMIT_CAP at
+ * most, else the search pass kept no codes for the bin), then a warp per center of the bin, a lane
+ * per kept code (the staged index): the vector in double (the CPU expression) and the entry at
+ * offs[c] + its rank.  The candidates' data is read once per bin in contiguous runs instead of
+ * once per entry; the first two rounds' codes are read with the center's count and offset.  The
+ * entries come in the search pass's order; centers whose codes were not all kept search again
+ * (fast_rescan). */
 #ifndef NBR_EMIT_BIN_MIN_BLOCKS
-#define NBR_EMIT_BIN_MIN_BLOCKS 7
+#define NBR_EMIT_BIN_MIN_BLOCKS 8
 #endif
-const int EMIT_PF = 4;                 /* centers a warp copies the codes of early */
-const int EMIT_CTR = 32;               /* slots of a bin whose counts are read early */
 __global__ void __launch_bounds__(FAST_TB, NBR_EMIT_BIN_MIN_BLOCKS)
     fast_emit_bins_kernel(const __grid_constant__ nbr_args a) {
-    const int NW = FAST_TB / 32;
-    __shared__ double s_x[3 * EMIT_CAP];       /* original position */
-    __shared__ int4 s_w[EMIT_CAP];             /* wrap count (.w: system, not used) */
-    __shared__ int32_t s_id[EMIT_CAP];         /* atom */
-    __shared__ unsigned char s_l[EMIT_CAP];    /* listed-bin index */
-    __shared__ int32_t s_cd[NW][EMIT_PF][64];  /* early codes of each warp's first centers */
+    __shared__ double s_x[3 * EMIT_CAP]; /* original position */
+    __shared__ int4 s_t[EMIT_CAP];       /* image shift less wrap count, id in .w */
     __shared__ long long s_pre[33];
     __shared__ int4 s_rng[32];
-    __shared__ int s_n[EMIT_CTR];              /* count of the bin's slot (-1: not a center) */
-    __shared__ long long s_e[EMIT_CTR];        /* offset of the bin's slot */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = FAST_TB / 32;
     const int64_t nbins = *a.n_bins_used;
     const int n_centers = (int)a.n_centers;
     for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
         const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
         if (q0 == q1) continue; /* (block-uniform) */
-        /* the early codes (rows exist for every slot below n_atoms; codes past a count may be
-         * stale and are never used) */
-        if (a.fast_ids) {
-            for (int j = 0; j < EMIT_PF && q0 + warp + NW * j < q1; j++) {
-                const int32_t *ids = a.fast_ids + (uint32_t)(q0 + warp + NW * j) * (uint32_t)FAST_K;
-                for (int m = lane; m < 64 && m < FAST_K; m += 32)
-                    cp_async4((float *)&s_cd[warp][j][m], (const float *)(ids + m), true);
-            }
-        }
-        /* the centers' ids, then their counts and offsets (a thread per early slot) */
-        int my_c = n_centers, my_n = -1;
-        long long my_e = 0;
-        if (threadIdx.x < EMIT_CTR && q0 + (int32_t)threadIdx.x < q1)
-            my_c = a.sorted_id[q0 + threadIdx.x];
         const geom &g = a.g[a.n_systems == 1 ? 0 : a.sorted_wrap[q0].w];
         const bool kept_sys = codes_kept(a, g);
         if (kept_sys && warp == 0) {
@@ -1919,72 +1894,71 @@ __global__ void __launch_bounds__(FAST_TB, NBR_EMIT_BIN_MIN_BLOCKS)
             bin_coords_of(g, b, bb0, bb1, bb2);
             list_stencil(a, g, bb0, bb1, bb2, 0, 27, s_pre, s_rng, hh);
         }
-        if (my_c < n_centers) {
-            my_n = (int)a.counts[my_c];
-            my_e = a.offs[my_c];
-        }
         __syncthreads();
         const bool staged = kept_sys && s_pre[32] <= EMIT_CAP; /* the search pass's choice */
+        int has = 0;
         if (staged) {
             const int total = (int)s_pre[32];
             for (int i = threadIdx.x; i < total; i += FAST_TB) {
                 int l = 0;
                 for (int step = 16; step; step >>= 1)
                     if (s_pre[l + step] <= i) l += step;
-                const int32_t q = s_rng[l].x + i;
-                for (int d = 0; d < 3; d++) cp_async8(s_x + 3 * i + d, a.sorted_xd + 3 * (int64_t)q + d);
-                cp_async16((float *)(s_w + i), (const float *)(a.sorted_wrap + q), true);
-                cp_async4((float *)(s_id + i), (const float *)(a.sorted_id + q), true);
-                s_l[i] = (unsigned char)l;
+                const int4 rg = s_rng[l];
+                const int32_t q = rg.x + i;
+                const int4 nj = a.sorted_wrap[q];
+                const int j = a.sorted_id[q];
+                s_t[i] = make_int4(rg.y - nj.x, rg.z - nj.y, rg.w - nj.z, j);
+                load3(a.sorted_xd, q, s_x + 3 * i);
+                has |= q >= q0 && q < q1 && j < n_centers;
             }
+        } else {
+            for (int32_t q = q0 + (int32_t)threadIdx.x; q < q1; q += FAST_TB)
+                has |= a.sorted_id[q] < n_centers;
         }
-        int has = my_c < n_centers;
-        for (int32_t q = q0 + EMIT_CTR + (int32_t)threadIdx.x; q < q1; q += FAST_TB)
-            has |= a.sorted_id[q] < n_centers;
-        if (threadIdx.x < EMIT_CTR) {
-            s_n[threadIdx.x] = my_n;
-            s_e[threadIdx.x] = my_e;
-        }
-        cp_async_commit();
-        cp_async_wait_pending(0);
         if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
         const int32_t own0 = s_rng[13].x;    /* listed bin 13: the bin itself, no shift */
         const double *H = g.h;
-        for (int32_t k = q0 + warp, j = 0; k < q1; k += NW, j++) {
-            const int i = k - q0, o = k - own0; /* o: the center's staged index */
-            int c, n;
-            int64_t e;
-            if (i < EMIT_CTR) {
-                n = s_n[i];
-                if (n < 0) continue; /* (warp-uniform) */
-                c = staged ? s_id[o] : a.sorted_id[k];
-                e = s_e[i];
+        for (int32_t k = q0 + warp; k < q1; k += nw) {
+            int c;
+            int4 nc;
+            double xc[3];
+            if (staged) { /* the center's data from its staged copy (no shift) */
+                const int o = k - own0;
+                const int4 t = s_t[o];
+                c = t.w;
+                nc = make_int4(-t.x, -t.y, -t.z, 0);
+                for (int d = 0; d < 3; d++) xc[d] = s_x[3 * o + d];
             } else {
                 c = a.sorted_id[k];
-                if (c >= n_centers) continue;
-                n = (int)a.counts[c];
-                e = a.offs[c];
+                nc = a.sorted_wrap[k];
+                load3(a.sorted_xd, k, xc);
             }
+            if (c >= n_centers) continue; /* (warp-uniform) */
+            /* the first two rounds' codes with the count and offset (a row's codes past the count
+             * may be stale: never used) */
+            const int32_t *ids = staged ? a.fast_ids + (uint32_t)k * (uint32_t)FAST_K : nullptr;
+            int32_t cd0 = 0, cd1 = 0;
+            if (ids) {
+                cd0 = ids[lane];
+                if (FAST_K > 32) cd1 = ids[32 + lane];
+            }
+            const int n = (int)a.counts[c];
+            const int64_t e = a.offs[c];
             if (!staged || n > FAST_K) {
-                fast_rescan(a, g, k, c, a.sorted_wrap[k], e);
+                fast_rescan(a, g, k, c, nc, e);
                 continue;
             }
-            const int32_t *ids = a.fast_ids + (uint32_t)k * (uint32_t)FAST_K;
-            const int4 nc = s_w[o];
             for (int e0 = 0; e0 < n; e0 += 32) {
                 const int idx = e0 + lane;
+                const int32_t cd = e0 == 0 ? cd0 : (e0 == 32 ? cd1 : (idx < n ? ids[idx] : 0));
                 double r[3] = {0, 0, 0}, d2 = 0;
                 if (idx < n) {
-                    const int32_t cd = j < EMIT_PF && idx < 64 ? s_cd[warp][j][idx] : ids[idx];
-                    const int4 nj = s_w[cd], h = s_rng[s_l[cd]];
-                    const int jj = s_id[cd];
+                    const int4 t = s_t[cd];
                     const double xj[3] = {s_x[3 * cd], s_x[3 * cd + 1], s_x[3 * cd + 2]};
-                    const double xc[3] = {s_x[3 * o], s_x[3 * o + 1], s_x[3 * o + 2]};
-                    const int s0 = h.y + nc.x - nj.x, s1 = h.z + nc.y - nj.y,
-                              s2 = h.w + nc.z - nj.z;
+                    const int s0 = t.x + nc.x, s1 = t.y + nc.y, s2 = t.z + nc.z;
                     pair_vector(H, xc, xj, s0, s1, s2, r, d2);
-                    if (e + idx < a.capacity) write_entry(a, e + idx, c, jj, s0, s1, s2, r, d2, false);
-                    if (d2 < a.min_d2) record_close(a, c, jj, d2);
+                    if (e + idx < a.capacity) write_entry(a, e + idx, c, t.w, s0, s1, s2, r, d2, false);
+                    if (d2 < a.min_d2) record_close(a, c, t.w, d2);
                 }
                 store_vecs(a, e + e0, min(32, n - e0), r);
             }

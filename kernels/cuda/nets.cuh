@@ -1,6 +1,6 @@
 /*
  * nets.cuh - device helpers shared by the network kernels (mlp.cu, tail.cu): the output layer's
- * backward seed and each member's share of the energies.
+ * backward seed and each member's share of the energies, asynchronous global -> shared copies.
  * Include after kernels_cuda.h.
  */
 #ifndef NNPOPS_KERNELS_CUDA_NETS_CUH
@@ -42,6 +42,58 @@ __device__ __forceinline__ void output_add_partial(const nnpops__ani_output_args
     const double add = atom_share(g, gm, part, self);
     if (add != 0.0) atomicAdd(g.atom_energy + c, add);
 }
+
+/* The asynchronous copies below are plain copies, done at once, where the kernels are compiled for
+ * the CPU (NNPOPS_CUDA_EMULATION: tests/emu), and their waits and the prefetch nothing. */
+#ifdef NNPOPS_CUDA_EMULATION
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    *dst = ok ? *src : 0.0f;
+}
+__device__ __forceinline__ void prefetch_l2(const void *) {}
+__device__ __forceinline__ void cp_async_commit() {}
+__device__ __forceinline__ void cp_async_wait_pending(int) {}
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, bool ok) {
+    for (int q = 0; q < 4; q++) dst[q] = ok ? src[q] : 0.0f;
+}
+#else
+/* 4-byte asynchronous global -> shared copy; ok == false writes a zero (reads nothing). */
+__device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 4 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Waits until at most n of this thread's committed copy groups are pending (n clamped to 7). */
+__device__ __forceinline__ void cp_async_wait_pending(int n) {
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+    }
+}
+
+/* 16-byte asynchronous global -> shared copy (both addresses 16-byte aligned); ok == false
+ * writes zeros (reads nothing). */
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 16 : 0)
+                 : "memory");
+}
+#endif
 
 } // namespace
 
