@@ -216,17 +216,6 @@ const int FAST_EMIT_TB = NBR_FAST_EMIT_TB;
 #define NBR_FAST_K 128
 #endif
 const int FAST_K = NBR_FAST_K;
-/* fast cell list, emit pass: a block per bin with the stencil's candidates staged in shared memory,
- * at most EMIT_CAP of them (1; codes are then staged indices), or a warp per slot reading each
- * candidate's data from global memory (0; codes are slot | image shift) (a build may set
- * NBR_EMIT_BINS and NBR_EMIT_CAP for comparisons) */
-#ifndef NBR_EMIT_BINS
-#define NBR_EMIT_BINS 1
-#endif
-#ifndef NBR_EMIT_CAP
-#define NBR_EMIT_CAP 640
-#endif
-const int EMIT_CAP = NBR_EMIT_CAP;
 const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
 const int32_t FAST_SLOT_MASK = (1 << FAST_SLOT_BITS) - 1;
 /* Whether the search pass keeps codes for n atoms: slots below 2^FAST_SLOT_BITS, and the rows'
@@ -1469,36 +1458,9 @@ __device__ __forceinline__ bool stencil_bin(const geom &g, int b0, int b1, int b
     return true;
 }
 
-/* Fast cell list, warp 0 of a block: lists stencil bins gr .. gr + 31 of bin (bb0, bb1, bb2) (R
- * bins in all), a lane each: s_pre[l + 1] the inclusive prefix of their atom counts (s_pre[0] = 0)
- * and s_rng[l] (the slot of staged index 0 of listed bin l, i.e. its first slot less the atoms
- * listed before it, then its image shift), so that staged index i of listed bin l is slot
- * s_rng[l].x + i; the lane's shift in hh.  Returns whether the lane's bin is listed with no shift. */
-__device__ __forceinline__ bool list_stencil(const nbr_args &a, const geom &g, int bb0, int bb1,
-                                             int bb2, int64_t gr, int64_t R, long long *s_pre,
-                                             int4 *s_rng, int hh[3]) {
-    const int lane = threadIdx.x & 31;
-    const int64_t idx = gr + lane;
-    int64_t tb = 0;
-    int32_t qlo = 0, len = 0;
-    const bool listed = idx < R && stencil_bin(g, bb0, bb1, bb2, idx, tb, hh);
-    if (listed) {
-        qlo = a.bin_start[tb];
-        len = a.bin_start[tb + 1] - qlo;
-    } else {
-        hh[0] = hh[1] = hh[2] = 0;
-    }
-    const long long incl = warp_incl_scan(len);
-    s_pre[lane + 1] = incl;
-    if (lane == 0) s_pre[0] = 0;
-    s_rng[lane] = make_int4(qlo - (int32_t)(incl - len), hh[0], hh[1], hh[2]);
-    return listed && (hh[0] | hh[1] | hh[2]) == 0;
-}
-
 /* Fast cell list, search pass: the sweep of the staged candidates (s_pos: moved float positions
  * with the code (KEEP) or the slot in .w, padded to a multiple of 32; s_l: listed-bin index |
- * ghost << 7) by NC centers at once (slots k, float positions cf, ids c; with staged-index codes,
- * slot k is staged index k - own0), a lane per candidate, so
+ * ghost << 7) by NC centers at once (slots k, float positions cf, ids c), a lane per candidate, so
  * that each candidate's shared-memory load and the loop's bookkeeping serve NC decisions; KEEP:
  * each center's accepted codes go to its row (slot k) in order while they fit; GHOSTS: the
  * accepted ghost neighbors are counted in ghc.  n: the centers' counts so far, updated.
@@ -1508,18 +1470,17 @@ __device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_po
                                            const unsigned char *s_l, const int4 *s_rng, int nch,
                                            const float4 (&cf)[NC], const int32_t (&k)[NC],
                                            const int (&c)[NC], int (&n)[NC], unsigned zmask,
-                                           float lo2, float hi2, const double *H, int32_t own0,
+                                           float lo2, float hi2, const double *H,
                                            long long &ghc) {
     const int lane = threadIdx.x & 31;
     const unsigned bit = 1u << lane, lt = bit - 1u;
-    /* the .w of a center's own candidate: with codes, its staged index in the unshifted bin of
-     * the center (NBR_EMIT_BINS) or its slot with no shift (unique: the shift is part of the
-     * code); without, its slot, the shift checked from the listed bin */
+    /* the .w of a center's own candidate: with codes, its slot with no shift (unique: the shift
+     * is part of the code); without, its slot, the shift checked from the listed bin */
     int32_t own[NC];
     uint32_t row[NC]; /* KEEP: the index of each center's row of codes (fast_codes_fit) */
 #pragma unroll
     for (int m = 0; m < NC; m++) {
-        own[m] = KEEP ? (NBR_EMIT_BINS ? k[m] - own0 : k[m] | fast_shift_code(0, 0, 0)) : k[m];
+        own[m] = KEEP ? k[m] | fast_shift_code(0, 0, 0) : k[m];
         row[m] = (uint32_t)k[m] * (uint32_t)FAST_K;
     }
     const float4 *sp = s_pos + lane;
@@ -1546,7 +1507,7 @@ __device__ __forceinline__ void fast_sweep(const nbr_args &a, const float4 *s_po
                 bool acc = bm[m] & bit;
                 if (maybe[m] && w != -1) {
                     const int4 rg = s_rng[*sl & 31];
-                    const int32_t q = KEEP ? (NBR_EMIT_BINS ? rg.x + w : w & FAST_SLOT_MASK) : w;
+                    const int32_t q = KEEP ? w & FAST_SLOT_MASK : w;
                     acc = fast_count_exact(a, H, k[m], q, rg.y, rg.z, rg.w, c[m]);
                 }
                 bm[m] = __ballot_sync(NNPOPS__FULL_MASK, acc);
@@ -1584,9 +1545,9 @@ __device__ __forceinline__ void fast_sweep_of(bool keep, bool ghosts, const nbr_
                                               const int4 *s_rng, int nch, const float4 (&cf)[NC],
                                               const int32_t (&k)[NC], const int (&c)[NC],
                                               int (&n)[NC], unsigned zmask, float lo2, float hi2,
-                                              const double *H, int32_t own0, long long &ghc) {
+                                              const double *H, long long &ghc) {
 #define NNPOPS__SWEEP(K, G) \
-    fast_sweep<K, G, NC>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, own0, ghc)
+    fast_sweep<K, G, NC>(a, s_pos, s_l, s_rng, nch, cf, k, c, n, zmask, lo2, hi2, H, ghc)
     if (keep) {
         if (ghosts) NNPOPS__SWEEP(true, true);
         else NNPOPS__SWEEP(true, false);
@@ -1610,7 +1571,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
     __shared__ float4 s_pos[FAST_CAP];       /* moved float position, code (or slot) in .w */
     __shared__ unsigned char s_l[FAST_CAP];  /* listed-bin index | ghost (j >= n_centers) << 7 */
     __shared__ long long s_pre[33];          /* prefix of the listed bins' atom counts */
-    __shared__ int4 s_rng[32];               /* slot of staged index 0, image shift (list_stencil) */
+    __shared__ int4 s_rng[32];               /* first slot, image shift of each listed bin */
     __shared__ float4 s_shf[32];             /* float image shift vector of each listed bin */
     __shared__ unsigned s_zero;              /* listed bins without image shift (bit l) */
     __shared__ int32_t s_hc[32];             /* image shift of each listed bin, as a code's top */
@@ -1638,23 +1599,34 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
         const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
         const float hi2 = g.hi2, lo2 = g.lo2;
         const double *H = g.h;
-        const bool keep_sys = codes_kept(a, g);
+        const bool keep = codes_kept(a, g);
         for (int64_t gr = 0; gr < R; gr += 32) {
             if (warp == 0) { /* list up to 32 stencil bins */
-                int hh[3];
-                const bool zero = list_stencil(a, g, bb0, bb1, bb2, gr, R, s_pre, s_rng, hh);
+                const int64_t idx = gr + lane;
+                int len = 0, hh[3] = {0, 0, 0};
+                int64_t tb = 0;
+                int4 rng = make_int4(0, 0, 0, 0);
+                bool zero = false;
+                if (idx < R && stencil_bin(g, bb0, bb1, bb2, idx, tb, hh)) {
+                    const int32_t qlo = a.bin_start[tb];
+                    len = a.bin_start[tb + 1] - qlo;
+                    rng = make_int4(qlo, hh[0], hh[1], hh[2]);
+                    zero = (hh[0] | hh[1] | hh[2]) == 0;
+                }
+                const long long incl = warp_incl_scan(len);
                 const unsigned zm = __ballot_sync(NNPOPS__FULL_MASK, zero);
-                if (lane == 0) s_zero = zm;
+                s_pre[lane + 1] = incl;
+                if (lane == 0) {
+                    s_pre[0] = 0;
+                    s_zero = zm;
+                }
+                s_rng[lane] = rng;
                 s_hc[lane] = fast_shift_code(hh[0], hh[1], hh[2]);
                 s_shf[lane] = fast_shift_of(H, hh[0], hh[1], hh[2]);
             }
             __syncthreads();
             const long long total = s_pre[32];
             const unsigned zmask = s_zero;
-            /* codes kept (one group of 27 listed bins), with NBR_EMIT_BINS only for stencils the
-             * emit pass stages whole (the emit pass makes the same choice) */
-            const bool keep = keep_sys && (!NBR_EMIT_BINS || total <= EMIT_CAP);
-            const int32_t own0 = keep ? s_rng[13].x : 0; /* listed bin 13: the bin itself */
             /* at least one chunk, so that every center's count is initialized in group 0 */
             for (long long co = 0; co == 0 || co < total; co += FAST_CAP) {
                 const int nch = (int)min((long long)FAST_CAP, total - co);
@@ -1669,11 +1641,10 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                     int l = 0;
                     for (int step = 16; step; step >>= 1)
                         if (s_pre[l + step] <= idx) l += step;
-                    const int32_t q = s_rng[l].x + (int32_t)idx;
+                    const int32_t q = s_rng[l].x + (int32_t)(idx - s_pre[l]);
                     const float4 f = sf4[q];
                     const float4 m = fast_moved(f, s_shf[l]);
-                    const int32_t code = NBR_EMIT_BINS ? (int32_t)idx : q | s_hc[l];
-                    s_pos[i] = make_float4(m.x, m.y, m.z, __int_as_float(keep ? code : q));
+                    s_pos[i] = make_float4(m.x, m.y, m.z, __int_as_float(keep ? q | s_hc[l] : q));
                     s_l[i] = (unsigned char)(l | (__float_as_int(f.w) >= n_centers ? 128 : 0));
                 }
                 __syncthreads();
@@ -1693,7 +1664,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                         int n[2] = {first ? 0 : fast_count_get(a, c0),
                                     first ? 0 : fast_count_get(a, c1)};
                         fast_sweep_of<2>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
-                                         zmask, lo2, hi2, H, own0, ghc);
+                                         zmask, lo2, hi2, H, ghc);
                         __syncwarp(); /* (every lane's read of the counts before the write) */
                         if (lane == 0) {
                             fast_count_put(a, c0, n[0]);
@@ -1705,7 +1676,7 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                         const int cc[1] = {has0 ? c0 : c1};
                         int n[1] = {first ? 0 : fast_count_get(a, cc[0])};
                         fast_sweep_of<1>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
-                                         zmask, lo2, hi2, H, own0, ghc);
+                                         zmask, lo2, hi2, H, ghc);
                         __syncwarp();
                         if (lane == 0) fast_count_put(a, cc[0], n[0]);
                     }
@@ -1859,111 +1830,6 @@ __global__ void __launch_bounds__(FAST_EMIT_TB, FAST_EMIT_MIN_BLOCKS *(TB / FAST
         } else {
             fast_rescan(a, g, k, c, nc, e);
         }
-    }
-    write_epilogue(a);
-}
-
-/* Fast cell list, emit pass with the candidates staged (NBR_EMIT_BINS): a block per bin (bins in
- * turn, as the search pass), its stencil listed as the search pass lists it and every candidate
- * staged once in shared memory (original position, image shift less wrap count, id: EMIT_CAP at
- * most, else the search pass kept no codes for the bin), then a warp per center of the bin, a lane
- * per kept code (the staged index): the vector in double (the CPU expression) and the entry at
- * offs[c] + its rank.  The candidates' data is read once per bin in contiguous runs instead of
- * once per entry; the first two rounds' codes are read with the center's count and offset.  The
- * entries come in the search pass's order; centers whose codes were not all kept search again
- * (fast_rescan). */
-#ifndef NBR_EMIT_BIN_MIN_BLOCKS
-#define NBR_EMIT_BIN_MIN_BLOCKS 8
-#endif
-__global__ void __launch_bounds__(FAST_TB, NBR_EMIT_BIN_MIN_BLOCKS)
-    fast_emit_bins_kernel(const __grid_constant__ nbr_args a) {
-    __shared__ double s_x[3 * EMIT_CAP]; /* original position */
-    __shared__ int4 s_t[EMIT_CAP];       /* image shift less wrap count, id in .w */
-    __shared__ long long s_pre[33];
-    __shared__ int4 s_rng[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = FAST_TB / 32;
-    const int64_t nbins = *a.n_bins_used;
-    const int n_centers = (int)a.n_centers;
-    for (int64_t b = blockIdx.x; b < nbins; b += gridDim.x) {
-        const int32_t q0 = a.bin_start[b], q1 = a.bin_start[b + 1];
-        if (q0 == q1) continue; /* (block-uniform) */
-        const geom &g = a.g[a.n_systems == 1 ? 0 : a.sorted_wrap[q0].w];
-        const bool kept_sys = codes_kept(a, g);
-        if (kept_sys && warp == 0) {
-            int bb0, bb1, bb2, hh[3];
-            bin_coords_of(g, b, bb0, bb1, bb2);
-            list_stencil(a, g, bb0, bb1, bb2, 0, 27, s_pre, s_rng, hh);
-        }
-        __syncthreads();
-        const bool staged = kept_sys && s_pre[32] <= EMIT_CAP; /* the search pass's choice */
-        int has = 0;
-        if (staged) {
-            const int total = (int)s_pre[32];
-            for (int i = threadIdx.x; i < total; i += FAST_TB) {
-                int l = 0;
-                for (int step = 16; step; step >>= 1)
-                    if (s_pre[l + step] <= i) l += step;
-                const int4 rg = s_rng[l];
-                const int32_t q = rg.x + i;
-                const int4 nj = a.sorted_wrap[q];
-                const int j = a.sorted_id[q];
-                s_t[i] = make_int4(rg.y - nj.x, rg.z - nj.y, rg.w - nj.z, j);
-                load3(a.sorted_xd, q, s_x + 3 * i);
-                has |= q >= q0 && q < q1 && j < n_centers;
-            }
-        } else {
-            for (int32_t q = q0 + (int32_t)threadIdx.x; q < q1; q += FAST_TB)
-                has |= a.sorted_id[q] < n_centers;
-        }
-        if (!__syncthreads_or(has)) continue; /* no center here (block-uniform) */
-        const int32_t own0 = s_rng[13].x;    /* listed bin 13: the bin itself, no shift */
-        const double *H = g.h;
-        for (int32_t k = q0 + warp; k < q1; k += nw) {
-            int c;
-            int4 nc;
-            double xc[3];
-            if (staged) { /* the center's data from its staged copy (no shift) */
-                const int o = k - own0;
-                const int4 t = s_t[o];
-                c = t.w;
-                nc = make_int4(-t.x, -t.y, -t.z, 0);
-                for (int d = 0; d < 3; d++) xc[d] = s_x[3 * o + d];
-            } else {
-                c = a.sorted_id[k];
-                nc = a.sorted_wrap[k];
-                load3(a.sorted_xd, k, xc);
-            }
-            if (c >= n_centers) continue; /* (warp-uniform) */
-            /* the first two rounds' codes with the count and offset (a row's codes past the count
-             * may be stale: never used) */
-            const int32_t *ids = staged ? a.fast_ids + (uint32_t)k * (uint32_t)FAST_K : nullptr;
-            int32_t cd0 = 0, cd1 = 0;
-            if (ids) {
-                cd0 = ids[lane];
-                if (FAST_K > 32) cd1 = ids[32 + lane];
-            }
-            const int n = (int)a.counts[c];
-            const int64_t e = a.offs[c];
-            if (!staged || n > FAST_K) {
-                fast_rescan(a, g, k, c, nc, e);
-                continue;
-            }
-            for (int e0 = 0; e0 < n; e0 += 32) {
-                const int idx = e0 + lane;
-                const int32_t cd = e0 == 0 ? cd0 : (e0 == 32 ? cd1 : (idx < n ? ids[idx] : 0));
-                double r[3] = {0, 0, 0}, d2 = 0;
-                if (idx < n) {
-                    const int4 t = s_t[cd];
-                    const double xj[3] = {s_x[3 * cd], s_x[3 * cd + 1], s_x[3 * cd + 2]};
-                    const int s0 = t.x + nc.x, s1 = t.y + nc.y, s2 = t.z + nc.z;
-                    pair_vector(H, xc, xj, s0, s1, s2, r, d2);
-                    if (e + idx < a.capacity) write_entry(a, e + idx, c, t.w, s0, s1, s2, r, d2, false);
-                    if (d2 < a.min_d2) record_close(a, c, t.w, d2);
-                }
-                store_vecs(a, e + e0, min(32, n - e0), r);
-            }
-        }
-        __syncthreads(); /* (the next bin's staging) */
     }
     write_epilogue(a);
 }
@@ -2191,10 +2057,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         if (!a.lb_scan)
             NNPOPS__CUDA_CALL(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, a.counts, a.offs,
                                                             (int64_t)(a.n_items + 1), st));
-        if (NBR_EMIT_BINS)
-            fast_emit_bins_kernel<<<grid_for(blocks, 1), FAST_TB, 0, st>>>(a);
-        else
-            fast_emit_kernel<<<grid_for(a.n_atoms * 32, FAST_EMIT_TB), FAST_EMIT_TB, 0, st>>>(a);
+        fast_emit_kernel<<<grid_for(a.n_atoms * 32, FAST_EMIT_TB), FAST_EMIT_TB, 0, st>>>(a);
         NNPOPS__LAUNCH_CHECK("neighbor search (fast cell list, emit)");
         return NNPOPS_OK;
     }
