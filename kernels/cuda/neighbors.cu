@@ -196,10 +196,6 @@ const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 #ifndef NBR_SWEEP_PAIRS
 #define NBR_SWEEP_PAIRS 1
 #endif
-/* fast cell list, search pass: four at a time where four of a warp's slots are centers (1) */
-#ifndef NBR_SWEEP_QUADS
-#define NBR_SWEEP_QUADS 1
-#endif
 /* fast cell list, emit pass: its register bound, as blocks of TB threads per SM (a build may set
  * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
 #ifndef NBR_FAST_EMIT_MIN_BLOCKS
@@ -1653,65 +1649,36 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                 }
                 __syncthreads();
                 const bool first = gr == 0 && co == 0;
-                /* the warp's centers (slots q0 + warp, + nw, ...) four at a time where four slots
-                 * in a row of the warp's are centers (NBR_SWEEP_QUADS), else two at a time */
-                const int per = NBR_SWEEP_QUADS ? 4 : (NBR_SWEEP_PAIRS ? 2 : 1);
-                for (int32_t kb = q0 + warp; kb < q1; kb += per * nw) {
-                    if (NBR_SWEEP_QUADS && kb + 3 * nw < q1) {
-                        float4 cf[4];
-                        int32_t kk[4];
-                        int cc[4];
-                        bool all = true;
-#pragma unroll
-                        for (int m = 0; m < 4; m++) {
-                            kk[m] = kb + m * nw;
-                            cf[m] = kk[m] - q0 < FAST_TB ? s_ctr[kk[m] - q0] : sf4[kk[m]];
-                            cc[m] = __float_as_int(cf[m].w);
-                            all &= cc[m] < n_centers;
+                /* the warp's centers (slots q0 + warp, + nw, ...) two at a time */
+                for (int32_t k0 = q0 + warp; k0 < q1; k0 += (NBR_SWEEP_PAIRS ? 2 : 1) * nw) {
+                    const int32_t k1 = NBR_SWEEP_PAIRS ? k0 + nw : q1;
+                    const float4 cf0 = k0 - q0 < FAST_TB ? s_ctr[k0 - q0] : sf4[k0];
+                    float4 cf1 = cf0;
+                    if (k1 < q1) cf1 = k1 - q0 < FAST_TB ? s_ctr[k1 - q0] : sf4[k1];
+                    const int c0 = __float_as_int(cf0.w), c1 = __float_as_int(cf1.w);
+                    const bool has0 = c0 < n_centers, has1 = k1 < q1 && c1 < n_centers;
+                    if (has0 && has1) { /* warp-uniform */
+                        const float4 cf[2] = {cf0, cf1};
+                        const int32_t kk[2] = {k0, k1};
+                        const int cc[2] = {c0, c1};
+                        int n[2] = {first ? 0 : fast_count_get(a, c0),
+                                    first ? 0 : fast_count_get(a, c1)};
+                        fast_sweep_of<2>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
+                                         zmask, lo2, hi2, H, ghc);
+                        __syncwarp(); /* (every lane's read of the counts before the write) */
+                        if (lane == 0) {
+                            fast_count_put(a, c0, n[0]);
+                            fast_count_put(a, c1, n[1]);
                         }
-                        if (all) { /* warp-uniform */
-                            int n[4];
-#pragma unroll
-                            for (int m = 0; m < 4; m++) n[m] = first ? 0 : fast_count_get(a, cc[m]);
-                            fast_sweep_of<4>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
-                                             zmask, lo2, hi2, H, ghc);
-                            __syncwarp();
-                            if (lane == 0)
-                                for (int m = 0; m < 4; m++) fast_count_put(a, cc[m], n[m]);
-                            continue;
-                        }
-                    }
-                    const int32_t kend = min(q1, kb + per * nw);
-                    for (int32_t k0 = kb; k0 < kend; k0 += (NBR_SWEEP_PAIRS ? 2 : 1) * nw) {
-                        const int32_t k1 = NBR_SWEEP_PAIRS ? k0 + nw : q1;
-                        const float4 cf0 = k0 - q0 < FAST_TB ? s_ctr[k0 - q0] : sf4[k0];
-                        float4 cf1 = cf0;
-                        if (k1 < q1) cf1 = k1 - q0 < FAST_TB ? s_ctr[k1 - q0] : sf4[k1];
-                        const int c0 = __float_as_int(cf0.w), c1 = __float_as_int(cf1.w);
-                        const bool has0 = c0 < n_centers, has1 = k1 < q1 && c1 < n_centers;
-                        if (has0 && has1) { /* warp-uniform */
-                            const float4 cf[2] = {cf0, cf1};
-                            const int32_t kk[2] = {k0, k1};
-                            const int cc[2] = {c0, c1};
-                            int n[2] = {first ? 0 : fast_count_get(a, c0),
-                                        first ? 0 : fast_count_get(a, c1)};
-                            fast_sweep_of<2>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
-                                             zmask, lo2, hi2, H, ghc);
-                            __syncwarp(); /* (every lane's read of the counts before the write) */
-                            if (lane == 0) {
-                                fast_count_put(a, c0, n[0]);
-                                fast_count_put(a, c1, n[1]);
-                            }
-                        } else if (has0 || has1) {
-                            const float4 cf[1] = {has0 ? cf0 : cf1};
-                            const int32_t kk[1] = {has0 ? k0 : k1};
-                            const int cc[1] = {has0 ? c0 : c1};
-                            int n[1] = {first ? 0 : fast_count_get(a, cc[0])};
-                            fast_sweep_of<1>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
-                                             zmask, lo2, hi2, H, ghc);
-                            __syncwarp();
-                            if (lane == 0) fast_count_put(a, cc[0], n[0]);
-                        }
+                    } else if (has0 || has1) {
+                        const float4 cf[1] = {has0 ? cf0 : cf1};
+                        const int32_t kk[1] = {has0 ? k0 : k1};
+                        const int cc[1] = {has0 ? c0 : c1};
+                        int n[1] = {first ? 0 : fast_count_get(a, cc[0])};
+                        fast_sweep_of<1>(keep, ghosts, a, s_pos, s_l, s_rng, nch, cf, kk, cc, n,
+                                         zmask, lo2, hi2, H, ghc);
+                        __syncwarp();
+                        if (lane == 0) fast_count_put(a, cc[0], n[0]);
                     }
                 }
                 __syncthreads();
