@@ -810,17 +810,11 @@ static nnpops_status enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *m, st
 
 /* Inputs and outputs of at most this many bytes move through the staging kernel (one kernel
  * node each way in a graph, instead of a memcpy and a memset node in, a memcpy node out); larger
- * ones through the copy engines.  A build may set NNPOPS_STAGE_KERNEL_MAX (0: always the copy
- * engines) for comparisons. */
-#ifndef NNPOPS_STAGE_KERNEL_MAX
+ * ones through the copy engines. */
 #define NNPOPS_STAGE_KERNEL_MAX (256 << 10)
-#endif
 /* Output blocks of at most this many bytes (on the staging-kernel path) are copied out by the last
- * block of the reductions (nnpops__reduce_cuda), one kernel fewer; a build may set
- * NNPOPS_STAGE_TAIL_MAX (0: never) for comparisons. */
-#ifndef NNPOPS_STAGE_TAIL_MAX
+ * block of the reductions (nnpops__reduce_cuda), one kernel fewer. */
 #define NNPOPS_STAGE_TAIL_MAX (16 << 10)
-#endif
 
 /* The host entry's step, from the input copy to the output copy (what a graph holds). */
 static nnpops_status enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *m, step_plan *P) {

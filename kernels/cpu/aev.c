@@ -34,8 +34,7 @@
  * about 2e-19 in float, 1e-148 in double, are flushed to 0, so that no subnormal number slows
  * the sums), then summed per entry or pair in the order of the scalar loops.  The same bits from
  * every vector width (16, 32 or 64 bytes, chosen at run time: nnpops__cpu_isa).  On a water box
- * the float32 step took 30 % less time than with a libm call per term (tests/bench/
- * RESULTS-cpu.md).
+ * the float32 step takes 30 % less time than with a libm call per term.
  *
  * The file includes itself twice: REAL = float (functions *_f32) and REAL = double (*_f64).
  */

@@ -85,12 +85,9 @@ void nnpops__ani_output_cpu_f64(const nnpops__ani_output_args *args, const doubl
  * deterministic, equal to this twin to rounding. */
 #define NNPOPS__SG_MAX_PROBLEMS 32
 #define NNPOPS__SG_PER_LAUNCH 8
-#ifndef NNPOPS__SG_MAX_COLS /* a build may set another bound (-D) to measure the choice */
-/* 96 (64 before): 1hz5's 77 N here gave 0.513 / 0.514 ms against 0.523 / 0.520 (128: 0.538 /
- * 0.533), the rest even (tests/bench/results/cf58d19-ab-gpu.log; 0.511-0.518 in 1253b06-gpu.log and
- * later runs) */
+/* 96: a protein's nitrogen atoms (~80) still take the small path, which is faster for them than
+ * the tensor-core GEMMs; 64 or 128 gave slower steps, other systems even */
 #define NNPOPS__SG_MAX_COLS 96
-#endif
 enum {
     NNPOPS__SG_STORE = 0,
     NNPOPS__SG_BIAS_CELU = 1,

@@ -19,8 +19,7 @@
  * which variants fuse).  Within each of the two kinds the result is the same bit for bit whatever
  * the vector width, and the dense kernels' own choice never mixes them on one machine (the
  * 16-byte variants only run where the machine has neither).  The fused form made a water box's
- * step 10 to 15 % faster in both precisions (tests/bench/RESULTS-cpu.md); the CELU and the AEV
- * stay unfused.
+ * step 10 to 15 % faster in both precisions; the CELU and the AEV stay unfused.
  *
  * Columns are processed in whole vectors: the dense kernels may read the padding columns
  * n <= r < round_up(n, NNPOPS__DENSE_PAD) of B and write those of C (their values are meaningless
@@ -32,8 +31,7 @@
  * read in place where they are contiguous (the backward, A = W^T), else packed per chunk of k by
  * VL x VL transposes in registers (the forward, A = W: each row read along k).  Each element is
  * formed with the same operations in the same order, so both kernels give the same bits; on a
- * 13-atom molecule the step takes about half the time it took with the blocked kernel alone
- * (tests/bench/RESULTS-cpu.md).
+ * 13-atom molecule the step takes about half the time it takes with the blocked kernel alone.
  *
  * CELU: e^y - 1 (forward) and e^y (backward) in vectors of the same widths (exp_neg below: range
  * reduction by ln2 and a Taylor polynomial, within 2 units in the last place of libm's expm1 and
@@ -69,7 +67,7 @@ int nnpops__cpu_isa(void) { return 0; }
 /* The few-column kernel (gemm_rows): in groups of at most ROWS_MAX_G columns by blocks of at most
  * ROWS_MAX_R vectors of rows.  It is chosen (gemm) for at most ROWS_MAX_N(isa) columns: about
  * where the blocked kernel catches up on ANI's layer shapes (forward and backward, first and later
- * layers; measured on AMD EPYC by tests/bench/bench_dense_cpu.c, tests/bench/RESULTS-cpu.md). */
+ * layers; tests/bench/bench_dense_cpu.c times both). */
 #define ROWS_MAX_N(isa) ((int64_t)(sizeof(REAL) == 4 ? 12 : (isa) == 2 ? 16 : 24))
 #define ROWS_MAX_G 4
 #define ROWS_MAX_R 8
@@ -172,7 +170,7 @@ static int FN(gemm_variant)(int isa, int variant, int64_t m, int64_t n, int64_t 
     return 1;
 }
 
-/* The dense kernels' choice (bench_dense_cpu, tests/bench/RESULTS-cpu.md): few columns (at most
+/* The dense kernels' choice (timed by bench_dense_cpu): few columns (at most
  * ROWS_MAX_N) in rows (gemm_rows), else blocked; the widest vectors the machine runs, but 16 bytes
  * for a block of at most one 16-byte vector of columns (less waste), and 32 for the few-column
  * kernel where it packs floats (it has no 16 x 16 transposes). */

@@ -16,8 +16,8 @@
  *   2. The angular terms: a group of G lanes per unordered pair (j, k) of listed entries (G = 16,
  *      two pairs per warp, when a pair's distinct factors fit in 16 lanes, as in ANI; else 32), a
  *      lane per angular term (looping when the block has more than G terms).  (Walking contiguous
- *      shares of species-sorted pairs with sums kept in registers was tried: no faster forward, a
- *      32 % slower backward at 41,472 waters, tests/bench/results/082f50b-gpu.log.)  A term is the
+ *      shares of species-sorted pairs with sums kept in registers is no faster forward and about
+ *      a third slower backward on large systems.)  A term is the
  *      product of a radial factor f2 (n_eta_a * n_shf_a distinct values per pair) and an angle
  *      factor f1 (n_zeta * n_shf_z values): when both fit in one group (ANI: 8 + 4), each distinct
  *      factor is computed by one lane and every term fetches its two with shuffles; otherwise each
@@ -36,7 +36,7 @@
  * loads of lane-dependent parameters), made by one warp and kept in shared memory; pi / cutoff
  * comes from the host, and the cutoff function is 0.5 cospi(d / rc) + 0.5.  (A small step's
  * AEV runs a block on each of a few SMs, so every cycle of such set-up after the wait is on the
- * step's critical path: tests/bench/results/140dac3-aev-*-gpu.log.)
+ * step's critical path.)
  * Backward: the same block structure over g = dE/dAEV (column r read into the shared row):
  *   radial terms give dE/dv per entry directly (one thread per entry, its first entry loaded while
  *   the row is read); angular pairs are reduced per group (sums over the terms of g df1 f2,
@@ -73,18 +73,7 @@ namespace {
 
 /* Threads per block (a block per column): 512 for up to AEV_SMALL_COLS columns (small systems:
  * every center's angular pairs spread over 16 warps, for latency), else 128. */
-#ifndef NNPOPS_AEV_THREADS_SMALL /* a build may set another count (comparisons) */
-#define NNPOPS_AEV_THREADS_SMALL 512
-#endif
-const int AEV_THREADS = 128, AEV_THREADS_SMALL = NNPOPS_AEV_THREADS_SMALL;
-/* The lanes' angular constants (ang_lane) are made by one warp of each block before the wait for
- * the kernel before and kept in shared memory; a build with NNPOPS_AEV_LANES_LATE makes them in
- * every thread after the radial terms instead (comparisons). */
-#ifdef NNPOPS_AEV_LANES_LATE
-const bool AEV_LANES_LATE = true;
-#else
-const bool AEV_LANES_LATE = false;
-#endif
+const int AEV_THREADS = 128, AEV_THREADS_SMALL = 512;
 const int64_t AEV_SMALL_COLS = 640;
 const double PI = 3.14159265358979323846;
 
@@ -174,24 +163,6 @@ template <> __device__ __forceinline__ float rpow(float x, float y) {
     return x > 0.0f ? exp2f(y * log2f(x)) : 0.0f;
 }
 template <> __device__ __forceinline__ double rpow(double x, double y) { return pow(x, y); }
-
-/* Diagnostics (builds with NNPOPS_AEV_STAMPS): thread 0 of the first blocks records its SM clock
- * at the phase boundaries, and the global timer at entry and exit (nnpops__aev_stamps). */
-#ifdef NNPOPS_AEV_STAMPS
-__device__ long long av_stamps[2 * NNPOPS__AEV_STAMP_BLOCKS * NNPOPS__AEV_STAMPS];
-__device__ __forceinline__ void av_stamp(int k, int i) {
-    if (threadIdx.x != 0 || blockIdx.x >= NNPOPS__AEV_STAMP_BLOCKS) return;
-    long long *s = av_stamps + (k * NNPOPS__AEV_STAMP_BLOCKS + blockIdx.x) * NNPOPS__AEV_STAMPS;
-    s[i] = clock64();
-    if (i == 0 || i == NNPOPS__AEV_STAMPS - 3) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        s[i == 0 ? NNPOPS__AEV_STAMPS - 2 : NNPOPS__AEV_STAMPS - 1] = (long long)t;
-    }
-}
-#else
-__device__ __forceinline__ void av_stamp(int, int) {}
-#endif
 
 /* Shared memory carve-up and the per-term tables. */
 template <typename R> struct aev_smem {
@@ -475,16 +446,14 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 1)
     const int half = (threadIdx.x >> 4) & 1, t = threadIdx.x & 15;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     __shared__ ang_lane<R> s_al[32]; /* made by one warp, read by every warp's lane */
-    if (!AEV_LANES_LATE && warp == (nw > 1 ? 1 : 0)) s_al[lane].init(d, lane);
+    if (warp == (nw > 1 ? 1 : 0)) s_al[lane].init(d, lane);
     R eta_t = 0, shf_t = 0;
     if (t < Rl) {
         const int ie = t / d.n_shf_r, is = t - ie * d.n_shf_r;
         eta_t = (R)d.eta_r[ie];
         shf_t = (R)d.shf_r[is];
     }
-    av_stamp(0, 0);
     pdl_wait(); /* the center lists come from the kernels before */
-    av_stamp(0, 1);
     /* the next kernels may start from here on: so every later kernel starts after the center
      * lists are complete (the backward reads them before its own pdl_wait) */
     pdl_trigger();
@@ -500,7 +469,6 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 1)
     int32_t sp = 0;
     bool have = e0 + gw < e1 && load_entry(a, e0 + gw, p, rev, v, dd, sp);
     __syncthreads();
-    av_stamp(0, 2);
     const R rc_r = (R)d.rc_r, rc_a = (R)d.rc_a;
     const R inv_rc_r = (R)a.inv_rc_r, inv_rc_a = (R)a.inv_rc_a;
     /* radial terms: a half-warp per entry, a lane per term (distinct addresses: no conflicts);
@@ -542,11 +510,8 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 1)
         }
     }
     __syncthreads();
-    av_stamp(0, 3);
     const int na = listed_count(a, nang);
-    ang_lane<R> al;
-    if (AEV_LANES_LATE) al.init(d, lane);
-    else al = s_al[lane];
+    const ang_lane<R> al = s_al[lane];
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
     /* a group of G lanes per pair; a group past its last pair runs along on pair (0, 0), whose
@@ -593,15 +558,12 @@ __global__ void __launch_bounds__(AEV_THREADS_SMALL, sizeof(R) == 4 ? 3 : 1)
         }
         if (more) more = pair_advance(na, a1, a2, nvw);
     }
-    av_stamp(0, 4);
     __syncthreads();
-    av_stamp(0, 5);
     if (DET)
         for (int f = threadIdx.x; f < L; f += blockDim.x)
             a.aev[(int64_t)f * a.ld + col] = (R)fx_val(sm.rowq[f]);
     else
         for (int f = threadIdx.x; f < L; f += blockDim.x) a.aev[(int64_t)f * a.ld + col] = sm.row[f];
-    av_stamp(0, 6);
 }
 
 template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_args<R> a) {
@@ -609,7 +571,6 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
     __shared__ int nang;
     const nnpops__aev_desc &d = a.d;
     aev_smem<R> sm(d, a.max_ang, smem_raw);
-    av_stamp(1, 0);
     pdl_trigger(); /* the reductions after it do nothing before their pdl_wait */
     const int64_t col = blockIdx.x;
     const int32_t c = a.centers[col];
@@ -620,7 +581,7 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
     /* the lanes' angular constants (as in the forward) while the center's entries load */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     __shared__ ang_lane<R> s_al[32];
-    if (!AEV_LANES_LATE && warp == (nw > 1 ? 1 : 0)) s_al[lane].init(d, lane);
+    if (warp == (nw > 1 ? 1 : 0)) s_al[lane].init(d, lane);
     const int L = d.aev_len, Rl = d.radial_len, A = d.angular_len, S = d.n_species;
     /* the center's entry range and this thread's first entry load while the row is read */
     int64_t e0 = a.start[c], e1 = a.start[c + 1];
@@ -653,9 +614,7 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
             sm.acc[3 * slot] = sm.acc[3 * slot + 1] = sm.acc[3 * slot + 2] = 0.0;
         }
     }
-    av_stamp(1, 1);
     pdl_wait(); /* dE/dAEV comes from the kernel before */
-    av_stamp(1, 2);
     for (int f = threadIdx.x; f < L; f += blockDim.x) {
         R g = a.aev[(int64_t)f * a.ld + col];
         for (int j = 0; j < a.n_extra; j++)
@@ -663,7 +622,6 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
         sm.row[f] = g;
     }
     __syncthreads();
-    av_stamp(1, 3);
     /* radial terms: the entry gradients (the angular ones are added at the end) */
     for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
         if (e != held) {
@@ -697,11 +655,8 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
         }
     }
     __syncthreads();
-    av_stamp(1, 4);
     const int na = listed_count(a, nang);
-    ang_lane<R> al;
-    if (AEV_LANES_LATE) al.init(d, lane);
-    else al = s_al[lane];
+    const ang_lane<R> al = s_al[lane];
     const int G = al.G, gl = al.gl, vw = warp * (32 / G) + al.sub, nvw = nw * (32 / G);
     int a1 = 0, a2 = 0;
     /* groups of G lanes per pair, as in the forward */
@@ -791,7 +746,6 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
         if (more) more = pair_advance(na, a1, a2, nvw);
     }
     __syncthreads();
-    av_stamp(1, 5);
     if (DET) {
         const unsigned long long *q = (const unsigned long long *)sm.acc;
         for (int k = threadIdx.x; k < 3 * na; k += blockDim.x) sm.acc[k] = fx_val(q[k]);
@@ -808,7 +762,6 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
                 atomic_add_f64(a.pair_grad + 3 * (code >> 1) + x, sg * sm.acc[3 * slot + x]);
         }
     }
-    av_stamp(1, 6);
 }
 
 int smem_optin_limit() {
@@ -972,11 +925,3 @@ extern "C" nnpops_status nnpops__aev_backward_cuda_f64(
 NNPOPS__AEV_DET(f32, float)
 NNPOPS__AEV_DET(f64, double)
 
-extern "C" int nnpops__aev_stamps(long long *stamps) {
-#ifdef NNPOPS_AEV_STAMPS
-    return copy_stamps(stamps, av_stamps, sizeof av_stamps);
-#else
-    (void)stamps;
-    return 0;
-#endif
-}

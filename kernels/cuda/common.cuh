@@ -15,8 +15,7 @@
  *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu), put_split3:
  *    V consecutive values split and written into the three blocks of a stacked operand, and
  *    stack3_col: where the three blocks of a stacked column go.
- *  - float / double overloads of exp, expm1, cos, sin, cospi, sinpi, sqrt (rexp, ...), and
- *    copy_stamps (the phase clocks of diagnostic builds).
+ *  - float / double overloads of exp, expm1, cos, sin, cospi, sinpi, sqrt (rexp, ...).
  */
 #ifndef NNPOPS_KERNELS_CUDA_COMMON_CUH
 #define NNPOPS_KERNELS_CUDA_COMMON_CUH
@@ -168,15 +167,11 @@ nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t sm
 }
 
 /* The launches at the two ends of the step's chain (staging kernel, one-block neighbor search,
- * AEV forward, reductions) are programmatic too; a build may set NNPOPS_PDL_EARLY to 0 to launch
- * them plainly (comparisons). */
-#ifndef NNPOPS_PDL_EARLY
-#define NNPOPS_PDL_EARLY 1
-#endif
+ * AEV forward, reductions) are programmatic too. */
 template <typename... Args>
 nnpops_status launch_chain(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
                            cudaStream_t st, const char *what, Args... args) {
-    return launch_ex(NNPOPS_PDL_EARLY != 0, 0, kern, grid, block, smem, st, what, args...);
+    return launch_ex(true, 0, kern, grid, block, smem, st, what, args...);
 }
 
 /* Zeroes n bytes at z (16-byte aligned), thread t of `stride`. */
@@ -270,16 +265,6 @@ NNPOPS__MATH_PAIR(rcospi, cospif, cospi)
 NNPOPS__MATH_PAIR(rsinpi, sinpif, sinpi)
 NNPOPS__MATH_PAIR(rsqrt_, sqrtf, sqrt)
 #undef NNPOPS__MATH_PAIR
-
-/* Diagnostics builds: copies a __device__ array of phase clocks (bytes) to the host; 0 when the
- * copy fails (the error cleared), else 1. */
-inline int copy_stamps(long long *dst, const void *symbol, size_t bytes) {
-    if (cudaMemcpyFromSymbol(dst, symbol, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return 1;
-}
 
 } /* namespace nnpops_cuda */
 

@@ -203,13 +203,6 @@ nnpops_status nnpops__aev_backward_det_cuda_f64(const nnpops__aev_desc *desc, in
                                                 double *pair_grad, int64_t capacity,
                                                 int32_t max_angular, nnpops__dev_status *status,
                                                 void *stream);
-/* Diagnostics: in builds with NNPOPS_AEV_STAMPS, copies the SM clocks recorded by the first thread
- * of blocks 0 .. NNPOPS__AEV_STAMP_BLOCKS-1 of the last AEV forward (k = 0) and adjoint (k = 1) at
- * their phase boundaries, stamps[(k * NNPOPS__AEV_STAMP_BLOCKS + block) * NNPOPS__AEV_STAMPS +
- * phase] (the last two slots: the global timer in ns at entry and exit); returns 1 (else 0). */
-#define NNPOPS__AEV_STAMPS 9
-#define NNPOPS__AEV_STAMP_BLOCKS 16
-int nnpops__aev_stamps(long long *stamps);
 
 /* ---- dense layers, CELU and the fused network ops (mlp.cu) ----------------------------------- *
  * Twins of kernels.h (dense_forward/backward through cuBLAS in plain FP32 / FP64 compute,
@@ -277,17 +270,6 @@ nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int32_t count, 
  * NNPOPS__SG_TAIL_MAX_HIDDEN hidden layers, widths at most 256 and multiples of 4, 16-byte
  * aligned weights, out.n <= NNPOPS__SG_MAX_COLS, the atomic output form (not deterministic). */
 int nnpops__sg_tail_supported(const nnpops__sg_tail *t);
-/* Diagnostics: in builds with NNPOPS_TAIL_STAMPS, copies the SM clock of the last tail launch's
- * first thread at its phase boundaries into stamps[NNPOPS__SG_TAIL_STAMPS] and returns 1 (else 0). */
-#define NNPOPS__SG_TAIL_STAMPS 17
-int nnpops__sg_tail_stamps(long long *stamps);
-/* Diagnostics (the same builds): each of the last launch's first NNPOPS__SG_TAIL_TIME_BLOCKS
- * blocks' global timer (ns) at entry, after its wait, when its forward pass is done and at exit,
- * then its SM (and in block 0's record the grid size): times[NNPOPS__SG_TAIL_TIMES * block + i];
- * the record is cleared after the copy. */
-#define NNPOPS__SG_TAIL_TIMES 6
-#define NNPOPS__SG_TAIL_TIME_BLOCKS 1024
-int nnpops__sg_tail_times(long long *times);
 /* The output layers of `count` networks in one launch (per NNPOPS__SG_PER_LAUNCH entries and per
  * kind: entries with args[q].deterministic run the one-thread-per-column kernel): entry q is
  * nnpops__ani_output_cuda_f32(&args[q], w[q], b[q], A[q]), with its atomics / determinism. */

@@ -447,7 +447,7 @@ extern "C" nnpops_status nnpops__celu_backward_act_stack_cuda_f32(
  * zeros past n and k; k in slices of L.kc when longer) in shared memory with cp.async, every copy
  * in flight at once, and past that one barrier the warps run free: each step's weights load
  * while the previous step is summed (two steps ahead for NB = 8); the epilogue's inputs (bias,
- * activation) are fetched early.  The loops are issue-bound at these sizes (ncu, 13 atoms: a
+ * activation) are fetched early.  The loops are issue-bound at these sizes (13 atoms: a
  * quarter occupancy, L2 hit rate 82 %, DRAM 8 %), so their overhead is kept off the FMAs: the
  * weights of a step or round wholly inside the slice load without bounds tests from a fixed
  * stride, and the register buffers are used in turn (trans 0 with NB = 8: the step loop fully
@@ -480,19 +480,8 @@ const int SGN_KC = 1024;     /* trans 0: largest k slice staged at once */
 const int SG_ROWS = 32;      /* rows per block (both kinds) */
 const int SGT_MAX_THREADS = 512;
 /* weight steps in flight ahead (trans 0) and groups per round (trans 1), per column bucket */
-#ifndef SGN_D8
-#define SGN_D8 2
-#endif
-#ifndef SGN_D16
-#define SGN_D16 1
-#endif
-#ifndef SGT_U8
-#define SGT_U8 4
-#endif
-#ifndef SGT_U16
-#define SGT_U16 2
-#endif
-
+const int SGN_D8 = 2, SGN_D16 = 1; /* trans 0, 8- / 16-column chunks */
+const int SGT_U8 = 4, SGT_U16 = 2; /* trans 1 */
 
 struct SgProb {
     nnpops__sg_problem p;
@@ -911,12 +900,8 @@ __global__ void __launch_bounds__(SGT_MAX_THREADS) sgt_kernel(const SgLaunch L) 
     }
 }
 
-/* Launches whose problems have at most this many columns run chunks of 8 columns, others of 16
- * (a build may set NNPOPS_SG_NB8_MAX for comparisons). */
-#ifndef NNPOPS_SG_NB8_MAX
-#define NNPOPS_SG_NB8_MAX 8
-#endif
-const int64_t SG_NB8_MAX = NNPOPS_SG_NB8_MAX;
+/* Launches whose problems have at most this many columns run chunks of 8 columns, others of 16. */
+const int64_t SG_NB8_MAX = 8;
 
 /* One launch of L's problems (all of kind trans, n <= nmax, k <= kmax), `blocks` blocks. */
 nnpops_status sg_launch(SgLaunch &L, int trans, int64_t nmax, int64_t kmax, int64_t blocks,

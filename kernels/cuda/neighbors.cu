@@ -119,8 +119,7 @@
  * n_entries, n_half and the overflow flag; otherwise cub scans them (also straight into start[]
  * where it can) and the emit kernel finishes the status.  The brute force always takes cub's scan,
  * its write kernel finishing the status (with graphs cub's two short launches cost less than the
- * last block's tail: 256 atoms 0.0189-0.0190 ms against 0.0198, 1hz5's step 0.536-0.537 against
- * 0.542-0.543, results/7f9bd2c-gpu.log).  The small path does all of it in its one block.
+ * last block's tail).  The small path does all of it in its one block.
  * Either way the entries of a center are contiguous and the output needs no atomics; only the
  * counters of the status word use them.  The general cell list and half mode keep count, scan,
  * write and a finish kernel.
@@ -154,68 +153,33 @@ const double FLT_REL = 1e-5; /* relative margin of the float32 thresholds of the
 const int TB = 256;           /* threads per block of the multi-block kernels */
 const int SMALL_TB = 512;     /* the one-block path */
 const int SMALL_MAX = 1024;   /* atoms (hence centers) the one-block path takes */
-/* staging jobs of at most this many bytes (copied plus zeroed) the one-block path does itself (a
- * build may set NBR_SMALL_STAGE_MAX, 0: never, for comparisons) */
-#ifndef NBR_SMALL_STAGE_MAX
-#define NBR_SMALL_STAGE_MAX (16 << 10)
-#endif
-const size_t SMALL_STAGE_MAX = NBR_SMALL_STAGE_MAX;
+/* staging jobs of at most this many bytes (copied plus zeroed) the one-block path does itself */
+const size_t SMALL_STAGE_MAX = 16 << 10;
 /* counts scanned by the last block of the fast cell list's search kernel (more: cub's scan
- * between the passes); a build may set NBR_LB_SCAN_MAX (0: always cub) for comparisons */
-#ifndef NBR_LB_SCAN_MAX
-#define NBR_LB_SCAN_MAX 8192
-#endif
-const int64_t LB_SCAN_MAX = NBR_LB_SCAN_MAX;
+ * between the passes) */
+const int64_t LB_SCAN_MAX = 8192;
 /* cell lists: the counts of the bins in use are scanned by one block (bin_scan_kernel) when the
  * work space's bound on bins is at most this, i.e. up to ~65,000 atoms (more: cub's scan over
- * the bound, faster there: 131,072 atoms 0.3692 against 0.3725-0.3731 ms with one block, 16,384
- * atoms 0.0805-0.0808 against 0.0817-0.0821, results/4ee25a6-prep-gpu.log); a build may set
- * NBR_BIN_SCAN_MAX (0: always cub) for comparisons */
-#ifndef NBR_BIN_SCAN_MAX
-#define NBR_BIN_SCAN_MAX (1 << 17)
-#endif
-const int64_t BIN_SCAN_MAX = NBR_BIN_SCAN_MAX;
+ * the bound, which is faster there) */
+const int64_t BIN_SCAN_MAX = 1 << 17;
 /* brute force with at most this many items (centers x slices): no scan between the passes, the
- * write pass's warps sum the counts before their items (a build may set NBR_BRUTE_PREFIX_MAX, 0:
- * always cub, for comparisons) */
-#ifndef NBR_BRUTE_PREFIX_MAX
-#define NBR_BRUTE_PREFIX_MAX 1024
-#endif
-const int64_t BRUTE_PREFIX_MAX = NBR_BRUTE_PREFIX_MAX;
+ * write pass's warps sum the counts before their items */
+const int64_t BRUTE_PREFIX_MAX = 1024;
 const int FAST_TB = 128;      /* fast cell list, search pass: threads per block */
 const int FAST_CAP = 512;     /* fast cell list: candidates staged in shared memory at a time */
 const int FAST_ATOMS_PER_BLOCK = 16; /* fast cell list, search pass: grid = n_atoms / this */
-#ifndef NBR_FAST_MIN_BLOCKS
-#define NBR_FAST_MIN_BLOCKS 8
-#endif
 /* fast cell list, search pass: blocks per SM the registers allow (8: 64 registers with a few
- * spills; 131,072 / 10^6 atoms 0.450 / 3.30 ms against 0.478 / 3.55 with 6,
- * results/b61d4eb-gpu.log) */
-const int FAST_MIN_BLOCKS = NBR_FAST_MIN_BLOCKS;
-/* fast cell list, search pass: a warp sweeps its centers two at a time (1) or one at a time (0) */
-#ifndef NBR_SWEEP_PAIRS
-#define NBR_SWEEP_PAIRS 1
-#endif
-/* fast cell list, emit pass: its register bound, as blocks of TB threads per SM (a build may set
- * NBR_FAST_EMIT_MIN_BLOCKS; 5 and 6 were slower, results/9a46dc0-ab-gpu.log) */
-#ifndef NBR_FAST_EMIT_MIN_BLOCKS
-#define NBR_FAST_EMIT_MIN_BLOCKS 4
-#endif
-const int FAST_EMIT_MIN_BLOCKS = NBR_FAST_EMIT_MIN_BLOCKS;
+ * spills, faster on large systems than 6 without them) */
+const int FAST_MIN_BLOCKS = 8;
+/* fast cell list, emit pass: its register bound, as blocks of TB threads per SM (5 and 6 are
+ * slower) */
+const int FAST_EMIT_MIN_BLOCKS = 4;
 /* fast cell list, emit pass: threads per block (a divisor of TB; the register bound stays that of
  * FAST_EMIT_MIN_BLOCKS blocks of TB threads per SM).  Blocks of 128 threads end sooner after their
- * slowest warp than blocks of 256: 131,072 atoms 0.3463, 0.3464 ms against 0.3481-0.3485, 10^6
- * 2.561 against 2.581 (64 threads: 0.3465, 0.3466 / 2.561; results/1040297-gpu.log) */
-#ifndef NBR_FAST_EMIT_TB
-#define NBR_FAST_EMIT_TB 128
-#endif
-const int FAST_EMIT_TB = NBR_FAST_EMIT_TB;
-/* fast cell list: codes kept per center (a row per slot) by the search pass (a build may set
- * NBR_FAST_K) */
-#ifndef NBR_FAST_K
-#define NBR_FAST_K 128
-#endif
-const int FAST_K = NBR_FAST_K;
+ * slowest warp than blocks of 256 (64 threads gain nothing more). */
+const int FAST_EMIT_TB = 128;
+/* fast cell list: codes kept per center (a row per slot) by the search pass */
+const int FAST_K = 128;
 const int FAST_SLOT_BITS = 27; /* a code: slot | image shift (0..26) << FAST_SLOT_BITS */
 const int32_t FAST_SLOT_MASK = (1 << FAST_SLOT_BITS) - 1;
 /* Whether the search pass keeps codes for n atoms: slots below 2^FAST_SLOT_BITS, and the rows'
@@ -232,9 +196,9 @@ __host__ __device__ constexpr int32_t fast_shift_code(int h0, int h1, int h2) {
 const int64_t PLAN_SMALL_MAX_COST = 2048;
 const double PLAN_BRUTE_MAX_CAND = 8192;
 const double PLAN_BRUTE_MAX_COST = 6e6;     /* tests of one system (x3 with images) */
-/* cost of a wide cell's test against an open system's: measured crossover of brute force and the
- * fast cell list on random periodic boxes with 64 neighbors per atom near 1,300 atoms (brute 1,024:
- * 0.057 ms, 2,048: 0.158; cell-fast 0.083 for both; results/9b4d812-gpu.log) */
+/* cost of a wide cell's test against an open system's: it puts the crossover of brute force and
+ * the fast cell list on periodic boxes with 64 neighbors per atom near 1,300 atoms, where their
+ * times cross */
 const double PLAN_WIDE_FACTOR = 3.5;
 const double PLAN_BRUTE_CAND_PER_WARP = 256; /* candidates a warp sweeps for a center */
 const double PLAN_BRUTE_MIN_WARPS = 2048;     /* ... unless that leaves fewer warps than this */
@@ -488,7 +452,7 @@ __device__ __forceinline__ void write_entry(const nbr_args &a, int64_t e, int64_
  * whole warp so that each store instruction covers 32 consecutive doubles (lane l of round m
  * writes double l + 32 m of the block, fetched with shuffles): a strided store per component
  * would carry three times the bytes to L2.  Entries at or past the capacity are not written.
- * (Through shared memory instead of shuffles: even, results/f1c7a16-emit-smem-gpu.log.) */
+ * (Through shared memory instead of shuffles: no faster.) */
 __device__ __forceinline__ void store_vecs(const nbr_args &a, int64_t e, int cnt, const double r[3]) {
     if (!a.vec) return;
     const int lane = threadIdx.x & 31;
@@ -855,15 +819,11 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
 
 /* Blocks per SM the brute-force kernels are compiled for.  The frame lives in shared memory for
  * every warp (a warp whose system differs from the block's first one computes its own into s_gw),
- * so brute_item is inlined once: 113 / 114 registers (count / write) without spills, against 128
- * with spills before (2 blocks of 256 threads per SM, a quarter of the SM's warps; ncu,
- * results/d4ce95a-nbr-profile-gpu.log); 256-atom periodic list 0.0318 -> 0.0306 ms.  At 4 blocks per
- * SM (64 registers, 250-500 bytes of spills) one H200 (results/e013f55-gpu.log) gave open clusters of
- * 1,024 atoms 0.0326 -> 0.0272 ms but periodic boxes of 256 atoms (27 images, the longer loop)
- * 0.0306 -> 0.0358 and 1hz5 even: 1 stays. */
-#ifndef NBR_BRUTE_MIN_BLOCKS
-#define NBR_BRUTE_MIN_BLOCKS 1
-#endif
+ * so brute_item is inlined once: 113 / 114 registers (count / write) without spills (2 blocks of
+ * 256 threads per SM, a quarter of the SM's warps).  A bound of 4 blocks per SM (64 registers,
+ * 250-500 bytes of spills) speeds open clusters but slows periodic boxes (27 images, the longer
+ * loop) more: 1 it is. */
+const int BRUTE_MIN_BLOCKS = 1;
 /* The frame of system s for the calling warp, set up by its lane 0 in shared memory (gw, ok in
  * okw; the warp's lanes wait for one another before and after, so that a frame still being read
  * is not overwritten); returns whether the cell is usable. */
@@ -876,7 +836,7 @@ __device__ __forceinline__ bool warp_frame(const nbr_args &a, int64_t s, geom &g
 }
 
 template <bool WRITE>
-__global__ void __launch_bounds__(TB, NBR_BRUTE_MIN_BLOCKS) brute_kernel(const nbr_args a) {
+__global__ void __launch_bounds__(TB, BRUTE_MIN_BLOCKS) brute_kernel(const nbr_args a) {
     __shared__ geom s_g;      /* the frame of the system of the block's first item */
     __shared__ geom s_gw[TB / 32]; /* a warp's own frame, when its system is another */
     __shared__ int s_okw[TB / 32];
@@ -1650,8 +1610,8 @@ __global__ void __launch_bounds__(FAST_TB, FAST_MIN_BLOCKS) fast_search_kernel(c
                 __syncthreads();
                 const bool first = gr == 0 && co == 0;
                 /* the warp's centers (slots q0 + warp, + nw, ...) two at a time */
-                for (int32_t k0 = q0 + warp; k0 < q1; k0 += (NBR_SWEEP_PAIRS ? 2 : 1) * nw) {
-                    const int32_t k1 = NBR_SWEEP_PAIRS ? k0 + nw : q1;
+                for (int32_t k0 = q0 + warp; k0 < q1; k0 += 2 * nw) {
+                    const int32_t k1 = k0 + nw;
                     const float4 cf0 = k0 - q0 < FAST_TB ? s_ctr[k0 - q0] : sf4[k0];
                     float4 cf1 = cf0;
                     if (k1 < q1) cf1 = k1 - q0 < FAST_TB ? s_ctr[k1 - q0] : sf4[k1];
@@ -1779,13 +1739,10 @@ __device__ __forceinline__ void emit_round(const nbr_args &a, const double *H, c
  * wrap count, id and original position, the vector in double (the CPU expression) and the entry
  * at offs[c] + its rank.  The first EMIT_EARLY rounds' codes (rows by slot) are read with the
  * slot's center id, and their candidates' data right after, before the center's count and offset
- * arrive: the warp's loads wait on two round trips rather than one per dependent step (a build
- * may set NBR_EMIT_EARLY: 1 reads the first round early, 0 none).  The entries come in the
- * search pass's order; centers whose codes were not all kept search again (fast_rescan). */
-#ifndef NBR_EMIT_EARLY
-#define NBR_EMIT_EARLY 2
-#endif
-const int EMIT_EARLY = NBR_EMIT_EARLY < FAST_K / 32 ? NBR_EMIT_EARLY : FAST_K / 32;
+ * arrive: the warp's loads wait on two round trips rather than one per dependent step.  The
+ * entries come in the search pass's order; centers whose codes were not all kept search again
+ * (fast_rescan). */
+const int EMIT_EARLY = 2; /* rounds, at most FAST_K / 32 */
 __global__ void __launch_bounds__(FAST_EMIT_TB, FAST_EMIT_MIN_BLOCKS *(TB / FAST_EMIT_TB))
     fast_emit_kernel(const __grid_constant__ nbr_args a) {
     const int lane = threadIdx.x & 31;
@@ -2127,16 +2084,15 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  *   cell fast  otherwise (every stencil is +-1 bin).
  * slices (brute force): ceil(largest n_s nimg_s / 256), or ceil(2048 / atoms) when that is more
  * (small systems: parallelism over latency), at most ceil(largest n_s / 32), 1..32: a warp sweeps
- * about 256 candidates (at least 32 atoms, all their images) for a center.  Measured (open
- * clusters): one slice per 32 atoms took 57 / 123 us at 973 / 2000 atoms, candidate slices 33 /
- * 66 us; but 13.5 / 18.1 us at 98 / 256 atoms, against 10.8 / 13.0 with one slice per 32 atoms.
- * The thresholds are measured (H200, CUDA graph replay, tests/bench/results): on random open
- * clusters of about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open) the one-block
- * path takes 5.9 / 7.4 / 12.0 / 23.8 us at 13 / 32 / 64 / 98 atoms, the brute force about 10 us up
- * to 256 atoms (measured with the two launches it then had; then four, cub's scan between; now two
- * again for at most BRUTE_PREFIX_MAX items, whose write pass sums the counts itself), the fast
- * cell list about 0.1 ms from 512 to 16,384 atoms (its ~10 launches); on a periodic box of 256
- * atoms and 27 images the brute force takes 31 us, the cell list 149 us. */
+ * about 256 candidates (at least 32 atoms, all their images) for a center: on open clusters of
+ * about 1,000-2,000 atoms such slices take about half the time of one slice per 32 atoms, while on
+ * small ones (100-250 atoms) one slice per 32 atoms, which the 2048 / atoms term gives, is faster.
+ * The thresholds come from timing the paths under CUDA graph replay on random open clusters of
+ * about 40-50 neighbors per atom (bench_gpu --nbr-only N --nbr-open): the one-block path is the
+ * fastest for the smallest clusters, the brute force (about 10 us) up to a few hundred atoms, the
+ * fast cell list (about ten launches, near 0.1 ms at every size up to ~16,000 atoms) beyond; on a
+ * periodic box of 256 atoms (27 images) the brute force is about five times faster than the
+ * cell list. */
 extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start,
                                       const double *cells, const uint8_t *pbc, double cutoff,
                                       int32_t force, nnpops__nbr_plan *plan) {

@@ -56,34 +56,6 @@ const int TL_ROWS = 32;     /* rows of a block's slice (padded) */
 const int TL_MAXW = 256;    /* widest layer */
 const int TL_MAXSMEM = 227 * 1024;
 
-/* Diagnostics (builds with NNPOPS_TAIL_STAMPS): thread 0 of block 0 records its SM clock at the
- * phase boundaries (nnpops__sg_tail_stamps reads them). */
-#ifdef NNPOPS_TAIL_STAMPS
-__device__ long long tl_stamps[NNPOPS__SG_TAIL_STAMPS];
-__device__ long long tl_times[NNPOPS__SG_TAIL_TIMES * NNPOPS__SG_TAIL_TIME_BLOCKS];
-__device__ __forceinline__ void tl_stamp(int i) {
-    if (blockIdx.x == 0 && threadIdx.x == 0 && i < NNPOPS__SG_TAIL_STAMPS) tl_stamps[i] = clock64();
-}
-/* every block's global timer at point i (0 entry, 1 after the wait, 2 forward done, 3 exit; 4:
- * its SM) */
-__device__ __forceinline__ void tl_time(int i) {
-    if (threadIdx.x != 0 || blockIdx.x >= NNPOPS__SG_TAIL_TIME_BLOCKS) return;
-    long long *t = tl_times + (int64_t)blockIdx.x * NNPOPS__SG_TAIL_TIMES;
-    unsigned long long g;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-    t[i] = (long long)g;
-    if (i == 0) {
-        unsigned sm;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        t[4] = sm;
-        if (blockIdx.x == 0) t[5] = gridDim.x;
-    }
-}
-#else
-__device__ __forceinline__ void tl_stamp(int) {}
-__device__ __forceinline__ void tl_time(int) {}
-#endif
-
 /* Shared memory layout of a network (offsets in floats), computed on the host (tl_layout). */
 struct TlLayout {
     int32_t ws[NNPOPS__SG_TAIL_MAX_HIDDEN]; /* weight rows of layer l: [rs][kpad + 4] */
@@ -108,12 +80,8 @@ struct TlLaunch {
     TlProb q[NNPOPS__SG_PER_LAUNCH];
 };
 
-/* Push mode (see the header): 8-column chunks; a build may set NNPOPS_TAIL_PULL to compare. */
-#ifdef NNPOPS_TAIL_PULL
-__host__ __device__ constexpr bool tl_push(int) { return false; }
-#else
+/* Push mode (see the header): 8-column chunks. */
 __host__ __device__ constexpr bool tl_push(int NC) { return NC == 8; }
-#endif
 
 /* Input rows of a layer padded to the warps' k split (8 warps x a multiple of 4). */
 __host__ __device__ inline int tl_kpad(int k) { return (k + 31) / 32 * 32; }
@@ -304,8 +272,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     const int tid = threadIdx.x;
     const TlLayout &Y = Q.y;
     const float al = L.alpha, inv = L.inv;
-    tl_stamp(0);
-    tl_time(0);
     /* the block's rows of every weight matrix, its biases and output weights (static inputs) */
     for (int l = 1; l < h; l++) {
         const int m = T.width[l], k = T.width[l - 1], kw = tl_kpad(k) + 4, rs = tl_rs(m);
@@ -334,10 +300,7 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         cp_async4(tl_sm + Y.wout + TL_ROWS, T.b[h] + mt, b == 0);
     }
     cp_async_commit();
-    tl_stamp(1);
     pdl_wait();
-    tl_stamp(2);
-    tl_time(1);
     /* hidden layer 0's activations of the chunk, X[c][k]; push mode uses the two exchange
      * buffers in turn */
     float *X = tl_sm + Y.xp;
@@ -357,7 +320,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     if (tid < NC) cen[tid] = tid < nc ? T.out.centers[c0 + tid] : -1;
     cp_async_wait_pending(0);
     __syncthreads();
-    tl_stamp(3);
     /* the block's rows of layer 0 (CELU' of the last backward step), read before X is reused */
     for (int e = tid; e < rs0 * NC; e += TL_THREADS) {
         const int r = e / NC, c = e - r * NC, gr = b * rs0 + r;
@@ -368,7 +330,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         float *S = tl_sm + Y.s[l];
         tl_forward<NC>(tl_sm + Y.ws[l], tl_sm + Y.bias[l], X, S, tl_kpad(T.width[l - 1]), rs, nc,
                        al, inv);
-        tl_stamp(2 + 2 * l);
         if (l + 1 == h) break;
         const int kp = tl_kpad(m), kx = kp + 4;
         if (PUSH) { /* the block's rows into every block's next input, then one barrier */
@@ -386,7 +347,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             }
             cl.sync(); /* every block's rows of layer l are in place */
             X = Xn;
-            tl_stamp(3 + 2 * l);
             continue;
         }
         cl.sync(); /* every slice of layer l written */
@@ -405,7 +365,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             X[c * kx + kk] = 0.0f;
         }
         __syncthreads();
-        tl_stamp(3 + 2 * l);
     }
     __syncthreads();
     /* the output layer: the block's rows' part of each column's output */
@@ -421,7 +380,6 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
     /* the next kernel (the adjoint onto the AEV) may start loading its weights now; earlier, its
      * prefetches compete with this kernel's weight copies */
     pdl_trigger();
-    tl_time(2);
     if (T.out.need_grad) {
         /* the backward seed of the block's rows (padding columns keep the activation, as the
          * output layer's twin leaves them) */
@@ -443,16 +401,13 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
         for (int l = h - 1; l >= 1; l--) {
             const int m = T.width[l], k = T.width[l - 1], kp = tl_kpad(k), rs = tl_rs(m);
             const int rsk = tl_rs(k);
-            tl_stamp(9 + 3 * (h - 1 - l));
             if (PUSH) {
                 tl_partial_push<NC>(cl, tl_sm + Y.ws[l], dz, R, kp, rs, k, rsk, b);
             } else {
                 if (l + 1 < h) cl.sync(); /* the peers have read the previous partials */
                 tl_partial<NC>(tl_sm + Y.ws[l], dz, X, kp, rs);
             }
-            tl_stamp(10 + 3 * (h - 1 - l));
             cl.sync();
-            tl_stamp(11 + 3 * (h - 1 - l));
             /* the block's rows of layer l - 1: the 8 partials in block order, times CELU' */
             const float *Sl = l > 1 ? tl_sm + Y.s[l - 1] : nullptr;
             for (int e = tid; e < rsk * NC; e += TL_THREADS) {
@@ -479,12 +434,9 @@ __global__ void __launch_bounds__(TL_THREADS, NC == 32 ? 2 : 3) tail_kernel(cons
             R = other_buffer(R);
         }
     }
-    tl_stamp(15);
     /* no block leaves while a peer may still read its shared memory (push mode: every write
      * into a peer came before a barrier that peer passed too) */
     if (!PUSH) cl.sync();
-    tl_stamp(16);
-    tl_time(3);
 #endif
 }
 
@@ -599,25 +551,3 @@ extern "C" nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int3
     return NNPOPS_OK;
 }
 
-extern "C" int nnpops__sg_tail_times(long long *times) {
-#ifdef NNPOPS_TAIL_STAMPS
-    if (!copy_stamps(times, tl_times, sizeof tl_times)) return 0;
-    void *p = nullptr; /* cleared: a later call shows only a later launch */
-    if (cudaGetSymbolAddress(&p, tl_times) != cudaSuccess ||
-        cudaMemset(p, 0, sizeof tl_times) != cudaSuccess)
-        (void)cudaGetLastError();
-    return 1;
-#else
-    (void)times;
-    return 0;
-#endif
-}
-
-extern "C" int nnpops__sg_tail_stamps(long long *stamps) {
-#ifdef NNPOPS_TAIL_STAMPS
-    return copy_stamps(stamps, tl_stamps, sizeof tl_stamps);
-#else
-    (void)stamps;
-    return 0;
-#endif
-}

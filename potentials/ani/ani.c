@@ -465,7 +465,7 @@ typedef struct ani_set_cpu {
  * (nnpops__dense_pack_panels_cpu), so that its forward (a block of at most 12 atoms of a species:
  * small molecules, a species' last block) reads vectors of output rows with no packing, and in
  * 64-byte vectors where the machine has them (it packs in 32-byte ones).  The 13-atom alanine's
- * float32 step -10 % (tests/bench/RESULTS-cpu.md); in float64 the extra weights read per step cost
+ * float32 step takes 10 % less time; in float64 the extra weights read per step cost
  * more than the packing saves (+5 to +15 % there), and the panels of the later layers gained
  * nothing: neither is made.  The restricted first layers' panels live in SLOT_SET beside them;
  * the model's own (every species present) in SLOT_PANEL: this header, then a buffer of the arena's
@@ -607,9 +607,7 @@ static nnpops_status ani_inputs_of(const nnpops__ani *a, nnpops__scratch *scratc
  * pair gradients atomically, in an order that does not change their bits
  * (nnpops__aev_backward_shared_cpu): the results are the same bits for any thread count. */
 #define ANI_SPLIT_MAX_BLOCKS 12 /* split mode for at most this many blocks, */
-#ifndef ANI_SPLIT_SPREAD         /* (a build may set it: 1e30 never splits, for comparisons) */
 #define ANI_SPLIT_SPREAD 1.15   /* when the blocks' shares are this uneven (ani_deal) */
-#endif
 #define ANI_SPLIT_ROWS 256      /* first-layer rows per unit (a multiple of the panels' rows) */
 #define ANI_SPLIT_FEATURES 64   /* dE/dAEV rows per unit */
 #define ANI_SPLIT_CENTERS 2     /* atoms per unit of the AEV and of the energies and AEV adjoint */

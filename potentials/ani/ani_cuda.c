@@ -390,9 +390,8 @@ static const nnpops__aev_desc *aev_of(const nnpops__ani *a, const nnpops__dstep 
 /* Branches: the species on the cuBLAS path run their networks concurrently, on the step's stream
  * (branch 0, together with the small species' grouped networks) and on up to st->n_side side
  * streams, each branch with its own activation, scratch and stacked-operand buffers.  (The largest
- * species' branch on a side stream of the greatest priority was measured slower for proteins:
- * 1hz5 0.520-0.529 ms against 0.515-0.517, 1C17 +3 %, tests/bench/results/4f69af5-ab-gpu.log;
- * for every step, also water boxes: 41,472 waters +3 %, results/aa03f11-ab-gpu.log.) */
+ * species' branch on a side stream of the greatest priority makes proteins' and large water
+ * boxes' steps a few percent slower.) */
 #define ANI_MAX_BRANCHES (1 + NNPOPS__SIDE_STREAMS)
 typedef struct ani_branch {
     size_t act, tmp;        /* activations of all hidden layers; one scratch block */
@@ -416,52 +415,31 @@ typedef struct ani_layout {
     size_t kpart;
 } ani_layout;
 
-#ifndef NNPOPS_SG_KSPLIT /* slices of the small path's adjoint onto the AEV (a build may measure) */
-#define NNPOPS_SG_KSPLIT 4
-#endif
+#define NNPOPS_SG_KSPLIT 4 /* slices of the small path's adjoint onto the AEV */
 
 /* Species whose networks run through the small-n grouped GEMMs (nnpops__small_gemm_cuda_f32)
  * instead of cuBLAS: float32 models, 1 .. NNPOPS__SG_MAX_COLS atoms of the species.  Chosen from
  * the column counts, which are part of the CUDA graph key (core/src/cuda_step.c). */
 /* Option tensor_cores: 3xTF32 GEMMs for the cuBLAS path of species s (float32; 1 on: always,
- * 2 auto: from ANI_TC_AUTO_COLS columns).  Measured on an H200 with the stacked single-GEMM form
- * and 16-byte aligned GEMM rows (tests/bench/results/bc00c97-gpu.log, every species with more than
- * 64 atoms on the tensor cores against auto at 1,024): equal or faster everywhere: 648 waters
- * (432 H, 216 O) -3 %, 1hz5 (478 H, 314 C, 103 O, 77 N) -1 %; against all off: 3,000 waters
- * -13 %, 17,496 waters -20 %, the 1,000 x 13-atom batch -21 %, 1C17 -21 %.  (Before the rows were
- * aligned, odd species counts got align1 TF32 kernels and 1C17 lost 25 %.)  The bound was 256
- * until an A/B on one H200 (tests/bench/results/f9dca62-gpu.log, graph replays, two runs each)
- * gave 1hz5 0.524 / 0.523 ms with 64 against 0.538 / 0.538 with 256 (0.531 / 0.532 with 96: O
- * alone), 3,000 waters, the batch and 13 / 98 atoms even.  The bound is the first count above the
- * small-n path's (NNPOPS__SG_MAX_COLS, 96): every float32 species on the cuBLAS path has more
- * atoms, so auto is on there; the bound stays for builds that measure another choice and for
- * networks without hidden layers (which skip the small-n path). */
-#ifndef ANI_TC_AUTO_COLS /* a build may set another bound (-D) to measure the choice */
+ * 2 auto: from ANI_TC_AUTO_COLS columns).  With the stacked single-GEMM form and 16-byte aligned
+ * GEMM rows (unaligned rows get cuBLAS's align1 TF32 kernels, a quarter slower) the tensor cores
+ * are equal or faster for every species of more than 64 atoms, and against FP32 GEMMs they save
+ * 13-21 % of the step on water boxes, batches of small molecules and large proteins; a bound of
+ * 256 left a protein's mid-sized species on FP32, a few percent slower.  The bound is the first
+ * count above the small-n path's (NNPOPS__SG_MAX_COLS): every float32 species on the cuBLAS path
+ * has more atoms, so auto is on there; the bound remains for networks without hidden layers
+ * (which skip the small-n path). */
 #define ANI_TC_AUTO_COLS (NNPOPS__SG_MAX_COLS + 1)
-#endif
 static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     if (a->precision != NNPOPS_FLOAT32) return 0;
     return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);
 }
 
-/* The output layer fused into the small path's last hidden layer (a build may set
- * NNPOPS_SG_FUSE_OUT to 0 for comparisons). */
-#ifndef NNPOPS_SG_FUSE_OUT
-#define NNPOPS_SG_FUSE_OUT 1
-#endif
-
 /* The tails of the small species' networks in one launch (nnpops__sg_tail_cuda_f32) when every
- * small species has at most NNPOPS_SG_TAIL_MAX_COLS atoms (a build may set NNPOPS_SG_TAIL to 0 or
- * another bound for comparisons).  Measured on an H200 (tests/bench/results/, the tail logs):
- * 8- and 16-column chunks run three blocks per SM and a step's clusters in one wave; 32-column
- * chunks two blocks per SM, and the 98-atom molecule's 48 clusters took two waves (0.136 ms
- * against 0.120 without the tail). */
-#ifndef NNPOPS_SG_TAIL
-#define NNPOPS_SG_TAIL 1
-#endif
-#ifndef NNPOPS_SG_TAIL_MAX_COLS
+ * small species has at most NNPOPS_SG_TAIL_MAX_COLS atoms: 8- and 16-column chunks run three
+ * blocks per SM and a step's clusters in one wave; 32-column chunks run two blocks per SM, and a
+ * molecule of about a hundred atoms then needs two waves, slower than the separate launches. */
 #define NNPOPS_SG_TAIL_MAX_COLS 16
-#endif
 
 static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     return a->precision == NNPOPS_FLOAT32 && st->col_count[s] > 0 &&
@@ -558,7 +536,7 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         cur += al256(es * (size_t)a->ensemble * (size_t)r * (size_t)L.small_ld[s]);
     }
     L.ksplit = 1;
-    if (NNPOPS_SG_KSPLIT > 1 && L.n_branch == 0 && small_cols > 0) {
+    if (L.n_branch == 0 && small_cols > 0) {
         L.ksplit = NNPOPS_SG_KSPLIT;
         L.kpart = cur;
         cur += al256(sizeof(float) * (size_t)L.ksplit * (size_t)aev_of(a, st)->aev_len *
@@ -652,13 +630,14 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         oA[no] = SACT(s, lo - 1);
         no++;
     }
-    const int fuse_out = NNPOPS_SG_FUSE_OUT && !st->deterministic;
+    /* the output layer fused into the last hidden layer's launch, except in deterministic mode */
+    const int fuse_out = !st->deterministic;
     int fused[NNPOPS__MAX_SPECIES] = {0};
     /* the tails (hidden layers 1 on, output layer, their backward) in one launch when every small
      * species' network can (nnpops__sg_tail_supported) */
     nnpops__sg_tail tails[NNPOPS__MAX_SPECIES];
     int32_t nt = 0;
-    int use_tail = NNPOPS_SG_TAIL && fuse_out;
+    int use_tail = fuse_out;
     for (int s = 0; s < a->n_species && use_tail; s++) {
         if (!sg_small(a, st, s)) continue;
         const int lo = a->n_layers[s] - 1;
@@ -1007,8 +986,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             const int64_t cols = ns - c0 < NNPOPS__ANI_CUDA_CHUNK ? ns - c0 : NNPOPS__ANI_CUDA_CHUNK;
             /* the GEMMs run over the columns rounded up to 4 (inside the species' padding to 32;
              * the extra rows are independent and never read back): cuBLAS takes its 16-byte
-             * aligned kernels only then (an odd count gave align1 kernels, 1C17: 8.0 ms against
-             * 6.4 with FP32) */
+             * aligned kernels only then (an odd count gets align1 kernels, a quarter slower) */
             const int64_t gm = (cols + 3) & ~(int64_t)3;
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* with the tensor cores, the elementwise step before a GEMM also stacks that GEMM's

@@ -275,61 +275,6 @@ static double roundtrip_floor_ms(cudaStream_t stream, int copies, int steps) {
     return med;
 }
 
-/* Diagnostic builds (NNPOPS_AEV_STAMPS): the AEV kernels' phases in the last step, per block
- * (center): SM cycles from each boundary to the next, and the block's time from entry to exit. */
-static void print_aev_stamps(const char *name, int64_t n) {
-    static long long st[2 * NNPOPS__AEV_STAMP_BLOCKS * NNPOPS__AEV_STAMPS];
-    if (!nnpops__aev_stamps(st)) return;
-    for (int k = 0; k < 2; k++)
-        for (int b = 0; b < NNPOPS__AEV_STAMP_BLOCKS && b < n; b++) {
-            const long long *p = st + (k * NNPOPS__AEV_STAMP_BLOCKS + b) * NNPOPS__AEV_STAMPS;
-            printf("| aev %s stamps, %s, block %d: cycles", k ? "adjoint" : "forward", name, b);
-            for (int i = 1; i < NNPOPS__AEV_STAMPS - 2; i++) printf(" %lld", p[i] - p[i - 1]);
-            const long long t0 = p[NNPOPS__AEV_STAMPS - 2], t1 = p[NNPOPS__AEV_STAMPS - 1];
-            printf("; entry at %lld ns, %lld ns in the block\n", t0 % 1000000, t1 - t0);
-        }
-}
-
-static int cmp_ll(const void *a, const void *b) {
-    const long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
-/* Diagnostic builds (NNPOPS_TAIL_STAMPS): the last tail launch's blocks, each point's times
- * (entry, after the wait, forward done, exit; ns from the first entry) as min / median / max,
- * and the blocks that left last. */
-static void print_tail_times(const char *name) {
-    static long long t[NNPOPS__SG_TAIL_TIMES * NNPOPS__SG_TAIL_TIME_BLOCKS];
-    static long long v[NNPOPS__SG_TAIL_TIME_BLOCKS];
-    if (!nnpops__sg_tail_times(t)) return;
-    int nb = (int)t[5];
-    if (nb <= 0) return;
-    if (nb > NNPOPS__SG_TAIL_TIME_BLOCKS) nb = NNPOPS__SG_TAIL_TIME_BLOCKS;
-    long long t0 = t[0];
-    for (int b = 0; b < nb; b++)
-        if (t[NNPOPS__SG_TAIL_TIMES * b] < t0) t0 = t[NNPOPS__SG_TAIL_TIMES * b];
-    static const char *what[4] = {"entry", "after the wait", "forward done", "exit"};
-    printf("| tail times, %s, %d blocks, first entry at %lld ns:", name, nb, t0 % 1000000);
-    for (int i = 0; i < 4; i++) {
-        for (int b = 0; b < nb; b++) v[b] = t[NNPOPS__SG_TAIL_TIMES * b + i] - t0;
-        qsort(v, (size_t)nb, sizeof v[0], cmp_ll);
-        printf(" %s %lld / %lld / %lld;", what[i], v[0], v[nb / 2], v[nb - 1]);
-    }
-    printf("\n");
-    for (int k = 0; k < 6; k++) { /* the blocks that left last */
-        int last = -1;
-        for (int b = 0; b < nb; b++) {
-            const long long *p = t + NNPOPS__SG_TAIL_TIMES * b;
-            if (p[3] >= 0 && (last < 0 || p[3] > t[NNPOPS__SG_TAIL_TIMES * last + 3])) last = b;
-        }
-        if (last < 0) break;
-        long long *p = t + NNPOPS__SG_TAIL_TIMES * last;
-        printf("|   block %d (SM %lld): %lld %lld %lld %lld\n", last, p[4], p[0] - t0, p[1] - t0,
-               p[2] - t0, p[3] - t0);
-        p[3] = -1;
-    }
-}
-
 static void bench_latency(const nnpops_model *m, const bsys *s, int steps, FILE *md) {
     const int64_t n = s->n;
     double *e = calloc(1, sizeof(double)), *f = malloc(sizeof(double) * 3 * n);
@@ -342,8 +287,6 @@ static void bench_latency(const nnpops_model *m, const bsys *s, int steps, FILE 
             host_g = time_steps(ctx, &in, &out, steps, &best);
         nnpops_context_destroy(ctx);
     }
-    print_aev_stamps(s->name, n);
-    print_tail_times(s->name);
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     void *dz, *dx, *de, *df;

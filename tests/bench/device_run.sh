@@ -16,12 +16,12 @@
 #   the kernels in every ncu run: ncu flushes them by default), PROFILE_NBR_HOT="N|kernel name" the
 #   kernel's hottest instructions by warp stall samples (ncu_hot.py); soak: GPU soak runs of
 #   tests/slow/soak.c.
-#   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS), against a build with
-#   CPU_VARIANT_DEFS when given.
+#   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS).
 #   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
-#   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against a second build with other
-#   definitions (see below).  TESTS_REGEX: only the GPU tests whose names match (ctest -R).
+#   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against builds of other trees (see
+#   below).  TESTS_REGEX: only the GPU tests whose names match (ctest -R).
+# The logs are summarised in docs/performance.md, never committed: $OUT (device-out/) is ignored.
 set -u
 what=${1:-all}
 shift || true
@@ -144,12 +144,11 @@ if [ $run_bench = 1 ]; then
   cat "$out/bench.log"
 fi
 if [ -n "${VARIANT_DEFS:-}" ]; then
-  # A/B on one GPU: further builds of bench_gpu with the C / CUDA definitions of VARIANT_DEFS
-  # (e.g. "-DNNPOPS__SG_MAX_COLS=128"; several variants separated by '|', each its own build), then
-  # bench_gpu $VARIANT_BENCH_ARGS on the main build and each variant in turn, twice each
-  # (a definition set "overlay=DIR" builds instead a copy of this tree with the files under DIR,
-  # laid out as in the repository, put over it: e.g. a kernel file of an earlier commit;
-  # "overlay=DIR -DNAME=V ..." does both)
+  # A/B on one GPU: further builds of bench_gpu, one per entry of VARIANT_DEFS (entries separated
+  # by '|'), then bench_gpu $VARIANT_BENCH_ARGS on the main build and each variant in turn, twice
+  # each.  An entry "overlay=DIR" builds a copy of this tree with the files under DIR, laid out as
+  # in the repository, put over it (e.g. the sources of an earlier commit); further words of an
+  # entry are C / CUDA compiler flags of that build.
   IFS='|' read -r -a def_sets <<< "$VARIANT_DEFS"
   builds=("$build")
   for i in "${!def_sets[@]}"; do
@@ -216,13 +215,8 @@ fi
 case "$what" in *cpu*) run_cpu=1;; *) run_cpu=0;; esac
 if [ $run_cpu = 1 ]; then
   # bench_cpu's small systems on several threads (CPU_THREADS, default "1 4 8 16"; CPU_BENCH_ARGS
-  # "MAX_ATOMS MODEL ...", each its own run, default "13 ani2x;13 ani1x"), and the same of a second
-  # build with the C definitions CPU_VARIANT_DEFS when given (e.g. -DANI_SPLIT_SPREAD=1e30), in turn
+  # "MAX_ATOMS MODEL ...", each its own run, default "13 ani2x;13 ani1x")
   cbuilds=("$build")
-  if [ -n "${CPU_VARIANT_DEFS:-}" ]; then
-    cvb=$root/build-gpu-cpu-variant
-    build_variant "$cvb" "$CPU_VARIANT_DEFS" bench_cpu && cbuilds+=("$cvb")
-  fi
   IFS=';' read -r -a cargs <<< "${CPU_BENCH_ARGS:-13 ani2x;13 ani1x}"
   for rep in 1 2; do
     for args in "${cargs[@]}"; do

@@ -2056,14 +2056,6 @@ static int case_sg_tail(void) {
     t.out.n = NNPOPS__SG_MAX_COLS + 1;
     CHECK(!nnpops__sg_tail_supported(&t));
     cudaFree(w);
-    long long st[NNPOPS__SG_TAIL_STAMPS];
-    if (nnpops__sg_tail_stamps(st)) { /* a diagnostic build: phase clocks of network 0, warm */
-        for (int rep = 0; rep < 3; rep++) tail_run(all, 1, -1, 1);
-        nnpops__sg_tail_stamps(st);
-        printf("sg_tail phase clocks (cycles from the start):");
-        for (int i = 1; i < NNPOPS__SG_TAIL_STAMPS; i++) printf(" %lld", st[i] - st[0]);
-        printf("\n");
-    }
     printf("sg_tail: worst %.3g of the tolerance\n", worst);
     return 0;
 }

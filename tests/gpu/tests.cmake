@@ -23,12 +23,6 @@ function(nnpops_gpu_internal_program target)
   target_compile_definitions(${target} PRIVATE NNPOPS_HAVE_CUDA=1)
 endfunction()
 
-# The GPU code's diagnostic and comparison build options still compile (no GPU needed).
-add_test(NAME unit.cuda_variants
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_cuda_variants.sh ${CMAKE_CUDA_COMPILER}
-  ${PROJECT_SOURCE_DIR})
-set_tests_properties(unit.cuda_variants PROPERTIES LABELS unit)
-
 add_executable(test_gpu_ops ${CMAKE_CURRENT_LIST_DIR}/test_gpu_ops.c)
 nnpops_gpu_internal_program(test_gpu_ops)
 foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_errors center_lists aev
