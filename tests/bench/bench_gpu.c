@@ -1,5 +1,5 @@
 /*
- * bench_gpu.c - GPU benchmark of nnpops (results: tests/bench/RESULTS.md).
+ * bench_gpu.c - GPU benchmark of nnpops (results: docs/performance.md).
  *
  * Part 1, ANI-2x (8 members) energy + forces, float32, device "cuda" (systems: alanine 13_f0, the
  * 98-atom molecule 98_f0, a batch of 1,000 copies of 13_f0 as 1,000 systems with 1,000 energies,

@@ -92,6 +92,6 @@ foreach(case stack fused gemm model auto chunks)
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
 endforeach()
 
-# Benchmark: build/tests/bench_gpu (see tests/bench/RESULTS.md)
+# Benchmark: build/tests/bench_gpu (see docs/performance.md)
 add_executable(bench_gpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_gpu.c)
 nnpops_gpu_internal_program(bench_gpu)

@@ -17,7 +17,7 @@
  * MODEL defaults to ani1x (NNPOPS_MODEL_PATH).  Every step computes energy, forces and virial
  * and checks that they are finite.  Warm-up: 1 % of the steps (at least 10), the first of them at
  * the largest size of the run, so that every buffer reaches its final size.  The log (stdout)
- * is what tests/bench/results/soak-cpu-<date>.log holds.
+ * is summarised in docs/reliability.md.
  */
 #define _POSIX_C_SOURCE 200809L
 

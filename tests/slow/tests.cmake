@@ -3,7 +3,7 @@
 #  slow.soak.small   10^5 steps of a 24-atom water cluster (ANI-1x): RSS flat within 5 %
 #  slow.soak.large   10^3 steps of a ~10^4-atom periodic water box whose atom count changes
 #                    every step: RSS flat within 5 %
-# A run's log is what tests/bench/results/soak-cpu-<date>.log keeps (docs/reliability.md).
+# A run's log (stdout) is summarised in docs/reliability.md, not committed.
 # GPU runs (test_slow_soak KIND STEPS MODEL cuda [graphs], by hand or by tests/bench/device_run.sh
 # soak) also require the GPU memory in use not to grow after the warm-up.
 if(NOT TARGET test_slow_soak)
