@@ -36,7 +36,13 @@ command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccach
 summary=()
 t_all=$(date +%s)
 phase_start() { echo "=== sanitize: $1 ($(date -u +%H:%M:%S))"; t_phase=$(date +%s); }
-phase_end() { local s=$(( $(date +%s) - t_phase )); summary+=("$1: ${s} s"); echo "=== sanitize: $1 done in ${s} s"; }
+phase_end() {
+  local s=$(( $(date +%s) - t_phase ))
+  summary+=("$1: ${s} s")
+  echo "=== sanitize: $1 done in ${s} s"
+  [ -n "${NNPOPS_CI_TIMES:-}" ] && printf 'sanitize: %s\t%s\tok\n' "$1" "$s" >>"$NNPOPS_CI_TIMES"
+  return 0
+}
 
 # Entries that load libnnpops into a process without the ASan runtime (python3 through cffi; the
 # install check's consumer program).  The converter (model.convert, model.converter) is pure

@@ -8,6 +8,9 @@
 # GPU path (kernels, the step's host code, graphs, capacity growth, status words) where no GPU is
 # present, as in CI; the GPU tests on a GPU (label gpu) remain the test of the real device
 # (memory ordering, concurrency, timing, the hardware's approximate reciprocals and roots).
+# Emulated, each case takes the smallest inputs that take its code paths (tests/gpu/emulated.h:
+# a subset of the reference systems, boxes of a few dozen to a few hundred atoms, systems just
+# above each algorithm's threshold); on a GPU the same programs keep their full sizes.
 # Built in CPU-only configurations on Linux (x86-64, or ucontext elsewhere) when a C++ compiler
 # is present, not in sanitizer builds (the fibers' stacks would need their annotations).
 if(NNPOPS_ENABLE_CUDA OR NNPOPS_SANITIZE OR NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
@@ -118,8 +121,6 @@ nnpops_emu_program(plain graphs ${gpu_src}/test_gpu_graphs.c warmup shape overfl
 nnpops_emu_program(plain device ${gpu_src}/test_gpu_device.c capture batch errors overflow
   capture_failure cpu_model)
 nnpops_emu_program(plain tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm model)
-# (about 13 minutes under emulation: out of README's test command)
-set_tests_properties(emu.graphs.overflow PROPERTIES LABELS "emu;slow")
 
 # The race model (emu.cpp, EMU_TSAN): with -DNNPOPS_TSAN=ON and clang (whose ThreadSanitizer
 # switches fibers in well under a microsecond), the same library, kernels and GPU test programs

@@ -30,9 +30,10 @@
  *                     NaN position -> NaN outputs + BAD_POSITION from the status call, the plan
  *                     kept; steady-state unknown element -> NaN + UNKNOWN_ELEMENT, and the next
  *                     call re-plans and fails like nnpops_compute; struct_size checks.
- *   overflow          a water box (375 atoms) captured and replayed, then compressed to 0.8 (twice
- *                     the neighbors): the replay gives NaN, the status call NEIGHBOR_OVERFLOW with
- *                     "grown" (neighbor_rebuilds counted); capturing again right away ->
+ *   overflow          a water box (375 atoms; emulated 81) captured and replayed, then
+ *                     compressed to 0.8 (twice the neighbors): the replay gives NaN, the status
+ *                     call NEIGHBOR_OVERFLOW with "grown" (neighbor_rebuilds counted);
+ *                     capturing again right away ->
  *                     NNPOPS_ERROR_CAPTURE; one non-capturing call re-plans (device_plans 2) and is
  *                     right; the re-captured graph is right; the stale first graph replayed -> NaN
  *                     and NNPOPS_ERROR_CAPTURE from the status call; the new graph still right.
@@ -52,6 +53,7 @@
 #include <string.h>
 
 #include "core/src/internal.h"
+#include "emulated.h"
 #include "gpu_check.h"
 #include "reference.h"
 #include "structures.h"
@@ -724,7 +726,8 @@ static int case_errors(void) {
 static int case_overflow(void) {
     nnpops_model *m;
     load("ani2x", NNPOPS_FLOAT64, &m);
-    sys s = water(5, 11);
+    /* (emulated: 81 atoms, whose compression also doubles the neighbors) */
+    sys s = water(GPU_OR_EMU(5, 3), 11);
     nnpops_context *ch = context(m, 0, 0), *cd = context(m, 0, 0);
     res rh = res_new(&s), rd = res_new(&s);
     double *x = malloc(sizeof(double) * 3 * s.n), c[9];

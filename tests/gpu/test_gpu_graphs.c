@@ -11,9 +11,9 @@
  *                   exactly one capture after many equal steps, replays counted
  *   warmup          graph_warmup_steps 5 (by name): captures stay 0 for 5 steps, 1 after the 6th and
  *                   after 40 steps; replays = 34
- *   shape           molecule A, molecule B, a two-system batch, A again (4 steps each): every shape
- *                   change drops the graph and captures a new one (captures increase, replays
- *                   happen), results equal an eager context
+ *   shape           molecule A, molecule B (emulated: a smaller one), a two-system batch, A
+ *                   again (4 steps each): every shape change drops the graph and captures a new
+ *                   one (captures increase, replays happen), results equal an eager context
  *   overflow        a water box replayed from a graph, then compressed to 0.8 of its size (the
  *                   neighbor count doubles, same atom count): the replay's overflow flag makes the
  *                   step recompute with grown buffers (rebuild counted), the result equals an eager
@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "emulated.h"
 #include "nnpops/nnpops.h"
 #include "reference.h"
 #include "structures.h"
@@ -254,7 +255,9 @@ static int case_warmup(void) {
     outs_init(&o, s.n, 1);
     double *x = malloc(sizeof(double) * 3 * s.n);
     int fail = 0;
-    for (int k = 0; k < 40; k++) {
+    /* (emulated: 12 steps, the capture and 6 replays) */
+    const int steps = GPU_OR_EMU(40, 12);
+    for (int k = 0; k < steps; k++) {
         moved(&s, k, x);
         step(c, &s, x, &o, 0);
         const nnpops_stats st = stats_of(c);
@@ -267,7 +270,7 @@ static int case_warmup(void) {
         }
     }
     const nnpops_stats st = stats_of(c);
-    printf("graph_warmup_steps 5, 40 equal steps: captures %lld, replays %lld\n",
+    printf("graph_warmup_steps 5, %d equal steps: captures %lld, replays %lld\n", steps,
            (long long)st.graph_captures, (long long)st.graph_replays);
     outs_free(&o);
     free(x);
@@ -281,7 +284,8 @@ static int case_warmup(void) {
 static int case_shape(void) {
     static refset set;
     if (!ref_load("ani2x", &set)) return test_missing_data(set.path);
-    const refsys *ra = ref_find(&set, "13_f0"), *rb = ref_find(&set, "50_f0");
+    /* (emulated: B the 28-atom molecule) */
+    const refsys *ra = ref_find(&set, "13_f0"), *rb = ref_find(&set, GPU_OR_EMU("50_f0", "28_f0"));
     sysin A = molecule(ra), B = molecule(rb);
     /* a batch: A and B as two systems */
     sysin AB;
@@ -343,7 +347,9 @@ static int case_shape(void) {
 /* ---- neighbor overflow under graphs --------------------------------------------------------- */
 
 static int case_overflow(void) {
-    sysin s = water(6, 11), t = s;
+    /* (emulated: 81 atoms in a box of 9.3 A, 7.4 A compressed: images from the start, the
+     * same overflow and re-capture) */
+    sysin s = water(GPU_OR_EMU(6, 3), 11), t = s;
     /* the same atoms compressed to 0.8 of the box: about twice the neighbors per atom */
     t.x = malloc(sizeof(double) * 3 * s.n);
     for (int64_t i = 0; i < 3 * s.n; i++) t.x[i] = 0.8 * s.x[i];

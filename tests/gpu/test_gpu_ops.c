@@ -49,6 +49,7 @@
 #include <cublas_v2.h>
 
 #include "core/src/internal.h"
+#include "emulated.h"
 #include "gpu_check.h"
 #include "kernels/cpu/fused.h"
 #include "kernels/cpu/kernels.h"
@@ -539,7 +540,10 @@ static int case_neighbors_center(void) {
     for (int trial = 0; trial < 8; trial++) {
         char label[64];
         snprintf(label, sizeof label, "random batch %d", trial);
-        batchset r = random_batch(trial < 4 ? 300 : 900, 1 + trial, 0.1, trial % 2, trial >= 6 ? 2e4 : 30);
+        /* (emulated: a third of the atoms; the one-block and staged paths take any count up to
+         * 1024) */
+        const int atoms = (trial < 4 ? 300 : 900) / GPU_OR_EMU(1, 3);
+        batchset r = random_batch(atoms, 1 + trial, 0.1, trial % 2, trial >= 6 ? 2e4 : 30);
         check_batch(label, &r, all_algs, 4, trial == 3);
         free_batch(&r);
     }
@@ -550,36 +554,43 @@ static int case_neighbors_center(void) {
         free_batch(&r);
     }
     /* larger systems for the cell lists: fast with the last-block scan (< 8192 centers) and with
-     * cub (more), triclinic and orthorhombic, dense (bins holding many atoms), and a cluster */
+     * cub (more), triclinic and orthorhombic, dense (bins holding many atoms), and a cluster.
+     * Emulated: the smallest systems on each side of 8192 centers (centers are 98 % of the
+     * atoms), the one above it at a third of the density (fewer entries, the same passes) and
+     * run both ways, deterministic or not; the dense one and the cluster below it. */
     const int cells2[2] = {NNPOPS__NBR_CELL, NNPOPS__NBR_CELL_FAST};
     {
-        batchset r = big_system(5000, 0.1, 0.3, 1);
-        check_batch("periodic triclinic 5,000", &r, cells2, 2, 0);
+        batchset r = big_system(GPU_OR_EMU(5000, 1500), 0.1, 0.3, 1);
+        check_batch(GPU_OR_EMU("periodic triclinic 5,000", "periodic triclinic 1,500"), &r, cells2,
+                    2, 0);
         free_batch(&r);
     }
     {
-        batchset r = big_system(20000, 0.1, 0.0, 1);
-        check_batch("periodic 20,000", &r, cells2, 2, 1);
+        batchset r = big_system(GPU_OR_EMU(20000, 8600), GPU_OR_EMU(0.1, 0.033), 0.0, 1);
+        CHECK(r.n_centers > 8192);
+        if (TEST_EMULATED) check_batch("periodic 8,600", &r, cells2, 2, 0);
+        check_batch(GPU_OR_EMU("periodic 20,000", "periodic 8,600"), &r, cells2, 2, 1);
         free_batch(&r);
     }
     {
-        batchset r = big_system(12000, 0.3, 0.2, 1);
-        check_batch("dense periodic 12,000", &r, cells2, 2, 0);
+        batchset r = big_system(GPU_OR_EMU(12000, 2000), 0.3, 0.2, 1);
+        check_batch(GPU_OR_EMU("dense periodic 12,000", "dense periodic 2,000"), &r, cells2, 2, 0);
         free_batch(&r);
     }
     {
         /* about 118 neighbors per center: the fast list's search pass keeps at most 128 codes per
          * center (its default), so some centers' entries come from their codes and the others'
          * from a second search in the emit pass; the mix is checked on the CPU's counts */
-        batchset r = big_system(12000, 0.2, 0.1, 1);
+        /* (emulated: 3,000 atoms, denser, so that the mix is as certain in a smaller system) */
+        batchset r = big_system(GPU_OR_EMU(12000, 3000), GPU_OR_EMU(0.2, 0.24), 0.1, 1);
         cl_ref ref = cpu_center_lists(&r, 0.0);
         int64_t above = 0;
         for (int64_t c = 0; c < r.n_centers; c++) above += ref.start[c + 1] - ref.start[c] > 128;
-        printf("periodic 12,000 at 0.2 atoms/A^3: %lld of %lld centers above 128 entries\n",
+        printf("periodic %lld: %lld of %lld centers above 128 entries\n", (long long)r.n,
                (long long)above, (long long)r.n_centers);
         CHECK(above > 0 && above < r.n_centers / 2);
         free_ref(&ref);
-        check_batch("periodic 12,000, some centers above 128 entries", &r, cells2, 2, 1);
+        check_batch("periodic, some centers above 128 entries", &r, cells2, 2, 1);
         free_batch(&r);
     }
     {
@@ -596,13 +607,15 @@ static int case_neighbors_center(void) {
         free_batch(&r);
     }
     {
-        batchset r = big_system(9000, 0.1, 0.0, 0);
-        check_batch("cluster 9,000 (no cell)", &r, cells2, 2, 0);
+        batchset r = big_system(GPU_OR_EMU(9000, 2500), 0.1, 0.0, 0);
+        check_batch(GPU_OR_EMU("cluster 9,000 (no cell)", "cluster 2,500 (no cell)"), &r, cells2, 2,
+                    0);
         free_batch(&r);
     }
     {
-        batchset r = random_batch(30000, 12, 0.1, 1, 1e3);
-        check_batch("random batch 30,000", &r, all_algs, 4, 0);
+        /* (emulated: 3,000 atoms, above the one-block path's 1,024) */
+        batchset r = random_batch(GPU_OR_EMU(30000, 3000), 12, 0.1, 1, 1e3);
+        check_batch(GPU_OR_EMU("random batch 30,000", "random batch 3,000"), &r, all_algs, 4, 0);
         free_batch(&r);
     }
     return 0;
@@ -702,8 +715,10 @@ static int case_neighbors_overflow(void) {
     batchset r = random_batch(600, 5, 0.1, 1, 30);
     for (int k = 0; k < 4; k++) overflow_one("random batch", &r, all_algs[k]);
     free_batch(&r);
-    batchset big = big_system(20000, 0.1, 0.2, 1);
-    overflow_one("periodic 20,000", &big, NNPOPS__NBR_CELL_FAST);
+    /* above 8192 centers (the scan by cub); emulated at a third of the density */
+    batchset big = big_system(GPU_OR_EMU(20000, 8600), GPU_OR_EMU(0.1, 0.033), 0.2, 1);
+    CHECK(big.n_centers > 8192);
+    overflow_one(GPU_OR_EMU("periodic 20,000", "periodic 8,600"), &big, NNPOPS__NBR_CELL_FAST);
     free_batch(&big);
     return 0;
 }
