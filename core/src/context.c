@@ -5,8 +5,9 @@
  * never shrink mid-run, and counters.  One step:
  *   1. validate the inputs (sizes, pointers, batch indices, finite coordinates, known elements)
  *   2. convert lengths to angstrom, map atomic numbers to model species, group atoms by system
- *   3. neighbor search (half list within the model cutoff; grows its capacity and retries on
- *      overflow, so a truncated list is never used), then the minimum-distance check
+ *   3. neighbor search (the list the potential asks for, half or full, within the model cutoff;
+ *      grows its capacity and retries on overflow, so a truncated list is never used), then the
+ *      minimum-distance check
  *   4. the potential's per-atom energies and pair gradients
  *   5. reductions (energies, forces, virials, per-atom terms) and conversion to the caller's units
  * On a GPU model, steps 3-5 run in core/src/cuda_step.c.
@@ -29,7 +30,7 @@
 
 enum {
     BUF_POS, BUF_SPECIES, BUF_BATCH, BUF_ORDER, BUF_SYS_START, BUF_CELLS, BUF_PBC,
-    BUF_PAIRS, BUF_VEC, BUF_DIST, BUF_ATOM_E, BUF_GRAD, BUF_MEMBER_E, BUF_SYS_E,
+    BUF_PAIRS, BUF_VEC, BUF_DIST, BUF_CENTER_START, BUF_ATOM_E, BUF_GRAD, BUF_MEMBER_E, BUF_SYS_E,
     /* host copies of the device entry's inputs (planning calls) */
     BUF_DEV_Z, BUF_DEV_POS, BUF_DEV_BATCH, BUF_DEV_CELLS, BUF_COUNT
 };
@@ -353,8 +354,12 @@ static nnpops_status prepare(nnpops_context *ctx, const nnpops_inputs *in, doubl
     return NNPOPS_OK;
 }
 
-/* Neighbor search with grow-and-retry: never returns a truncated list. */
-static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, int64_t n_local) {
+/* Neighbor search with grow-and-retry: never returns a truncated list.  The list is the one the
+ * potential asks for (nnpops__potential_lists): a half list, with or without the pairs of two
+ * ghosts, or full (center) lists of the local atoms or of every atom; *n_centers is the number of
+ * centers of full lists (their CSR starts in BUF_CENTER_START), 0 for a half list. */
+static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, int64_t n_local,
+                                const nnpops__nbr_choice *lists, int64_t *n_centers) {
     const int64_t n = in->n_atoms;
     nnpops__nbr_in nin = {
         .n_atoms = n,
@@ -365,9 +370,11 @@ static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, in
         .cells = ctx->buf[BUF_CELLS].ptr,
         .pbc = ctx->buf[BUF_PBC].ptr,
         .cutoff = ctx->model->cutoff,
-        .skip_from = n_local,
+        .skip_from = lists->ghost_pairs ? n : n_local,
         .max_images = (int32_t)ctx->option[NNPOPS_OPTION_MAX_IMAGES],
     };
+    *n_centers = lists->full ? (lists->ghost_centers ? n : n_local) : 0;
+    if (lists->full) RESERVE(ctx, BUF_CENTER_START, *n_centers + 1, int64_t, "center list starts");
     const int64_t max_per_atom = (int64_t)ctx->option[NNPOPS_OPTION_MAX_NEIGHBORS];
     if (ctx->pair_capacity < 1) ctx->pair_capacity = 64 * (n > 0 ? n : 1);
     if (max_per_atom > 0 && ctx->pair_capacity > max_per_atom * (n > 0 ? n : 1))
@@ -376,28 +383,49 @@ static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, in
         RESERVE(ctx, BUF_PAIRS, 2 * ctx->pair_capacity, int32_t, "neighbor pairs");
         RESERVE(ctx, BUF_VEC, 3 * ctx->pair_capacity, double, "pair vectors");
         RESERVE(ctx, BUF_DIST, ctx->pair_capacity, double, "pair distances");
-        nnpops__nbr_out nout = {
-            .capacity = ctx->pair_capacity,
-            .pairs = ctx->buf[BUF_PAIRS].ptr,
-            .shifts = NULL,
-            .vec = ctx->buf[BUF_VEC].ptr,
-            .dist = ctx->buf[BUF_DIST].ptr,
-        };
-        nnpops_status st = nnpops__neighbors_cpu(&nin, &ctx->scratch, &nout);
+        nnpops_status st;
+        int64_t found;
+        if (lists->full) {
+            nnpops__dev_status status;
+            nnpops__center_out cout = {
+                .capacity = ctx->pair_capacity,
+                .start = ctx->buf[BUF_CENTER_START].ptr,
+                .pairs = ctx->buf[BUF_PAIRS].ptr,
+                .shifts = NULL,
+                .vec = ctx->buf[BUF_VEC].ptr,
+                .dist = ctx->buf[BUF_DIST].ptr,
+                .status = &status,
+            };
+            /* min_distance is checked below, on the list, as for half lists */
+            st = nnpops__center_neighbors_cpu(&nin, *n_centers, 0.0, &ctx->scratch, &cout);
+            found = status.n_entries;
+            if (st == NNPOPS_OK && (status.flags & NNPOPS__ST_OVERFLOW))
+                st = NNPOPS_ERROR_NEIGHBOR_OVERFLOW;
+        } else {
+            nnpops__nbr_out nout = {
+                .capacity = ctx->pair_capacity,
+                .pairs = ctx->buf[BUF_PAIRS].ptr,
+                .shifts = NULL,
+                .vec = ctx->buf[BUF_VEC].ptr,
+                .dist = ctx->buf[BUF_DIST].ptr,
+            };
+            st = nnpops__neighbors_cpu(&nin, &ctx->scratch, &nout);
+            found = nout.n_pairs;
+        }
         if (st == NNPOPS_ERROR_NEIGHBOR_OVERFLOW && attempt < 2) {
-            if (max_per_atom > 0 && nout.n_pairs > max_per_atom * n)
+            if (max_per_atom > 0 && found > max_per_atom * n)
                 return nnpops__fail(NNPOPS_ERROR_NEIGHBOR_OVERFLOW,
                                     "%lld neighbor pairs exceed the limit max_neighbors = %lld per "
                                     "atom (%lld atoms)",
-                                    (long long)nout.n_pairs, (long long)max_per_atom, (long long)n);
-            ctx->pair_capacity = nout.n_pairs + nout.n_pairs / 8 + 16;
+                                    (long long)found, (long long)max_per_atom, (long long)n);
+            ctx->pair_capacity = found + found / 8 + 16;
             ctx->stats.neighbor_rebuilds++;
             continue;
         }
         if (st == NNPOPS_ERROR_NEIGHBOR_OVERFLOW)
             return nnpops__fail(NNPOPS_ERROR_INTERNAL, "neighbor search overflowed after growing");
         if (st != NNPOPS_OK) return st;
-        ctx->stats.n_pairs = nout.n_pairs;
+        ctx->stats.n_pairs = found;
         ctx->stats.pair_capacity = ctx->pair_capacity;
         return NNPOPS_OK;
     }
@@ -490,7 +518,9 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
         return NNPOPS_OK;
     }
 #endif
-    if ((st = find_pairs(ctx, in, n_local)) != NNPOPS_OK) return st;
+    const nnpops__nbr_choice lists = nnpops__potential_lists(m);
+    int64_t n_centers = 0;
+    if ((st = find_pairs(ctx, in, n_local, &lists, &n_centers)) != NNPOPS_OK) return st;
     const int64_t n_pairs = ctx->stats.n_pairs;
     if ((st = check_distances(ctx, n_pairs, to_A)) != NNPOPS_OK) return st;
 
@@ -513,10 +543,13 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
         .species = ctx->buf[BUF_SPECIES].ptr,
         .positions = ctx->buf[BUF_POS].ptr,
         .batch = ctx->buf[BUF_BATCH].ptr,
+        .lists = lists,
         .n_pairs = n_pairs,
         .pairs = ctx->buf[BUF_PAIRS].ptr,
         .pair_vec = ctx->buf[BUF_VEC].ptr,
         .pair_dist = ctx->buf[BUF_DIST].ptr,
+        .n_centers = n_centers,
+        .center_start = lists.full ? ctx->buf[BUF_CENTER_START].ptr : NULL,
         .member = (int32_t)ctx->option[NNPOPS_OPTION_ENSEMBLE_MEMBER],
         .need_grad = need_grad,
         .atom_energy = atom_e,

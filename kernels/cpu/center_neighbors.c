@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/src/internal.h"
+#include "kernels/cpu/kernels.h"
 
 enum { SLOT_HALF_IDX = 10, SLOT_HALF_VEC = 11 };
 

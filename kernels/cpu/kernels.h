@@ -37,6 +37,75 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/base.h"
+
+/* ---- neighbor search on the CPU (kernels/cpu/neighbors.c) ----
+ * Half list of all pairs closer than `cutoff` among the atoms of each system, each system with its
+ * own cell and periodicity; atoms of system s are order[sys_start[s] .. sys_start[s+1]).  Pairs
+ * whose atoms are both >= skip_from are omitted (ghost-ghost pairs).  Shift-0 pairs have i < j.
+ * If more than `capacity` pairs exist, *n_pairs is set to the total and the first `capacity`
+ * are written, returning NNPOPS_ERROR_NEIGHBOR_OVERFLOW (without setting an error message: the
+ * caller grows and retries).  Bad cells are NNPOPS_ERROR_BAD_CELL, too many images
+ * NNPOPS_ERROR_TOO_MANY_IMAGES (with messages naming the system). */
+typedef struct nnpops__nbr_in {
+    int64_t n_atoms;
+    const double *positions;    /* [n_atoms][3] */
+    int64_t n_systems;
+    const int64_t *sys_start;   /* [n_systems + 1] */
+    const int32_t *order;       /* [n_atoms] atom ids grouped by system */
+    const double *cells;        /* [n_systems][9] rows a, b, c; NULL = none */
+    const uint8_t *pbc;         /* [n_systems][3]; NULL = none */
+    double cutoff;
+    int64_t skip_from;          /* n_atoms = keep everything */
+    int32_t max_images;         /* per axis */
+} nnpops__nbr_in;
+
+typedef struct nnpops__nbr_out {
+    int64_t capacity;
+    int64_t n_pairs;
+    int32_t *pairs;     /* [capacity][2] */
+    int32_t *shifts;    /* [capacity][3] integer lattice shifts, or NULL */
+    double *vec;        /* [capacity][3] */
+    double *dist;       /* [capacity] */
+} nnpops__nbr_out;
+
+nnpops_status nnpops__neighbors_cpu(const nnpops__nbr_in *in, nnpops__scratch *scratch,
+                                    nnpops__nbr_out *out);
+
+/* ---- reductions on the CPU (kernels/cpu/reduce.c) ---- */
+/* forces [n_atoms][3], virials [n_systems][9], atomic_virials [n_atoms][9]: each may be NULL;
+ * they are overwritten (not accumulated). */
+void nnpops__pair_reduce_cpu(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
+                             int64_t n_pairs, const int32_t *pairs, const double *pair_vec,
+                             const double *pair_grad, double *forces, double *virials,
+                             double *atomic_virials);
+/* energies[s] = sum of atom_energy over the atoms of s (float64). */
+void nnpops__energy_reduce_cpu(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
+                               const double *atom_energy, int64_t width, double *energies);
+
+/* Center lists (the "directed" neighbor layout of the GPU step): for every center c < n_centers
+ * (local atom), its entries are e = start[c] .. start[c+1]-1 with pairs[e] = {c, j},
+ * vec[e] = x_j - x_c + s . H (angstrom, double), shifts[e] = s, dist[e] = |vec[e]|: every atom
+ * (or periodic image, own images included) within the cutoff, ghosts included.  A local-local
+ * pair appears twice (once per center), so the list is also a valid pair list for
+ * nnpops__pair_reduce_* whose pair p = entry e, and the CSR center lists of kernels.h are
+ * start[] with entry[e] = 2 e.  CPU twin below; the CUDA version is in kernels/cuda. */
+typedef struct nnpops__center_out {
+    int64_t capacity;   /* entries the arrays hold */
+    int64_t *start;     /* [n_centers + 1] (always complete, also on overflow) */
+    int32_t *pairs;     /* [capacity][2] */
+    int32_t *shifts;    /* [capacity][3] or NULL */
+    double *vec;        /* [capacity][3] or NULL */
+    double *dist;       /* [capacity] or NULL */
+    nnpops__dev_status *status; /* n_entries, n_half, flags (TOO_CLOSE: min_distance > 0) */
+} nnpops__center_out;
+/* CPU twin: uses the half-list search (kernels/cpu/neighbors.c, scratch slots 0..2 and 10..11),
+ * entries in pair order.  Errors of the half-list search are returned with their messages;
+ * overflow and too-close pairs are reported in *status only (NNPOPS_OK). */
+nnpops_status nnpops__center_neighbors_cpu(const nnpops__nbr_in *in, int64_t n_centers,
+                                           double min_distance, nnpops__scratch *scratch,
+                                           nnpops__center_out *out);
+
 /* Column padding of the dense kernels (see below). */
 #define NNPOPS__DENSE_PAD 16
 

@@ -7,7 +7,9 @@
  * Half of E_ij goes to each LOCAL atom of the pair; the half of a ghost atom is dropped, which is
  * what makes a domain decomposition (LAMMPS) sum each pair exactly once over the ranks.  The pair
  * gradient is dE_ij/dr weighted by the share that counts (1 with both atoms local, 0.5 with one).
- * A pair of an atom with its own periodic image gives both halves to that atom.
+ * A pair of an atom with its own periodic image gives both halves to that atom.  The step may hand
+ * full (center) lists instead (nnpops__nbr_choice): then entry (c, j) gives half of E_cj to c
+ * when c is local, and its gradient weight is that half.
  *
  * Parameters are kept per unordered species pair in an S x S table (symmetric), converted to
  * angstrom at load.  Everything is computed in double whatever the model's precision: the
@@ -18,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/src/internal.h"
+#include "core/src/potential_api.h"
 
 typedef struct lj_pair {
     int on;         /* the species pair interacts */
@@ -166,12 +168,16 @@ static nnpops_status lj_compute_cpu(const nnpops_model *model, nnpops__scratch *
                             (int)step->member);
     }
     const int64_t n_local = step->n_local;
+    const int full = step->lists.full;
     for (int64_t q = 0; q < step->n_pairs; q++) {
         const int32_t i = step->pairs[2 * q], j = step->pairs[2 * q + 1];
         const lj_pair *t = &p->table[step->species[i]][step->species[j]];
         const double r = step->pair_dist[q];
         if (!t->on || !(r < t->cutoff)) continue;
-        const double share_i = i < n_local ? 0.5 : 0.0, share_j = j < n_local ? 0.5 : 0.0;
+        /* a half list gives each local atom of the pair half of E_ij; full lists have the pair
+         * once per center, and each entry gives its center (when local) half */
+        const double share_i = i < n_local ? 0.5 : 0.0;
+        const double share_j = !full && j < n_local ? 0.5 : 0.0;
         if (share_i + share_j == 0.0) continue;
         const double sr2 = (t->sigma / r) * (t->sigma / r);
         const double sr6 = sr2 * sr2 * sr2;

@@ -52,6 +52,11 @@ nnpops_unit_cases(model ${CMAKE_CURRENT_LIST_DIR}/test_model.c
   ani_ok ani_no_weights weights_checksum weights_missing_file weights_bad_sha wrong_tensor_shape
   missing_tensor potential_error)
 
+# The neighbor lists a potential chooses (vt->neighbor_lists) on the CPU step: each form gives the
+# default half list's results.
+nnpops_unit_cases(lists ${CMAKE_CURRENT_LIST_DIR}/test_lists.c
+  half_ghost_pairs full_local full_ghost)
+
 # Worker threads of CPU steps (core/src/pool.c): the static split of a job's shares, the pool
 # kept between jobs, a worker that cannot be started, the threads' barrier.
 nnpops_unit_cases(pool ${CMAKE_CURRENT_LIST_DIR}/test_pool.c shares partial barrier)
