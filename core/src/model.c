@@ -484,6 +484,13 @@ nnpops_status nnpops_model_load(const char *name_or_path, const char *device,
             st = nnpops__fail(NNPOPS_ERROR_INTERNAL, "%s: the %s potential set no valid cutoff",
                               m->path, m->type);
         }
+        if (st == NNPOPS_OK && m->interaction_range == 0.0) m->interaction_range = m->cutoff;
+        if (st == NNPOPS_OK &&
+            !(m->interaction_range >= m->cutoff && isfinite(m->interaction_range))) {
+            st = nnpops__fail(NNPOPS_ERROR_INTERNAL,
+                              "%s: the %s potential set interaction range %g below its cutoff %g",
+                              m->path, m->type, m->interaction_range, m->cutoff);
+        }
         if (st == NNPOPS_OK && m->ensemble_size < 1) {
             st = nnpops__fail(NNPOPS_ERROR_INTERNAL, "%s: the %s potential set ensemble size %d",
                               m->path, m->type, (int)m->ensemble_size);
@@ -543,3 +550,11 @@ int32_t nnpops_model_ensemble_size(const nnpops_model *model) {
 }
 
 double nnpops_model_cutoff(const nnpops_model *model) { return model ? model->cutoff : 0.0; }
+
+double nnpops_model_interaction_range(const nnpops_model *model) {
+    return model ? model->interaction_range : 0.0;
+}
+
+int32_t nnpops_model_uses_charge(const nnpops_model *model) {
+    return model ? model->uses_charge : 0;
+}

@@ -109,7 +109,10 @@ struct nnpops_model {
     int32_t n_species;
     int32_t species_z[NNPOPS__MAX_SPECIES]; /* atomic number of each species */
     int32_t z_to_species[119];              /* -1 = not described by the model */
-    double cutoff;          /* angstrom: every interaction range <= cutoff */
+    double cutoff;          /* angstrom: the longest pair of the neighbor lists */
+    double interaction_range; /* angstrom: beyond it an atom cannot change another's energy
+                               * (0 after load(): the cutoff) */
+    int32_t uses_charge;    /* 1: the potential reads step->charges (set by load()) */
     double energy_to_eV;    /* model energy unit -> eV */
     double length_to_A;     /* model length unit -> angstrom */
     int32_t ensemble_size;
@@ -126,6 +129,8 @@ typedef struct nnpops__step {
     const int32_t *species;     /* [n_atoms] species index */
     const double *positions;    /* [n_atoms][3] */
     const int32_t *batch;       /* [n_atoms] system index (never NULL) */
+    const double *charges;      /* [n_systems] total charges, or NULL = neutral (only for a
+                                 * model with uses_charge; others never see a nonzero one) */
     /* the neighbor list the potential chose (vt->neighbor_lists; see nnpops__nbr_choice):
      * half: n_pairs pairs (i, j), each interacting pair once; full: n_pairs entries (c, j)
      * grouped by center, entries center_start[c] .. center_start[c+1]-1 of center c < n_centers,
@@ -151,7 +156,9 @@ typedef struct nnpops__step {
 typedef struct nnpops__potential_vt {
     const char *type;
     /* Parses the type-specific part of the YAML and the weights; sets model->impl, cutoff,
-     * ensemble_size (species, units, device and precision are already set). */
+     * ensemble_size, and where they differ from the defaults interaction_range (default: the
+     * cutoff) and uses_charge (default 0) (species, units, device and precision are already
+     * set). */
     nnpops_status (*load)(nnpops_model *model, const nnpops__cfg *cfg, nnpops__node root,
                           const nnpops__weights *weights);
     void (*destroy)(nnpops_model *model);

@@ -49,7 +49,7 @@ function(nnpops_emu_library name runtime)
   add_library(${name} STATIC EXCLUDE_FROM_ALL ${emu_lib_sources} ${emu_kernels} ${runtime})
   # the stand-in headers come first (cuda_runtime.h, cub, cuBLAS, cooperative groups)
   target_include_directories(${name} BEFORE PUBLIC ${emu_dir}/include)
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/core/include
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/core/include ${NNPOPS_GENERATED_INCLUDE_DIR}
     ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels/cuda
     ${PROJECT_SOURCE_DIR}/kernels/cpu)
   target_compile_definitions(${name} PUBLIC NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1 ${ARGN})
