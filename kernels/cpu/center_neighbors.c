@@ -99,3 +99,29 @@ nnpops_status nnpops__center_neighbors_cpu(const nnpops__nbr_in *in, int64_t n_c
     start[0] = 0;
     return NNPOPS_OK;
 }
+
+/* ---- CSR center lists from a half list (kernels.h: nnpops__center_lists_cpu) ---- */
+
+int64_t nnpops__center_lists_cpu(int64_t n_centers, int64_t n_pairs, const int32_t *pairs,
+                                 int64_t *start, int64_t *entry) {
+    memset(start, 0, sizeof(int64_t) * (size_t)(n_centers + 1));
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const int64_t i = pairs[2 * p], j = pairs[2 * p + 1];
+        if (i < n_centers) start[i + 1]++;
+        if (j < n_centers) start[j + 1]++;
+    }
+    int64_t max_count = 0;
+    for (int64_t c = 0; c < n_centers; c++) {
+        if (start[c + 1] > max_count) max_count = start[c + 1];
+        start[c + 1] += start[c];
+    }
+    /* fill with start[c] as the cursor of c, then shift the cursors back into starts */
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const int64_t i = pairs[2 * p], j = pairs[2 * p + 1];
+        if (i < n_centers) entry[start[i]++] = 2 * p;
+        if (j < n_centers) entry[start[j]++] = 2 * p + 1;
+    }
+    for (int64_t c = n_centers; c > 0; c--) start[c] = start[c - 1];
+    start[0] = 0;
+    return max_count;
+}

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/src/internal.h"
+#include "kernels/base.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/fused.h"
 
@@ -122,87 +122,6 @@ nnpops_status nnpops__center_lists_cuda(int64_t n_centers, int64_t n_pairs, cons
                                         int64_t *max_count_dev, void *work, size_t work_bytes,
                                         void *stream);
 
-/* ---- AEV (aev.cu) ------------------------------------------------------------------------------ *
- * Twins of nnpops__aev_forward_cpu_* / nnpops__aev_backward_cpu_*.  Extra behaviour:
- *  - entry may be NULL: entry e is 2 e (the center lists of nnpops__center_out); then the backward
- *    WRITES pair_grad[e] (each entry belongs to one center) instead of adding to it;
- *  - centers[r] < 0 marks a padding column (skipped);
- *  - at most max_angular entries within the angular cutoff per center are held in shared memory;
- *    a center with more sets NNPOPS__ST_ANGULAR and status->max_angular (the caller retries with
- *    more, see nnpops__aev_cuda_max_angular_limit);
- *  - `capacity` bounds the entries read (a truncated list after an overflow is never read out of
- *    bounds; its results are discarded by the caller).
- * The descriptor must have angular_len <= 1024 (NNPOPS_ERROR_UNSUPPORTED otherwise). */
-int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *desc, int precision);
-nnpops_status nnpops__aev_forward_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                           const int32_t *centers, const int64_t *start,
-                                           const int64_t *entry, const int32_t *pairs,
-                                           const double *pair_vec, const int32_t *species,
-                                           float *aev, int64_t ld, int64_t capacity,
-                                           int32_t max_angular, nnpops__dev_status *status,
-                                           void *stream);
-nnpops_status nnpops__aev_forward_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                           const int32_t *centers, const int64_t *start,
-                                           const int64_t *entry, const int32_t *pairs,
-                                           const double *pair_vec, const int32_t *species,
-                                           double *aev, int64_t ld, int64_t capacity,
-                                           int32_t max_angular, nnpops__dev_status *status,
-                                           void *stream);
-nnpops_status nnpops__aev_backward_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                            const int32_t *centers, const int64_t *start,
-                                            const int64_t *entry, const int32_t *pairs,
-                                            const double *pair_vec, const int32_t *species,
-                                            const float *grad_aev, int64_t ld, double *pair_grad,
-                                            int64_t capacity, int32_t max_angular,
-                                            nnpops__dev_status *status, void *stream);
-/* As nnpops__aev_backward_cuda_f32 (det: the deterministic twin) with dE/dAEV given as `slices`
- * slices grad_aev + j slice_stride, each [aev_len][ld] (the partial sums of a k-split adjoint,
- * nnpops__sg_problem.split), added in slice order. */
-nnpops_status nnpops__aev_backward_sum_cuda_f32(
-    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
-    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
-    const float *grad_aev, int64_t ld, int32_t slices, int64_t slice_stride, double *pair_grad,
-    int64_t capacity, int32_t max_angular, nnpops__dev_status *status, void *stream, int det);
-nnpops_status nnpops__aev_backward_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                            const int32_t *centers, const int64_t *start,
-                                            const int64_t *entry, const int32_t *pairs,
-                                            const double *pair_vec, const int32_t *species,
-                                            const double *grad_aev, int64_t ld, double *pair_grad,
-                                            int64_t capacity, int32_t max_angular,
-                                            nnpops__dev_status *status, void *stream);
-
-/* Deterministic variants (option deterministic; entry == NULL center lists only): fixed-point
- * shared sums, bitwise reproducible for a given entry order (see aev.cu). */
-nnpops_status nnpops__aev_forward_det_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                               const int32_t *centers, const int64_t *start,
-                                               const int64_t *entry, const int32_t *pairs,
-                                               const double *pair_vec, const int32_t *species,
-                                               float *aev, int64_t ld, int64_t capacity,
-                                               int32_t max_angular, nnpops__dev_status *status,
-                                               void *stream);
-nnpops_status nnpops__aev_forward_det_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                               const int32_t *centers, const int64_t *start,
-                                               const int64_t *entry, const int32_t *pairs,
-                                               const double *pair_vec, const int32_t *species,
-                                               double *aev, int64_t ld, int64_t capacity,
-                                               int32_t max_angular, nnpops__dev_status *status,
-                                               void *stream);
-nnpops_status nnpops__aev_backward_det_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                                const int32_t *centers, const int64_t *start,
-                                                const int64_t *entry, const int32_t *pairs,
-                                                const double *pair_vec, const int32_t *species,
-                                                const float *grad_aev, int64_t ld,
-                                                double *pair_grad, int64_t capacity,
-                                                int32_t max_angular, nnpops__dev_status *status,
-                                                void *stream);
-nnpops_status nnpops__aev_backward_det_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                                const int32_t *centers, const int64_t *start,
-                                                const int64_t *entry, const int32_t *pairs,
-                                                const double *pair_vec, const int32_t *species,
-                                                const double *grad_aev, int64_t ld,
-                                                double *pair_grad, int64_t capacity,
-                                                int32_t max_angular, nnpops__dev_status *status,
-                                                void *stream);
 /* Diagnostics: in builds with NNPOPS_AEV_STAMPS, copies the SM clocks recorded by the first thread
  * of blocks 0 .. NNPOPS__AEV_STAMP_BLOCKS-1 of the last AEV forward (k = 0) and adjoint (k = 1) at
  * their phase boundaries, stamps[(k * NNPOPS__AEV_STAMP_BLOCKS + block) * NNPOPS__AEV_STAMPS +
@@ -266,17 +185,6 @@ nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, c
  * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
                                           size_t work_bytes, void *stream);
-/* The tails of `count` networks (nnpops__sg_tail_cpu_f32: hidden layers 1 .. h-1, the output
- * layer adding the energies with atomics (out.atom_energy, out.member_energy zero on entry), the
- * backward pass down to dE/dZ0 written over t[q].A) in one launch per NNPOPS__SG_PER_LAUNCH
- * networks (thread block clusters, tail.cu).  Every network must pass nnpops__sg_tail_supported
- * (else NNPOPS_ERROR_UNSUPPORTED, nothing enqueued). */
-nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int32_t count, double alpha,
-                                       void *stream);
-/* 1 when the current device runs network t's tail in one launch: compute capability 9.0 on, 2 to
- * NNPOPS__SG_TAIL_MAX_HIDDEN hidden layers, widths at most 256 and multiples of 4, 16-byte
- * aligned weights, out.n <= NNPOPS__SG_MAX_COLS, the atomic output form (not deterministic). */
-int nnpops__sg_tail_supported(const nnpops__sg_tail *t);
 /* Diagnostics: in builds with NNPOPS_TAIL_STAMPS, copies the SM clock of the last tail launch's
  * first thread at its phase boundaries into stamps[NNPOPS__SG_TAIL_STAMPS] and returns 1 (else 0). */
 #define NNPOPS__SG_TAIL_STAMPS 17

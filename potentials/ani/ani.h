@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "core/src/potential_api.h"
-#include "kernels/cpu/kernels.h"
+#include "potentials/ani/ani_ops.h"
 
 #define NNPOPS__ANI_MAX_LAYERS 16    /* dense layers per network, output layer included */
 #define NNPOPS__ANI_MAX_WIDTH 65536  /* largest layer width accepted */

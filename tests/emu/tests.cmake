@@ -1,5 +1,5 @@
 # Emulated GPU tests (label "emu"): the library built with its CUDA backend for the CPU, every
-# kernel of kernels/cuda/*.cu compiled as C++ against the stand-in headers of tests/emu/include
+# kernel (NNPOPS_CUDA_KERNEL_FILES: kernels/cuda/*.cu and the potentials' cuda/*.cu) compiled as C++ against the stand-in headers of tests/emu/include
 # (every launch runs at once, or is recorded while a stream is captured into a graph; threads are
 # fibers that switch at warp collectives and block barriers, a cluster's blocks run together:
 # emu.cpp; cuBLAS is a plain GEMM; the asynchronous copies are plain copies,
@@ -34,12 +34,12 @@ function(nnpops_emu_source cu out_var)
   set(${out_var} ${gen} PARENT_SCOPE)
 endfunction()
 set(emu_kernels)
-foreach(k neighbors aev mlp reduce tail tf32x3 device_io)
-  nnpops_emu_source(${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu gen)
+foreach(cu ${NNPOPS_CUDA_KERNEL_FILES})
+  nnpops_emu_source(${PROJECT_SOURCE_DIR}/${cu} gen)
   list(APPEND emu_kernels ${gen})
 endforeach()
 set(emu_lib_sources ${NNPOPS_CORE_SOURCES} ${NNPOPS_CPU_KERNEL_SOURCES}
-  ${NNPOPS_POTENTIAL_SOURCES} core/src/cuda_step.c potentials/ani/ani_cuda.c)
+  ${NNPOPS_POTENTIAL_SOURCES} ${NNPOPS_CUDA_HOST_SOURCES})
 list(TRANSFORM emu_lib_sources PREPEND ${PROJECT_SOURCE_DIR}/)
 
 # nnpops_emu_library(NAME RUNTIME DEFINITION...): the library with its CUDA backend and every

@@ -53,6 +53,7 @@
 #include "kernels/cpu/fused.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani_ops.h"
 #include "potentials/ani/ani.h"
 
 static unsigned long long rng = 0x9e3779b97f4a7c15ull;

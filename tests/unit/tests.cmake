@@ -62,7 +62,7 @@ nnpops_unit_cases(lists ${CMAKE_CURRENT_LIST_DIR}/test_lists.c
 nnpops_unit_cases(pool ${CMAKE_CURRENT_LIST_DIR}/test_pool.c shares partial barrier)
 target_link_libraries(${NNPOPS_UNIT_TARGET} PRIVATE Threads::Threads)
 
-# The AEV restricted to the species present (kernels/cpu/aev.c), which the GPU step computes.
+# The AEV restricted to the species present (potentials/ani/cpu/aev.c), which the GPU step computes.
 nnpops_unit_cases(aev_restrict ${CMAKE_CURRENT_LIST_DIR}/test_aev_restrict.c lengths random)
 
 # The ANI GPU step's host-side plan (potentials/ani/ani_cuda.c: side streams, work space); built

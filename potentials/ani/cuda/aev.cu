@@ -1,6 +1,7 @@
 /*
- * aev.cu - ANI atomic environment vectors on the GPU and their adjoint: twins of kernels/cpu/aev.c
- * (same definition, constants and index layout: see kernels/cpu/kernels.h), float and double.
+ * aev.cu - ANI atomic environment vectors on the GPU and their adjoint: twins of
+ * potentials/ani/cpu/aev.c (same definition, constants and index layout: see
+ * potentials/ani/ani_ops.h), float and double.
  *
  * Forward: one thread block per column r, i.e. per center atom centers[r] (128 threads; 512 when
  * there are at most AEV_SMALL_COLS columns, so that a small system's few centers spread their
@@ -61,10 +62,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
+#include "kernels/cuda/common.cuh"
 
 extern "C" {
-#include "kernels_cuda.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani_ops.h"
 }
 
 using namespace nnpops_cuda;
