@@ -14,6 +14,9 @@
  * Parameters are kept per unordered species pair in an S x S table (symmetric), converted to
  * angstrom at load.  Everything is computed in double whatever the model's precision: the
  * potential is a reference for tests and its cost is negligible.  No weights file.
+ *
+ * On a GPU model the step hands center lists of the local atoms instead, and the op of
+ * potentials/lj/lj_ops.h computes the same terms (lj_cuda.c: the GPU hooks).
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,19 +24,15 @@
 #include <string.h>
 
 #include "core/src/potential_api.h"
+#include "potentials/lj/lj.h"
+#include "potentials/lj/lj_ops.h"
 
-typedef struct lj_pair {
-    int on;         /* the species pair interacts */
-    double eps;     /* model energy unit */
-    double sigma;   /* angstrom */
-    double cutoff;  /* angstrom */
-    double e_shift; /* energy at the cutoff (0 without shift) */
-} lj_pair;
+typedef nnpops__lj_pair lj_pair;
 
 typedef struct lj_impl {
     int32_t n_species;
     int shift;
-    lj_pair table[NNPOPS__MAX_SPECIES][NNPOPS__MAX_SPECIES];
+    nnpops__lj_table table; /* pair[a * n_species + b]; the GPU path's copy (lj_cuda.c) too */
 } lj_impl;
 
 static double lj_energy(double eps, double sigma, double r) {
@@ -71,6 +70,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
     if (!p) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for an LJ model");
     model->impl = p;
     p->n_species = model->n_species;
+    p->table.n_species = model->n_species;
 
     if ((st = nnpops__cfg_get(cfg, lj, "shift", 0, &n)) != NNPOPS_OK) return st;
     if (n && (st = nnpops__cfg_bool(cfg, n, "lj.shift", &p->shift)) != NNPOPS_OK) return st;
@@ -107,7 +107,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
                                     nnpops__cfg_line(cfg, sym_node), what, sym);
             }
         }
-        lj_pair *t = &p->table[sp[0]][sp[1]];
+        lj_pair *t = &p->table.pair[sp[0] * p->n_species + sp[1]];
         if (t->on) {
             return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
                                 "%s:%d: %s: the pair %s-%s is listed twice", file,
@@ -145,7 +145,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
         t->sigma = sigma * ell;
         t->cutoff = cut * ell;
         t->e_shift = p->shift ? lj_energy(t->eps, t->sigma, t->cutoff) : 0.0;
-        p->table[sp[1]][sp[0]] = *t;
+        p->table.pair[sp[1] * p->n_species + sp[0]] = *t;
         if (t->cutoff > max_cut) max_cut = t->cutoff;
     }
     model->cutoff = max_cut;
@@ -171,7 +171,7 @@ static nnpops_status lj_compute_cpu(const nnpops_model *model, nnpops__scratch *
     const int full = step->lists.full;
     for (int64_t q = 0; q < step->n_pairs; q++) {
         const int32_t i = step->pairs[2 * q], j = step->pairs[2 * q + 1];
-        const lj_pair *t = &p->table[step->species[i]][step->species[j]];
+        const lj_pair *t = &p->table.pair[step->species[i] * p->n_species + step->species[j]];
         const double r = step->pair_dist[q];
         if (!t->on || !(r < t->cutoff)) continue;
         /* a half list gives each local atom of the pair half of E_ij; full lists have the pair
@@ -203,4 +203,14 @@ const nnpops__potential_vt nnpops__lj_vt = {
     .load = lj_load,
     .destroy = lj_destroy,
     .compute_cpu = lj_compute_cpu,
+#ifdef NNPOPS_HAVE_CUDA
+    .upload = nnpops__lj_upload,
+    .release_device = nnpops__lj_release_device,
+    .cuda_work_bytes = nnpops__lj_cuda_work_bytes,
+    .compute_cuda = nnpops__lj_compute_cuda,
+#endif
 };
+
+const nnpops__lj_table *nnpops__lj_table_of(const nnpops_model *model) {
+    return &((const lj_impl *)model->impl)->table;
+}

@@ -26,13 +26,13 @@ endfunction()
 # The GPU code's diagnostic and comparison build options still compile (no GPU needed).
 add_test(NAME unit.cuda_variants
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/check_cuda_variants.sh ${CMAKE_CUDA_COMPILER}
-  ${PROJECT_SOURCE_DIR})
+  ${PROJECT_SOURCE_DIR} ${NNPOPS_GENERATED_INCLUDE_DIR})
 set_tests_properties(unit.cuda_variants PROPERTIES LABELS unit)
 
 add_executable(test_gpu_ops ${CMAKE_CURRENT_LIST_DIR}/test_gpu_ops.c)
 nnpops_gpu_internal_program(test_gpu_ops)
 foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_errors center_lists aev
-             dense celu fused reduce reduce_step small_gemm sg_tail stage)
+             dense celu fused reduce reduce_step small_gemm sg_tail stage lj lj_model)
   add_test(NAME gpu.ops.${case} COMMAND test_gpu_ops ${case})
   set_tests_properties(gpu.ops.${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
