@@ -85,7 +85,7 @@ void nnpops__scratch_free(nnpops__scratch *scratch);
 #define NNPOPS__ST_TOO_CLOSE 2u       /* a pair closer than min_distance (close_*) */
 #define NNPOPS__ST_BAD_CELL 4u        /* singular or non-finite cell (bad_system, bad_axis) */
 #define NNPOPS__ST_TOO_MANY_IMAGES 8u /* images along bad_axis of bad_system exceed max_images */
-#define NNPOPS__ST_ANGULAR 16u        /* a center has more angular entries than the AEV kernels hold */
+#define NNPOPS__ST_POT_CAPACITY 16u   /* a potential's op needs more of its own capacity (pot_need) */
 #define NNPOPS__ST_GEOM_SET 256u      /* internal: bad_system/bad_axis/images/bad_kind are written */
 typedef struct nnpops__dev_status {
     int64_t n_entries;   /* entries (pairs) found; all are counted, the first `capacity` written */
@@ -95,7 +95,8 @@ typedef struct nnpops__dev_status {
     int32_t bad_axis;
     int32_t images;      /* images needed along bad_axis */
     int32_t close_i, close_j; /* a too-close pair (close_i == close_j: an atom and its own image) */
-    int32_t max_angular; /* AEV: largest angular entry count seen when ST_ANGULAR is set */
+    int32_t pot_need;    /* with ST_POT_CAPACITY: the largest capacity a potential's op asked for
+                          * (ANI: angular entries of one center) */
     int32_t bad_kind;    /* NNPOPS__ST_BAD_CELL or _TOO_MANY_IMAGES: the error recorded in bad_* */
     double close_d;
 } nnpops__dev_status;

@@ -144,7 +144,6 @@ nnpops_status nnpops__gpu_ctx_create(int device, nnpops__cuda_ctx **out) {
     nnpops__cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (GPU context state)");
     c->device = device;
-    c->max_angular = 64;
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         c->stream = NULL;

@@ -319,7 +319,7 @@ static nnpops_status dev_problem(const nnpops__cuda_ctx *c, const nnpops_model *
                  "replayed: it works on a retired work space and its outputs are NaN; capture it "
                  "again",
                  (long long)v->generation);
-    } else if (sf & (NNPOPS__ST_OVERFLOW | NNPOPS__ST_ANGULAR)) {
+    } else if (sf & (NNPOPS__ST_OVERFLOW | NNPOPS__ST_POT_CAPACITY)) {
         st = NNPOPS_ERROR_NEIGHBOR_OVERFLOW;
         if (sf & NNPOPS__ST_OVERFLOW)
             snprintf(msg, sizeof msg,
@@ -330,11 +330,11 @@ static nnpops_status dev_problem(const nnpops__cuda_ctx *c, const nnpops_model *
                      (long long)r->max_entries, (long long)v->P.z.capacity, (long long)v->capacity);
         else
             snprintf(msg, sizeof msg,
-                     "a device step found a center with %d angular neighbors, more than the %d of "
-                     "the plan; grown to %d: make one nnpops_compute_device call on a stream that "
-                     "is not capturing (it re-plans), then capture again (graphs captured before "
-                     "that call are invalid)",
-                     (int)r->max_angular, (int)v->P.max_angular, (int)c->max_angular);
+                     "a device step needed %d of the %s potential's own capacity, more than the "
+                     "%d of the plan; grown to %d: make one nnpops_compute_device call on a stream "
+                     "that is not capturing (it re-plans), then capture again (graphs captured "
+                     "before that call are invalid)",
+                     (int)r->pot_need, m->type, (int)v->P.pot_capacity, (int)c->pot_capacity);
     } else if (io & NNPOPS__IO_BAD_POSITION) {
         st = NNPOPS_ERROR_BAD_POSITION;
         snprintf(msg, sizeof msg, "atom %lld has a non-finite position",
@@ -421,7 +421,7 @@ static nnpops_status device_plan(nnpops__cuda_ctx *c, const nnpops_model *m,
     for (int attempt = 0;; attempt++) {
         z->capacity = v->capacity;
         ds->capacity = z->capacity;
-        P.max_angular = c->max_angular;
+        P.pot_capacity = c->pot_capacity;
         nnpops__gpu_step_layout_of(m, z, ds, &P.L);
         const step_layout *L = &P.L;
         TRY(nnpops__gpu_grow_arena(&v->dev, &v->dev_bytes, L->total, stream, c->device,
@@ -630,9 +630,9 @@ static nnpops_status device_status(nnpops__cuda_ctx *c, const nnpops_model *m, v
         stats->neighbor_rebuilds++;
         v->ready = 0;
     }
-    if (r.step_flags & NNPOPS__ST_ANGULAR) {
-        const int32_t want = (r.max_angular + 31) / 32 * 32;
-        if (want > c->max_angular) c->max_angular = want;
+    if ((r.step_flags & NNPOPS__ST_POT_CAPACITY) && m->vt->cuda_capacity) {
+        const int32_t want = m->vt->cuda_capacity(m, r.pot_need);
+        if (want > c->pot_capacity) c->pot_capacity = want;
         v->ready = 0;
     }
     if (r.io_flags & (NNPOPS__IO_SPECIES | NNPOPS__IO_BATCH | NNPOPS__IO_BATCH_RANGE)) v->ready = 0;

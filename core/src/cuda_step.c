@@ -46,7 +46,7 @@
  * onto the context's side streams (their own cuBLAS handles) and joins back with events, which a
  * capture records as parallel branches of the graph.  A graph is keyed by every
  * host-side value baked into it (sizes, column counts per species, neighbor plan, capacity,
- * max_angular, options, arena and staging addresses); a step with another key drops the graph and
+ * the potential's own capacity, options, arena and staging addresses); a step with another key drops the graph and
  * runs eagerly until graph_warmup_steps steps of the new key have run, then captures again.  A
  * neighbor overflow seen after a replay grows the capacity, which changes the key: the step is
  * recomputed eagerly with the grown buffers and the new shape re-captured after its warm-up.  A
@@ -109,7 +109,8 @@ nnpops_status nnpops__gpu_check_status(const nnpops__dev_status *s, const nnpops
 
 
 /* After a synchronous step: the errors of the status word, the max_neighbors limit, the entries
- * per center statistic, and growth: *retry = 1 when the capacity or max_angular grew (the step must
+ * per center statistic, and growth: *retry = 1 when the capacity or the potential's own capacity
+ * grew (vt->cuda_capacity; the step must
  * be recomputed; an error after a few rounds). */
 nnpops_status nnpops__gpu_settle_status(nnpops__cuda_ctx *c, const nnpops_model *m,
                                         const nnpops__dev_status *s, const nnpops__cuda_args *g,
@@ -131,9 +132,13 @@ nnpops_status nnpops__gpu_settle_status(nnpops__cuda_ctx *c, const nnpops_model 
         g->stats->neighbor_rebuilds++;
         *retry = 1;
     }
-    if (s->flags & NNPOPS__ST_ANGULAR) {
-        /* the AEV launchers refuse (UNSUPPORTED) more than their shared memory holds */
-        c->max_angular = (s->max_angular + 31) / 32 * 32;
+    if (s->flags & NNPOPS__ST_POT_CAPACITY) {
+        /* the potential's op held less than it needed: the potential grows its capacity */
+        if (!m->vt->cuda_capacity)
+            return nnpops__fail(NNPOPS_ERROR_INTERNAL,
+                                "GPU step: the %s potential reported a capacity it cannot grow",
+                                m->type);
+        c->pot_capacity = m->vt->cuda_capacity(m, s->pot_need);
         *retry = 1;
     }
     if (*retry && attempt >= 3)
@@ -152,7 +157,9 @@ void nnpops__gpu_plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnp
     nnpops__dstep *ds = &P->ds;
     P->min_distance = g->min_distance;
     P->max_images = g->max_images;
-    P->max_angular = c->max_angular;
+    if (c->pot_capacity == 0 && m->vt->cuda_capacity)
+        c->pot_capacity = m->vt->cuda_capacity(m, 0); /* the first capacity */
+    P->pot_capacity = c->pot_capacity;
     z->n = g->n_atoms;
     z->n_local = g->n_local;
     z->ns = g->n_systems;
@@ -297,7 +304,7 @@ nnpops_status nnpops__gpu_enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *
     ds->start = cout.start;
     ds->pairs = cout.pairs;
     ds->vec = cout.vec;
-    ds->max_angular = P->max_angular;
+    ds->pot_capacity = P->pot_capacity;
     ds->status = dstatus;
     ds->need_grad = z->need_grad;
     ds->atom_energy = (double *)(d + L->atom_e);
@@ -397,7 +404,7 @@ static void graph_key_of(const nnpops__cuda_ctx *c, const step_plan *P, graph_ke
     k->ds_cols = P->ds.n_cols;
     memcpy(k->col_count, P->ds.col_count, sizeof k->col_count);
     k->member = P->ds.member;
-    k->max_angular = P->max_angular;
+    k->pot_capacity = P->pot_capacity;
     k->max_images = P->max_images;
     k->species_present = P->ds.species_present;
     k->pot_state = P->ds.pot_state;
@@ -529,7 +536,7 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
     for (int attempt = 0;; attempt++) {
         z->capacity = c->capacity;
         ds->capacity = z->capacity;
-        P.max_angular = c->max_angular;
+        P.pot_capacity = c->pot_capacity;
         /* the potential's work space depends on the columns only */
         nnpops__gpu_step_layout_of(m, z, ds, &P.L);
         TRY(nnpops__gpu_grow_arena(&c->dev, &c->dev_bytes, L->total, c->stream, c->device,

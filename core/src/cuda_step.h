@@ -57,7 +57,7 @@ typedef struct step_plan {
     nnpops__dstep ds;
     double min_distance;
     int32_t max_images;
-    int32_t max_angular;       /* angular entries per center the AEV kernels hold */
+    int32_t pot_capacity;      /* the potential's own capacity (vt->cuda_capacity) */
 } step_plan;
 
 typedef struct step_wants {
@@ -68,7 +68,7 @@ typedef struct graph_key {
     step_sizes z;
     int64_t ds_cols;
     int64_t col_count[NNPOPS__MAX_SPECIES];
-    int32_t member, max_angular, max_images;
+    int32_t member, pot_capacity, max_images;
     uint32_t species_present;
     double min_distance;
     void *dev, *pin_in, *pin_out, *pot_state;
@@ -132,7 +132,7 @@ struct nnpops__cuda_ctx {
     size_t pin_in_bytes, pin_out_bytes;
     int64_t capacity;          /* center-list entries */
     double entries_per_center; /* largest ratio seen, for the first capacity of a new size */
-    int32_t max_angular;
+    int32_t pot_capacity;      /* the potential's own capacity (0: not asked yet, or none) */
     void *blas_work;           /* where cuBLAS's work space was last set (NULL: set it again) */
     int blas_sides;            /* and for how many side-stream handles */
     /* CUDA graph of the last shape (option cuda_graphs) */

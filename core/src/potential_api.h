@@ -192,6 +192,12 @@ typedef struct nnpops__potential_vt {
                                   void **state);
     /* Frees that state (never fails; the context's device is current, its work has finished). */
     void (*cuda_release_state)(void *state);
+    /* Optional: the potential's own capacity, which the core keeps per context (and per device
+     * entry plan) and hands to each step as step->pot_capacity.  need = 0: the first capacity;
+     * need > 0: a step set NNPOPS__ST_POT_CAPACITY with status->pot_need = need (the step's
+     * results are discarded); returns the grown capacity (>= need), and the core recomputes the
+     * step with it (the host entry) or re-plans (the device entry). */
+    int32_t (*cuda_capacity)(const nnpops_model *model, int32_t need);
 } nnpops__potential_vt;
 
 #ifdef NNPOPS_HAVE_CUDA
@@ -218,7 +224,8 @@ typedef struct nnpops__dstep {
     const int64_t *start;         /* [n_local + 1] */
     const int32_t *pairs;         /* [capacity][2] */
     const double *vec;            /* [capacity][3] */
-    int32_t max_angular;          /* angular entries per center the AEV kernels hold */
+    int32_t pot_capacity;         /* the potential's own capacity (vt->cuda_capacity; ANI: the
+                                   * angular entries per center the AEV kernels hold), 0 without */
     nnpops__dev_status *status;
     int32_t member;               /* -1 = ensemble mean */
     int need_grad;

@@ -104,8 +104,8 @@ __global__ void io_finish_kernel(const nnpops__io_finish_args a) {
                 r->max_entries = st->n_entries;
             if ((iflags & NNPOPS__IO_MAX_NEIGHBORS) && st->n_half > r->max_half)
                 r->max_half = st->n_half;
-            if ((sflags & NNPOPS__ST_ANGULAR) && st->max_angular > r->max_angular)
-                r->max_angular = st->max_angular;
+            if ((sflags & NNPOPS__ST_POT_CAPACITY) && st->pot_need > r->pot_need)
+                r->pot_need = st->pot_need;
             if (!r->bad_position) r->bad_position = io->bad_position;
             if (!r->bad_species) r->bad_species = io->bad_species;
             if (!r->bad_batch) r->bad_batch = io->bad_batch;

@@ -323,7 +323,7 @@ typedef struct nnpops__io_sticky {
     uint32_t io_flags;          /* OR of the io flags (NNPOPS__IO_*) */
     int64_t max_entries;        /* largest entry count of a step with NNPOPS__ST_OVERFLOW */
     int64_t max_half;           /* largest pair count of a step with NNPOPS__IO_MAX_NEIGHBORS */
-    int32_t max_angular;        /* largest angular count of a step with NNPOPS__ST_ANGULAR */
+    int32_t pot_need;           /* largest pot_need of a step with NNPOPS__ST_POT_CAPACITY */
     int32_t pad;
     int64_t last_n_half, last_n_entries; /* of the last step */
     nnpops__dev_status geometry;         /* status word of the first step with NNPOPS__ST_GEOMETRY */

@@ -887,6 +887,7 @@ const nnpops__potential_vt nnpops__ani_vt = {
     .compute_cuda = nnpops__ani_compute_cuda,
     .cuda_prepare = nnpops__ani_cuda_prepare,
     .cuda_release_state = nnpops__ani_cuda_release_state,
+    .cuda_capacity = nnpops__ani_cuda_capacity,
 #endif
 };
 

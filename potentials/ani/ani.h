@@ -60,6 +60,9 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *step,
                                        void **state);
 void nnpops__ani_cuda_release_state(void *state);
+/* vt->cuda_capacity: the angular entries per center the AEV kernels hold (64 at first; a need
+ * rounded up to a multiple of 32; the AEV launchers refuse more than their shared memory holds). */
+int32_t nnpops__ani_cuda_capacity(const nnpops_model *model, int32_t need);
 #endif
 
 #endif /* NNPOPS_POTENTIALS_ANI_H */

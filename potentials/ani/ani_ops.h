@@ -162,8 +162,8 @@ void nnpops__sg_tail_cpu_f32(const nnpops__sg_tail *t, double alpha, float *work
  *    WRITES pair_grad[e] (each entry belongs to one center) instead of adding to it;
  *  - centers[r] < 0 marks a padding column (skipped);
  *  - at most max_angular entries within the angular cutoff per center are held in shared memory;
- *    a center with more sets NNPOPS__ST_ANGULAR and status->max_angular (the caller retries with
- *    more, see nnpops__aev_cuda_max_angular_limit);
+ *    a center with more sets NNPOPS__ST_POT_CAPACITY and status->pot_need (the step grows the
+ *    potential's capacity, vt->cuda_capacity, and retries; see nnpops__aev_cuda_max_angular_limit);
  *  - `capacity` bounds the entries read (a truncated list after an overflow is never read out of
  *    bounds; its results are discarded by the caller).
  * The descriptor must have angular_len <= 1024 (NNPOPS_ERROR_UNSUPPORTED otherwise). */

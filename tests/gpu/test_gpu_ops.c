@@ -933,8 +933,8 @@ static int aev_one(const nnpops__aev_desc *desc, int f64, int n, const double *x
                                                   dspecies, daev, ld, np, small, dst, g_stream));
         nnpops__dev_status st;
         to_host(&st, dst, sizeof st);
-        CHECK(st.flags & NNPOPS__ST_ANGULAR);
-        const int32_t need = st.max_angular;
+        CHECK(st.flags & NNPOPS__ST_POT_CAPACITY);
+        const int32_t need = st.pot_need;
         CHECK(need > small);
         CUDA_CHECK(cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), g_stream));
         if (f64) {

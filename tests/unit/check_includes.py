@@ -3,6 +3,8 @@
     kernels/     includes nothing of core/src/ or potentials/ (the public header is allowed)
     potentials/  includes of core/ only the interface header core/src/potential_api.h
 
+and the core stays readable: no source file under core/ is longer than CORE_MAX_LINES lines.
+
 A quoted include is resolved against the including file's folder, then the source root (the
 build's include path); system includes (<...>) are not checked.  Usage:
 
@@ -16,6 +18,7 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".cpp")
 INTERFACE = "core/src/potential_api.h"
+CORE_MAX_LINES = 900
 
 
 def resolve(root, rel_file, target, exists):
@@ -47,7 +50,12 @@ def violation(rel_file, included):
 def check(root, files, read, exists):
     problems = []
     for rel in files:
-        for target in INCLUDE.findall(read(rel)):
+        text = read(rel)
+        lines = text.count("\n")
+        if rel.startswith("core/") and lines > CORE_MAX_LINES:
+            problems.append("%s: %d lines: a core file holds at most %d (split it by concern)"
+                            % (rel, lines, CORE_MAX_LINES))
+        for target in INCLUDE.findall(text):
             inc = resolve(root, rel, target, exists)
             if inc is None:
                 continue  # generated or system-provided (nnpops/version.h, emulation headers)
@@ -78,14 +86,17 @@ def self_test():
         "kernels/cuda/bad_pot.cu": '#include "../../potentials/x/x.h"\n',
         "potentials/x/x.h": '#include "core/src/potential_api.h"\n#include "kernels/base.h"\n',
         "potentials/x/bad.c": '#include "x.h"\n#include "core/src/internal.h"\n',
+        "core/src/long.c": "int x;\n" * (CORE_MAX_LINES + 1),
+        "core/src/short.c": "int y;\n" * CORE_MAX_LINES,
     }
     problems = check("", sorted(tree), lambda p: tree[p], lambda p: p in tree)
     bad = sorted(p.split(":")[0] for p in problems)
-    expected = ["kernels/cpu/bad_core.c", "kernels/cuda/bad_pot.cu", "potentials/x/bad.c"]
+    expected = ["core/src/long.c", "kernels/cpu/bad_core.c", "kernels/cuda/bad_pot.cu",
+                "potentials/x/bad.c"]
     if bad != expected:
         print("self-test: found", bad, "expected", expected)
         return 1
-    print("self-test: the three violations were found, nothing else")
+    print("self-test: the four violations were found, nothing else")
     return 0
 
 

@@ -435,8 +435,8 @@ __device__ __forceinline__ void lane_factor_grad<float>(const ang_lane<float> &a
 template <typename R> __device__ __forceinline__ int listed_count(const aev_args<R> &a, int nang) {
     if (nang <= a.max_ang) return nang;
     if (threadIdx.x == 0) {
-        atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_ANGULAR);
-        atomicMax(&a.status->max_angular, nang);
+        atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_POT_CAPACITY);
+        atomicMax(&a.status->pot_need, nang);
     }
     return a.max_ang;
 }
