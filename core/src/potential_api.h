@@ -163,7 +163,8 @@ typedef struct nnpops__potential_vt {
                           const nnpops__weights *weights);
     void (*destroy)(nnpops_model *model);
     /* Optional: the neighbor lists of the model's CPU steps (NULL: a half list without the pairs
-     * of two ghosts, what ANI and LJ use). */
+     * of two ghosts, what ANI and LJ use).  The GPU step hands compute_cuda center lists of the
+     * local atoms (nnpops__dstep) whatever this chooses. */
     void (*neighbor_lists)(const nnpops_model *model, nnpops__nbr_choice *lists);
     /* One step on the CPU (writes the step's outputs, descriptor_length among them).  Must not
      * keep pointers into `step` after returning. */
