@@ -10,10 +10,10 @@
  *      minimum-distance check
  *   4. the potential's per-atom energies and pair gradients
  *   5. reductions (energies, forces, virials, per-atom terms) and conversion to the caller's units
- * On a GPU model, steps 3-5 run in core/src/cuda_step.c.
+ * On a GPU model, steps 3-5 run in core/src/cuda_step.c (the device entry: cuda_device.c).
  *
  * nnpops_compute_device (experimental; device arrays, the caller's CUDA stream): argument checks
- * here, then cuda_step.c either enqueues the step of the context's plan or asks for a plan; a
+ * here, then cuda_device.c either enqueues the step of the context's plan or asks for a plan; a
  * planning call copies the device inputs to the host, runs steps 1-2 above on them (so its errors
  * are nnpops_compute's), resolves n_systems = max(batch) + 1 when it is not given, and hands the
  * prepared arrays to nnpops__cuda_device_plan.

@@ -1,6 +1,6 @@
 /*
  * center_neighbors.c - center lists on the CPU: the twin of the GPU step's neighbor search
- * (kernels/cuda/neighbors.cu, nnpops__center_neighbors_cuda), layout in core/src/internal.h
+ * (kernels/cuda/neighbors.cu, nnpops__center_neighbors_cuda), layout in kernels/cpu/kernels.h
  * (nnpops__center_out).
  *
  * What it computes: for every center c < n_centers (a local atom), every atom or periodic image

@@ -1,7 +1,7 @@
 /*
  * device_io.cu - the two kernels of the device-pointer entry (nnpops_compute_device) that touch the
  * caller's arrays: input preparation before the step and output finishing after it (see the
- * "device entry" section of kernels_cuda.h; the step itself is core/src/cuda_step.c).
+ * "device entry" section of kernels_cuda.h; the entry is core/src/cuda_device.c).
  *
  *   prepare: a thread per atom (positions, species, batch) and per cell entry; thread 0 also
  *            compares the plan generation.  Flags go to the step's io word with atomicOr; the first

@@ -1,8 +1,8 @@
 /*
  * kernels_cuda.h - launchers of the CUDA kernels (C interface; the kernels live in the .cu files here).
  *
- * Every launcher is the twin of a CPU op (kernels/cpu/kernels.h, core/src/internal.h,
- * kernels/cpu/fused.h): the same arguments, all arrays DEVICE pointers, plus
+ * Every launcher is the twin of a CPU op (kernels/cpu/kernels.h, kernels/cpu/fused.h): the same
+ * arguments, all arrays DEVICE pointers, plus
  *   - `stream` (a cudaStream_t as void *; NULL = the legacy default stream),
  *   - where the op needs scratch: `work` / `work_bytes` (device memory from the caller's workspace;
  *     the size comes from the matching *_work_bytes function),
@@ -281,7 +281,7 @@ nnpops_status nnpops__center_reduce_det_cuda(
     double *atomic_virials, double *energies, double *member_energies, void *work,
     size_t work_bytes, void *stream);
 /* ==== device entry: input preparation and output finishing (device_io.cu) =====================
- * (Owned by the device-pointer entry nnpops_compute_device, core/src/cuda_step.c; not a twin of a
+ * (Owned by the device-pointer entry nnpops_compute_device, core/src/cuda_device.c; not a twin of a
  * CPU op.)  The step of the device entry reads the caller's DEVICE arrays through two kernels:
  *   prepare: positions -> angstrom into the step's arena (a non-finite coordinate is flagged and
  *            written as 0 so the neighbor search stays in bounds), atomic numbers -> species
