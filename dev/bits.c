@@ -51,7 +51,8 @@ int main(void) {
         if (!ref_load(models[m], &set)) { printf("missing %s\n", models[m]); return 1; }
         for (int p = 0; p < 2; p++) {
             nnpops_model *mod; nnpops_context *ctx;
-            CHECK_OK(nnpops_model_load(models[m], "cpu", p ? NNPOPS_FLOAT64 : NNPOPS_FLOAT32, &mod));
+            const nnpops_precision prec = p ? NNPOPS_FLOAT64 : NNPOPS_FLOAT32;
+            CHECK_OK(nnpops_model_load(models[m], "cpu", prec, &mod));
             CHECK_OK(nnpops_context_create(mod, &ctx));
             for (int k = 0; k < set.n; k++) {
                 const refsys *r = &set.sys[k];
@@ -60,7 +61,8 @@ int main(void) {
                 run(ctx, tag, r->n, r->z, r->x, r->periodic ? r->cell : NULL,
                     r->periodic ? r->pbc : NULL, -1);
                 if (!r->periodic && r->n > 3) {
-                    snprintf(tag, sizeof tag, "%s.%s.%s.ghosts", models[m], p ? "f64" : "f32", r->name);
+                    snprintf(tag, sizeof tag, "%s.%s.%s.ghosts", models[m], p ? "f64" : "f32",
+                             r->name);
                     run(ctx, tag, r->n, r->z, r->x, NULL, NULL, r->n / 2);
                 }
             }
