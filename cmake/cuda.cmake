@@ -8,18 +8,8 @@ find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
-# Kernels (kernels/cuda/*.cu, extern "C" launchers) and the host code of the GPU path (C11).
-set(NNPOPS_CUDA_KERNEL_SOURCES
-  kernels/cuda/neighbors.cu
-  kernels/cuda/aev.cu
-  kernels/cuda/mlp.cu
-  kernels/cuda/reduce.cu
-  kernels/cuda/tail.cu
-  kernels/cuda/tf32x3.cu
-  kernels/cuda/device_io.cu
-  core/src/cuda_step.c
-  potentials/ani/ani_cuda.c
-)
+# Kernels and the host code of the GPU path: the lists of the top-level CMakeLists.txt.
+set(NNPOPS_CUDA_KERNEL_SOURCES ${NNPOPS_CUDA_KERNEL_FILES} ${NNPOPS_CUDA_HOST_SOURCES})
 list(APPEND NNPOPS_CUDA_SOURCES ${NNPOPS_CUDA_KERNEL_SOURCES})
 
 function(nnpops_configure_cuda target)

@@ -29,6 +29,9 @@
 
 #include <mpi.h>
 
+#include <cmath>
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -96,7 +99,7 @@ std::string with_atom_ids(const std::string &msg, long long n_packed, TagOf tag_
 
 PairNNPOPS::PairNNPOPS(LAMMPS *lmp) :
     Pair(lmp), device_("cpu"), precision_(NNPOPS_FLOAT64), model_(nullptr), context_(nullptr),
-    cutoff_(0.0)
+    cutoff_(0.0), range_(0.0), charge_(0.0), has_charge_(false)
 {
   single_enable = 0;
   restartinfo = 0;
@@ -141,7 +144,7 @@ void PairNNPOPS::allocate()
 }
 
 /* ----------------------------------------------------------------------
-   pair_style nnpops [device D] [precision P] [NAME VALUE ...]
+   pair_style nnpops [device D] [precision P] [charge Q] [NAME VALUE ...]
 ------------------------------------------------------------------------- */
 
 void PairNNPOPS::settings(int narg, char **arg)
@@ -155,12 +158,14 @@ void PairNNPOPS::settings(int narg, char **arg)
 
   std::string device = "cpu";
   int precision = NNPOPS_FLOAT64;
+  double charge = 0.0;
+  bool has_charge = false;
   std::vector<std::pair<std::string, std::string>> options;
 
   if (narg % 2 != 0)
     error->all(FLERR,
                std::string("Illegal pair_style nnpops command: keywords come in pairs "
-                           "(device cpu|cuda|cuda:N, precision float32|float64, "
+                           "(device cpu|cuda|cuda:N, precision float32|float64, charge Q, "
                            "or a context option NAME VALUE)"));
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i], value = arg[i + 1];
@@ -169,6 +174,13 @@ void PairNNPOPS::settings(int narg, char **arg)
         error->all(FLERR, "Pair style nnpops: device must be cpu, cuda or cuda:N, not '" + value +
                               "'");
       device = value;
+    } else if (key == "charge") {
+      char *end = nullptr;
+      charge = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !std::isfinite(charge))
+        error->all(FLERR, "Pair style nnpops: charge must be a number (the total charge in "
+                          "elementary charges), not '" + value + "'");
+      has_charge = true;
     } else if (key == "precision") {
       if (value == "float32")
         precision = NNPOPS_FLOAT32;
@@ -180,7 +192,7 @@ void PairNNPOPS::settings(int narg, char **arg)
     } else {
       nnpops_option option;
       if (nnpops_option_from_name(key.c_str(), &option) != NNPOPS_OK) {
-        std::string known = "device, precision";
+        std::string known = "device, precision, charge";
         for (int o = 0; o < NNPOPS_OPTION_COUNT_; ++o) {
           const char *name = nnpops_option_name(static_cast<nnpops_option>(o));
           if (name && *name) known += std::string(", ") + name;
@@ -198,6 +210,8 @@ void PairNNPOPS::settings(int narg, char **arg)
   device_ = device;
   precision_ = precision;
   options_ = options;
+  charge_ = charge;
+  has_charge_ = has_charge;
   release_model();
   if (allocated) {
     const int n = atom->ntypes;
@@ -286,6 +300,7 @@ void PairNNPOPS::coeff(int narg, char **arg)
   }
   unit_style_ = unit_style;
   cutoff_ = nnpops_model_cutoff(model_);
+  range_ = nnpops_model_interaction_range(model_);
 
   // Each element once through the library (one isolated atom): an element the model does not
   // describe is refused here, with the library's own message, instead of at the first step.
@@ -307,6 +322,7 @@ void PairNNPOPS::coeff(int narg, char **arg)
     in.n_systems = 1;
     in.atomic_numbers = &z;
     in.positions = position;
+    in.charges = has_charge_ ? &charge_ : nullptr;    // a model that cannot use it says so here
     nnpops_outputs out;
     std::memset(&out, 0, sizeof(out));
     out.struct_size = sizeof(out);
@@ -374,16 +390,20 @@ void PairNNPOPS::init_style()
 double PairNNPOPS::init_one(int i, int j)
 {
   if (setflag[i][j] == 0) error->all(FLERR, std::string("All pair coeffs are not set"));
-  return cutoff_;
+  // The library finds its own pairs; what LAMMPS must provide is ghost atoms out to the model's
+  // interaction range (the cutoff for ANI; longer for a message-passing model), and the ghost
+  // shell follows the largest pair cutoff.
+  return range_;
 }
 
-// Ghost atoms must cover the model cutoff around every local atom.
+// Ghost atoms must cover the model's interaction range around every local atom.
 void PairNNPOPS::setup()
 {
   const double comm_cutoff = std::max(comm->cutghostuser, neighbor->cutneighmax);
-  if (comm_cutoff < cutoff_)
+  if (comm_cutoff < range_)
     error->all(FLERR, "Pair style nnpops: communication cutoff " + std::to_string(comm_cutoff) +
-                          " is shorter than the model cutoff " + std::to_string(cutoff_));
+                          " is shorter than the model's interaction range " +
+                          std::to_string(range_));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -435,6 +455,7 @@ void PairNNPOPS::compute(int eflag, int vflag)
   in.batch = nullptr;
   in.cells = nullptr;    // no periodicity: the ghosts are the images
   in.pbc = nullptr;
+  in.charges = has_charge_ ? &charge_ : nullptr;    // the whole system's total charge
 
   nnpops_outputs out;
   std::memset(&out, 0, sizeof(out));

@@ -57,6 +57,9 @@ class PairNNPOPS : public Pair {
   std::string model_arg_;
   std::string unit_style_;    // LAMMPS unit style the context was set up for
   double cutoff_;             // angstrom (metal and real both use angstrom)
+  double range_;              // the model's interaction range (angstrom): the ghost shell
+  double charge_;             // pair_style keyword charge: the total charge (elementary charges)
+  bool has_charge_;           // charge given (else neutral: no charges passed)
   std::vector<int> type_z_;   // [ntypes+1] atomic number per type, 0 = NULL (not ours)
 
   // per-step buffers (grow, never shrink)

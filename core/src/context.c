@@ -5,14 +5,15 @@
  * never shrink mid-run, and counters.  One step:
  *   1. validate the inputs (sizes, pointers, batch indices, finite coordinates, known elements)
  *   2. convert lengths to angstrom, map atomic numbers to model species, group atoms by system
- *   3. neighbor search (half list within the model cutoff; grows its capacity and retries on
- *      overflow, so a truncated list is never used), then the minimum-distance check
+ *   3. neighbor search (the list the potential asks for, half or full, within the model cutoff;
+ *      grows its capacity and retries on overflow, so a truncated list is never used), then the
+ *      minimum-distance check
  *   4. the potential's per-atom energies and pair gradients
  *   5. reductions (energies, forces, virials, per-atom terms) and conversion to the caller's units
- * On a GPU model, steps 3-5 run in core/src/cuda_step.c.
+ * On a GPU model, steps 3-5 run in core/src/cuda_step.c (the device entry: cuda_device.c).
  *
  * nnpops_compute_device (experimental; device arrays, the caller's CUDA stream): argument checks
- * here, then cuda_step.c either enqueues the step of the context's plan or asks for a plan; a
+ * here, then cuda_device.c either enqueues the step of the context's plan or asks for a plan; a
  * planning call copies the device inputs to the host, runs steps 1-2 above on them (so its errors
  * are nnpops_compute's), resolves n_systems = max(batch) + 1 when it is not given, and hands the
  * prepared arrays to nnpops__cuda_device_plan.
@@ -29,9 +30,9 @@
 
 enum {
     BUF_POS, BUF_SPECIES, BUF_BATCH, BUF_ORDER, BUF_SYS_START, BUF_CELLS, BUF_PBC,
-    BUF_PAIRS, BUF_VEC, BUF_DIST, BUF_ATOM_E, BUF_GRAD, BUF_MEMBER_E, BUF_SYS_E,
+    BUF_PAIRS, BUF_VEC, BUF_DIST, BUF_CENTER_START, BUF_ATOM_E, BUF_GRAD, BUF_MEMBER_E, BUF_SYS_E,
     /* host copies of the device entry's inputs (planning calls) */
-    BUF_DEV_Z, BUF_DEV_POS, BUF_DEV_BATCH, BUF_DEV_CELLS, BUF_COUNT
+    BUF_DEV_Z, BUF_DEV_POS, BUF_DEV_BATCH, BUF_DEV_CELLS, BUF_DEV_Q, BUF_COUNT
 };
 
 struct nnpops_context {
@@ -46,8 +47,43 @@ struct nnpops_context {
     int32_t test_break_capture; /* nnpops__cuda_test_break_next_capture */
 };
 
-/* The size of nnpops_stats in 0.1.0 (the smallest struct_size accepted). */
+/* The sizes of the structs in 0.1.0: the smallest struct_size each call accepts. */
 #define STATS_SIZE_0_1 offsetof(nnpops_stats, device_plans)
+#define INPUTS_SIZE_0_1 offsetof(nnpops_inputs, charges)
+#define OUTPUTS_SIZE_0_1 (offsetof(nnpops_outputs, member_energies) + sizeof(double *))
+#define DEVICE_INPUTS_SIZE_0_1 offsetof(nnpops_device_inputs, charges)
+#define DEVICE_OUTPUTS_SIZE_0_1 (offsetof(nnpops_device_outputs, virials) + sizeof(double *))
+
+/* A caller's size-prefixed struct (its struct_size the first member) as this library's: the fields
+ * its size covers, the others zero (absent); a size below the 0.1.0 one is an error. */
+static nnpops_status take_struct(void *dst, size_t dst_size, const void *src, size_t min_size,
+                                 const char *name) {
+    size_t size;
+    memcpy(&size, src, sizeof size);
+    if (size < min_size)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "%s.struct_size is %zu, expected at least %zu (set it to sizeof(%s))",
+                            name, size, min_size, name);
+    memset(dst, 0, dst_size);
+    memcpy(dst, src, size < dst_size ? size : dst_size);
+    memcpy(dst, &dst_size, sizeof dst_size);
+    return NNPOPS_OK;
+}
+
+/* Total charges: finite, and zero for a model that does not use them. */
+static nnpops_status check_charges(const nnpops_model *m, int64_t n_systems, const double *q) {
+    for (int64_t s = 0; q && s < n_systems; s++) {
+        if (!isfinite(q[s]))
+            return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                                "system %lld has a non-finite total charge", (long long)s);
+        if (q[s] != 0.0 && !m->uses_charge)
+            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                                "system %lld has total charge %g, and model '%s' (type %s) does not "
+                                "use a charge (it describes neutral systems only)",
+                                (long long)s, q[s], m->name, m->type);
+    }
+    return NNPOPS_OK;
+}
 
 /* ---- options ---------------------------------------------------------------------------------- */
 
@@ -245,18 +281,10 @@ static nnpops_status check_arrays(int64_t n_atoms, int64_t n_systems, int64_t n_
     return NNPOPS_OK;
 }
 
-/* Checks counts and pointers; fills defaults.  *n_local_out is the resolved local count. */
+/* Checks counts, pointers and charges of inputs and outputs of this library's size (take_struct);
+ * *n_local_out is the resolved local count. */
 static nnpops_status validate(const nnpops_context *ctx, const nnpops_inputs *in,
                               const nnpops_outputs *out, int64_t *n_local_out) {
-    if (!in || !out) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "inputs or outputs is NULL");
-    if (in->struct_size != sizeof(nnpops_inputs))
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "nnpops_inputs.struct_size is %zu, expected %zu (header/library mismatch?)",
-                            in->struct_size, sizeof(nnpops_inputs));
-    if (out->struct_size != sizeof(nnpops_outputs))
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "nnpops_outputs.struct_size is %zu, expected %zu (header/library mismatch?)",
-                            out->struct_size, sizeof(nnpops_outputs));
     if (in->n_atoms < 0 || in->n_atoms > INT32_MAX - 1)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_atoms = %lld is out of range",
                             (long long)in->n_atoms);
@@ -272,6 +300,7 @@ static nnpops_status validate(const nnpops_context *ctx, const nnpops_inputs *in
                                     in->atomic_numbers, in->positions, in->pbc, in->cells,
                                     n_local_out);
     if (st != NNPOPS_OK) return st;
+    if ((st = check_charges(ctx->model, in->n_systems, in->charges)) != NNPOPS_OK) return st;
     if (out->member_energies && ctx->model->ensemble_size < 1)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "member energies need an ensemble model");
     return NNPOPS_OK;
@@ -353,8 +382,12 @@ static nnpops_status prepare(nnpops_context *ctx, const nnpops_inputs *in, doubl
     return NNPOPS_OK;
 }
 
-/* Neighbor search with grow-and-retry: never returns a truncated list. */
-static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, int64_t n_local) {
+/* Neighbor search with grow-and-retry: never returns a truncated list.  The list is the one the
+ * potential asks for (nnpops__potential_lists): a half list, with or without the pairs of two
+ * ghosts, or full (center) lists of the local atoms or of every atom; *n_centers is the number of
+ * centers of full lists (their CSR starts in BUF_CENTER_START), 0 for a half list. */
+static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, int64_t n_local,
+                                const nnpops__nbr_choice *lists, int64_t *n_centers) {
     const int64_t n = in->n_atoms;
     nnpops__nbr_in nin = {
         .n_atoms = n,
@@ -365,9 +398,11 @@ static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, in
         .cells = ctx->buf[BUF_CELLS].ptr,
         .pbc = ctx->buf[BUF_PBC].ptr,
         .cutoff = ctx->model->cutoff,
-        .skip_from = n_local,
+        .skip_from = lists->ghost_pairs ? n : n_local,
         .max_images = (int32_t)ctx->option[NNPOPS_OPTION_MAX_IMAGES],
     };
+    *n_centers = lists->full ? (lists->ghost_centers ? n : n_local) : 0;
+    if (lists->full) RESERVE(ctx, BUF_CENTER_START, *n_centers + 1, int64_t, "center list starts");
     const int64_t max_per_atom = (int64_t)ctx->option[NNPOPS_OPTION_MAX_NEIGHBORS];
     if (ctx->pair_capacity < 1) ctx->pair_capacity = 64 * (n > 0 ? n : 1);
     if (max_per_atom > 0 && ctx->pair_capacity > max_per_atom * (n > 0 ? n : 1))
@@ -376,28 +411,49 @@ static nnpops_status find_pairs(nnpops_context *ctx, const nnpops_inputs *in, in
         RESERVE(ctx, BUF_PAIRS, 2 * ctx->pair_capacity, int32_t, "neighbor pairs");
         RESERVE(ctx, BUF_VEC, 3 * ctx->pair_capacity, double, "pair vectors");
         RESERVE(ctx, BUF_DIST, ctx->pair_capacity, double, "pair distances");
-        nnpops__nbr_out nout = {
-            .capacity = ctx->pair_capacity,
-            .pairs = ctx->buf[BUF_PAIRS].ptr,
-            .shifts = NULL,
-            .vec = ctx->buf[BUF_VEC].ptr,
-            .dist = ctx->buf[BUF_DIST].ptr,
-        };
-        nnpops_status st = nnpops__neighbors_cpu(&nin, &ctx->scratch, &nout);
+        nnpops_status st;
+        int64_t found;
+        if (lists->full) {
+            nnpops__dev_status status;
+            nnpops__center_out cout = {
+                .capacity = ctx->pair_capacity,
+                .start = ctx->buf[BUF_CENTER_START].ptr,
+                .pairs = ctx->buf[BUF_PAIRS].ptr,
+                .shifts = NULL,
+                .vec = ctx->buf[BUF_VEC].ptr,
+                .dist = ctx->buf[BUF_DIST].ptr,
+                .status = &status,
+            };
+            /* min_distance is checked below, on the list, as for half lists */
+            st = nnpops__center_neighbors_cpu(&nin, *n_centers, 0.0, &ctx->scratch, &cout);
+            found = status.n_entries;
+            if (st == NNPOPS_OK && (status.flags & NNPOPS__ST_OVERFLOW))
+                st = NNPOPS_ERROR_NEIGHBOR_OVERFLOW;
+        } else {
+            nnpops__nbr_out nout = {
+                .capacity = ctx->pair_capacity,
+                .pairs = ctx->buf[BUF_PAIRS].ptr,
+                .shifts = NULL,
+                .vec = ctx->buf[BUF_VEC].ptr,
+                .dist = ctx->buf[BUF_DIST].ptr,
+            };
+            st = nnpops__neighbors_cpu(&nin, &ctx->scratch, &nout);
+            found = nout.n_pairs;
+        }
         if (st == NNPOPS_ERROR_NEIGHBOR_OVERFLOW && attempt < 2) {
-            if (max_per_atom > 0 && nout.n_pairs > max_per_atom * n)
+            if (max_per_atom > 0 && found > max_per_atom * n)
                 return nnpops__fail(NNPOPS_ERROR_NEIGHBOR_OVERFLOW,
                                     "%lld neighbor pairs exceed the limit max_neighbors = %lld per "
                                     "atom (%lld atoms)",
-                                    (long long)nout.n_pairs, (long long)max_per_atom, (long long)n);
-            ctx->pair_capacity = nout.n_pairs + nout.n_pairs / 8 + 16;
+                                    (long long)found, (long long)max_per_atom, (long long)n);
+            ctx->pair_capacity = found + found / 8 + 16;
             ctx->stats.neighbor_rebuilds++;
             continue;
         }
         if (st == NNPOPS_ERROR_NEIGHBOR_OVERFLOW)
             return nnpops__fail(NNPOPS_ERROR_INTERNAL, "neighbor search overflowed after growing");
         if (st != NNPOPS_OK) return st;
-        ctx->stats.n_pairs = nout.n_pairs;
+        ctx->stats.n_pairs = found;
         ctx->stats.pair_capacity = ctx->pair_capacity;
         return NNPOPS_OK;
     }
@@ -440,10 +496,24 @@ static int32_t cpu_threads(double option) {
     return n < 1 ? 1 : n > 1024 ? 1024 : (int32_t)n;
 }
 
-nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpops_outputs *out) {
+nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *caller_in,
+                             nnpops_outputs *caller_out) {
     if (!ctx) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "context is NULL");
+    if (!caller_in || !caller_out)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "inputs or outputs is NULL");
+    /* the caller's structs, of whichever version, as this library's */
+    nnpops_inputs in_full;
+    nnpops_outputs out_full;
+    nnpops_status st;
+    if ((st = take_struct(&in_full, sizeof in_full, caller_in, INPUTS_SIZE_0_1,
+                          "nnpops_inputs")) != NNPOPS_OK ||
+        (st = take_struct(&out_full, sizeof out_full, caller_out, OUTPUTS_SIZE_0_1,
+                          "nnpops_outputs")) != NNPOPS_OK)
+        return st;
+    const nnpops_inputs *in = &in_full;
+    nnpops_outputs *out = &out_full;
     int64_t n_local = 0;
-    nnpops_status st = validate(ctx, in, out, &n_local);
+    st = validate(ctx, in, out, &n_local);
     if (st != NNPOPS_OK) return st;
     const nnpops_model *m = ctx->model;
     if (m->device != NNPOPS__CPU && !nnpops_cuda_built())
@@ -490,7 +560,9 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
         return NNPOPS_OK;
     }
 #endif
-    if ((st = find_pairs(ctx, in, n_local)) != NNPOPS_OK) return st;
+    const nnpops__nbr_choice lists = nnpops__potential_lists(m);
+    int64_t n_centers = 0;
+    if ((st = find_pairs(ctx, in, n_local, &lists, &n_centers)) != NNPOPS_OK) return st;
     const int64_t n_pairs = ctx->stats.n_pairs;
     if ((st = check_distances(ctx, n_pairs, to_A)) != NNPOPS_OK) return st;
 
@@ -513,10 +585,14 @@ nnpops_status nnpops_compute(nnpops_context *ctx, const nnpops_inputs *in, nnpop
         .species = ctx->buf[BUF_SPECIES].ptr,
         .positions = ctx->buf[BUF_POS].ptr,
         .batch = ctx->buf[BUF_BATCH].ptr,
+        .charges = m->uses_charge ? in->charges : NULL,
+        .lists = lists,
         .n_pairs = n_pairs,
         .pairs = ctx->buf[BUF_PAIRS].ptr,
         .pair_vec = ctx->buf[BUF_VEC].ptr,
         .pair_dist = ctx->buf[BUF_DIST].ptr,
+        .n_centers = n_centers,
+        .center_start = lists.full ? ctx->buf[BUF_CENTER_START].ptr : NULL,
         .member = (int32_t)ctx->option[NNPOPS_OPTION_ENSEMBLE_MEMBER],
         .need_grad = need_grad,
         .atom_energy = atom_e,
@@ -586,20 +662,10 @@ static nnpops_status device_entry_ready(const nnpops_context *ctx, const char *f
 }
 
 #ifdef NNPOPS_HAVE_CUDA
-/* Checks of the device entry's arguments that need no device memory access. */
+/* Checks of the device entry's arguments (of this library's size, take_struct) that need no device
+ * memory access. */
 static nnpops_status validate_device(const nnpops_device_inputs *in,
                                      const nnpops_device_outputs *out, int64_t *n_local_out) {
-    if (!in || !out) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "inputs or outputs is NULL");
-    if (in->struct_size != sizeof(nnpops_device_inputs))
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "nnpops_device_inputs.struct_size is %zu, expected %zu (header/library "
-                            "mismatch?)",
-                            in->struct_size, sizeof(nnpops_device_inputs));
-    if (out->struct_size != sizeof(nnpops_device_outputs))
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "nnpops_device_outputs.struct_size is %zu, expected %zu (header/library "
-                            "mismatch?)",
-                            out->struct_size, sizeof(nnpops_device_outputs));
     if (in->n_atoms < 0 || in->n_atoms > INT32_MAX - 1)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "n_atoms = %lld is out of range",
                             (long long)in->n_atoms);
@@ -612,17 +678,28 @@ static nnpops_status validate_device(const nnpops_device_inputs *in,
 }
 #endif
 
-nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inputs *in,
-                                    nnpops_device_outputs *out, void *cuda_stream) {
+nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inputs *caller_in,
+                                    nnpops_device_outputs *caller_out, void *cuda_stream) {
     if (!ctx) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "context is NULL");
     nnpops_status st = device_entry_ready(ctx, "nnpops_compute_device");
 #ifndef NNPOPS_HAVE_CUDA
-    (void)in;
-    (void)out;
+    (void)caller_in;
+    (void)caller_out;
     (void)cuda_stream;
     return st;
 #else
     if (st != NNPOPS_OK) return st;
+    if (!caller_in || !caller_out)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "inputs or outputs is NULL");
+    nnpops_device_inputs in_full;
+    nnpops_device_outputs out_full;
+    if ((st = take_struct(&in_full, sizeof in_full, caller_in, DEVICE_INPUTS_SIZE_0_1,
+                          "nnpops_device_inputs")) != NNPOPS_OK ||
+        (st = take_struct(&out_full, sizeof out_full, caller_out, DEVICE_OUTPUTS_SIZE_0_1,
+                          "nnpops_device_outputs")) != NNPOPS_OK)
+        return st;
+    const nnpops_device_inputs *in = &in_full;
+    const nnpops_device_outputs *out = &out_full;
     const nnpops_model *m = ctx->model;
     int64_t n_local = 0;
     st = validate_device(in, out, &n_local);
@@ -689,9 +766,20 @@ nnpops_status nnpops_compute_device(nnpops_context *ctx, const nnpops_device_inp
             return st;
         cells = ctx->buf[BUF_DEV_CELLS].ptr;
     }
+    const double *charges = NULL;
+    if (in->charges) {
+        RESERVE(ctx, BUF_DEV_Q, ns, double, "charges (host copy)");
+        void *dst[1] = {ctx->buf[BUF_DEV_Q].ptr};
+        const void *src[1] = {in->charges};
+        const size_t bytes[1] = {sizeof(double) * (size_t)ns};
+        const char *what[1] = {"inputs->charges"};
+        if ((st = nnpops__cuda_device_fetch(m, cuda_stream, 1, dst, src, bytes, what)) != NNPOPS_OK)
+            return st;
+        charges = ctx->buf[BUF_DEV_Q].ptr;
+    }
     /* nnpops_compute's checks and preparation, hence its errors */
     const nnpops_inputs hin = {sizeof hin, n, in->n_local, ns, ctx->buf[BUF_DEV_Z].ptr,
-                               ctx->buf[BUF_DEV_POS].ptr, batch, cells, in->pbc};
+                               ctx->buf[BUF_DEV_POS].ptr, batch, cells, in->pbc, charges};
     nnpops_outputs hout = {sizeof hout, NULL, NULL, NULL, NULL, NULL, NULL};
     if ((st = validate(ctx, &hin, &hout, &n_local)) != NNPOPS_OK) return st;
     if ((st = prepare(ctx, &hin, to_A)) != NNPOPS_OK) return st;

@@ -262,9 +262,16 @@ static nnpops_status parse_header_keys(nnpops_model *m, const nnpops__cfg *cfg,
                             nnpops__cfg_line(cfg, n), (long long)version);
     }
 
-    static const char *const top_keys[] = {"format", "format_version", "name", "type",
-                                           "description", "units", "species", "weights",
-                                           "ani", "lj", NULL};
+    /* the common keys, then each potential's own mapping, named by its type */
+    static const char *const common_keys[] = {"format", "format_version", "name", "type",
+                                              "description", "units", "species", "weights"};
+    enum { N_COMMON = sizeof common_keys / sizeof common_keys[0], MAX_TOP = N_COMMON + 32 };
+    const char *top_keys[MAX_TOP + 1];
+    int n_top = 0;
+    for (int k = 0; k < N_COMMON; k++) top_keys[n_top++] = common_keys[k];
+    for (int k = 0; k < nnpops__potential_count() && n_top < MAX_TOP; k++)
+        top_keys[n_top++] = nnpops__potential_at(k)->type;
+    top_keys[n_top] = NULL;
     if ((st = nnpops__cfg_check_keys(cfg, root, "the model file", top_keys)) != NNPOPS_OK) {
         return st;
     }
@@ -286,14 +293,17 @@ static nnpops_status parse_header_keys(nnpops_model *m, const nnpops__cfg *cfg,
 
     if ((st = nnpops__cfg_get(cfg, root, "type", 1, &n)) != NNPOPS_OK) return st;
     if ((st = nnpops__cfg_str(cfg, n, "type", &s)) != NNPOPS_OK) return st;
-    if (strcmp(s, "ani") == 0) {
-        m->vt = &nnpops__ani_vt;
-    } else if (strcmp(s, "lj") == 0) {
-        m->vt = &nnpops__lj_vt;
-    } else {
+    m->vt = nnpops__potential_find(s);
+    if (!m->vt) {
+        char known[256] = "";
+        for (int k = 0; k < nnpops__potential_count(); k++) {
+            const int last = k == nnpops__potential_count() - 1;
+            strncat(known, k == 0 ? "" : last ? " or " : ", ", sizeof known - strlen(known) - 1);
+            strncat(known, nnpops__potential_at(k)->type, sizeof known - strlen(known) - 1);
+        }
         return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
-                            "%s:%d: unknown model type '%.64s' (expected ani or lj)", file,
-                            nnpops__cfg_line(cfg, n), s);
+                            "%s:%d: unknown model type '%.64s' (expected %s)", file,
+                            nnpops__cfg_line(cfg, n), s, known);
     }
     snprintf(m->type, sizeof m->type, "%s", s);
 
@@ -474,6 +484,13 @@ nnpops_status nnpops_model_load(const char *name_or_path, const char *device,
             st = nnpops__fail(NNPOPS_ERROR_INTERNAL, "%s: the %s potential set no valid cutoff",
                               m->path, m->type);
         }
+        if (st == NNPOPS_OK && m->interaction_range == 0.0) m->interaction_range = m->cutoff;
+        if (st == NNPOPS_OK &&
+            !(m->interaction_range >= m->cutoff && isfinite(m->interaction_range))) {
+            st = nnpops__fail(NNPOPS_ERROR_INTERNAL,
+                              "%s: the %s potential set interaction range %g below its cutoff %g",
+                              m->path, m->type, m->interaction_range, m->cutoff);
+        }
         if (st == NNPOPS_OK && m->ensemble_size < 1) {
             st = nnpops__fail(NNPOPS_ERROR_INTERNAL, "%s: the %s potential set ensemble size %d",
                               m->path, m->type, (int)m->ensemble_size);
@@ -533,3 +550,11 @@ int32_t nnpops_model_ensemble_size(const nnpops_model *model) {
 }
 
 double nnpops_model_cutoff(const nnpops_model *model) { return model ? model->cutoff : 0.0; }
+
+double nnpops_model_interaction_range(const nnpops_model *model) {
+    return model ? model->interaction_range : 0.0;
+}
+
+int32_t nnpops_model_uses_charge(const nnpops_model *model) {
+    return model ? model->uses_charge : 0;
+}

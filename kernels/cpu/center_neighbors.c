@@ -1,6 +1,6 @@
 /*
  * center_neighbors.c - center lists on the CPU: the twin of the GPU step's neighbor search
- * (kernels/cuda/neighbors.cu, nnpops__center_neighbors_cuda), layout in core/src/internal.h
+ * (kernels/cuda/neighbors.cu, nnpops__center_neighbors_cuda), layout in kernels/cpu/kernels.h
  * (nnpops__center_out).
  *
  * What it computes: for every center c < n_centers (a local atom), every atom or periodic image
@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/src/internal.h"
+#include "kernels/cpu/kernels.h"
 
 enum { SLOT_HALF_IDX = 10, SLOT_HALF_VEC = 11 };
 
@@ -98,4 +98,30 @@ nnpops_status nnpops__center_neighbors_cpu(const nnpops__nbr_in *in, int64_t n_c
     for (int64_t c = n_centers; c > 0; c--) start[c] = start[c - 1];
     start[0] = 0;
     return NNPOPS_OK;
+}
+
+/* ---- CSR center lists from a half list (kernels.h: nnpops__center_lists_cpu) ---- */
+
+int64_t nnpops__center_lists_cpu(int64_t n_centers, int64_t n_pairs, const int32_t *pairs,
+                                 int64_t *start, int64_t *entry) {
+    memset(start, 0, sizeof(int64_t) * (size_t)(n_centers + 1));
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const int64_t i = pairs[2 * p], j = pairs[2 * p + 1];
+        if (i < n_centers) start[i + 1]++;
+        if (j < n_centers) start[j + 1]++;
+    }
+    int64_t max_count = 0;
+    for (int64_t c = 0; c < n_centers; c++) {
+        if (start[c + 1] > max_count) max_count = start[c + 1];
+        start[c + 1] += start[c];
+    }
+    /* fill with start[c] as the cursor of c, then shift the cursors back into starts */
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const int64_t i = pairs[2 * p], j = pairs[2 * p + 1];
+        if (i < n_centers) entry[start[i]++] = 2 * p;
+        if (j < n_centers) entry[start[j]++] = 2 * p + 1;
+    }
+    for (int64_t c = n_centers; c > 0; c--) start[c] = start[c - 1];
+    start[0] = 0;
+    return max_count;
 }

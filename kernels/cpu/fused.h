@@ -141,34 +141,5 @@ static inline size_t nnpops__small_gemm_work_bytes(const nnpops__sg_group *g) {
 
 void nnpops__small_gemm_cpu_f32(const nnpops__sg_group *g);
 
-/* ---- the tail of small species' networks (float32) ---------------------------------------------
- * Hidden layers 1 .. h-1 of a network (bias + CELU), its output layer and, with out.need_grad,
- * the backward pass through them down to dE/dZ of hidden layer 0, for every member of the call:
- * the products of nnpops__small_gemm_cpu_f32 problems run layer after layer (the last hidden
- * layer as NNPOPS__SG_BIAS_CELU_OUT, the backward ones as trans 1 with NNPOPS__SG_CELU_ACT).
- * Member t (t < out.members) reads hidden layer 0's activations [width[0]][out.lda] at
- * A + t width[0] out.lda (columns r < out.n) and, with out.need_grad, overwrites them with
- * dE/dZ0 (the operand of the adjoint onto the AEV); the energies go where the output layer's
- * (out) do.  W[l] (1 <= l < h): member out.member_offset's layer from hidden l-1 to hidden l,
- * [width[l]][width[l-1]], the members' consecutive; W[h]: the output layer [width[h-1]] per
- * member; b[l]: biases [members][width[l]], b[h] [members].  The CUDA twin (kernels_cuda.h) runs
- * a whole group in one launch. */
-#define NNPOPS__SG_TAIL_MAX_HIDDEN 6
-typedef struct nnpops__sg_tail {
-    int32_t hidden;                                 /* h: 2 .. NNPOPS__SG_TAIL_MAX_HIDDEN */
-    int32_t width[NNPOPS__SG_TAIL_MAX_HIDDEN];      /* hidden widths */
-    const float *W[NNPOPS__SG_TAIL_MAX_HIDDEN + 1]; /* W[0] unused */
-    const float *b[NNPOPS__SG_TAIL_MAX_HIDDEN + 1]; /* b[0] unused */
-    float *A;
-    nnpops__ani_output_args out; /* out.width = width[h-1] */
-} nnpops__sg_tail;
-
-/* Floats of work space of the CPU twin: the activations of hidden layers 1 .. h-1. */
-static inline int64_t nnpops__sg_tail_work_floats(const nnpops__sg_tail *t) {
-    int64_t r = 0;
-    for (int32_t l = 1; l < t->hidden; l++) r += t->width[l];
-    return r * t->out.members * t->out.lda;
-}
-void nnpops__sg_tail_cpu_f32(const nnpops__sg_tail *t, double alpha, float *work);
 
 #endif /* NNPOPS_KERNELS_CPU_FUSED_H */

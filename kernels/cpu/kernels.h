@@ -1,6 +1,7 @@
 /*
- * kernels.h - the CPU kernels of the ANI potential (AEV and dense layers), with plain-array
- * signatures so that the CUDA twins (kernels/cuda/<op>.cu) can take the same arguments.
+ * kernels.h - the CPU ops any potential may use (neighbor search, center lists, reductions, dense
+ * layers and activations), with plain-array signatures so that the CUDA twins
+ * (kernels/cuda/<op>.cu, declared in kernels/cuda/kernels_cuda.h) take the same arguments.
  *
  * Every kernel exists in two precisions, suffix _f32 (float) and _f64 (double); REAL below
  * stands for float or double respectively.  Inputs that come from the step (pair vectors) are
@@ -15,21 +16,10 @@
  *    center sees it: entry = 2 p + 0 when c is the pair's first atom (vector +r_p, neighbor j),
  *    entry = 2 p + 1 when c is the second atom (vector -r_p, neighbor i).  A pair (i, i, shift),
  *    an atom and its own periodic image, gives both entries to i.
- *  - AEV / activations are FEATURE-MAJOR: a matrix of n atoms (columns) by F features (rows) is
+ *  - Activations are FEATURE-MAJOR: a matrix of n atoms (columns) by F features (rows) is
  *    stored as X[f * ld + r], r < n <= ld.  A block of atoms is a column range; the dense layers
  *    then are plain row-major GEMMs whose inner loop runs over atoms.
  *  - Dense weights are row-major [out][in] (PyTorch's Linear layout), biases [out].
- *
- * The AEV (torchani's, with torchani's constants) of a center i with species S in total:
- *   radial block of neighbor species s (offset s * R, R = n_eta_r * n_shf_r), index e*n_shf_r + k:
- *       sum_j 0.25 exp(-eta_r[e] (d_ij - shf_r[k])^2) fc(d_ij, rc_r)
- *   angular block of the unordered neighbor species pair (s1 <= s2), block number
- *   s1*S - s1*(s1-1)/2 + (s2 - s1) (offset S*R + block * A, A = n_eta_a*n_zeta*n_shf_a*n_shf_z),
- *   index ((a*n_zeta + z)*n_shf_a + q)*n_shf_z + t:
- *       sum_{j<k} 2 ((1 + cos(theta_ijk - shf_z[t])) / 2)^zeta[z]
- *                  exp(-eta_a[a] ((d_ij + d_ik)/2 - shf_a[q])^2) fc(d_ij, rc_a) fc(d_ik, rc_a)
- *   with theta = acos(0.95 cos_ijk), cos_ijk = r_ij.r_ik / max(d_ij d_ik, 1e-10), and
- *   fc(d, rc) = 0.5 cos(pi d / rc) + 0.5 for d < rc, else 0.
  */
 #ifndef NNPOPS_KERNELS_CPU_KERNELS_H
 #define NNPOPS_KERNELS_CPU_KERNELS_H
@@ -37,28 +27,80 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/base.h"
+
+/* ---- neighbor search on the CPU (kernels/cpu/neighbors.c) ----
+ * Half list of all pairs closer than `cutoff` among the atoms of each system, each system with its
+ * own cell and periodicity; atoms of system s are order[sys_start[s] .. sys_start[s+1]).  Pairs
+ * whose atoms are both >= skip_from are omitted (ghost-ghost pairs).  Shift-0 pairs have i < j.
+ * If more than `capacity` pairs exist, *n_pairs is set to the total and the first `capacity`
+ * are written, returning NNPOPS_ERROR_NEIGHBOR_OVERFLOW (without setting an error message: the
+ * caller grows and retries).  Bad cells are NNPOPS_ERROR_BAD_CELL, too many images
+ * NNPOPS_ERROR_TOO_MANY_IMAGES (with messages naming the system). */
+typedef struct nnpops__nbr_in {
+    int64_t n_atoms;
+    const double *positions;    /* [n_atoms][3] */
+    int64_t n_systems;
+    const int64_t *sys_start;   /* [n_systems + 1] */
+    const int32_t *order;       /* [n_atoms] atom ids grouped by system */
+    const double *cells;        /* [n_systems][9] rows a, b, c; NULL = none */
+    const uint8_t *pbc;         /* [n_systems][3]; NULL = none */
+    double cutoff;
+    int64_t skip_from;          /* n_atoms = keep everything */
+    int32_t max_images;         /* per axis */
+} nnpops__nbr_in;
+
+typedef struct nnpops__nbr_out {
+    int64_t capacity;
+    int64_t n_pairs;
+    int32_t *pairs;     /* [capacity][2] */
+    int32_t *shifts;    /* [capacity][3] integer lattice shifts, or NULL */
+    double *vec;        /* [capacity][3] */
+    double *dist;       /* [capacity] */
+} nnpops__nbr_out;
+
+nnpops_status nnpops__neighbors_cpu(const nnpops__nbr_in *in, nnpops__scratch *scratch,
+                                    nnpops__nbr_out *out);
+
+/* ---- reductions on the CPU (kernels/cpu/reduce.c) ---- */
+/* forces [n_atoms][3], virials [n_systems][9], atomic_virials [n_atoms][9]: each may be NULL;
+ * they are overwritten (not accumulated). */
+void nnpops__pair_reduce_cpu(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
+                             int64_t n_pairs, const int32_t *pairs, const double *pair_vec,
+                             const double *pair_grad, double *forces, double *virials,
+                             double *atomic_virials);
+/* energies[s] = sum of atom_energy over the atoms of s (float64). */
+void nnpops__energy_reduce_cpu(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
+                               const double *atom_energy, int64_t width, double *energies);
+
+/* Center lists (the "directed" neighbor layout of the GPU step): for every center c < n_centers
+ * (local atom), its entries are e = start[c] .. start[c+1]-1 with pairs[e] = {c, j},
+ * vec[e] = x_j - x_c + s . H (angstrom, double), shifts[e] = s, dist[e] = |vec[e]|: every atom
+ * (or periodic image, own images included) within the cutoff, ghosts included.  A local-local
+ * pair appears twice (once per center), so the list is also a valid pair list for
+ * nnpops__pair_reduce_* whose pair p = entry e, and the CSR center lists of kernels.h are
+ * start[] with entry[e] = 2 e.  CPU twin below; the CUDA version is in kernels/cuda. */
+typedef struct nnpops__center_out {
+    int64_t capacity;   /* entries the arrays hold */
+    int64_t *start;     /* [n_centers + 1] (always complete, also on overflow) */
+    int32_t *pairs;     /* [capacity][2] */
+    int32_t *shifts;    /* [capacity][3] or NULL */
+    double *vec;        /* [capacity][3] or NULL */
+    double *dist;       /* [capacity] or NULL */
+    nnpops__dev_status *status; /* n_entries, n_half, flags (TOO_CLOSE: min_distance > 0) */
+} nnpops__center_out;
+/* CPU twin: uses the half-list search (kernels/cpu/neighbors.c, scratch slots 0..2 and 10..11),
+ * entries in pair order.  Errors of the half-list search are returned with their messages;
+ * overflow and too-close pairs are reported in *status only (NNPOPS_OK). */
+nnpops_status nnpops__center_neighbors_cpu(const nnpops__nbr_in *in, int64_t n_centers,
+                                           double min_distance, nnpops__scratch *scratch,
+                                           nnpops__center_out *out);
+
 /* Column padding of the dense kernels (see below). */
 #define NNPOPS__DENSE_PAD 16
 
-/* Largest number of values of each descriptor constant list. */
-#define NNPOPS__AEV_MAX_TERMS 32
 
-/* The descriptor constants (passed by value to GPU kernels; double holds the float32-rounded
- * values of the model file exactly).  Lengths in angstrom. */
-typedef struct nnpops__aev_desc {
-    int32_t n_species;
-    int32_t n_eta_r, n_shf_r;                  /* radial */
-    int32_t n_eta_a, n_zeta, n_shf_a, n_shf_z; /* angular */
-    int32_t radial_len;                        /* n_eta_r * n_shf_r: one radial block */
-    int32_t angular_len;                       /* n_eta_a * n_zeta * n_shf_a * n_shf_z: one block */
-    int32_t aev_len;                           /* S * radial_len + S (S+1)/2 * angular_len */
-    double rc_r, rc_a;
-    double eta_r[NNPOPS__AEV_MAX_TERMS], shf_r[NNPOPS__AEV_MAX_TERMS];
-    double eta_a[NNPOPS__AEV_MAX_TERMS], zeta[NNPOPS__AEV_MAX_TERMS];
-    double shf_a[NNPOPS__AEV_MAX_TERMS], shf_z[NNPOPS__AEV_MAX_TERMS];
-} nnpops__aev_desc;
-
-/* ---- center lists (kernels/cpu/aev.c) ----
+/* ---- center lists (kernels/cpu/center_neighbors.c) ----
  * Builds the CSR lists of the centers 0 .. n_centers-1 (atoms at or above n_centers, ghosts, get
  * no list) from the half pair list.  start [n_centers + 1], entry [2 * n_pairs] (at most that many
  * are written).  Entries of a center are in pair order (deterministic).  Returns the largest
@@ -66,71 +108,6 @@ typedef struct nnpops__aev_desc {
 int64_t nnpops__center_lists_cpu(int64_t n_centers, int64_t n_pairs, const int32_t *pairs,
                                  int64_t *start, int64_t *entry);
 
-/* ---- AEV (kernels/cpu/aev.c) ----
- * Work space of the AEV kernels in bytes (64-byte aligned, caller-owned, reused by every call)
- * for centers with at most max_entries entries. */
-size_t nnpops__aev_work_bytes(const nnpops__aev_desc *desc, int64_t max_entries);
-
-/* Forward: for the n columns r < n, center atom centers[r]: writes its full AEV into column r
- * of aev (feature-major, [aev_len][ld]; every value is overwritten).  species [n_atoms]. */
-void nnpops__aev_forward_cpu_f32(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
-                                 const int64_t *start, const int64_t *entry, const int32_t *pairs,
-                                 const double *pair_vec, const int32_t *species, float *aev,
-                                 int64_t ld, void *work);
-void nnpops__aev_forward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
-                                 const int64_t *start, const int64_t *entry, const int32_t *pairs,
-                                 const double *pair_vec, const int32_t *species, double *aev,
-                                 int64_t ld, void *work);
-
-/* Backward: given g = dE/dAEV of the n centers (feature-major [aev_len][ld], column r for center
- * centers[r]), ADDS dE/dr_p into pair_grad[p] ([n_pairs][3], double) for every pair the centers
- * see: + for entries 2p (vector +r_p), - for entries 2p+1 (vector -r_p). */
-void nnpops__aev_backward_cpu_f32(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
-                                  const int64_t *start, const int64_t *entry, const int32_t *pairs,
-                                  const double *pair_vec, const int32_t *species,
-                                  const float *grad_aev, int64_t ld, double *pair_grad,
-                                  void *work);
-void nnpops__aev_backward_cpu_f64(const nnpops__aev_desc *desc, int64_t n, const int32_t *centers,
-                                  const int64_t *start, const int64_t *entry, const int32_t *pairs,
-                                  const double *pair_vec, const int32_t *species,
-                                  const double *grad_aev, int64_t ld, double *pair_grad,
-                                  void *work);
-
-/* The same, where other threads may add to the same pair_grad entries at once (the centers of
- * one pair in two threads' calls): atomic additions.  Each pair receives at most two terms (one
- * from each of its centers, or both from one center for an atom's own image), added to zero, so
- * the sums do not depend on their order: the same bits as nnpops__aev_backward_cpu_*. */
-void nnpops__aev_backward_shared_cpu_f32(const nnpops__aev_desc *desc, int64_t n,
-                                         const int32_t *centers, const int64_t *start,
-                                         const int64_t *entry, const int32_t *pairs,
-                                         const double *pair_vec, const int32_t *species,
-                                         const float *grad_aev, int64_t ld, double *pair_grad,
-                                         void *work);
-void nnpops__aev_backward_shared_cpu_f64(const nnpops__aev_desc *desc, int64_t n,
-                                         const int32_t *centers, const int64_t *start,
-                                         const int64_t *entry, const int32_t *pairs,
-                                         const double *pair_vec, const int32_t *species,
-                                         const double *grad_aev, int64_t ld, double *pair_grad,
-                                         void *work);
-
-/* The AEV kernels in a chosen variant (tests: all give the same bits): isa 0 16-byte vectors, 1
- * 32-byte vectors, 2 64-byte vectors; backward 0: nnpops__aev_forward_cpu_* (aev_or_grad: the
- * AEV written, pair_grad unused), 1: nnpops__aev_backward_cpu_* (aev_or_grad: dE/dAEV, read).
- * Returns 0 when the variant is not available on this machine (nothing computed), else 1. */
-int nnpops__aev_variant_cpu_f32(int isa, int backward, const nnpops__aev_desc *desc, int64_t n,
-                                const int32_t *centers, const int64_t *start,
-                                const int64_t *entry, const int32_t *pairs,
-                                const double *pair_vec, const int32_t *species,
-                                float *aev_or_grad, int64_t ld, double *pair_grad, void *work);
-int nnpops__aev_variant_cpu_f64(int isa, int backward, const nnpops__aev_desc *desc, int64_t n,
-                                const int32_t *centers, const int64_t *start,
-                                const int64_t *entry, const int32_t *pairs,
-                                const double *pair_vec, const int32_t *species,
-                                double *aev_or_grad, int64_t ld, double *pair_grad, void *work);
-/* The natural logarithm of the AEV kernels (kernels/cpu/vmath.h) in a chosen variant: y[i] =
- * ln x[i] for positive normal x (tests).  Returns 0 when the variant is not available. */
-int nnpops__log_variant_cpu_f32(int isa, int64_t n, const float *x, float *y);
-int nnpops__log_variant_cpu_f64(int isa, int64_t n, const double *x, double *y);
 
 /* The widest vectors this machine runs (kernels/cpu/mlp.c): 2 (64 bytes, AVX-512F), 1 (32 bytes,
  * AVX2 and FMA), 0 (16).  NNPOPS__CPU_X86: the build has the 32- and 64-byte variants (x86 with
@@ -159,17 +136,6 @@ static inline int32_t nnpops__species_ranks(uint32_t present, int32_t n_species,
     return np;
 }
 
-/* The AEV restricted to the neighbor species of `present` (bit s: species s occurs among the
- * atoms; species s < full->n_species <= 32): *out is *full with the present species renumbered by
- * rank (rank[s], -1 for an absent species; rank has full->n_species entries), n_species their
- * count and aev_len recomputed.  The AEV of a center computed with *out and the ranks as species
- * is the subsequence of its full AEV made of the radial blocks of present species and the angular
- * blocks of pairs of present species, in the full order (ranks keep the order of the species and
- * of the pairs); the other entries of the full AEV are exactly zero, with no terms behind them,
- * and so are their gradients' contributions.  map (NULL or out->aev_len entries) receives each
- * restricted entry's index in the full AEV.  Returns out->aev_len. */
-int32_t nnpops__aev_desc_restrict(const nnpops__aev_desc *full, uint32_t present,
-                                  nnpops__aev_desc *out, int32_t *rank, int32_t *map);
 
 /* ---- dense layers and CELU (kernels/cpu/mlp.c) ----
  * All matrices feature-major over n atom columns (see above): X [in][ldx], Y [out][ldy].

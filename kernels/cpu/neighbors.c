@@ -76,7 +76,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/src/internal.h"
+#include "kernels/cpu/kernels.h"
 
 /* One atom of the system, in bin order (its wrapped position is kept apart, in three arrays). */
 typedef struct nbr_atom {

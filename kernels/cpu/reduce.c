@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "core/src/internal.h"
+#include "kernels/cpu/kernels.h"
 
 void nnpops__pair_reduce_cpu(int64_t n_atoms, int64_t n_systems, const int32_t *batch,
                              int64_t n_pairs, const int32_t *pairs, const double *pair_vec,

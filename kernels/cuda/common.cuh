@@ -26,7 +26,7 @@
 #include <string.h>
 
 extern "C" {
-#include "core/src/internal.h"
+#include "kernels/base.h"
 }
 
 #define NNPOPS__FULL_MASK 0xffffffffu

@@ -1,7 +1,7 @@
 /*
  * device_io.cu - the two kernels of the device-pointer entry (nnpops_compute_device) that touch the
  * caller's arrays: input preparation before the step and output finishing after it (see the
- * "device entry" section of kernels_cuda.h; the step itself is core/src/cuda_step.c).
+ * "device entry" section of kernels_cuda.h; the entry is core/src/cuda_device.c).
  *
  *   prepare: a thread per atom (positions, species, batch) and per cell entry; thread 0 also
  *            compares the plan generation.  Flags go to the step's io word with atomicOr; the first
@@ -104,8 +104,8 @@ __global__ void io_finish_kernel(const nnpops__io_finish_args a) {
                 r->max_entries = st->n_entries;
             if ((iflags & NNPOPS__IO_MAX_NEIGHBORS) && st->n_half > r->max_half)
                 r->max_half = st->n_half;
-            if ((sflags & NNPOPS__ST_ANGULAR) && st->max_angular > r->max_angular)
-                r->max_angular = st->max_angular;
+            if ((sflags & NNPOPS__ST_POT_CAPACITY) && st->pot_need > r->pot_need)
+                r->pot_need = st->pot_need;
             if (!r->bad_position) r->bad_position = io->bad_position;
             if (!r->bad_species) r->bad_species = io->bad_species;
             if (!r->bad_batch) r->bad_batch = io->bad_batch;

@@ -1,8 +1,8 @@
 /*
  * kernels_cuda.h - launchers of the CUDA kernels (C interface; the kernels live in the .cu files here).
  *
- * Every launcher is the twin of a CPU op (kernels/cpu/kernels.h, core/src/internal.h,
- * kernels/cpu/fused.h): the same arguments, all arrays DEVICE pointers, plus
+ * Every launcher is the twin of a CPU op (kernels/cpu/kernels.h, kernels/cpu/fused.h): the same
+ * arguments, all arrays DEVICE pointers, plus
  *   - `stream` (a cudaStream_t as void *; NULL = the legacy default stream),
  *   - where the op needs scratch: `work` / `work_bytes` (device memory from the caller's workspace;
  *     the size comes from the matching *_work_bytes function),
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/src/internal.h"
+#include "kernels/base.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/fused.h"
 
@@ -122,87 +122,6 @@ nnpops_status nnpops__center_lists_cuda(int64_t n_centers, int64_t n_pairs, cons
                                         int64_t *max_count_dev, void *work, size_t work_bytes,
                                         void *stream);
 
-/* ---- AEV (aev.cu) ------------------------------------------------------------------------------ *
- * Twins of nnpops__aev_forward_cpu_* / nnpops__aev_backward_cpu_*.  Extra behaviour:
- *  - entry may be NULL: entry e is 2 e (the center lists of nnpops__center_out); then the backward
- *    WRITES pair_grad[e] (each entry belongs to one center) instead of adding to it;
- *  - centers[r] < 0 marks a padding column (skipped);
- *  - at most max_angular entries within the angular cutoff per center are held in shared memory;
- *    a center with more sets NNPOPS__ST_ANGULAR and status->max_angular (the caller retries with
- *    more, see nnpops__aev_cuda_max_angular_limit);
- *  - `capacity` bounds the entries read (a truncated list after an overflow is never read out of
- *    bounds; its results are discarded by the caller).
- * The descriptor must have angular_len <= 1024 (NNPOPS_ERROR_UNSUPPORTED otherwise). */
-int32_t nnpops__aev_cuda_max_angular_limit(const nnpops__aev_desc *desc, int precision);
-nnpops_status nnpops__aev_forward_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                           const int32_t *centers, const int64_t *start,
-                                           const int64_t *entry, const int32_t *pairs,
-                                           const double *pair_vec, const int32_t *species,
-                                           float *aev, int64_t ld, int64_t capacity,
-                                           int32_t max_angular, nnpops__dev_status *status,
-                                           void *stream);
-nnpops_status nnpops__aev_forward_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                           const int32_t *centers, const int64_t *start,
-                                           const int64_t *entry, const int32_t *pairs,
-                                           const double *pair_vec, const int32_t *species,
-                                           double *aev, int64_t ld, int64_t capacity,
-                                           int32_t max_angular, nnpops__dev_status *status,
-                                           void *stream);
-nnpops_status nnpops__aev_backward_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                            const int32_t *centers, const int64_t *start,
-                                            const int64_t *entry, const int32_t *pairs,
-                                            const double *pair_vec, const int32_t *species,
-                                            const float *grad_aev, int64_t ld, double *pair_grad,
-                                            int64_t capacity, int32_t max_angular,
-                                            nnpops__dev_status *status, void *stream);
-/* As nnpops__aev_backward_cuda_f32 (det: the deterministic twin) with dE/dAEV given as `slices`
- * slices grad_aev + j slice_stride, each [aev_len][ld] (the partial sums of a k-split adjoint,
- * nnpops__sg_problem.split), added in slice order. */
-nnpops_status nnpops__aev_backward_sum_cuda_f32(
-    const nnpops__aev_desc *desc, int64_t n, const int32_t *centers, const int64_t *start,
-    const int64_t *entry, const int32_t *pairs, const double *pair_vec, const int32_t *species,
-    const float *grad_aev, int64_t ld, int32_t slices, int64_t slice_stride, double *pair_grad,
-    int64_t capacity, int32_t max_angular, nnpops__dev_status *status, void *stream, int det);
-nnpops_status nnpops__aev_backward_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                            const int32_t *centers, const int64_t *start,
-                                            const int64_t *entry, const int32_t *pairs,
-                                            const double *pair_vec, const int32_t *species,
-                                            const double *grad_aev, int64_t ld, double *pair_grad,
-                                            int64_t capacity, int32_t max_angular,
-                                            nnpops__dev_status *status, void *stream);
-
-/* Deterministic variants (option deterministic; entry == NULL center lists only): fixed-point
- * shared sums, bitwise reproducible for a given entry order (see aev.cu). */
-nnpops_status nnpops__aev_forward_det_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                               const int32_t *centers, const int64_t *start,
-                                               const int64_t *entry, const int32_t *pairs,
-                                               const double *pair_vec, const int32_t *species,
-                                               float *aev, int64_t ld, int64_t capacity,
-                                               int32_t max_angular, nnpops__dev_status *status,
-                                               void *stream);
-nnpops_status nnpops__aev_forward_det_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                               const int32_t *centers, const int64_t *start,
-                                               const int64_t *entry, const int32_t *pairs,
-                                               const double *pair_vec, const int32_t *species,
-                                               double *aev, int64_t ld, int64_t capacity,
-                                               int32_t max_angular, nnpops__dev_status *status,
-                                               void *stream);
-nnpops_status nnpops__aev_backward_det_cuda_f32(const nnpops__aev_desc *desc, int64_t n,
-                                                const int32_t *centers, const int64_t *start,
-                                                const int64_t *entry, const int32_t *pairs,
-                                                const double *pair_vec, const int32_t *species,
-                                                const float *grad_aev, int64_t ld,
-                                                double *pair_grad, int64_t capacity,
-                                                int32_t max_angular, nnpops__dev_status *status,
-                                                void *stream);
-nnpops_status nnpops__aev_backward_det_cuda_f64(const nnpops__aev_desc *desc, int64_t n,
-                                                const int32_t *centers, const int64_t *start,
-                                                const int64_t *entry, const int32_t *pairs,
-                                                const double *pair_vec, const int32_t *species,
-                                                const double *grad_aev, int64_t ld,
-                                                double *pair_grad, int64_t capacity,
-                                                int32_t max_angular, nnpops__dev_status *status,
-                                                void *stream);
 
 /* ---- dense layers, CELU and the fused network ops (mlp.cu) ----------------------------------- *
  * Twins of kernels.h (dense_forward/backward through cuBLAS in plain FP32 / FP64 compute,
@@ -259,17 +178,6 @@ nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, c
  * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
                                           size_t work_bytes, void *stream);
-/* The tails of `count` networks (nnpops__sg_tail_cpu_f32: hidden layers 1 .. h-1, the output
- * layer adding the energies with atomics (out.atom_energy, out.member_energy zero on entry), the
- * backward pass down to dE/dZ0 written over t[q].A) in one launch per NNPOPS__SG_PER_LAUNCH
- * networks (thread block clusters, tail.cu).  Every network must pass nnpops__sg_tail_supported
- * (else NNPOPS_ERROR_UNSUPPORTED, nothing enqueued). */
-nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int32_t count, double alpha,
-                                       void *stream);
-/* 1 when the current device runs network t's tail in one launch: compute capability 9.0 on, 2 to
- * NNPOPS__SG_TAIL_MAX_HIDDEN hidden layers, widths at most 256 and multiples of 4, 16-byte
- * aligned weights, out.n <= NNPOPS__SG_MAX_COLS, the atomic output form (not deterministic). */
-int nnpops__sg_tail_supported(const nnpops__sg_tail *t);
 /* The output layers of `count` networks in one launch (per NNPOPS__SG_PER_LAUNCH entries and per
  * kind: entries with args[q].deterministic run the one-thread-per-column kernel): entry q is
  * nnpops__ani_output_cuda_f32(&args[q], w[q], b[q], A[q]), with its atomics / determinism. */
@@ -355,7 +263,7 @@ nnpops_status nnpops__center_reduce_det_cuda(
     double *atomic_virials, double *energies, double *member_energies, void *work,
     size_t work_bytes, void *stream);
 /* ==== device entry: input preparation and output finishing (device_io.cu) =====================
- * (Owned by the device-pointer entry nnpops_compute_device, core/src/cuda_step.c; not a twin of a
+ * (Owned by the device-pointer entry nnpops_compute_device, core/src/cuda_device.c; not a twin of a
  * CPU op.)  The step of the device entry reads the caller's DEVICE arrays through two kernels:
  *   prepare: positions -> angstrom into the step's arena (a non-finite coordinate is flagged and
  *            written as 0 so the neighbor search stays in bounds), atomic numbers -> species
@@ -397,7 +305,7 @@ typedef struct nnpops__io_sticky {
     uint32_t io_flags;          /* OR of the io flags (NNPOPS__IO_*) */
     int64_t max_entries;        /* largest entry count of a step with NNPOPS__ST_OVERFLOW */
     int64_t max_half;           /* largest pair count of a step with NNPOPS__IO_MAX_NEIGHBORS */
-    int32_t max_angular;        /* largest angular count of a step with NNPOPS__ST_ANGULAR */
+    int32_t pot_need;           /* largest pot_need of a step with NNPOPS__ST_POT_CAPACITY */
     int32_t pad;
     int64_t last_n_half, last_n_entries; /* of the last step */
     nnpops__dev_status geometry;         /* status word of the first step with NNPOPS__ST_GEOMETRY */

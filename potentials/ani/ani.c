@@ -9,7 +9,7 @@
  * once here (cutoffs and shifts times L, etas divided by L^2), so the AEV is unchanged.
  *
  * Compute (one step, inputs in angstrom, half pair list within the radial cutoff):
- *  1. per-center neighbor lists (CSR, kernels/cpu/aev.c) of the local atoms from the half list;
+ *  1. per-center neighbor lists (CSR, kernels/cpu/center_neighbors.c) of the local atoms from the half list;
  *  2. local atoms grouped by species (counting sort, atom order kept inside a species);
  *  3. per species, blocks of up to ANI_BLOCK atoms: AEV block (feature-major [aev_len][block]),
  *     the first layer of all members as one GEMM, then per member the hidden layers with CELU
@@ -885,6 +885,7 @@ const nnpops__potential_vt nnpops__ani_vt = {
     .compute_cuda = nnpops__ani_compute_cuda,
     .cuda_prepare = nnpops__ani_cuda_prepare,
     .cuda_release_state = nnpops__ani_cuda_release_state,
+    .cuda_capacity = nnpops__ani_cuda_capacity,
 #endif
 };
 

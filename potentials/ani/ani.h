@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/src/internal.h"
-#include "kernels/cpu/kernels.h"
+#include "core/src/potential_api.h"
+#include "potentials/ani/ani_ops.h"
 
 #define NNPOPS__ANI_MAX_LAYERS 16    /* dense layers per network, output layer included */
 #define NNPOPS__ANI_MAX_WIDTH 65536  /* largest layer width accepted */
@@ -49,5 +49,20 @@ typedef struct nnpops__ani {
  * layout), or transposed, [Lr][M out]. */
 void nnpops__ani_restricted_first_layer(const nnpops__ani *a, int s, const int32_t *map,
                                         int64_t Lr, int transposed, void *dst);
+
+#ifdef NNPOPS_HAVE_CUDA
+/* The GPU hooks of nnpops__ani_vt (potentials/ani/ani_cuda.c). */
+nnpops_status nnpops__ani_upload(nnpops_model *model);
+void nnpops__ani_release_device(nnpops_model *model);
+size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
+                                   int *side_streams);
+nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
+nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *step,
+                                       void **state);
+void nnpops__ani_cuda_release_state(void *state);
+/* vt->cuda_capacity: the angular entries per center the AEV kernels hold (64 at first; a need
+ * rounded up to a multiple of 32; the AEV launchers refuse more than their shared memory holds). */
+int32_t nnpops__ani_cuda_capacity(const nnpops_model *model, int32_t need);
+#endif
 
 #endif /* NNPOPS_POTENTIALS_ANI_H */

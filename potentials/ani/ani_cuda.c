@@ -873,19 +873,19 @@ static nnpops_status aev_cols(const nnpops__ani *a, const nnpops__dstep *st, int
         if (backward)
             return (det ? nnpops__aev_backward_det_cuda_f64 : nnpops__aev_backward_cuda_f64)(
                 d, n, centers, st->start, NULL, st->pairs, st->vec, species,
-                (const double *)X, ld, st->pair_grad, st->capacity, st->max_angular, st->status,
+                (const double *)X, ld, st->pair_grad, st->capacity, st->pot_capacity, st->status,
                 stream);
         return (det ? nnpops__aev_forward_det_cuda_f64 : nnpops__aev_forward_cuda_f64)(
             d, n, centers, st->start, NULL, st->pairs, st->vec, species, (double *)X, ld,
-            st->capacity, st->max_angular, st->status, stream);
+            st->capacity, st->pot_capacity, st->status, stream);
     }
     if (backward)
         return (det ? nnpops__aev_backward_det_cuda_f32 : nnpops__aev_backward_cuda_f32)(
             d, n, centers, st->start, NULL, st->pairs, st->vec, species,
-            (const float *)X, ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream);
+            (const float *)X, ld, st->pair_grad, st->capacity, st->pot_capacity, st->status, stream);
     return (det ? nnpops__aev_forward_det_cuda_f32 : nnpops__aev_forward_cuda_f32)(
         d, n, centers, st->start, NULL, st->pairs, st->vec, species, (float *)X, ld,
-        st->capacity, st->max_angular, st->status, stream);
+        st->capacity, st->pot_capacity, st->status, stream);
 }
 
 /* A CUDA runtime call of the step's stream plumbing (events) as a status. */
@@ -1066,7 +1066,12 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
         return nnpops__aev_backward_sum_cuda_f32(
             aev_of(a, st), st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec,
             aev_species(st), (const float *)(work + L.kpart), ld,
-            L.ksplit, Lf * ld, st->pair_grad, st->capacity, st->max_angular, st->status, stream,
+            L.ksplit, Lf * ld, st->pair_grad, st->capacity, st->pot_capacity, st->status, stream,
             det);
     return aev_cols(a, st, 1, 0, st->n_cols, aev, stream);
+}
+
+int32_t nnpops__ani_cuda_capacity(const nnpops_model *model, int32_t need) {
+    (void)model;
+    return need <= 0 ? 64 : (need + 31) / 32 * 32;
 }

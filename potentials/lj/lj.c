@@ -7,31 +7,32 @@
  * Half of E_ij goes to each LOCAL atom of the pair; the half of a ghost atom is dropped, which is
  * what makes a domain decomposition (LAMMPS) sum each pair exactly once over the ranks.  The pair
  * gradient is dE_ij/dr weighted by the share that counts (1 with both atoms local, 0.5 with one).
- * A pair of an atom with its own periodic image gives both halves to that atom.
+ * A pair of an atom with its own periodic image gives both halves to that atom.  The step may hand
+ * full (center) lists instead (nnpops__nbr_choice): then entry (c, j) gives half of E_cj to c
+ * when c is local, and its gradient weight is that half.
  *
  * Parameters are kept per unordered species pair in an S x S table (symmetric), converted to
  * angstrom at load.  Everything is computed in double whatever the model's precision: the
  * potential is a reference for tests and its cost is negligible.  No weights file.
+ *
+ * On a GPU model the step hands center lists of the local atoms instead, and the op of
+ * potentials/lj/lj_ops.h computes the same terms (lj_cuda.c: the GPU hooks).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/src/internal.h"
+#include "core/src/potential_api.h"
+#include "potentials/lj/lj.h"
+#include "potentials/lj/lj_ops.h"
 
-typedef struct lj_pair {
-    int on;         /* the species pair interacts */
-    double eps;     /* model energy unit */
-    double sigma;   /* angstrom */
-    double cutoff;  /* angstrom */
-    double e_shift; /* energy at the cutoff (0 without shift) */
-} lj_pair;
+typedef nnpops__lj_pair lj_pair;
 
 typedef struct lj_impl {
     int32_t n_species;
     int shift;
-    lj_pair table[NNPOPS__MAX_SPECIES][NNPOPS__MAX_SPECIES];
+    nnpops__lj_table table; /* pair[a * n_species + b]; the GPU path's copy (lj_cuda.c) too */
 } lj_impl;
 
 static double lj_energy(double eps, double sigma, double r) {
@@ -69,6 +70,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
     if (!p) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for an LJ model");
     model->impl = p;
     p->n_species = model->n_species;
+    p->table.n_species = model->n_species;
 
     if ((st = nnpops__cfg_get(cfg, lj, "shift", 0, &n)) != NNPOPS_OK) return st;
     if (n && (st = nnpops__cfg_bool(cfg, n, "lj.shift", &p->shift)) != NNPOPS_OK) return st;
@@ -105,7 +107,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
                                     nnpops__cfg_line(cfg, sym_node), what, sym);
             }
         }
-        lj_pair *t = &p->table[sp[0]][sp[1]];
+        lj_pair *t = &p->table.pair[sp[0] * p->n_species + sp[1]];
         if (t->on) {
             return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
                                 "%s:%d: %s: the pair %s-%s is listed twice", file,
@@ -143,7 +145,7 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
         t->sigma = sigma * ell;
         t->cutoff = cut * ell;
         t->e_shift = p->shift ? lj_energy(t->eps, t->sigma, t->cutoff) : 0.0;
-        p->table[sp[1]][sp[0]] = *t;
+        p->table.pair[sp[1] * p->n_species + sp[0]] = *t;
         if (t->cutoff > max_cut) max_cut = t->cutoff;
     }
     model->cutoff = max_cut;
@@ -166,12 +168,16 @@ static nnpops_status lj_compute_cpu(const nnpops_model *model, nnpops__scratch *
                             (int)step->member);
     }
     const int64_t n_local = step->n_local;
+    const int full = step->lists.full;
     for (int64_t q = 0; q < step->n_pairs; q++) {
         const int32_t i = step->pairs[2 * q], j = step->pairs[2 * q + 1];
-        const lj_pair *t = &p->table[step->species[i]][step->species[j]];
+        const lj_pair *t = &p->table.pair[step->species[i] * p->n_species + step->species[j]];
         const double r = step->pair_dist[q];
         if (!t->on || !(r < t->cutoff)) continue;
-        const double share_i = i < n_local ? 0.5 : 0.0, share_j = j < n_local ? 0.5 : 0.0;
+        /* a half list gives each local atom of the pair half of E_ij; full lists have the pair
+         * once per center, and each entry gives its center (when local) half */
+        const double share_i = i < n_local ? 0.5 : 0.0;
+        const double share_j = !full && j < n_local ? 0.5 : 0.0;
         if (share_i + share_j == 0.0) continue;
         const double sr2 = (t->sigma / r) * (t->sigma / r);
         const double sr6 = sr2 * sr2 * sr2;
@@ -197,4 +203,14 @@ const nnpops__potential_vt nnpops__lj_vt = {
     .load = lj_load,
     .destroy = lj_destroy,
     .compute_cpu = lj_compute_cpu,
+#ifdef NNPOPS_HAVE_CUDA
+    .upload = nnpops__lj_upload,
+    .release_device = nnpops__lj_release_device,
+    .cuda_work_bytes = nnpops__lj_cuda_work_bytes,
+    .compute_cuda = nnpops__lj_compute_cuda,
+#endif
 };
+
+const nnpops__lj_table *nnpops__lj_table_of(const nnpops_model *model) {
+    return &((const lj_impl *)model->impl)->table;
+}

@@ -108,6 +108,28 @@ def test_model_properties(model):
     assert sorted(m2.species) == [1, 6, 7, 8, 9, 16, 17]
     assert m2.cutoff == pytest.approx(5.1, abs=1e-6)
     assert "ani2x" in repr(m2)
+    # ANI: an atom's energy depends on its neighbors within the cutoff only; no total charge
+    assert model.interaction_range == model.cutoff
+    assert model.uses_charge is False
+
+
+def test_charges(ctx):
+    """A total charge per system: zero (a number or one per system) is the neutral call, a
+    nonzero one is refused by ANI with the library's named error, a wrong shape by Python."""
+    ref = ctx.compute(WATER_Z, WATER_X)
+    for q in (0, 0.0, [0.0], np.zeros(1)):
+        res = ctx.compute(WATER_Z, WATER_X, charges=q)
+        assert res["energies"][0] == ref["energies"][0]
+        assert np.array_equal(res["forces"], ref["forces"])
+    with pytest.raises(nnpops.UnsupportedError, match="does not use a charge"):
+        ctx.compute(WATER_Z, WATER_X, charges=1)
+    z2 = np.concatenate([WATER_Z, WATER_Z])
+    x2 = np.concatenate([WATER_X, WATER_X + 10.0])
+    batch = np.array([0, 0, 0, 1, 1, 1], dtype=np.int32)
+    with pytest.raises(nnpops.UnsupportedError, match="system 1 has total charge -1"):
+        ctx.compute(z2, x2, batch=batch, charges=[0.0, -1.0])
+    with pytest.raises(ValueError, match="charges must be"):
+        ctx.compute(z2, x2, batch=batch, charges=[0.0, 0.0, 0.0])
 
 
 def test_model_not_found():

@@ -267,3 +267,28 @@ def test_threads_option_same_bits(precision):
         assert a.calc.context.stats()["cpu_threads"] == threads
     for one, three in zip(*results):
         assert np.array_equal(np.asarray(one), np.asarray(three))
+
+
+def test_charge_keyword_and_info(model):
+    """The total charge: the calculator's keyword, overridden by atoms.info["charge"]; zero is
+    the neutral result, a nonzero one ANI refuses; a changed info charge is a new calculation."""
+    atoms = structures.alanine()
+    e_ref = _fresh(atoms, model)
+    a = atoms.copy()
+    a.calc = NNPOpsCalculator(model, charge=0)
+    assert a.get_potential_energy() == e_ref
+    a.calc = NNPOpsCalculator(model, charge=1)
+    with pytest.raises(nnpops.UnsupportedError, match="does not use a charge"):
+        a.get_potential_energy()
+    a.info["charge"] = 0  # the atoms' own charge wins over the keyword
+    assert a.get_potential_energy() == e_ref
+    a.info["charge"] = -1  # not a cached result: ASE does not see info change, the calculator does
+    with pytest.raises(nnpops.UnsupportedError, match="total charge -1"):
+        a.get_potential_energy()
+    b = atoms.copy()
+    b.info["charge"] = 0
+    c = atoms.copy()
+    c.info["charge"] = 2
+    with pytest.raises(nnpops.UnsupportedError, match="system 1 has total charge 2"):
+        evaluate_batch([b, c], model)
+    assert evaluate_batch([b, atoms], model)[0]["energy"] == e_ref

@@ -43,6 +43,7 @@
 
 #include "core/src/internal.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani_ops.h"
 #include "potentials/ani/ani.h"
 #include "reference.h"
 #include "structures.h"

@@ -1,5 +1,5 @@
 # Emulated GPU tests (label "emu"): the library built with its CUDA backend for the CPU, every
-# kernel of kernels/cuda/*.cu compiled as C++ against the stand-in headers of tests/emu/include
+# kernel (NNPOPS_CUDA_KERNEL_FILES: kernels/cuda/*.cu and the potentials' cuda/*.cu) compiled as C++ against the stand-in headers of tests/emu/include
 # (every launch runs at once, or is recorded while a stream is captured into a graph; threads are
 # fibers that switch at warp collectives and block barriers, a cluster's blocks run together:
 # emu.cpp; cuBLAS is a plain GEMM; the asynchronous copies are plain copies,
@@ -37,12 +37,12 @@ function(nnpops_emu_source cu out_var)
   set(${out_var} ${gen} PARENT_SCOPE)
 endfunction()
 set(emu_kernels)
-foreach(k neighbors aev mlp reduce tail tf32x3 device_io)
-  nnpops_emu_source(${PROJECT_SOURCE_DIR}/kernels/cuda/${k}.cu gen)
+foreach(cu ${NNPOPS_CUDA_KERNEL_FILES})
+  nnpops_emu_source(${PROJECT_SOURCE_DIR}/${cu} gen)
   list(APPEND emu_kernels ${gen})
 endforeach()
 set(emu_lib_sources ${NNPOPS_CORE_SOURCES} ${NNPOPS_CPU_KERNEL_SOURCES}
-  ${NNPOPS_POTENTIAL_SOURCES} core/src/cuda_step.c potentials/ani/ani_cuda.c)
+  ${NNPOPS_POTENTIAL_SOURCES} ${NNPOPS_CUDA_HOST_SOURCES})
 list(TRANSFORM emu_lib_sources PREPEND ${PROJECT_SOURCE_DIR}/)
 
 # nnpops_emu_library(NAME RUNTIME DEFINITION...): the library with its CUDA backend and every
@@ -52,7 +52,7 @@ function(nnpops_emu_library name runtime)
   add_library(${name} STATIC EXCLUDE_FROM_ALL ${emu_lib_sources} ${emu_kernels} ${runtime})
   # the stand-in headers come first (cuda_runtime.h, cub, cuBLAS, cooperative groups)
   target_include_directories(${name} BEFORE PUBLIC ${emu_dir}/include)
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/core/include
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/core/include ${NNPOPS_GENERATED_INCLUDE_DIR}
     ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/kernels/cuda
     ${PROJECT_SOURCE_DIR}/kernels/cpu)
   target_compile_definitions(${name} PUBLIC NNPOPS_HAVE_CUDA=1 NNPOPS_CUDA_EMULATION=1 ${ARGN})
@@ -106,7 +106,7 @@ endfunction()
 set(gpu_src ${PROJECT_SOURCE_DIR}/tests/gpu)
 nnpops_emu_program(plain ops ${gpu_src}/test_gpu_ops.c neighbors_center neighbors_half
   neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce reduce_step
-  small_gemm sg_tail stage)
+  small_gemm sg_tail stage lj lj_model)
 set(emu_model_cases)
 foreach(model ani2x ani1x)
   foreach(prec f64 f32)

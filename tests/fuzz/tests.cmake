@@ -61,14 +61,14 @@ if(NOT TEST unit.fuzz.corpus)
     list(TRANSFORM _nnpops_fuzz_lib PREPEND ${PROJECT_SOURCE_DIR}/)
     # the library compiled once with coverage instrumentation, shared by both targets
     add_library(nnpops_fuzz_objects OBJECT ${_nnpops_fuzz_lib})
-    target_include_directories(nnpops_fuzz_objects PUBLIC ${PROJECT_SOURCE_DIR}/core/include
+    target_include_directories(nnpops_fuzz_objects PUBLIC ${PROJECT_SOURCE_DIR}/core/include ${NNPOPS_GENERATED_INCLUDE_DIR}
       ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR})
     target_compile_options(nnpops_fuzz_objects PRIVATE ${_nnpops_fuzz_flags})
     target_link_libraries(nnpops_fuzz_objects PRIVATE PkgConfig::YAML)
     foreach(target yaml safetensors)
       add_executable(fuzz_${target} ${_nnpops_fuzz_dir}/fuzz_${target}.c
         $<TARGET_OBJECTS:nnpops_fuzz_objects>)
-      target_include_directories(fuzz_${target} PRIVATE ${PROJECT_SOURCE_DIR}/core/include
+      target_include_directories(fuzz_${target} PRIVATE ${PROJECT_SOURCE_DIR}/core/include ${NNPOPS_GENERATED_INCLUDE_DIR}
         ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR})
       target_compile_options(fuzz_${target} PRIVATE ${_nnpops_fuzz_flags} -fsanitize=fuzzer)
       target_link_options(fuzz_${target} PRIVATE -fsanitize=fuzzer,address,undefined)

@@ -644,7 +644,7 @@ static int case_errors(void) {
     CHECK_HAS(nnpops_last_error(), "host memory");
     /* struct sizes */
     nnpops_device_inputs small = in;
-    small.struct_size = sizeof small - 8;
+    small.struct_size = offsetof(nnpops_device_inputs, charges) - 8; /* below the 0.1.0 size */
     CHECK_STATUS(nnpops_compute_device(cd, &small, &out, g_stream), NNPOPS_ERROR_INVALID_ARGUMENT);
     CHECK_ERROR_HAS("nnpops_device_inputs.struct_size");
     nnpops_device_outputs so = out;

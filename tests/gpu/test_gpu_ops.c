@@ -39,6 +39,10 @@
  *                      to device and device to pinned host through the device pointers, sizes
  *                      with and without 16-byte tails, zeroing alone and with a copy; bytes
  *                      outside the ranges untouched
+ *   lj                 the Lennard-Jones pair terms over center lists (potentials/lj/cuda/lj.cu)
+ *                      against their CPU twin: ghost centers, a truncating capacity
+ *   lj_model           an lj model on "cuda" against the same model on "cpu" (public API):
+ *                      ghosts, a batch with a periodic box narrower than twice the cutoff
  */
 #include <math.h>
 #include <stdint.h>
@@ -54,7 +58,10 @@
 #include "kernels/cpu/fused.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani_ops.h"
 #include "potentials/ani/ani.h"
+#include "potentials/lj/lj_ops.h"
+#include "tmpfiles.h"
 
 static unsigned long long rng = 0x9e3779b97f4a7c15ull;
 static double urand(void) { return test_rand(&rng); }
@@ -941,8 +948,8 @@ static int aev_one(const nnpops__aev_desc *desc, int f64, int n, const double *x
                                                   dspecies, daev, ld, np, small, dst, g_stream));
         nnpops__dev_status st;
         to_host(&st, dst, sizeof st);
-        CHECK(st.flags & NNPOPS__ST_ANGULAR);
-        const int32_t need = st.max_angular;
+        CHECK(st.flags & NNPOPS__ST_POT_CAPACITY);
+        const int32_t need = st.pot_need;
         CHECK(need > small);
         CUDA_CHECK(cudaMemsetAsync(dst, 0, sizeof(nnpops__dev_status), g_stream));
         if (f64) {
@@ -2123,6 +2130,135 @@ static int case_stage(void) {
     return 0;
 }
 
+/* ---- Lennard-Jones (potentials/lj) ----------------------------------------------------------- */
+
+/* The pair terms over center lists against their CPU twin: the neighbor-test batch with two
+ * species, every atom a center (the last ones ghosts: they get no energy and zero gradients), with
+ * the whole list and with a capacity that cuts the last entries off (never read by either). */
+static int case_lj(void) {
+    batchset b = make_batch();
+    const int64_t n = b.n, n_local = b.n_centers;
+    nnpops__lj_table *tab = calloc(1, sizeof *tab);
+    tab->n_species = 2;
+    const double eps[3] = {0.0104, 0.0125, 0.0141}, sig[3] = {3.40, 3.50, 3.65},
+                 cut[3] = {5.2, 4.8, 5.0};
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 2; c++) {
+            const int k = a + c;
+            nnpops__lj_pair *q = &tab->pair[a * 2 + c];
+            q->on = 1;
+            q->eps = eps[k];
+            q->sigma = sig[k];
+            q->cutoff = cut[k];
+            const double s6 = pow(sig[k] / cut[k], 6);
+            q->e_shift = k == 1 ? 0.0 : 4 * eps[k] * (s6 * s6 - s6); /* shifted and not */
+        }
+    int32_t *species = malloc(sizeof(int32_t) * n);
+    for (int64_t i = 0; i < n; i++) species[i] = urand() < 0.4;
+    nnpops__scratch sc;
+    memset(&sc, 0, sizeof sc);
+    nnpops__nbr_in in = host_in(&b);
+    nnpops__dev_status st;
+    int64_t cap = 200 * n;
+    int64_t *start = malloc(sizeof(int64_t) * (n + 1));
+    int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap);
+    double *vec = malloc(sizeof(double) * 3 * cap);
+    nnpops__center_out co = {cap, start, pairs, NULL, vec, NULL, &st};
+    CHECK_OK(nnpops__center_neighbors_cpu(&in, n, 0.0, &sc, &co));
+    CHECK(!(st.flags & NNPOPS__ST_OVERFLOW));
+    const int64_t ne = start[n];
+    int32_t *dsp = dup_to_device(species, sizeof(int32_t) * n);
+    int64_t *dstart = dup_to_device(start, sizeof(int64_t) * (n + 1));
+    int32_t *dpairs = dup_to_device(pairs, sizeof(int32_t) * 2 * ne);
+    double *dvec = dup_to_device(vec, sizeof(double) * 3 * ne);
+    nnpops__lj_table *dtab = dup_to_device(tab, sizeof *tab);
+    double *e_cpu = malloc(sizeof(double) * n), *e_gpu = malloc(sizeof(double) * n);
+    double *g_cpu = malloc(sizeof(double) * 3 * ne), *g_gpu = malloc(sizeof(double) * 3 * ne);
+    double *de = dalloc(sizeof(double) * n), *dg = dalloc(sizeof(double) * 3 * ne);
+    for (int trunc = 0; trunc < 2; trunc++) {
+        const int64_t capacity = trunc ? ne - 37 : ne;
+        for (int64_t k = 0; k < 3 * ne; k++) g_cpu[k] = g_gpu[k] = 7.0; /* beyond capacity: kept */
+        CUDA_CHECK(cudaMemcpy(dg, g_gpu, sizeof(double) * 3 * ne, cudaMemcpyHostToDevice));
+        nnpops__lj_centers_cpu(tab, n, n_local, start, pairs, vec, species, capacity, e_cpu, g_cpu);
+        CHECK_OK(nnpops__lj_centers_cuda(dtab, n, n_local, dstart, dpairs, dvec, dsp, capacity, de,
+                                         dg, g_stream));
+        to_host(e_gpu, de, sizeof(double) * n);
+        to_host(g_gpu, dg, sizeof(double) * 3 * ne);
+        double emax = 0, gmax = 0, esum = 0;
+        for (int64_t i = 0; i < n; i++) {
+            emax = fmax(emax, fabs(e_cpu[i]));
+            esum += e_cpu[i];
+            if (i >= n_local) CHECK(e_cpu[i] == 0.0); /* a ghost center's energy does not count */
+        }
+        for (int64_t k = 0; k < 3 * capacity; k++) gmax = fmax(gmax, fabs(g_cpu[k]));
+        for (int64_t k = 3 * capacity; k < 3 * ne; k++) CHECK(g_cpu[k] == 7.0 && g_gpu[k] == 7.0);
+        for (int64_t e = start[n_local]; e < capacity; e++) /* ghost centers: zero gradients */
+            CHECK(g_cpu[3 * e] == 0.0 && g_cpu[3 * e + 1] == 0.0 && g_cpu[3 * e + 2] == 0.0);
+        CHECK(gmax > 0 && emax > 0);
+        if (compare("lj atom energies", e_gpu, e_cpu, n, 1e-13 * emax, 1e-12) > 1.0) return 1;
+        if (compare("lj entry gradients", g_gpu, g_cpu, 3 * capacity, 1e-13 * gmax, 1e-12) > 1.0)
+            return 1;
+        printf("  %lld entries (capacity %lld), %lld local of %lld centers, energy %.6g\n",
+               (long long)ne, (long long)capacity, (long long)n_local, (long long)n, esum);
+    }
+    return 0;
+}
+
+/* An lj model on "cuda" (the GPU step with LJ's hooks) against the same model on "cpu" (the half
+ * list of the CPU step): a cluster with ghosts, and a batch of a cluster and a periodic box whose
+ * cutoff exceeds half its width; energies, forces, virials, per-atom energies. */
+static int case_lj_model(void) {
+    const char *path = test_write_text(
+        "arkr.yaml",
+        "format: nnpops-model\nformat_version: 1\nname: arkr\ntype: lj\n"
+        "units: {length: angstrom, energy: eV}\nspecies: [Ar, Kr]\n"
+        "lj:\n  shift: true\n  pairs:\n"
+        "    - {elements: [Ar, Ar], epsilon: 0.0104, sigma: 3.40, cutoff: 7.0}\n"
+        "    - {elements: [Kr, Ar], epsilon: 0.0125, sigma: 3.50, cutoff: 8.0}\n"
+        "    - {elements: [Kr, Kr], epsilon: 0.0141, sigma: 3.65, cutoff: 6.5}\n");
+    enum { N = 120 };
+    int32_t z[N], batch[N];
+    double x[3 * N];
+    for (int i = 0; i < N; i++) {
+        z[i] = urand() < 0.3 ? 36 : 18;
+        batch[i] = i < 70 ? 0 : 1;
+        /* at least 2.9 angstrom apart: a jittered grid */
+        const int g = i < 70 ? i : i - 70;
+        x[3 * i] = 3.3 * (g % 5) + 0.4 * urand();
+        x[3 * i + 1] = 3.3 * ((g / 5) % 5) + 0.4 * urand();
+        x[3 * i + 2] = 3.3 * (g / 25) + 0.4 * urand();
+    }
+    const double cells[18] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 16.5, 0, 0, 0.5, 16.5, 0, 0, 0, 6.6};
+    const uint8_t pbc[6] = {0, 0, 0, 1, 1, 1};
+    double e[2][2], f[2][3 * N], w[2][18], a[2][N];
+    for (int layout = 0; layout < 2; layout++) {
+        for (int dev = 0; dev < 2; dev++) {
+            nnpops_model *m;
+            nnpops_context *ctx;
+            CHECK_OK(nnpops_model_load(path, dev ? "cuda" : "cpu", NNPOPS_FLOAT64, &m));
+            CHECK_OK(nnpops_context_create(m, &ctx));
+            /* layout 0: the first system alone with its last 20 atoms ghosts; 1: the batch */
+            nnpops_inputs in = {sizeof in, layout ? N : 70, layout ? -1 : 50, layout ? 2 : 1, z,
+                                x, layout ? batch : NULL, layout ? cells : NULL,
+                                layout ? pbc : NULL, NULL};
+            nnpops_outputs out = {sizeof out, e[dev], f[dev], w[dev], a[dev], NULL, NULL};
+            CHECK_OK(nnpops_compute(ctx, &in, &out));
+            nnpops_context_destroy(ctx);
+            nnpops_model_destroy(m);
+        }
+        const int n = layout ? N : 70, ns = layout ? 2 : 1;
+        double fmaxv = 0;
+        for (int k = 0; k < 3 * n; k++) fmaxv = fmax(fmaxv, fabs(f[0][k]));
+        CHECK(fmaxv > 1e-4);
+        if (compare("lj model energies", e[1], e[0], ns, 1e-12, 1e-12) > 1.0 ||
+            compare("lj model forces", f[1], f[0], 3 * n, 1e-12 * fmaxv, 1e-11) > 1.0 ||
+            compare("lj model virials", w[1], w[0], 9 * ns, 1e-12, 1e-11) > 1.0 ||
+            compare("lj model atom energies", a[1], a[0], n, 1e-13, 1e-11) > 1.0)
+            return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s CASE\n", argv[0]);
@@ -2145,6 +2281,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "small_gemm")) r = case_small_gemm();
     else if (!strcmp(c, "sg_tail")) r = case_sg_tail();
     else if (!strcmp(c, "stage")) r = case_stage();
+    else if (!strcmp(c, "lj")) r = case_lj();
+    else if (!strcmp(c, "lj_model")) r = case_lj_model();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -1,5 +1,5 @@
 /*
- * test_aev_cpu.c - the CPU AEV kernels (kernels/cpu/aev.c) against a plain long double
+ * test_aev_cpu.c - the CPU AEV kernels (potentials/ani/cpu/aev.c) against a plain long double
  * implementation of the definition written here (acos, cos, pow, exp per term; kernels.h gives the
  * formulas), on random clusters of three species:
  *   forward:  every AEV entry of every center within atol + rtol |reference|;
@@ -8,7 +8,7 @@
  *   every vector width (16-, 32-, 64-byte variants, where the machine has them) gives the same
  *   bits, forward and backward.
  * Two descriptors: ANI-1x's constants, and a generic one (two radial etas, two zetas, one of them
- * 1, 36 angular terms).  A dense cluster puts more than one batch (kernels/cpu/aev.c: AEV_PB) of
+ * 1, 36 angular terms).  A dense cluster puts more than one batch (potentials/ani/cpu/aev.c: AEV_PB) of
  * entries and of pairs on a center.  Also the vector logarithm behind the angular factors
  * (kernels/cpu/vmath.h) against libm, within 4 units in the last place, on every binade from the
  * smallest normal number to 2.
@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/kernels.h"
+#include "potentials/ani/ani_ops.h"
 #include "cluster.h"
 
 typedef long double LD;

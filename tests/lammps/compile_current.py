@@ -61,6 +61,10 @@ def main():
              "-DOMPI_SKIP_MPICXX=1", "-DMPICH_SKIP_MPICXX=1",
              "-I" + os.path.join(source_dir, "plugin"),
              "-I" + os.path.join(source_dir, "core", "include"), "-I" + src]
+    # nnpops/version.h is generated into the build tree
+    build_dir = os.environ.get("NNPOPS_BUILD_DIR")
+    if build_dir:
+        flags.append("-I" + os.path.join(build_dir, "include"))
     if mpi_includes:
         flags += ["-I" + d for d in mpi_includes]
     else:

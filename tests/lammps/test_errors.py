@@ -113,3 +113,24 @@ run 0
     # the library's packed indices come with the LAMMPS atom IDs of the pair (the 4th and 5th atoms)
     ids = re.search(r"LAMMPS atom IDs (\d+) and (\d+)", msg)
     assert ids and {int(ids.group(1)), int(ids.group(2))} == {4, 5}, msg
+
+
+def test_charge_refused_by_ani(tmp_path):
+    """ANI does not use a total charge: a nonzero `charge` is the library's named error at
+    pair_coeff, a malformed one LAMMPS's."""
+    msg, _ = expect_error(tmp_path, WATER + "pair_style nnpops charge 1\n"
+                          "pair_coeff * * ani2x O H\nrun 0\n")
+    assert "NNPOPS_ERROR_UNSUPPORTED" in msg and "does not use a charge" in msg, msg
+    msg, _ = expect_error(tmp_path, WATER + "pair_style nnpops charge one\n")
+    assert "charge must be a number" in msg
+
+
+def test_charge_zero_accepted(tmp_path):
+    """charge 0 is the neutral system: the same energy as without the keyword."""
+    energies = []
+    for style in ("pair_style nnpops", "pair_style nnpops charge 0"):
+        script = (WATER + style + "\npair_coeff * * ani2x O H\n"
+                  "thermo_style custom step pe\nthermo_modify format float %.17g\nrun 0\n")
+        run = ls.run_lammps(tmp_path, script)
+        energies.append(float(run.thermo()[-1]["PotEng"][-1]))
+    assert energies[0] == energies[1]

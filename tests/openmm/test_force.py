@@ -131,6 +131,21 @@ def test_topology_as_atomic_numbers():
     assert e == pytest.approx(e_ref, rel=TOL, abs=0)
 
 
+def test_charge():
+    """create_force(..., charge=): zero is the neutral force; ANI refuses a nonzero total charge
+    when the force is made (not on OpenMM's worker thread), and the charge survives pickling."""
+    numbers, pos, _ = H.atoms_nm(structures.alanine())
+    system = H.system_of(numbers)
+    nom.create_force(numbers, model="ani2x", system=system, charge=0)
+    e, _ = H.energy_forces(H.context(system, pos))
+    e_ref, _ = H.library_reference("ani2x", numbers, pos)
+    assert e == pytest.approx(e_ref, rel=TOL, abs=0)
+    with pytest.raises(nnpops.UnsupportedError, match="does not use a total charge"):
+        nom.create_force(numbers, model="ani2x", system=H.system_of(numbers), charge=1)
+    comp = nom.NNPOpsComputation(numbers, model="ani2x", charge=0.0)
+    assert pickle.loads(pickle.dumps(comp))._spec["charge"] == 0.0
+
+
 def test_computation_keeps_context_and_buffers():
     """One library context per computation, reused at every step; forces C-contiguous float64."""
     numbers, pos, _ = H.atoms_nm(structures.alanine())
@@ -224,7 +239,7 @@ def test_pickle_keeps_only_the_spec():
     assert len(data) < 1000  # the specification, no weights or buffers
     state = comp.__getstate__()
     assert set(state) == {"atomic_numbers", "model", "device", "precision", "periodic", "options",
-                          "forces_dtype", "version"}
+                          "forces_dtype", "charge", "version"}
     clone = pickle.loads(data)
     assert not clone.is_open and comp.is_open
     assert clone.options == {"ensemble_member": 2}

@@ -7,6 +7,7 @@ set(_nnpops_openmm_cases
   "force:test_subset_ml_atoms"
   "force:test_public_state_api_fallback"
   "force:test_topology_as_atomic_numbers"
+  "force:test_charge"
   "force:test_computation_keeps_context_and_buffers"
   "force:test_runs_on_openmm_worker_thread"
   "force:test_forces_dtype_float32"

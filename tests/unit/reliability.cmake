@@ -32,7 +32,7 @@ function(nnpops_reliability_cases program source label)
 endfunction()
 
 set(NNPOPS_BAD_INPUT_CASES
-  struct_size null_pointers counts n_local batch_index unknown_element nonfinite_position
+  struct_size charges null_pointers counts n_local batch_index unknown_element nonfinite_position
   atoms_too_close too_close_image singular_cell left_handed_cell nonfinite_cell too_many_images
   own_image neighbor_overflow model_truncated model_replaced options_range option_names
   load_arguments zero_atoms device_entry)
@@ -63,7 +63,8 @@ if(NNPOPS_TSAN AND NOT TARGET test_threads_tsan)
   list(TRANSFORM _nnpops_tsan_sources PREPEND ${PROJECT_SOURCE_DIR}/)
   add_executable(test_threads_tsan ${CMAKE_CURRENT_LIST_DIR}/test_threads.c ${_nnpops_tsan_sources})
   target_include_directories(test_threads_tsan PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
-    ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR})
+    ${PROJECT_SOURCE_DIR}/core/include ${NNPOPS_GENERATED_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/core/src
+    ${PROJECT_SOURCE_DIR})
   target_compile_options(test_threads_tsan PRIVATE -fsanitize=thread -g -fno-omit-frame-pointer)
   target_link_options(test_threads_tsan PRIVATE -fsanitize=thread)
   target_link_libraries(test_threads_tsan PRIVATE PkgConfig::YAML Threads::Threads m)

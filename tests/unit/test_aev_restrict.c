@@ -1,5 +1,5 @@
 /*
- * test_aev_restrict.c - nnpops__aev_desc_restrict (kernels/cpu/aev.c), the AEV restricted to the
+ * test_aev_restrict.c - nnpops__aev_desc_restrict (potentials/ani/cpu/aev.c), the AEV restricted to the
  * species present among a step's atoms, which the GPU step computes instead of the full AEV
  * (potentials/ani/ani_cuda.c).  With the CPU AEV kernels on random clusters whose atoms use only
  * the present species (ANI-2x's sizes: 7 species, radial blocks of 16, angular blocks of 32):
@@ -22,7 +22,7 @@
 
 #include "check.h"
 #include "internal.h"
-#include "kernels/cpu/kernels.h"
+#include "potentials/ani/ani_ops.h"
 #include "cluster.h"
 
 static unsigned long long rng = 0x2545f4914f6cdd1dull;

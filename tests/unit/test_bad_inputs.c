@@ -13,6 +13,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,19 +132,23 @@ static nnpops_context *new_context(void) {
 
 /* ---- cases: arguments -------------------------------------------------------------------------- */
 
+/* The structs grow by struct_size: the 0.1.0 sizes (inputs up to pbc) and anything larger are
+ * read as far as they reach; smaller ones are refused. */
 static int case_struct_size(void) {
     nnpops_context *ctx = new_context();
-    result r;
+    result r, ref;
+    compute_ref(ctx, &ref);
     nnpops_inputs in = ref_inputs();
     nnpops_outputs out = outputs_of(&r);
-    in.struct_size = sizeof in - 8;
+    const size_t in_0_1 = offsetof(nnpops_inputs, charges);
+    in.struct_size = in_0_1 - 8;
     EXPECT(ctx, nnpops_compute(ctx, &in, &out), NNPOPS_ERROR_INVALID_ARGUMENT,
-           "nnpops_inputs.struct_size is", "header/library mismatch");
+           "nnpops_inputs.struct_size is", "expected at least");
     in.struct_size = 0;
     EXPECT(ctx, nnpops_compute(ctx, &in, &out), NNPOPS_ERROR_INVALID_ARGUMENT,
            "nnpops_inputs.struct_size is 0");
     in = ref_inputs();
-    out.struct_size = sizeof out + 8;
+    out.struct_size = sizeof out - 16;
     EXPECT(ctx, nnpops_compute(ctx, &in, &out), NNPOPS_ERROR_INVALID_ARGUMENT,
            "nnpops_outputs.struct_size is");
     nnpops_stats stats;
@@ -151,6 +156,60 @@ static int case_struct_size(void) {
     stats.struct_size = 8;
     EXPECT(ctx, nnpops_context_stats(ctx, &stats), NNPOPS_ERROR_INVALID_ARGUMENT,
            "nnpops_stats.struct_size is 8, expected at least");
+    /* a caller of 0.1.0: the fields past its size are not read (a charge of 1 there would be an
+     * error if it were), and the results are the reference's bits */
+    const double one = 1.0;
+    in = ref_inputs();
+    in.charges = &one;
+    in.struct_size = in_0_1;
+    memset(&r, 0xff, sizeof r);
+    out = outputs_of(&r);
+    CHECK_OK(nnpops_compute(ctx, &in, &out));
+    CHECK(memcmp(&r, &ref, sizeof r) == 0);
+    /* a caller built against a newer header: larger structs, the known fields read */
+    struct {
+        nnpops_inputs in;
+        double future[4];
+    } big_in;
+    struct {
+        nnpops_outputs out;
+        double *future[4];
+    } big_out;
+    memset(&big_in, 0x5a, sizeof big_in);
+    memset(&big_out, 0x5a, sizeof big_out);
+    big_in.in = ref_inputs();
+    big_in.in.struct_size = sizeof big_in;
+    memset(&r, 0xff, sizeof r);
+    big_out.out = outputs_of(&r);
+    big_out.out.struct_size = sizeof big_out;
+    CHECK_OK(nnpops_compute(ctx, &big_in.in, &big_out.out));
+    CHECK(memcmp(&r, &ref, sizeof r) == 0);
+    check_recovers(ctx);
+    nnpops_context_destroy(ctx);
+    return 0;
+}
+
+/* Total charges: ANI uses none, so a zero charge is the neutral call (the same bits as NULL), a
+ * nonzero one a named error, a non-finite one an invalid argument. */
+static int case_charges(void) {
+    nnpops_context *ctx = new_context();
+    CHECK(nnpops_model_uses_charge(model) == 0);
+    result r, ref;
+    compute_ref(ctx, &ref);
+    const double zero[REF_S] = {0.0, 0.0}, charged[REF_S] = {0.0, -1.0},
+                 bad[REF_S] = {NAN, 0.0};
+    nnpops_inputs in = ref_inputs();
+    in.charges = zero;
+    memset(&r, 0xff, sizeof r);
+    nnpops_outputs out = outputs_of(&r);
+    CHECK_OK(nnpops_compute(ctx, &in, &out));
+    CHECK(memcmp(&r, &ref, sizeof r) == 0);
+    in.charges = charged;
+    EXPECT(ctx, nnpops_compute(ctx, &in, &out), NNPOPS_ERROR_UNSUPPORTED, "system 1",
+           "total charge -1", "'ani1x'", "does not use a charge");
+    in.charges = bad;
+    EXPECT(ctx, nnpops_compute(ctx, &in, &out), NNPOPS_ERROR_INVALID_ARGUMENT, "system 0",
+           "non-finite total charge");
     check_recovers(ctx);
     nnpops_context_destroy(ctx);
     return 0;
@@ -862,6 +921,7 @@ static int case_zero_atoms(void) {
 
 static const test_case cases[] = {
     {"struct_size", case_struct_size},
+    {"charges", case_charges},
     {"null_pointers", case_null_pointers},
     {"counts", case_counts},
     {"n_local", case_n_local},

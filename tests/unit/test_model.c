@@ -187,6 +187,8 @@ static int case_lj_ok(void) {
     CHECK(nnpops_model_species(m, -1) == -1);
     CHECK(nnpops_model_ensemble_size(m) == 1);
     CHECK(nnpops_model_cutoff(m) == 8.5);
+    CHECK(nnpops_model_interaction_range(m) == 8.5); /* LJ: the cutoff */
+    CHECK(nnpops_model_uses_charge(m) == 0);
     CHECK(m->z_to_species[18] == 0 && m->z_to_species[1] == -1 && m->z_to_species[0] == -1);
     CHECK(m->energy_to_eV == 1.0 && m->length_to_A == 1.0);
     nnpops_model_destroy(m);
@@ -580,6 +582,8 @@ static int case_accessors_null(void) {
     CHECK(nnpops_model_species(NULL, 0) == -1);
     CHECK(nnpops_model_ensemble_size(NULL) == 0);
     CHECK(nnpops_model_cutoff(NULL) == 0.0);
+    CHECK(nnpops_model_interaction_range(NULL) == 0.0);
+    CHECK(nnpops_model_uses_charge(NULL) == 0);
     return 0;
 }
 
@@ -597,6 +601,8 @@ static int case_ani_ok(void) {
     CHECK(nnpops_model_num_species(m) == 1 && nnpops_model_species(m, 0) == 1);
     CHECK(nnpops_model_ensemble_size(m) == 1);
     CHECK_NEAR(nnpops_model_cutoff(m), 5.199999809265137, 1e-12, 0);
+    CHECK(nnpops_model_interaction_range(m) == nnpops_model_cutoff(m)); /* ANI: the cutoff */
+    CHECK(nnpops_model_uses_charge(m) == 0);
     CHECK(m->energy_to_eV == 27.211386024367243);
     nnpops_model_destroy(m);
     /* an absolute weights path, and an upper-case digest */

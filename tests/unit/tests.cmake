@@ -52,12 +52,17 @@ nnpops_unit_cases(model ${CMAKE_CURRENT_LIST_DIR}/test_model.c
   ani_ok ani_no_weights weights_checksum weights_missing_file weights_bad_sha wrong_tensor_shape
   missing_tensor potential_error)
 
+# The neighbor lists a potential chooses (vt->neighbor_lists) on the CPU step: each form gives the
+# default half list's results.
+nnpops_unit_cases(lists ${CMAKE_CURRENT_LIST_DIR}/test_lists.c
+  half_ghost_pairs full_local full_ghost)
+
 # Worker threads of CPU steps (core/src/pool.c): the static split of a job's shares, the pool
 # kept between jobs, a worker that cannot be started, the threads' barrier.
 nnpops_unit_cases(pool ${CMAKE_CURRENT_LIST_DIR}/test_pool.c shares partial barrier)
 target_link_libraries(${NNPOPS_UNIT_TARGET} PRIVATE Threads::Threads)
 
-# The AEV restricted to the species present (kernels/cpu/aev.c), which the GPU step computes.
+# The AEV restricted to the species present (potentials/ani/cpu/aev.c), which the GPU step computes.
 nnpops_unit_cases(aev_restrict ${CMAKE_CURRENT_LIST_DIR}/test_aev_restrict.c lengths random)
 
 # The ANI GPU step's host-side plan (potentials/ani/ani_cuda.c: side streams, work space); built

@@ -14,7 +14,7 @@ stay cheap and cannot fail here.  Convert the published ANI parameters once with
 ``python3 -m nnpops convert``.
 """
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # Names provided lazily by nnpops._lib (PEP 562).
 _LAZY = frozenset([

@@ -31,9 +31,12 @@ Outputs are allocated with NumPy (or given by the caller through ``out=``) and f
 import ctypes.util
 import glob
 import os
+import re
 import threading
 
 import numpy as np
+
+from ._version import __version__ as _VERSION
 
 __all__ = [
     "NNPOPSError", "LibraryNotFoundError", "LibraryVersionError", "InvalidArgumentError",
@@ -45,8 +48,11 @@ __all__ = [
     "cuda_built", "cuda_device_count",
 ]
 
-# The library version this package speaks to (major, minor); the patch level may differ.
-EXPECTED_VERSION = (0, 1)
+# The library version this package speaks to (major, minor of the project's one version, see
+# _version.py); the patch level may differ.
+_VERSION_MATCH = re.match(r"(\d+)\.(\d+)", _VERSION)
+EXPECTED_VERSION = ((int(_VERSION_MATCH.group(1)), int(_VERSION_MATCH.group(2)))
+                    if _VERSION_MATCH else (0, 0))
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _REPO_DIR = os.path.dirname(os.path.dirname(_PKG_DIR))
@@ -479,6 +485,18 @@ class Model:
         _, lib = _load()
         return float(lib.nnpops_model_cutoff(self._h()))
 
+    @property
+    def interaction_range(self):
+        """Å beyond which an atom cannot change another atom's energy (ANI, LJ: the cutoff)."""
+        _, lib = _load()
+        return float(lib.nnpops_model_interaction_range(self._h()))
+
+    @property
+    def uses_charge(self):
+        """Whether the model reads a total charge per system (ANI, LJ: no)."""
+        _, lib = _load()
+        return bool(lib.nnpops_model_uses_charge(self._h()))
+
 
 # ---------------------------------------------------------------------------------------------
 # Context
@@ -570,15 +588,18 @@ class Context:
     # ---- compute ----
     def compute(self, numbers, positions, cells=None, pbc=None, batch=None, n_systems=None,
                 n_local=None, forces=True, virial=False, atomic_energies=False,
-                atomic_virials=False, member_energies=False, out=None):
+                atomic_virials=False, member_energies=False, out=None, charges=None):
         """Evaluate the model on one system or a batch of systems.
 
         numbers [n] (int32 passed without copy), positions [n, 3] Å (float64, no copy when
         C-contiguous), cells [3, 3] or [n_systems, 3, 3] (rows a, b, c), pbc: bool, [3] or
         [n_systems, 3] (with cells given and pbc None: fully periodic), batch [n] system index of
         each atom (None: one system), n_systems (None: batch.max() + 1), n_local (atoms whose
-        energy counts, the rest are ghosts).  ``out``: optional dict of preallocated outputs
-        (C-contiguous float64, right shape) filled in place and returned as they are.
+        energy counts, the rest are ghosts), charges: the total charge of each system in
+        elementary charges, a number or [n_systems] (None: neutral; a model that does not use a
+        charge raises UnsupportedError for a nonzero one).  ``out``: optional dict of
+        preallocated outputs (C-contiguous float64, right shape) filled in place and returned as
+        they are.
 
         Returns a dict: ``energies`` [n_systems] and, as asked, ``forces`` [n, 3], ``virials``
         [n_systems, 3, 3], ``atomic_energies`` [n], ``atomic_virials`` [n, 3, 3],
@@ -631,6 +652,16 @@ class Context:
                     raise ValueError("periodic boundary conditions need cells")
                 p = None
 
+        q = None
+        if charges is not None:
+            qa = np.asarray(charges, dtype=np.float64)
+            if qa.ndim == 0:
+                qa = np.broadcast_to(qa, (n_systems,))
+            elif qa.shape != (n_systems,):
+                raise ValueError("charges must be a number or have shape (%d,), not %s"
+                                 % (n_systems, qa.shape))
+            q = _as_array(qa, np.float64)
+
         ens = self._ensemble_size
         res = {"energies": _out_array(out, "energies", (n_systems,))}
         if forces:
@@ -653,6 +684,7 @@ class Context:
         inp.batch = bp = _ptr(ffi, b)
         inp.cells = cp = _ptr(ffi, c)
         inp.pbc = pp = _ptr(ffi, p)
+        inp.charges = qp = _ptr(ffi, q)
         o = self._outputs
         o.energies = ep = _ptr(ffi, res["energies"])
         o.forces = fp = _ptr(ffi, res.get("forces"))
@@ -662,7 +694,7 @@ class Context:
         o.member_energies = mp = _ptr(ffi, res.get("member_energies"))
         status = lib.nnpops_compute(h, inp, o)
         # The pointers above borrow the arrays' memory: keep them alive until the call returned.
-        del zp, xp, bp, cp, pp, ep, fp, vp, aep, avp, mp
+        del zp, xp, bp, cp, pp, qp, ep, fp, vp, aep, avp, mp
         if status != 0:
             raise _error(status)
         return res

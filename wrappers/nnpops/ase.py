@@ -24,6 +24,15 @@ from . import _lib
 __all__ = ["NNPOpsCalculator", "evaluate_batch", "virial_to_stress"]
 
 _MODEL_KEYS = ("model", "device", "precision")
+# Calculator parameters that are neither model keys nor context options.
+_CALC_KEYS = ("charge",)
+
+
+def _total_charge(atoms, default):
+    """The total charge of ``atoms``: ``atoms.info["charge"]`` when present, else ``default``
+    (the calculator's ``charge`` keyword; None = neutral)."""
+    q = atoms.info.get("charge", default) if atoms is not None else default
+    return None if q is None else float(q)
 
 
 def virial_to_stress(virial, cell):
@@ -79,6 +88,9 @@ class NNPOpsCalculator(Calculator):
     :class:`nnpops.Model` (then ``device`` and ``precision`` are the model's).  Other keyword
     arguments are context options (``min_distance``, ``ensemble_member``, ``max_neighbors``,
     ``cuda_graphs``, ``threads`` (CPU: threads of a step, 0 = all; the same results), ...).
+    ``charge``: the total charge (elementary charges) of the systems this calculator evaluates;
+    an Atoms object's ``atoms.info["charge"]`` takes precedence.  None (default): neutral.  A model
+    that does not use a charge (ANI, LJ) raises for a nonzero one.
     ``atoms`` attaches the calculator to an Atoms object.
     """
 
@@ -87,10 +99,12 @@ class NNPOpsCalculator(Calculator):
     default_parameters = {}
 
     def __init__(self, model="ani2x", device="cpu", precision="float64", *, atoms=None,
-                 **options):
+                 charge=None, **options):
         self._model = None
         self._context = None
+        self._charge_used = None
         Calculator.__init__(self, atoms=None)
+        self.parameters["charge"] = charge
         if isinstance(model, _lib.Model):
             device, precision = model.device, model.precision
             self.parameters.update(model=None, device=device, precision=precision)
@@ -131,7 +145,7 @@ class NNPOpsCalculator(Calculator):
             return changed
         if any(k in _MODEL_KEYS for k in changed):
             p = self.parameters
-            options = {k: v for k, v in p.items() if k not in _MODEL_KEYS}
+            options = {k: v for k, v in p.items() if k not in _MODEL_KEYS + _CALC_KEYS}
             model = p.get("model")
             if model is None:  # the calculator was made from a Model object
                 model = self._model
@@ -143,7 +157,8 @@ class NNPOpsCalculator(Calculator):
                 old.close()
         else:
             for k, v in changed.items():
-                self._context.set_option(k, v)
+                if k not in _CALC_KEYS:
+                    self._context.set_option(k, v)
         self.reset()
         return changed
 
@@ -161,9 +176,19 @@ class NNPOpsCalculator(Calculator):
             self._z32 = np.ascontiguousarray(z, dtype=np.int32)
         return self._z32
 
+    def check_state(self, atoms, tol=1e-15):
+        """ASE's changes, and "charge" when the total charge differs from the last calculation's
+        (ASE does not compare atoms.info)."""
+        changes = Calculator.check_state(self, atoms, tol)
+        if self.atoms is not None and "charge" not in changes:
+            if _total_charge(atoms, self.parameters.get("charge")) != self._charge_used:
+                changes = list(changes) + ["charge"]
+        return changes
+
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         Calculator.calculate(self, atoms, properties, system_changes)
         atoms = self.atoms
+        charge = _total_charge(atoms, self.parameters.get("charge"))
         pbc = np.asarray(atoms.pbc, dtype=bool)
         cell = atoms.cell.array
         full = _full_cell(cell)
@@ -175,7 +200,9 @@ class NNPOpsCalculator(Calculator):
         res = self._context.compute(
             self._numbers32(atoms), atoms.positions,
             cells=_library_cell(cell, pbc) if periodic else None, pbc=pbc if periodic else None,
-            forces=True, virial=full, atomic_energies=True, member_energies=ens > 1)
+            forces=True, virial=full, atomic_energies=True, member_energies=ens > 1,
+            charges=charge)
+        self._charge_used = charge
         energy = float(res["energies"][0])
         results = {"energy": energy, "free_energy": energy, "forces": res["forces"],
                    "energies": res["atomic_energies"]}
@@ -251,10 +278,13 @@ def evaluate_batch(atoms_list, calc_or_model="ani2x", device="cpu", precision="f
                 pbc[k] = a.pbc
         any_periodic = bool(pbc.any())
         ens = model.ensemble_size
+        charges = None
+        if any("charge" in a.info for a in atoms_list):
+            charges = np.array([float(a.info.get("charge", 0.0)) for a in atoms_list])
         res = ctx.compute(numbers, positions, cells=cells if any_periodic else None,
                           pbc=pbc if any_periodic else None, batch=batch, n_systems=n_sys,
                           forces=True, virial=True, atomic_energies=True,
-                          member_energies=ens > 1)
+                          member_energies=ens > 1, charges=charges)
     finally:
         if owned:
             ctx.close()

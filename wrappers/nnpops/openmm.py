@@ -189,16 +189,18 @@ class NNPOpsComputation:
     which precision it is evaluated.  ``periodic``: take box vectors from the State.
     ``options``: library context options (``ensemble_member``, ``min_distance``, ``threads``, ...).
     ``forces_dtype``: dtype of the returned forces (see :func:`platform_forces_dtype`).
+    ``charge``: the total charge of the atoms in elementary charges (None: neutral; a model that
+    does not use a charge refuses a nonzero one when the computation is opened).
 
     Picklable: only the specification is pickled; the context is re-opened on the first call.
     One computation serves one OpenMM Context at a time (calls are serialized by a lock).
     The returned forces array is a buffer reused by the next call.
     """
 
-    _STATE_VERSION = 1
+    _STATE_VERSION = 2  # 2: the spec has "charge" (absent in 1: neutral)
 
     def __init__(self, atomic_numbers, model="ani2x", device="cpu", precision="float64",
-                 periodic=False, options=None, forces_dtype="float64"):
+                 periodic=False, options=None, forces_dtype="float64", charge=None):
         numbers = [int(z) for z in np.asarray(atomic_numbers).reshape(-1)]
         model, device, precision = _model_spec(model, device, precision)
         options = dict(options or {})
@@ -214,6 +216,7 @@ class NNPOpsComputation:
             "periodic": bool(periodic),
             "options": options,
             "forces_dtype": _normalize_dtype(forces_dtype),
+            "charge": None if charge is None else float(charge),
         }
         self._setup()
 
@@ -307,6 +310,11 @@ class NNPOpsComputation:
             if missing:
                 raise ValueError("model %r does not describe atomic number(s) %s (it has %s)"
                                  % (s["model"], missing, sorted(supported)))
+            charge = s.get("charge")
+            if charge and not model.uses_charge:
+                raise _lib.UnsupportedError(
+                    "model %r does not use a total charge (it describes neutral systems only); "
+                    "charge=%g was given" % (s["model"], charge))
             ctx = _lib.Context(model, **_FIXED_OPTIONS)
             for key, value in s["options"].items():
                 ctx.set_option(key, value)
@@ -363,7 +371,8 @@ class NNPOpsComputation:
         periodic = self._spec["periodic"]
         res = ctx.compute(self._numbers, self._positions,
                           cells=self._cell if periodic else None,
-                          pbc=self._pbc if periodic else None, forces=True, out=self._out)
+                          pbc=self._pbc if periodic else None, forces=True, out=self._out,
+                          charges=self._spec.get("charge"))
         energy = float(res["energies"][0])
         if self._forces32 is not None:
             np.copyto(self._forces32, res["forces"], casting="same_kind")
@@ -475,7 +484,8 @@ def _numbers_of(atomic_numbers):
 
 def create_force(atomic_numbers, model="ani2x", atoms=None, periodic=False, precision="float64",
                  device="cpu", bonds=None, add_bond_force=False, positions=None, system=None,
-                 forces_dtype="float64", force_group=None, name="NNPOpsForce", **options):
+                 forces_dtype="float64", force_group=None, name="NNPOpsForce", charge=None,
+                 **options):
     """An ``openmm.PythonForce`` that evaluates an nnpops model (energies kJ/mol, lengths nm).
 
     atomic_numbers
@@ -505,6 +515,9 @@ def create_force(atomic_numbers, model="ani2x", atoms=None, periodic=False, prec
         mixed precision): see :func:`platform_forces_dtype`.
     force_group, name
         Force group and name of the PythonForce.
+    charge
+        Total charge of the ML atoms in elementary charges (None: neutral).  A model that does
+        not use a charge (ANI) raises ``UnsupportedError`` for a nonzero one, here.
     options
         Library context options (``ensemble_member=0``, ``min_distance=0.05``, ...).
 
@@ -546,7 +559,7 @@ def create_force(atomic_numbers, model="ani2x", atoms=None, periodic=False, prec
 
     computation = NNPOpsComputation(ml_numbers, model=model, device=device, precision=precision,
                                     periodic=periodic, options=options,
-                                    forces_dtype=forces_dtype)
+                                    forces_dtype=forces_dtype, charge=charge)
     # Fail here, not on OpenMM's worker thread: load the model, check the elements and options.
     computation.open()
 

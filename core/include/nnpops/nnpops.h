@@ -21,8 +21,15 @@
  * in energy units, so that P = (N k T + tr(W)/3) / V (LAMMPS's sign) and the stress is -W / V
  * (ASE's sign).  A per-atom virial gives each atom of a pair half of the pair's term.
  *
- * This header includes only <stddef.h> and <stdint.h>; everything between the "cdef" markers is
- * plain C declarations that cffi can parse after preprocessing lines are removed.
+ * Growing structs.  Every struct that crosses the interface starts with struct_size, which the
+ * caller sets to sizeof the struct of the header it was built with.  A call accepts any size from
+ * the struct's size in 0.1.0 up: it reads the fields that size covers and treats the others as
+ * absent (NULL, 0), so a caller built against an older header keeps working; fields added after
+ * 0.1.0 say since which version.
+ *
+ * This header includes only <stddef.h>, <stdint.h> and its version macros (nnpops/version.h,
+ * installed beside it); everything between the "cdef" markers is plain C declarations that cffi
+ * can parse after preprocessing lines are removed.
  */
 #ifndef NNPOPS_NNPOPS_H
 #define NNPOPS_NNPOPS_H
@@ -30,10 +37,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NNPOPS_VERSION_MAJOR 0
-#define NNPOPS_VERSION_MINOR 1
-#define NNPOPS_VERSION_PATCH 0
-#define NNPOPS_VERSION_NUMBER (NNPOPS_VERSION_MAJOR * 10000 + NNPOPS_VERSION_MINOR * 100 + NNPOPS_VERSION_PATCH)
+/* NNPOPS_VERSION_MAJOR, _MINOR, _PATCH and NNPOPS_VERSION_NUMBER (major * 10000 + minor * 100 +
+ * patch), written by the build from the project's one version (CMakeLists.txt). */
+#include "nnpops/version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,7 +111,7 @@ typedef struct nnpops_context nnpops_context;
  * not count (LAMMPS domain decomposition).  Atoms of a batch are grouped by system: batch[i] is the
  * system of atom i (0 .. n_systems-1); NULL means every atom belongs to system 0. */
 typedef struct nnpops_inputs {
-    size_t struct_size;            /* sizeof(nnpops_inputs) */
+    size_t struct_size;            /* sizeof(nnpops_inputs) (the 0.1.0 size, up to pbc, accepted) */
     int64_t n_atoms;
     int64_t n_local;               /* < 0 means n_atoms */
     int64_t n_systems;             /* >= 1; with batch == NULL it must be 1 */
@@ -114,11 +120,16 @@ typedef struct nnpops_inputs {
     const int32_t *batch;          /* [n_atoms] or NULL */
     const double *cells;           /* [n_systems][3][3], rows are lattice vectors a, b, c; or NULL */
     const uint8_t *pbc;            /* [n_systems][3] periodic flags; NULL = not periodic */
+    /* since 0.2.0: */
+    const double *charges;         /* [n_systems] total charge of each system in elementary
+                                    * charges, or NULL = neutral.  A model that does not use a
+                                    * charge (nnpops_model_uses_charge, ANI and LJ) refuses a
+                                    * nonzero one with NNPOPS_ERROR_UNSUPPORTED. */
 } nnpops_inputs;
 
 /* Outputs: caller-allocated host arrays; NULL = not wanted. */
 typedef struct nnpops_outputs {
-    size_t struct_size;            /* sizeof(nnpops_outputs) */
+    size_t struct_size;            /* sizeof(nnpops_outputs) (0.1.0 size and up accepted) */
     double *energies;              /* [n_systems] */
     double *forces;                /* [n_atoms][3] */
     double *virials;               /* [n_systems][9] row-major */
@@ -129,7 +140,7 @@ typedef struct nnpops_outputs {
 
 /* Counters that show which path a context took. */
 typedef struct nnpops_stats {
-    size_t struct_size;            /* sizeof(nnpops_stats) */
+    size_t struct_size;            /* sizeof(nnpops_stats) (0.1.0 size, up to n_pairs, and up) */
     int64_t steps;                 /* compute calls that succeeded */
     int64_t neighbor_rebuilds;     /* neighbor buffer growths */
     int64_t graph_captures;
@@ -137,8 +148,8 @@ typedef struct nnpops_stats {
     int64_t eager_fallbacks;       /* steps run eagerly because a capture failed */
     int64_t pair_capacity;         /* current neighbor pair capacity */
     int64_t n_pairs;               /* pairs found by the last step */
-    /* Fields added after 0.1.0 (a caller built against the older header passes the smaller
-     * struct_size and receives the fields above only): */
+    /* since 0.2.0 (a caller built against the older header passes the smaller struct_size and
+     * receives the fields above only): */
     int64_t device_plans;          /* plans made by nnpops_compute_device: each one invalidates the
                                     * CUDA graphs a caller captured before it */
     int64_t device_captures;       /* nnpops_compute_device calls made while the caller's stream
@@ -156,7 +167,7 @@ typedef struct nnpops_stats {
  * Inputs: the arrays marked DEVICE are CUDA device memory (cudaMalloc, managed, or mapped pinned)
  * of the model's GPU; pbc is HOST memory (it is part of the plan's shape, see below). */
 typedef struct nnpops_device_inputs {
-    size_t struct_size;            /* sizeof(nnpops_device_inputs) */
+    size_t struct_size;            /* sizeof(nnpops_device_inputs) (0.1.0 size and up) */
     int64_t n_atoms;
     int64_t n_local;               /* < 0 means n_atoms */
     int64_t n_systems;             /* >= 1, or 0 = not given: max(batch) + 1, computed by the call
@@ -166,11 +177,16 @@ typedef struct nnpops_device_inputs {
     const int32_t *batch;          /* DEVICE [n_atoms] or NULL (every atom in system 0) */
     const double *cells;           /* DEVICE [n_systems][3][3] rows a, b, c, or NULL */
     const uint8_t *pbc;            /* HOST [n_systems][3] periodic flags, or NULL */
+    /* since 0.2.0: */
+    const double *charges;         /* DEVICE [n_systems] total charges, or NULL = neutral; part of
+                                    * the plan like the atomic numbers: read when a plan is made,
+                                    * and a model that does not use a charge refuses a nonzero
+                                    * one there (NNPOPS_ERROR_UNSUPPORTED) */
 } nnpops_device_inputs;
 
 /* Outputs of nnpops_compute_device: DEVICE arrays in the context's units; NULL = not wanted. */
 typedef struct nnpops_device_outputs {
-    size_t struct_size;            /* sizeof(nnpops_device_outputs) */
+    size_t struct_size;            /* sizeof(nnpops_device_outputs) (0.1.0 size and up) */
     double *energies;              /* DEVICE [n_systems] */
     double *forces;                /* DEVICE [n_atoms][3] */
     double *virials;               /* DEVICE [n_systems][9] row-major */
@@ -202,8 +218,16 @@ int32_t nnpops_model_num_species(const nnpops_model *model);
 /* Atomic number of species index i, or -1 when i is out of range. */
 int32_t nnpops_model_species(const nnpops_model *model, int32_t i);
 int32_t nnpops_model_ensemble_size(const nnpops_model *model); /* 1 for lj */
-/* Interaction cutoff in angstrom (ANI: the radial cutoff). */
+/* Interaction cutoff in angstrom (ANI: the radial cutoff): the longest pair distance the model's
+ * neighbor lists hold. */
 double nnpops_model_cutoff(const nnpops_model *model);
+/* Since 0.2.0.  The interaction range in angstrom: the distance beyond which an atom cannot change
+ * another atom's energy (ANI, LJ: the cutoff; a message-passing model: (layers + 1) x cutoff).
+ * A domain decomposition needs ghost atoms this far out (the LAMMPS plugin's ghost shell). */
+double nnpops_model_interaction_range(const nnpops_model *model);
+/* Since 0.2.0.  1 if the model reads the total charge of each system (nnpops_inputs.charges),
+ * else 0 (ANI, LJ: a nonzero charge is then an error). */
+int32_t nnpops_model_uses_charge(const nnpops_model *model);
 
 /* ---- contexts ---- */
 nnpops_status nnpops_context_create(const nnpops_model *model, nnpops_context **context);

@@ -1,5 +1,5 @@
 /* cooperative_groups.h - the thread block cluster part of cooperative groups that
- * kernels/cuda/tail.cu uses, for the emulated tests: a cluster's blocks run together as fibers,
+ * potentials/ani/cuda/tail.cu uses, for the emulated tests: a cluster's blocks run together as fibers,
  * each with its own dynamic shared memory (see cuda_runtime.h, emu.cpp). */
 #ifndef EMU_COOPERATIVE_GROUPS_H
 #define EMU_COOPERATIVE_GROUPS_H

@@ -1,6 +1,6 @@
 /*
  * tail.cu - the tail of small species' networks in one launch: twin of nnpops__sg_tail_cpu_f32
- * (kernels/cpu/fused.h).  Hidden layers 1 .. h-1, the output layer and the backward pass back to
+ * (potentials/ani/ani_ops.h).  Hidden layers 1 .. h-1, the output layer and the backward pass back to
  * dE/dZ of hidden layer 0, for a group of networks, without a kernel boundary between layers.
  *
  * A thread block cluster (sm_90) of TL_CS = 8 blocks per (network, member, chunk of at most NC
@@ -38,12 +38,13 @@
 
 #include <atomic>
 
-#include "common.cuh"
+#include "kernels/cuda/common.cuh"
 
 extern "C" {
-#include "kernels_cuda.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani_ops.h"
 }
-#include "nets.cuh"
+#include "kernels/cuda/nets.cuh"
 
 using namespace nnpops_cuda;
 namespace cgx = cooperative_groups;

@@ -1,5 +1,5 @@
 /*
- * aev_vec.h - the AEV's per-pair and per-entry factors in vectors (kernels/cpu/aev.c), one
+ * aev_vec.h - the AEV's per-pair and per-entry factors in vectors (potentials/ani/cpu/aev.c), one
  * instruction set of one precision: included by aev.c's precision body once per variant, with
  * REAL, REAL_SIZE, FN, VB (vector bytes), NM(name) and TARGET defined.
  *
@@ -19,7 +19,7 @@ typedef int32_t NM(ivec) __attribute__((vector_size(VB)));
 typedef int64_t NM(ivec) __attribute__((vector_size(VB)));
 #endif
 
-#include "vmath.h"
+#include "kernels/cpu/vmath.h"
 
 /* Radial: ex[t][b] = 0.25 exp(-eta_r (d_b - shf_r)^2), t = ie n_shf_r + is, for the nb entries of
  * the batch. */

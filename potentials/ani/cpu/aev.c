@@ -46,7 +46,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "potentials/ani/ani_ops.h"
 
 #define NNPOPS__PI 3.14159265358979323846
 
@@ -86,30 +86,6 @@ size_t nnpops__aev_work_bytes(const nnpops__aev_desc *desc, int64_t max_entries)
     return round64((size_t)desc->aev_len * sizeof(double)) + round64(m * sizeof(aev_ent_f64)) +
            round64(m * sizeof(int32_t)) + round64(2 * AEV_PB * sizeof(int32_t)) +
            round64(aev_batch_values(desc) * sizeof(double));
-}
-
-int64_t nnpops__center_lists_cpu(int64_t n_centers, int64_t n_pairs, const int32_t *pairs,
-                                 int64_t *start, int64_t *entry) {
-    memset(start, 0, sizeof(int64_t) * (size_t)(n_centers + 1));
-    for (int64_t p = 0; p < n_pairs; p++) {
-        const int64_t i = pairs[2 * p], j = pairs[2 * p + 1];
-        if (i < n_centers) start[i + 1]++;
-        if (j < n_centers) start[j + 1]++;
-    }
-    int64_t max_count = 0;
-    for (int64_t c = 0; c < n_centers; c++) {
-        if (start[c + 1] > max_count) max_count = start[c + 1];
-        start[c + 1] += start[c];
-    }
-    /* fill with start[c] as the cursor of c, then shift the cursors back into starts */
-    for (int64_t p = 0; p < n_pairs; p++) {
-        const int64_t i = pairs[2 * p], j = pairs[2 * p + 1];
-        if (i < n_centers) entry[start[i]++] = 2 * p;
-        if (j < n_centers) entry[start[j]++] = 2 * p + 1;
-    }
-    for (int64_t c = n_centers; c > 0; c--) start[c] = start[c - 1];
-    start[0] = 0;
-    return max_count;
 }
 
 /* Index of the angular block of the unordered species pair (s1, s2). */

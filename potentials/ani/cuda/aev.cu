@@ -1,6 +1,7 @@
 /*
- * aev.cu - ANI atomic environment vectors on the GPU and their adjoint: twins of kernels/cpu/aev.c
- * (same definition, constants and index layout: see kernels/cpu/kernels.h), float and double.
+ * aev.cu - ANI atomic environment vectors on the GPU and their adjoint: twins of
+ * potentials/ani/cpu/aev.c (same definition, constants and index layout: see
+ * potentials/ani/ani_ops.h), float and double.
  *
  * Forward: one thread block per column r, i.e. per center atom centers[r] (128 threads; 512 when
  * there are at most AEV_SMALL_COLS columns, so that a small system's few centers spread their
@@ -61,10 +62,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
+#include "kernels/cuda/common.cuh"
 
 extern "C" {
-#include "kernels_cuda.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "potentials/ani/ani_ops.h"
 }
 
 using namespace nnpops_cuda;
@@ -404,8 +406,8 @@ __device__ __forceinline__ void lane_factor_grad<float>(const ang_lane<float> &a
 template <typename R> __device__ __forceinline__ int listed_count(const aev_args<R> &a, int nang) {
     if (nang <= a.max_ang) return nang;
     if (threadIdx.x == 0) {
-        atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_ANGULAR);
-        atomicMax(&a.status->max_angular, nang);
+        atomicOr((unsigned *)&a.status->flags, NNPOPS__ST_POT_CAPACITY);
+        atomicMax(&a.status->pot_need, nang);
     }
     return a.max_ang;
 }
