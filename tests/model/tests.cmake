@@ -27,6 +27,12 @@ if(NOT TEST model.converter)
   nnpops_py_test(converter model tests/model/test_convert.py)
 endif()
 
+# ---- TensorNet: the torchmd-net converter and the converted weights against torchmd-net (pytest) --
+if(NOT TEST model.tensornet_convert)
+  nnpops_py_test(tensornet_convert model tests/model/test_tensornet_convert.py)
+  nnpops_py_test(tensornet_reference model tests/model/test_tensornet_reference.py)
+endif()
+
 # ---- benchmark (an executable, not a test): build/tests/bench_cpu [max_atoms [model]] ------------
 if(NOT TARGET bench_cpu)
   add_executable(bench_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_cpu.c)
