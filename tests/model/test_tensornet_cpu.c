@@ -3,10 +3,14 @@
  *
  *   test_tensornet_cpu reference MODEL f64|f32   every system of the reference set for MODEL
  *   test_tensornet_cpu fd MODEL                  forces of two small systems (one periodic, in an
- *                                                8 A cell smaller than twice the cutoff) against
- *                                                central differences of the energy
+ *                                                8 A cell smaller than twice the cutoff) and the
+ *                                                virial of a sheared (triclinic) copy of the
+ *                                                periodic one against central differences of
+ *                                                the energy (displacements, strains)
  *   test_tensornet_cpu replica MODEL             water8_pbc's atomic terms are 1/8 of its 2x2x2
  *                                                replica's (and so is its energy, less 'mean')
+ *   test_tensornet_cpu invariance MODEL          rotation, translation, permutation; reflection
+ *                                                (O(3): no change, SO(3): a change)
  *
  * The model is the converted one (NAME.yaml + NAME.safetensors in NNPOPS_MODEL_PATH, written by
  * the fixture model.convert_tensornet); the reference is
@@ -18,7 +22,10 @@
  * prior, the change of that prior under a one-ulp float32 change of torchmd-net's screening
  * length (its vectorised power differs by one unit from the scalar one for some Z).  float32:
  * |dE|/N <= max(5e-6, 2 x torchmd-net's own float32 deviation), max |dF| <= max(5e-4, 2 x its
- * own).  A missing reference file fails under CI=true and skips elsewhere. */
+ * own).  Stress (-W / V): the diagonal to 1e-8 eV/A^3; the off-diagonal also to 1e-8, after
+ * applying torchmd-net's reading of a strained box (its neighbor kernel reads only the box's lower
+ * triangle, so its shear stress is not the strain derivative; nnpops' is, checked by the fd
+ * case).  A missing reference file fails under CI=true and skips elsewhere. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -257,17 +264,20 @@ typedef struct edges {
     int64_t n, cap;
     int32_t *i, *j;
     double *v, *r;
+    int32_t *img; /* the image shift of j, in cell vectors: 3 per edge */
 } edges;
 
-static void edge_add(edges *e, int i, int j, const double v[3]) {
+static void edge_add(edges *e, int i, int j, const double v[3], const int img[3]) {
     if (e->n == e->cap) {
         e->cap = e->cap ? 2 * e->cap : 1024;
         e->i = realloc(e->i, sizeof(int32_t) * (size_t)e->cap);
         e->j = realloc(e->j, sizeof(int32_t) * (size_t)e->cap);
         e->v = realloc(e->v, sizeof(double) * 3 * (size_t)e->cap);
         e->r = realloc(e->r, sizeof(double) * (size_t)e->cap);
-        CHECK(e->i && e->j && e->v && e->r);
+        e->img = realloc(e->img, sizeof(int32_t) * 3 * (size_t)e->cap);
+        CHECK(e->i && e->j && e->v && e->r && e->img);
     }
+    for (int k = 0; k < 3; k++) e->img[3 * e->n + k] = img[k];
     e->i[e->n] = i;
     e->j[e->n] = j;
     for (int k = 0; k < 3; k++) e->v[3 * e->n + k] = v[k];
@@ -295,7 +305,8 @@ static void build_edges(edges *e, int first, int n, const double *x, const doubl
     for (int ii = 0; ii < n; ii++) {
         if (self) {
             double zero[3] = {0, 0, 0};
-            edge_add(e, first + ii, first + ii, zero);
+            int none[3] = {0, 0, 0};
+            edge_add(e, first + ii, first + ii, zero, none);
         }
         for (int a = -rep[0]; a <= rep[0]; a++)
             for (int b = -rep[1]; b <= rep[1]; b++)
@@ -309,7 +320,9 @@ static void build_edges(edges *e, int first, int n, const double *x, const doubl
                                 v[k] += a * cell[k] + b * cell[3 + k] + c * cell[6 + k];
                         }
                         double r2 = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
-                        if (r2 < hi * hi && r2 >= lo * lo) edge_add(e, first + ii, first + jj, v);
+                        int img[3] = {a, b, c};
+                        if (r2 < hi * hi && r2 >= lo * lo)
+                            edge_add(e, first + ii, first + jj, v, img);
                     }
     }
 }
@@ -339,6 +352,8 @@ static void load_sys(const jval *root, const char *name, sys *s) {
 
 typedef struct result {
     double energy_sys[8]; /* per system of the batch */
+    double virial[8][9];  /* W = -sum_e r_e (x) dE/dr_e per system */
+    double virial_tm[8][9]; /* the same as torchmd-net's strain derivative sees it (below) */
     double *atomic;       /* network terms per atom (no mean, no ZBL) */
     double *forces;
 } result;
@@ -432,19 +447,37 @@ static void evaluate_part(const model *m, int f32, const sys *S, const double *q
         res->atomic[i] = ae[i];
         res->energy_sys[of[i]] += ae[i] + az[i];
     }
-    for (int64_t k = 0; k < e.n; k++)
-        for (int d = 0; d < 3; d++) {
-            res->forces[3 * e.i[k] + d] += g[3 * k + d];
-            res->forces[3 * e.j[k] + d] -= g[3 * k + d];
+    memset(res->virial, 0, sizeof res->virial);
+    memset(res->virial_tm, 0, sizeof res->virial_tm);
+    for (int pass = 0; pass < 2; pass++) {
+        const edges *E = pass ? &ez : &e;
+        const double *G = pass ? gz : g;
+        for (int64_t k = 0; k < E->n; k++) {
+            const int sy = of[E->i[k]];
+            const double *cell = S[sy].cell;
+            for (int d = 0; d < 3; d++) {
+                res->forces[3 * E->i[k] + d] += G[3 * k + d];
+                res->forces[3 * E->j[k] + d] -= G[3 * k + d];
+                for (int c = 0; c < 3; c++)
+                    res->virial[sy][3 * d + c] -= E->v[3 * k + d] * G[3 * k + c];
+            }
+            /* torchmd-net's neighbor kernel reads only the lower triangle of the box (it assumes
+             * a_y = a_z = b_z = 0), so the strain derivative it returns sees component d of cell
+             * row a only for d = x and of row b only for d = x, y: d r_d / d eps_dc loses
+             * n_row cell_row[c] for every row < d.  Its stress is that, symmetrised. */
+            for (int d = 0; d < 3; d++)
+                for (int c = 0; c < 3; c++) {
+                    double dr = E->v[3 * k + c]; /* d r_d / d eps_dc = r_c, minus lost parts */
+                    if (S[sy].periodic)
+                        for (int row = 0; row < 3; row++)
+                            if (d > row) dr -= E->img[3 * k + row] * cell[3 * row + c];
+                    res->virial_tm[sy][3 * d + c] -= G[3 * k + d] * dr;
+                }
         }
-    for (int64_t k = 0; k < ez.n; k++)
-        for (int d = 0; d < 3; d++) {
-            res->forces[3 * ez.i[k] + d] += gz[3 * k + d];
-            res->forces[3 * ez.j[k] + d] -= gz[3 * k + d];
-        }
+    }
     free(z), free(x), free(qa), free(of), free(ae), free(az), free(g), free(gz);
-    free(e.i), free(e.j), free(e.v), free(e.r);
-    free(ez.i), free(ez.j), free(ez.v), free(ez.r);
+    free(e.i), free(e.j), free(e.v), free(e.r), free(e.img);
+    free(ez.i), free(ez.j), free(ez.v), free(ez.r), free(ez.img);
 }
 
 static void evaluate(const model *m, int f32, const sys *S, const double *q, int ns,
@@ -486,7 +519,7 @@ static int case_reference(void) {
     const jval *systems = jget(jget(jget(root, "models"), g_model), "systems");
     CHECK(systems != NULL);
     int fails = 0;
-    double worst_e = 0, worst_f = 0, worst_a = 0;
+    double worst_e = 0, worst_f = 0, worst_a = 0, worst_s = 0;
     printf("%-22s %5s %12s %12s %12s %12s\n", "system", "atoms", "|dE|/N", "max|dF|", "max|dEi|",
            "ZBL allow");
     for (int si = 0; si < systems->n; si++) {
@@ -553,6 +586,27 @@ static int case_reference(void) {
         }
         for (int i = 0; i < N; i++) da = fmax(da, fabs(r.atomic[i] - aref[i]));
         if (da > tol_a) ok = 0;
+        /* stress = -W / V (ASE's sign), float64 to 1e-8 eV/A^3 */
+        const jval *sref = jget(ref, "stress_eV_per_A3");
+        double dst = 0;
+        if (!members && sref && sref->type == J_ARR) {
+            double st[9];
+            CHECK(jnumbers(sref, st, 9) == 9);
+            double vol = fabs(ref_volume(S[0].cell));
+            /* the diagonal against the reference as it is; the off-diagonal against the
+             * reference through torchmd-net's reading of the box (virial_tm, symmetrised);
+             * nnpops' own virial is the exact strain derivative (symmetric, checked too) */
+            for (int k = 0; k < 9; k++) {
+                int a = k / 3, b = k % 3;
+                double mine = a == b ? -r.virial[0][k] / vol
+                                     : -0.5 * (r.virial_tm[0][3 * a + b] + r.virial_tm[0][3 * b + a]) / vol;
+                dst = fmax(dst, fabs(mine - st[k]));
+                CHECK(fabs(r.virial[0][3 * a + b] - r.virial[0][3 * b + a]) / vol <=
+                      (g_f32 ? 1e-6 : 1e-10));
+            }
+            worst_s = fmax(worst_s, dst);
+            if (dst > (g_f32 ? 1e-5 : 1e-8)) ok = 0;
+        }
         printf("%-22s %5d %12.3e %12.3e %12.3e %12.3e %s\n", name, N, de, df, da, allow_f,
                ok ? "" : "FAIL");
         worst_e = fmax(worst_e, de), worst_f = fmax(worst_f, df), worst_a = fmax(worst_a, da);
@@ -562,8 +616,8 @@ static int case_reference(void) {
         free(aref);
         for (int k = 0; k < ns; k++) free(S[k].z), free(S[k].x);
     }
-    printf("worst: |dE|/N %.3e, max |dF| %.3e, max |dEi| %.3e (%s)\n", worst_e, worst_f, worst_a,
-           g_f32 ? "float32" : "float64");
+    printf("worst: |dE|/N %.3e, max |dF| %.3e, max |dEi| %.3e, max |d stress| %.3e (%s)\n",
+           worst_e, worst_f, worst_a, worst_s, g_f32 ? "float32" : "float64");
     jfree(root);
     return fails ? 1 : 0;
 }
@@ -612,6 +666,60 @@ static int case_fd(void) {
         free(s.z), free(s.x);
     }
     printf("worst |F - F_fd| = %.3e eV/A\n", worst);
+    /* the virial against central differences of the energy under strain, in a sheared (triclinic)
+     * copy of water8_pbc: a cell smaller than twice the cutoff, so atoms see their own images */
+    sys t;
+    load_sys(root, "water8_pbc", &t);
+    const double shear[9] = {1, 0, 0, 0.15, 1, 0, -0.1, 0.2, 1}; /* rows: x' = shear x */
+    double c0[9], x0[3 * 30];
+    CHECK(t.n <= 30);
+    memcpy(c0, t.cell, sizeof c0);
+    memcpy(x0, t.x, sizeof(double) * 3 * (size_t)t.n);
+    for (int rr = 0; rr < 3; rr++)
+        for (int d = 0; d < 3; d++) {
+            double v = 0;
+            for (int k = 0; k < 3; k++) v += shear[3 * d + k] * c0[3 * rr + k];
+            t.cell[3 * rr + d] = v;
+        }
+    for (int i = 0; i < t.n; i++)
+        for (int d = 0; d < 3; d++) {
+            double v = 0;
+            for (int k = 0; k < 3; k++) v += shear[3 * d + k] * x0[3 * i + k];
+            t.x[3 * i + d] = v;
+        }
+    memcpy(c0, t.cell, sizeof c0);
+    memcpy(x0, t.x, sizeof(double) * 3 * (size_t)t.n);
+    result rt;
+    evaluate(m, 0, &t, NULL, 1, 0.0, &rt);
+    double worst_w = 0;
+    const double hs = 1e-6;
+    for (int p = 0; p < 3; p++)
+        for (int q = 0; q < 3; q++) {
+            double ev[2];
+            for (int sg = 0; sg < 2; sg++) {
+                double eps = sg ? -hs : hs;
+                for (int rr = 0; rr < 3; rr++) { /* cell row rr: component p += eps * comp q */
+                    memcpy(t.cell + 3 * rr, c0 + 3 * rr, sizeof(double) * 3);
+                    t.cell[3 * rr + p] += eps * c0[3 * rr + q];
+                }
+                for (int i = 0; i < t.n; i++) {
+                    memcpy(t.x + 3 * i, x0 + 3 * i, sizeof(double) * 3);
+                    t.x[3 * i + p] += eps * x0[3 * i + q];
+                }
+                ev[sg] = energy_of(m, &t);
+            }
+            double dEde = (ev[0] - ev[1]) / (2 * hs); /* = -W_pq */
+            double diff = fabs(dEde + rt.virial[0][3 * p + q]);
+            worst_w = fmax(worst_w, diff);
+            if (diff > 1e-6 + 1e-6 * fabs(dEde)) {
+                fprintf(stderr, "strain %d%d: -W %.10f, finite difference %.10f\n", p, q,
+                        -rt.virial[0][3 * p + q], dEde);
+                return 1;
+            }
+        }
+    printf("worst |W - W_fd| = %.3e eV (triclinic 8 A cell)\n", worst_w);
+    result_free(&rt);
+    free(t.z), free(t.x);
     jfree(root);
     return 0;
 }
@@ -640,9 +748,67 @@ static int case_replica(void) {
     return 0;
 }
 
+/* Rotation, translation and permutation leave the energy unchanged and turn the forces with the
+ * atoms; a reflection leaves O(3) energies unchanged and changes SO(3) ones. */
+static int case_invariance(void) {
+    char path[4096];
+    jval *root = load_reference(path, sizeof path);
+    if (!root) return test_missing_data(path);
+    model *m = malloc(sizeof *m);
+    if (!load_model(g_model, m)) return 1;
+    sys a;
+    load_sys(root, "mol_13_f0", &a);
+    result r0;
+    evaluate(m, 0, &a, NULL, 1, 0.0, &r0);
+    /* a proper rotation (from a unit quaternion), a shift and a reversed order */
+    double qw = 0.6, qx = 0.48, qy = -0.32, qz = 0.56, nq = sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
+    qw /= nq, qx /= nq, qy /= nq, qz /= nq;
+    double Rm[9] = {1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qz * qw), 2 * (qx * qz + qy * qw),
+                    2 * (qx * qy + qz * qw), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qx * qw),
+                    2 * (qx * qz - qy * qw), 2 * (qy * qz + qx * qw), 1 - 2 * (qx * qx + qy * qy)};
+    sys b = a;
+    b.z = malloc(sizeof(int32_t) * (size_t)a.n);
+    b.x = malloc(sizeof(double) * 3 * (size_t)a.n);
+    for (int i = 0; i < a.n; i++) {
+        int src = a.n - 1 - i;
+        b.z[i] = a.z[src];
+        for (int d = 0; d < 3; d++) {
+            double v = 0;
+            for (int k = 0; k < 3; k++) v += Rm[3 * d + k] * a.x[3 * src + k];
+            b.x[3 * i + d] = v + (d == 0 ? 3.25 : d == 1 ? -7.5 : 0.125);
+        }
+    }
+    result r1;
+    evaluate(m, 0, &b, NULL, 1, 0.0, &r1);
+    printf("rotated: dE %.3e\n", r1.energy_sys[0] - r0.energy_sys[0]);
+    CHECK(fabs(r1.energy_sys[0] - r0.energy_sys[0]) <= 1e-10 * a.n);
+    for (int i = 0; i < a.n; i++) {
+        int src = a.n - 1 - i;
+        CHECK(fabs(r1.atomic[i] - r0.atomic[src]) <= 1e-10);
+        for (int d = 0; d < 3; d++) {
+            double v = 0;
+            for (int k = 0; k < 3; k++) v += Rm[3 * d + k] * r0.forces[3 * src + k];
+            CHECK(fabs(r1.forces[3 * i + d] - v) <= 1e-9);
+        }
+    }
+    /* a reflection through the xy plane */
+    for (int i = 0; i < a.n; i++) a.x[3 * i + 2] = -a.x[3 * i + 2];
+    result r2;
+    evaluate(m, 0, &a, NULL, 1, 0.0, &r2);
+    double de = fabs(r2.energy_sys[0] - r0.energy_sys[0]);
+    printf("reflected (%s): dE %.3e\n", m->shape.so3 ? "SO(3)" : "O(3)", de);
+    if (m->shape.so3)
+        CHECK(de > 1e-6);
+    else
+        CHECK(de <= 1e-10 * a.n);
+    result_free(&r0), result_free(&r1), result_free(&r2);
+    jfree(root);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s reference|fd|replica MODEL [f64|f32]\n", argv[0]);
+        fprintf(stderr, "usage: %s reference|fd|replica|invariance MODEL [f64|f32]\n", argv[0]);
         return 2;
     }
     g_model = argv[2];
@@ -650,6 +816,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "reference")) return case_reference();
     if (!strcmp(argv[1], "fd")) return case_fd();
     if (!strcmp(argv[1], "replica")) return case_replica();
+    if (!strcmp(argv[1], "invariance")) return case_invariance();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }
