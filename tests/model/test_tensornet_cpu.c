@@ -11,6 +11,9 @@
  *                                                replica's (and so is its energy, less 'mean')
  *   test_tensornet_cpu invariance MODEL          rotation, translation, permutation; reflection
  *                                                (O(3): no change, SO(3): a change)
+ *   test_tensornet_cpu variants MODEL            forces against finite differences for every
+ *                                                activation, fewer layers, a lower cutoff, a
+ *                                                charge, the other group; float32 vs float64
  *
  * The model is the converted one (NAME.yaml + NAME.safetensors in NNPOPS_MODEL_PATH, written by
  * the fixture model.convert_tensornet); the reference is
@@ -748,6 +751,91 @@ static int case_replica(void) {
     return 0;
 }
 
+/* Forces against central differences of the energy for the variants the reference set lacks:
+ * every activation, 0 and 1 interaction layers, an expnorm basis with a lower cutoff, SO(3) with a
+ * charge, float32 against float64; the model's weights reused with its shape changed. */
+static int fd_check(const model *m, const sys *s, const double *q, const char *what) {
+    result r;
+    evaluate(m, 0, s, q, 1, 0.0, &r);
+    sys t = *s;
+    t.x = malloc(sizeof(double) * 3 * (size_t)s->n);
+    memcpy(t.x, s->x, sizeof(double) * 3 * (size_t)s->n);
+    const double h = 1e-5;
+    double worst = 0;
+    for (int i = 0; i < s->n; i++)
+        for (int d = 0; d < 3; d++) {
+            double x0 = t.x[3 * i + d], ev[2];
+            for (int sg = 0; sg < 2; sg++) {
+                t.x[3 * i + d] = x0 + (sg ? -h : h);
+                result rr;
+                evaluate(m, 0, &t, q, 1, 0.0, &rr);
+                ev[sg] = rr.energy_sys[0];
+                result_free(&rr);
+            }
+            t.x[3 * i + d] = x0;
+            double fd = -(ev[0] - ev[1]) / (2 * h);
+            double diff = fabs(fd - r.forces[3 * i + d]);
+            worst = fmax(worst, diff);
+            if (diff > 1e-6 + 1e-6 * fabs(fd)) {
+                fprintf(stderr, "%s: atom %d dir %d: analytic %.10f, finite difference %.10f\n",
+                        what, i, d, r.forces[3 * i + d], fd);
+                return 1;
+            }
+        }
+    printf("%-28s E %.8f  worst |F - F_fd| %.3e\n", what, r.energy_sys[0], worst);
+    result_free(&r);
+    free(t.x);
+    return 0;
+}
+
+static int case_variants(void) {
+    char path[4096];
+    jval *root = load_reference(path, sizeof path);
+    if (!root) return test_missing_data(path);
+    model *m = malloc(sizeof *m);
+    if (!load_model(g_model, m)) return 1;
+    sys s;
+    load_sys(root, "mol_mol_CH3SH", &s);
+    const nnpops__tn_shape base = m->shape;
+    static const char *const names[] = {"ssp", "silu", "tanh", "sigmoid", "mish"};
+    char what[64];
+    for (int a = 0; a < 5; a++) {
+        m->shape = base;
+        m->shape.activation = a;
+        snprintf(what, sizeof what, "activation %s", names[a]);
+        if (fd_check(m, &s, NULL, what)) return 1;
+    }
+    for (int l = 0; l < base.L && l < 2; l++) {
+        m->shape = base;
+        m->shape.L = l;
+        snprintf(what, sizeof what, "%d interaction layers", l);
+        if (fd_check(m, &s, NULL, what)) return 1;
+    }
+    m->shape = base;
+    m->shape.cutoff_lower = 0.5;
+    if (fd_check(m, &s, NULL, "cutoff_lower 0.5")) return 1;
+    m->shape = base;
+    double q = 1.0;
+    if (fd_check(m, &s, &q, "charge +1")) return 1;
+    m->shape.so3 = !base.so3;
+    if (fd_check(m, &s, &q, base.so3 ? "O(3), charge +1" : "SO(3), charge +1")) return 1;
+    m->shape = base;
+    /* float32 against float64 on the same edges */
+    result r64, r32;
+    evaluate(m, 0, &s, NULL, 1, 0.0, &r64);
+    evaluate(m, 1, &s, NULL, 1, 0.0, &r32);
+    double df = 0;
+    for (int i = 0; i < 3 * s.n; i++) df = fmax(df, fabs(r64.forces[i] - r32.forces[i]));
+    printf("float32 - float64: dE/N %.3e, max |dF| %.3e\n",
+           fabs(r64.energy_sys[0] - r32.energy_sys[0]) / s.n, df);
+    CHECK(fabs(r64.energy_sys[0] - r32.energy_sys[0]) / s.n <= 5e-6);
+    CHECK(df <= 5e-4);
+    result_free(&r64), result_free(&r32);
+    free(s.z), free(s.x);
+    jfree(root);
+    return 0;
+}
+
 /* Rotation, translation and permutation leave the energy unchanged and turn the forces with the
  * atoms; a reflection leaves O(3) energies unchanged and changes SO(3) ones. */
 static int case_invariance(void) {
@@ -808,7 +896,8 @@ static int case_invariance(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s reference|fd|replica|invariance MODEL [f64|f32]\n", argv[0]);
+        fprintf(stderr, "usage: %s reference|fd|replica|invariance|variants MODEL [f64|f32]\n",
+                argv[0]);
         return 2;
     }
     g_model = argv[2];
@@ -817,6 +906,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "fd")) return case_fd();
     if (!strcmp(argv[1], "replica")) return case_replica();
     if (!strcmp(argv[1], "invariance")) return case_invariance();
+    if (!strcmp(argv[1], "variants")) return case_variants();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }

@@ -59,6 +59,12 @@ if(NOT TEST model.convert_tensornet)
     replica tn_a)
   set_tests_properties(model.tensornet_cpu.replica.tn_a PROPERTIES
     FIXTURES_REQUIRED "models;tensornet_models")
+  foreach(m tn_a tn_c_gauss_lower_zbl)
+    nnpops_internal_test(tensornet_cpu.variants.${m} model
+      ${CMAKE_CURRENT_LIST_DIR}/test_tensornet_cpu.c variants ${m})
+    set_tests_properties(model.tensornet_cpu.variants.${m} PROPERTIES
+      FIXTURES_REQUIRED "models;tensornet_models")
+  endforeach()
   foreach(m tn_a tn_b_oldlayout_so3)
     nnpops_internal_test(tensornet_cpu.invariance.${m} model
       ${CMAKE_CURRENT_LIST_DIR}/test_tensornet_cpu.c invariance ${m})
