@@ -75,7 +75,9 @@ _KNOWN_HP = frozenset("""
     rbf_type trainable_rbf activation cutoff_lower cutoff_upper max_z
     equivariance_invariance_group output_model reduce_op atom_filter precision box_vecs
     x_dim q_dim q_weights coulomb_cutoff coulomb_max_num_neighbors coulomb_neighbor_strategy
-    repulsion wandb_log_gradients
+    repulsion wandb_log_gradients checkpoint_monitor early_stopping_monitor load_weights
+    lr_cosine_length position_noise_scale denoising_weight denoising_only layernorm_on_vec
+    accelerator
 """.split())
 
 _REQUIRED = ("model", "embedding_dimension", "num_layers", "num_rbf", "rbf_type",
