@@ -13,7 +13,8 @@
  *                                                (O(3): no change, SO(3): a change)
  *   test_tensornet_cpu variants MODEL            forces against finite differences for every
  *                                                activation, fewer layers, a lower cutoff, a
- *                                                charge, the other group; float32 vs float64
+ *                                                charge, the other group, atom weights (the
+ *                                                gradient per edge); float32 vs float64
  *
  * The model is the converted one (NAME.yaml + NAME.safetensors in NNPOPS_MODEL_PATH, written by
  * the fixture model.convert_tensornet); the reference is
@@ -820,6 +821,42 @@ static int case_variants(void) {
     m->shape.so3 = !base.so3;
     if (fd_check(m, &s, &q, base.so3 ? "O(3), charge +1" : "SO(3), charge +1")) return 1;
     m->shape = base;
+    /* atom weights (ghost atoms weigh 0): the gradient of sum_i w_i E_i, by finite differences */
+    {
+        edges e = {0};
+        build_edges(&e, 0, s.n, s.x, NULL, base.cutoff_lower, base.cutoff_upper, 1);
+        double wgt[6] = {1, 0, 1, 0.5, 0, 1}, ae[6], ae2[6];
+        CHECK(s.n == 6);
+        double *g = malloc(sizeof(double) * 3 * (size_t)e.n);
+        void *ws = malloc(nnpops__tn_cpu_workspace_f64(&base, s.n, e.n));
+        int64_t bad;
+        CHECK(nnpops__tn_cpu_f64(&base, &m->w64, s.n, s.z, NULL, e.n, e.i, e.j, e.v, e.r, wgt, ae,
+                                 g, ws, &bad) == NNPOPS__TN_OK);
+        double worst = 0;
+        for (int64_t k = 0; k < e.n; k++) {
+            if (!(e.r[k] > 0)) continue;
+            for (int d = 0; d < 3; d++) {
+                /* move edge k's vector alone (its reverse edge stays): a derivative per edge */
+                double ev[2];
+                for (int sg = 0; sg < 2; sg++) {
+                    double v0 = e.v[3 * k + d], r0 = e.r[k];
+                    e.v[3 * k + d] += sg ? -1e-6 : 1e-6;
+                    e.r[k] = sqrt(e.v[3 * k] * e.v[3 * k] + e.v[3 * k + 1] * e.v[3 * k + 1] +
+                                  e.v[3 * k + 2] * e.v[3 * k + 2]);
+                    CHECK(nnpops__tn_cpu_f64(&base, &m->w64, s.n, s.z, NULL, e.n, e.i, e.j, e.v,
+                                             e.r, NULL, ae2, NULL, ws, &bad) == NNPOPS__TN_OK);
+                    ev[sg] = 0;
+                    for (int i = 0; i < s.n; i++) ev[sg] += wgt[i] * ae2[i];
+                    e.v[3 * k + d] = v0, e.r[k] = r0;
+                }
+                double fd = (ev[0] - ev[1]) / 2e-6;
+                worst = fmax(worst, fabs(fd - g[3 * k + d]));
+                CHECK(fabs(fd - g[3 * k + d]) <= 1e-6 + 1e-6 * fabs(fd));
+            }
+        }
+        printf("atom weights: worst |dE/dr - fd| per edge %.3e\n", worst);
+        free(g), free(ws), free(e.i), free(e.j), free(e.v), free(e.r), free(e.img);
+    }
     /* float32 against float64 on the same edges */
     result r64, r32;
     evaluate(m, 0, &s, NULL, 1, 0.0, &r64);
