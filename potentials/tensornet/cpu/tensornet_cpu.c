@@ -7,6 +7,8 @@
  */
 #include "potentials/tensornet/cpu/tensornet_cpu.h"
 
+#include "kernels/cpu/kernels.h"
+
 #include <tgmath.h>
 #include <string.h>
 

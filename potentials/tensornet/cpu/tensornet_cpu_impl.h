@@ -285,8 +285,12 @@ static void FN(tn_norm2)(int F, const REAL *X, REAL *n) {
 
 typedef struct {
     size_t P1, P2, X0, emb_mu, emb_rstd, emb_z1, emb_z2, Xl, cY, cM, C, D, nrm, n2, Xfin, h,
-        phi, fcv, gX, gcY, gcM, gr, gu, tmp, total;
+        phi, fcv, gX, gcY, gcM, gr, gu, blk, tmp, total;
 } FN(tn_layout);
+
+/* Edges per block of the edge MLPs, whose layers run as GEMMs over a block's edges (the dense
+ * kernels' feature-major layout: [features][TN_BLOCK]). */
+#define TN_BLOCK 64
 
 static int FN(tn_out_sum)(const nnpops__tn_shape *s) {
     int t = 0;
@@ -326,6 +330,7 @@ static FN(tn_layout) FN(tn_plan)(const nnpops__tn_shape *s, int64_t N, int64_t E
     TN_TAKE(gcM, n * 10 * F);
     TN_TAKE(gr, e);
     TN_TAKE(gu, e * 3);
+    TN_TAKE(blk, (2 * R + 16 * F) * TN_BLOCK);
     /* scratch of one atom or one edge (the readout, the embedding's gates, the per-atom layer
      * pieces, the edge MLPs; the per-atom layer backward is the largest, 74F) */
     size_t m = 80 * F + 2 * (size_t)FN(tn_out_sum)(s) + 4 * R + 64;
@@ -341,18 +346,42 @@ size_t FN(nnpops__tn_cpu_workspace)(const nnpops__tn_shape *s, int64_t n_atoms, 
 
 /* ---- the edge MLP of a layer: h = fc act(ls2(act(ls1(act(ls0(phi)))))) --------------------- */
 
-/* Forward into h (3F); z holds the three pre-activations (F, 2F, 3F) for the backward. */
-static void FN(tn_edge_mlp)(const nnpops__tn_shape *s, const REAL *const *Wl, const REAL *const *bl,
-                            const REAL *phi, REAL fc, REAL *z, REAL *a, REAL *h) {
-    const int F = s->F;
-    REAL *z1 = z, *z2 = z + F, *z3 = z + 3 * F;
-    REAL *a1 = a, *a2 = a + F;
-    FN(tn_linear)(Wl[0], bl[0], s->R, F, phi, z1);
-    for (int i = 0; i < F; i++) a1[i] = FN(tn_act)(s->activation, z1[i], NULL);
-    FN(tn_linear)(Wl[1], bl[1], F, 2 * F, a1, z2);
-    for (int i = 0; i < 2 * F; i++) a2[i] = FN(tn_act)(s->activation, z2[i], NULL);
-    FN(tn_linear)(Wl[2], bl[2], 2 * F, 3 * F, a2, z3);
-    for (int i = 0; i < 3 * F; i++) h[i] = fc * FN(tn_act)(s->activation, z3[i], NULL);
+/* Block buffers, feature-major over TN_BLOCK edge columns. */
+typedef struct {
+    REAL *phiT, *Z1, *A1, *Z2, *A2, *Z3, *G3, *G2, *G1, *gphiT;
+} FN(tn_blockbuf);
+
+static FN(tn_blockbuf) FN(tn_blockbuf_at)(REAL *base, int F, int R) {
+    FN(tn_blockbuf) b;
+    const size_t B = TN_BLOCK;
+    b.phiT = base;
+    b.Z1 = b.phiT + (size_t)R * B;
+    b.A1 = b.Z1 + (size_t)F * B;
+    b.Z2 = b.A1 + (size_t)F * B;
+    b.A2 = b.Z2 + (size_t)2 * F * B;
+    b.Z3 = b.A2 + (size_t)2 * F * B;
+    b.G3 = b.Z3 + (size_t)3 * F * B;
+    b.G2 = b.G3 + (size_t)3 * F * B;
+    b.G1 = b.G2 + (size_t)2 * F * B;
+    b.gphiT = b.G1 + (size_t)F * B;
+    return b;
+}
+
+/* The pre-activations Z1, Z2, Z3 (and A1, A2) of edges e0 .. e0+nb-1 (columns 0 .. nb-1; the
+ * padding columns hold the biases' images of zero input, finite). */
+static void FN(tn_edge_block)(const nnpops__tn_shape *s, const REAL *const *Wl,
+                              const REAL *const *bl, const REAL *phi, int64_t e0, int nb,
+                              FN(tn_blockbuf) * b) {
+    const int F = s->F, R = s->R, B = TN_BLOCK;
+    for (int k = 0; k < R; k++)
+        for (int c = 0; c < B; c++)
+            b->phiT[(size_t)k * B + c] = c < nb ? phi[(size_t)(e0 + c) * R + k] : (REAL)0;
+    FN(nnpops__dense_forward_cpu)(B, R, F, Wl[0], bl[0], b->phiT, B, b->Z1, B);
+    for (size_t k = 0; k < (size_t)F * B; k++) b->A1[k] = FN(tn_act)(s->activation, b->Z1[k], NULL);
+    FN(nnpops__dense_forward_cpu)(B, F, 2 * F, Wl[1], bl[1], b->A1, B, b->Z2, B);
+    for (size_t k = 0; k < (size_t)2 * F * B; k++)
+        b->A2[k] = FN(tn_act)(s->activation, b->Z2[k], NULL);
+    FN(nnpops__dense_forward_cpu)(B, 2 * F, 3 * F, Wl[2], bl[2], b->A2, B, b->Z3, B);
 }
 
 /* ---- the readout of one atom ------------------------------------------------------------------ */
@@ -478,6 +507,7 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
     REAL *Xl = ws + p.Xl, *cYa = ws + p.cY, *cMa = ws + p.cM, *Ca = ws + p.C, *Da = ws + p.D;
     REAL *nrma = ws + p.nrm, *n2a = ws + p.n2, *ha = ws + p.h, *phia = ws + p.phi;
     REAL *fca = ws + p.fcv, *tmp = ws + p.tmp;
+    FN(tn_blockbuf) bb = FN(tn_blockbuf_at)(ws + p.blk, F, R);
     const size_t NF9 = (size_t)N * F9, NF10 = (size_t)N * F10, NF = (size_t)N * F;
 
     /* ---- per atom: the two halves of emb2 applied to emb[z] ---- */
@@ -558,9 +588,16 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
         REAL *cY = cYa + l * NF10, *cM = cMa + l * NF10, *Cl = Ca + l * NF9, *Dl = Da + l * NF9;
         REAL *nrm = nrma + l * NF, *n2 = n2a + l * NF;
         REAL *h = ha + (size_t)l * E * 3 * F;
-        for (int64_t e = 0; e < E; e++)
-            FN(tn_edge_mlp)(s, Wls, bls, phia + (size_t)e * R, fca[e], tmp, tmp + 6 * F,
-                            h + (size_t)e * 3 * F);
+        for (int64_t e0 = 0; e0 < E; e0 += TN_BLOCK) {
+            const int nb = (int)(E - e0 < TN_BLOCK ? E - e0 : TN_BLOCK);
+            FN(tn_edge_block)(s, Wls, bls, phia, e0, nb, &bb);
+            for (int c = 0; c < nb; c++) {
+                REAL *he = h + (size_t)(e0 + c) * 3 * F;
+                for (int o = 0; o < 3 * F; o++)
+                    he[o] = fca[e0 + c] *
+                            FN(tn_act)(s->activation, bb.Z3[(size_t)o * TN_BLOCK + c], NULL);
+            }
+        }
         for (int64_t n = 0; n < N; n++) {
             const REAL *X = Xin + (size_t)n * F9;
             REAL *xn = tmp, *c = xn + F9;
@@ -677,58 +714,64 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
             FN(tn_comp_T)(F, gY, gcY + (size_t)n * F10);
             FN(tn_comp_T)(F, gM, gcM + (size_t)n * F10);
         }
-        /* edges: messages M_i += h (x) Y_j */
-        for (int64_t e = 0; e < E; e++) {
-            const int i = center[e], j = neighbor[e];
-            const REAL *he = h + (size_t)e * 3 * F;
-            const REAL *yj = cY + (size_t)j * F10;
-            const REAL *gmi = gcM + (size_t)i * F10;
-            REAL *gyj = gcY + (size_t)j * F10;
-            REAL *gh = tmp; /* 3F */
-            for (int b = 0; b < 3 * F; b++) gh[b] = 0;
-            for (int k = 0; k < 10; k++) {
-                int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
-                const REAL *hk = he + (size_t)blk * F;
-                for (int f = 0; f < F; f++) {
-                    gh[blk * F + f] += gmi[k * F + f] * yj[k * F + f];
-                    gyj[k * F + f] += hk[f] * gmi[k * F + f];
+        /* edges, a block at a time: messages M_i += h (x) Y_j, then back through the edge MLP */
+        for (int64_t e0 = 0; e0 < E; e0 += TN_BLOCK) {
+            const int nb = (int)(E - e0 < TN_BLOCK ? E - e0 : TN_BLOCK), B = TN_BLOCK;
+            REAL *GH = bb.G3; /* dE/dh, [3F][B] */
+            for (size_t k = 0; k < (size_t)3 * F * B; k++) GH[k] = 0;
+            for (int c = 0; c < nb; c++) {
+                const int64_t e = e0 + c;
+                const int i = center[e], j = neighbor[e];
+                const REAL *he = h + (size_t)e * 3 * F;
+                const REAL *yj = cY + (size_t)j * F10;
+                const REAL *gmi = gcM + (size_t)i * F10;
+                REAL *gyj = gcY + (size_t)j * F10;
+                for (int k = 0; k < 10; k++) {
+                    int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
+                    const REAL *hk = he + (size_t)blk * F;
+                    for (int f = 0; f < F; f++) {
+                        GH[(size_t)(blk * F + f) * B + c] += gmi[k * F + f] * yj[k * F + f];
+                        gyj[k * F + f] += hk[f] * gmi[k * F + f];
+                    }
                 }
             }
-            /* h = fc act(z3): back through the edge MLP (recomputed) */
-            REAL *zz = tmp + 3 * F, *aa = zz + 6 * F, *hh = aa + 3 * F, *g3 = hh + 3 * F;
-            REAL *g2 = g3 + 3 * F + 0;
-            REAL fcd;
-            REAL fcv = FN(tn_fc)(s->cutoff_lower, s->cutoff_upper, dist[e], &fcd);
-            FN(tn_edge_mlp)(s, Wls, bls, phia + (size_t)e * R, fcv, zz, aa, hh);
-            REAL gfc = 0;
-            for (int b = 0; b < 3 * F; b++) {
-                REAL d;
-                REAL a3 = FN(tn_act)(s->activation, zz[3 * F + b], &d);
-                gfc += gh[b] * a3;
-                g3[b] = gh[b] * fcv * d;
+            /* h = fc act(Z3): recompute the block's pre-activations, then back */
+            FN(tn_edge_block)(s, Wls, bls, phia, e0, nb, &bb);
+            REAL gfc[TN_BLOCK], fcv[TN_BLOCK], fcd[TN_BLOCK];
+            for (int c = 0; c < B; c++) {
+                gfc[c] = 0;
+                fcv[c] = c < nb ? FN(tn_fc)(s->cutoff_lower, s->cutoff_upper, dist[e0 + c], &fcd[c])
+                                : (REAL)0;
+                if (c >= nb) fcd[c] = 0;
             }
-            /* g3 is 3F; reuse gh for the 2F gradient of a2 */
-            REAL *ga2 = gh;
-            FN(tn_linear_T)(Wls[2], 2 * F, 3 * F, g3, ga2, 0);
-            for (int b = 0; b < 2 * F; b++) {
+            for (int o = 0; o < 3 * F; o++)
+                for (int c = 0; c < B; c++) {
+                    REAL d;
+                    size_t k = (size_t)o * B + c;
+                    REAL a3 = FN(tn_act)(s->activation, bb.Z3[k], &d);
+                    gfc[c] += GH[k] * a3;
+                    GH[k] *= fcv[c] * d; /* now dE/dZ3 */
+                }
+            FN(nnpops__dense_backward_cpu)(B, 2 * F, 3 * F, Wls[2], GH, B, bb.G2, B);
+            for (size_t k = 0; k < (size_t)2 * F * B; k++) {
                 REAL d;
-                FN(tn_act)(s->activation, zz[F + b], &d);
-                ga2[b] *= d;
+                FN(tn_act)(s->activation, bb.Z2[k], &d);
+                bb.G2[k] *= d;
             }
-            REAL *ga1 = g2; /* F values: g2 region starts after g3 */
-            FN(tn_linear_T)(Wls[1], F, 2 * F, ga2, ga1, 0);
-            for (int b = 0; b < F; b++) {
+            FN(nnpops__dense_backward_cpu)(B, F, 2 * F, Wls[1], bb.G2, B, bb.G1, B);
+            for (size_t k = 0; k < (size_t)F * B; k++) {
                 REAL d;
-                FN(tn_act)(s->activation, zz[b], &d);
-                ga1[b] *= d;
+                FN(tn_act)(s->activation, bb.Z1[k], &d);
+                bb.G1[k] *= d;
             }
-            REAL *gphi = ga1 + F;
-            FN(tn_linear_T)(Wls[0], R, F, ga1, gphi, 0);
-            REAL *dphi = gphi + R, *phv = dphi + R;
-            FN(tn_rbf)(s, w, dist[e], phv, dphi);
-            REAL g = gfc * fcd;
-            for (int k = 0; k < R; k++) g += gphi[k] * dphi[k];
-            gr[e] += g;
+            FN(nnpops__dense_backward_cpu)(B, R, F, Wls[0], bb.G1, B, bb.gphiT, B);
+            for (int c = 0; c < nb; c++) {
+                REAL *dphi = tmp, *phv = tmp + R;
+                FN(tn_rbf)(s, w, dist[e0 + c], phv, dphi);
+                REAL g = gfc[c] * fcd[c];
+                for (int k = 0; k < R; k++) g += bb.gphiT[(size_t)k * B + c] * dphi[k];
+                gr[e0 + c] += g;
+            }
         }
         /* per atom: Y = comp(lin3(decomp(Xn))), Xn = Xin / nrm; gXn = gXout + that */
         for (int64_t n = 0; n < N; n++) {
