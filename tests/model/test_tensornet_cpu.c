@@ -857,6 +857,35 @@ static int case_variants(void) {
         printf("atom weights: worst |dE/dr - fd| per edge %.3e\n", worst);
         free(g), free(ws), free(e.i), free(e.j), free(e.v), free(e.r), free(e.img);
     }
+    /* named failures: an atomic number outside the table, an edge index outside the atoms; and
+     * no atoms at all is a valid call */
+    {
+        edges e = {0};
+        build_edges(&e, 0, s.n, s.x, NULL, base.cutoff_lower, base.cutoff_upper, 1);
+        void *ws = malloc(nnpops__tn_cpu_workspace_f64(&base, s.n, e.n));
+        double ae[6], *g = malloc(sizeof(double) * 3 * (size_t)e.n);
+        int64_t bad = -1;
+        int32_t z[6];
+        memcpy(z, s.z, sizeof z);
+        z[3] = base.max_z;
+        CHECK(nnpops__tn_cpu_f64(&base, &m->w64, s.n, z, NULL, e.n, e.i, e.j, e.v, e.r, NULL, ae,
+                                 g, ws, &bad) == NNPOPS__TN_BAD_Z && bad == 3);
+        z[3] = -1;
+        CHECK(nnpops__tn_cpu_f64(&base, &m->w64, s.n, z, NULL, e.n, e.i, e.j, e.v, e.r, NULL, ae,
+                                 g, ws, &bad) == NNPOPS__TN_BAD_Z && bad == 3);
+        e.j[5] = s.n;
+        CHECK(nnpops__tn_cpu_f64(&base, &m->w64, s.n, s.z, NULL, e.n, e.i, e.j, e.v, e.r, NULL, ae,
+                                 g, ws, &bad) == NNPOPS__TN_BAD_EDGE && bad == 5);
+        CHECK(nnpops__tn_cpu_f64(&base, &m->w64, 0, s.z, NULL, 0, e.i, e.j, e.v, e.r, NULL, ae, g,
+                                 ws, &bad) == NNPOPS__TN_OK);
+        if (m->has_zbl) {
+            z[3] = m->zbl.map_len;
+            e.j[5] = e.i[5];
+            CHECK(nnpops__tn_zbl_cpu_f64(&m->zbl, z, e.n, e.i, e.j, e.v, e.r, NULL, ae, g, &bad) ==
+                  NNPOPS__TN_BAD_Z && bad == 3);
+        }
+        free(ws), free(g), free(e.i), free(e.j), free(e.v), free(e.r), free(e.img);
+    }
     /* float32 against float64 on the same edges */
     result r64, r32;
     evaluate(m, 0, &s, NULL, 1, 0.0, &r64);
