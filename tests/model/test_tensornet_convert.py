@@ -227,6 +227,8 @@ def test_convert_checkpoint(tmp_path, name):
     assert 'source: {file: %s.ckpt, sha256: "%s"}' % (name, sha) in text
     wsha = hashlib.sha256(open(tmp_path / (name + ".safetensors"), "rb").read()).hexdigest()
     assert 'sha256: "%s"' % wsha in text
+    assert "\n  dtype: %s\n" % ("float32" if name == "tn_d_lightning_f32" else "float64") in text
+    assert ("old_layout_remapped: true" in text) == (name == "tn_b_oldlayout_so3")
     header, weights, n = read_weights(tmp_path / (name + ".safetensors"))
     assert (8 + n) % 8 == 0
     assert header["__metadata__"]["type"] == "tensornet"
