@@ -1,6 +1,7 @@
 """The ``nnpops`` command line (also ``python3 -m nnpops``).
 
     nnpops convert [MODEL ...] [--source DIR] [--output DIR] ...   NeuroChem files -> nnpops models
+    nnpops convert --from-torchmdnet FILE.ckpt [--name NAME] ...   a TensorNet checkpoint -> a model
     nnpops eval --model ani2x [--precision float64|float32] [--device cpu|cuda]
                 [--json OUT] [--batch-size K] FILE                 energies and forces of every frame
     nnpops info [MODEL]                                           a model's (or the library's) facts
@@ -34,7 +35,8 @@ def _parser():
     p = _Parser(prog=_PROG, description="nnpops: fast ANI potentials (C library + Python front ends)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("convert", add_help=False,
-                   help="convert the published NeuroChem ANI files into nnpops models "
+                   help="convert the published NeuroChem ANI files, or a torchmd-net TensorNet "
+                        "checkpoint (--from-torchmdnet), into nnpops models "
                         "(see 'nnpops convert --help')")
     e = sub.add_parser("eval", help="energies and forces of every frame of a structure file")
     e.add_argument("file", metavar="FILE", help="structure file readable by ase.io (extxyz, xyz, pdb, ...)")
