@@ -414,12 +414,14 @@ static nnpops_status tn_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
     }
     /* box_vecs is a default cell of torchmd-net's; callers pass their cells, so it is only read */
     if ((st = nnpops__cfg_get(cfg, tn, "box_vecs", 0, &n)) != NNPOPS_OK) return st;
+    if ((st = nnpops__cfg_get(cfg, tn, "max_z", 1, &n)) != NNPOPS_OK) return st;
     for (int sp = 0; sp < model->n_species; sp++)
         if (model->species_z[sp] >= s->max_z)
             return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
-                                "%s: element %s (Z = %d) is in species but not below "
+                                "%s:%d: element %s (Z = %d) is in species but not below "
                                 "tensornet.max_z = %d",
-                                file, nnpops__element_symbols[model->species_z[sp]],
+                                file, nnpops__cfg_line(cfg, n),
+                                nnpops__element_symbols[model->species_z[sp]],
                                 (int)model->species_z[sp], (int)s->max_z);
     const char *atomref_name = NULL;
     if ((st = load_priors(model, p, cfg, tn, &atomref_name)) != NNPOPS_OK) return st;

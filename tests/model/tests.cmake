@@ -79,3 +79,25 @@ if(NOT TARGET bench_cpu)
   target_link_libraries(bench_cpu PRIVATE nnpops::nnpops m)
   target_include_directories(bench_cpu PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
 endif()
+
+# ---- TensorNet through the public API: the converted models against torchmd-net's values, finite
+# differences, the periodic replica, batches with charges, ghosts, broken model files (one program,
+# one CTest entry per case) ------------------------------------------------------------------------
+if(NOT TARGET test_model_tensornet)
+  add_executable(test_model_tensornet ${CMAKE_CURRENT_LIST_DIR}/test_tensornet.c)
+  target_include_directories(test_model_tensornet PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
+  target_link_libraries(test_model_tensornet PRIVATE nnpops::nnpops m)
+  set(_tn_cases)
+  foreach(m tn_a tn_a_member2 tn_b_oldlayout_so3 tn_c_gauss_lower_zbl tn_d_lightning_f32)
+    list(APPEND _tn_cases reference.${m}.f64 reference.${m}.f32)
+  endforeach()
+  list(APPEND _tn_cases fd.tn_a fd.tn_b_oldlayout_so3 fd.tn_c_gauss_lower_zbl replica.tn_a
+    replica.tn_d_lightning_f32 batch.tn_a batch.tn_c_gauss_lower_zbl ghosts.tn_a
+    ghosts.tn_c_gauss_lower_zbl bad_files.tn_a)
+  foreach(c ${_tn_cases})
+    string(REPLACE "." ";" _args ${c})
+    add_test(NAME model.tensornet.${c} COMMAND test_model_tensornet ${_args})
+    set_tests_properties(model.tensornet.${c} PROPERTIES LABELS model SKIP_RETURN_CODE 77
+      FIXTURES_REQUIRED "models;tensornet_models" ENVIRONMENT "${NNPOPS_TEST_ENV}")
+  endforeach()
+endif()
