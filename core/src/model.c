@@ -9,9 +9,9 @@
  *     directory of NNPOPS_MODEL_PATH (colon separated, empty entries skipped), then in
  *     ${XDG_CACHE_HOME:-$HOME/.cache}/nnpops/models;
  *  3. the keys every model file has (docs/model-format.md): format: nnpops-model,
- *     format_version (1), name, type (ani | lj), units {length, energy}, species, and the
- *     optional weights {file, sha256} (file relative to the YAML's directory), whose safetensors
- *     file is read and checked here;
+ *     format_version (1), name, type (ani | lj | tensornet), units {length, energy}, species,
+ *     and the optional weights {file, sha256} (file relative to the YAML's directory), whose
+ *     safetensors file is read and checked here;
  *  4. the potential's own keys, through its vtable's load(); the weights are freed afterwards
  *     (the potential copies what it keeps).  If load() fails with model->impl non-NULL, the
  *     vtable's destroy() is called, so a potential must leave impl NULL or destroyable;

@@ -117,7 +117,7 @@ static nnpops_status get_word(const nnpops__cfg *cfg, nnpops__node map, const ch
                         nnpops__cfg_file(cfg), nnpops__cfg_line(cfg, n), what, s, list);
 }
 
-/* ---- weights ---------------------------------------------------------------------------------- */
+/* ---- weights --------------------------------------------------------------------------------- */
 
 typedef struct tn_tensor {
     char name[128];
@@ -215,7 +215,7 @@ static void list_tensors(tn_impl *p, const char *atomref_name, tn_list *l) {
         add_tensor(l, &a->atomref, &b->atomref, s->atomref_len, 1, "%s", atomref_name);
 }
 
-/* ---- loading ---------------------------------------------------------------------------------- */
+/* ---- loading --------------------------------------------------------------------------------- */
 
 /* The priors sequence: Atomref (enabled: *atomref_name is its tensor) and at most one ZBL. */
 static nnpops_status load_priors(nnpops_model *model, tn_impl *p, const nnpops__cfg *cfg,
@@ -244,7 +244,8 @@ static nnpops_status load_priors(nnpops_model *model, tn_impl *p, const nnpops__
             int enable;
             int64_t mz;
             const char *tname;
-            if ((st = nnpops__cfg_check_keys(cfg, item, what, atomref_keys)) != NNPOPS_OK) return st;
+            if ((st = nnpops__cfg_check_keys(cfg, item, what, atomref_keys)) != NNPOPS_OK)
+                return st;
             if ((st = nnpops__cfg_get(cfg, item, "enable", 1, &n)) != NNPOPS_OK ||
                 (st = nnpops__cfg_bool(cfg, n, "Atomref enable", &enable)) != NNPOPS_OK ||
                 (st = nnpops__cfg_get(cfg, item, "max_z", 1, &n)) != NNPOPS_OK ||
@@ -481,7 +482,7 @@ static void tn_lists(const nnpops_model *model, nnpops__nbr_choice *lists) {
     lists->ghost_pairs = 1;
 }
 
-/* ---- the step --------------------------------------------------------------------------------- */
+/* ---- the step -------------------------------------------------------------------------------- */
 
 enum {
     SLOT_EDGE_IDX = 0, /* center, neighbor [n_edges] each, then entry of each edge */
@@ -517,7 +518,8 @@ static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *
     const int f32 = model->precision == NNPOPS_FLOAT32;
     const size_t real = f32 ? sizeof(float) : sizeof(double);
     const double inv_ell = 1.0 / model->length_to_A; /* angstrom -> model length */
-    const double lo = s->cutoff_lower * model->length_to_A, hi = s->cutoff_upper * model->length_to_A;
+    const double lo = s->cutoff_lower * model->length_to_A;
+    const double hi = s->cutoff_upper * model->length_to_A;
     const double zcut = p->has_zbl ? p->zbl.cutoff * model->length_to_A : 0.0;
 
     /* count the edges and ZBL pairs */
@@ -527,12 +529,11 @@ static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *
         if (r >= lo && r < hi) n_edges++;
         if (r < zcut) n_zbl++;
     }
-    RESERVE(SLOT_EDGE_IDX, sizeof(int32_t) * 2 * (size_t)n_edges + sizeof(int64_t) * (size_t)n_edges,
+    RESERVE(SLOT_EDGE_IDX, (2 * sizeof(int32_t) + sizeof(int64_t)) * (size_t)n_edges,
             "TensorNet edges");
     RESERVE(SLOT_EDGE_VEC, real * 4 * (size_t)n_edges, "TensorNet edge vectors");
     RESERVE(SLOT_EDGE_GRAD, real * 3 * (size_t)n_edges, "TensorNet edge gradients");
-    RESERVE(SLOT_ZBL_IDX, sizeof(int32_t) * 2 * (size_t)n_zbl + sizeof(int64_t) * (size_t)n_zbl,
-            "ZBL pairs");
+    RESERVE(SLOT_ZBL_IDX, (2 * sizeof(int32_t) + sizeof(int64_t)) * (size_t)n_zbl, "ZBL pairs");
     RESERVE(SLOT_ZBL_VEC, real * 4 * (size_t)n_zbl, "ZBL pair vectors");
     RESERVE(SLOT_ZBL_GRAD, real * 3 * (size_t)n_zbl, "ZBL pair gradients");
     RESERVE(SLOT_ATOM, (sizeof(int32_t) + 3 * sizeof(double)) * (size_t)n + sizeof(int64_t) *
@@ -647,14 +648,14 @@ static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *
         if (e_entry[e] < 0) continue;
         double *g = step->pair_grad + 3 * e_entry[e];
         for (int k = 0; k < 3; k++)
-            g[k] += (f32 ? (double)((const float *)eg)[3 * e + k] : ((const double *)eg)[3 * e + k]) *
-                    inv_ell;
+            g[k] += inv_ell * (f32 ? (double)((const float *)eg)[3 * e + k]
+                                   : ((const double *)eg)[3 * e + k]);
     }
     for (int64_t e = 0; e < n_zbl; e++) {
         double *g = step->pair_grad + 3 * z_entry[e];
         for (int k = 0; k < 3; k++)
-            g[k] += (f32 ? (double)((const float *)zg)[3 * e + k] : ((const double *)zg)[3 * e + k]) *
-                    inv_ell;
+            g[k] += inv_ell * (f32 ? (double)((const float *)zg)[3 * e + k]
+                                   : ((const double *)zg)[3 * e + k]);
     }
     return NNPOPS_OK;
 }

@@ -49,7 +49,7 @@
 #include "nnpops/nnpops.h"
 #include "reference.h"
 
-/* ---- the model file's scalars the test needs (mean, ZBL) ------------------------------------ */
+/* ---- the model file's scalars the test needs (mean, ZBL) ------------------------------------- */
 
 typedef struct tn_info {
     double mean, cutoff, zbl_cutoff, ds, es;
@@ -94,7 +94,7 @@ static void read_info(const nnpops_model *m, tn_info *t) {
     free(y);
 }
 
-/* ---- systems ---------------------------------------------------------------------------------- */
+/* ---- systems --------------------------------------------------------------------------------- */
 
 static int symbol_z(const char *sym) {
     static const char *const t[] = {
@@ -146,7 +146,7 @@ static jval *load_reference(char *path, size_t cap) {
     return root;
 }
 
-/* ---- one API call over a batch ---------------------------------------------------------------- */
+/* ---- one API call over a batch --------------------------------------------------------------- */
 
 typedef struct result {
     double e[8];
@@ -204,7 +204,7 @@ static double energy_of(nnpops_context *ctx, const sys *s, const double *q) {
     return e;
 }
 
-/* ---- ZBL by a direct sum (for the shares and the allowance) ------------------------------------ */
+/* ---- ZBL by a direct sum (for the shares and the allowance) ---------------------------------- */
 
 /* Per-atom shares (half of each pair) of the ZBL energy of atoms first .. first+n-1 and its forces
  * (added to f), with the screening length scaled by (1 + bump). */
@@ -272,7 +272,7 @@ static double dE_dcell(nnpops_context *ctx, sys *s, int row, int d) {
     return (ep - em) / (2 * h);
 }
 
-/* ---- cases ---------------------------------------------------------------------------------- */
+/* ---- cases ----------------------------------------------------------------------------------- */
 
 static const char *g_model;
 static int g_f32;
@@ -280,7 +280,8 @@ static int g_f32;
 static int open_model(int f32, nnpops_model **m, nnpops_context **ctx) {
     nnpops_status st = nnpops_model_load(g_model, "cpu", f32 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64, m);
     if (st != NNPOPS_OK) {
-        fprintf(stderr, "loading %s: %s: %s\n", g_model, nnpops_status_name(st), nnpops_last_error());
+        fprintf(stderr, "loading %s: %s: %s\n", g_model, nnpops_status_name(st),
+                nnpops_last_error());
         return 0;
     }
     CHECK_OK(nnpops_context_create(*m, ctx));
@@ -332,7 +333,8 @@ static int case_reference(void) {
         double *allow_a = calloc((size_t)N, sizeof(double));
         if (t.has_zbl) {
             double *f0 = calloc(3 * (size_t)N, sizeof(double));
-            double *sb = calloc((size_t)N, sizeof(double)), *fb = calloc(3 * (size_t)N, sizeof(double));
+            double *sb = calloc((size_t)N, sizeof(double));
+            double *fb = calloc(3 * (size_t)N, sizeof(double));
             int o = 0;
             for (int k = 0; k < ns; k++) {
                 zbl_direct(&t, &S[k], 0.0, share + o, f0 + 3 * o);
@@ -403,14 +405,17 @@ static int case_reference(void) {
             for (int d = 0; d < 3; d++)
                 for (int c = 0; c < 3; c++) {
                     tm[3 * d + c] = r.w[0][3 * c + d];
-                    for (int row = 0; row < d; row++) tm[3 * d + c] += dh[row][d] * S[0].cell[3 * row + c];
+                    for (int row = 0; row < d; row++)
+                        tm[3 * d + c] += dh[row][d] * S[0].cell[3 * row + c];
                 }
             for (int k = 0; k < 9; k++) {
                 int a = k / 3, b = k % 3;
-                double mine = a == b ? -r.w[0][k] / vol : -0.5 * (tm[3 * a + b] + tm[3 * b + a]) / vol;
+                double mine = a == b ? -r.w[0][k] / vol
+                                     : -0.5 * (tm[3 * a + b] + tm[3 * b + a]) / vol;
                 if (a == b || !g_f32) dst = fmax(dst, fabs(mine - st[k]));
                 /* nnpops' virial is symmetric (the exact strain derivative) */
-                if (fabs(r.w[0][3 * a + b] - r.w[0][3 * b + a]) / vol > (g_f32 ? 1e-6 : 1e-10)) ok = 0;
+                if (fabs(r.w[0][3 * a + b] - r.w[0][3 * b + a]) / vol > (g_f32 ? 1e-6 : 1e-10))
+                    ok = 0;
             }
             if (dst > tol_s) ok = 0;
             worst_s = fmax(worst_s, dst);
@@ -675,7 +680,7 @@ static int case_ghosts(void) {
     }
     double df = 0;
     for (int i = 0; i < 3 * n; i++) df = fmax(df, fabs(fsum[i] - whole.f[i]));
-    printf("halves: E %.10f + ... = %.10f (whole %.10f), max |dF| %.3e\n", esum, esum, whole.e[0], df);
+    printf("halves: E %.10f (whole %.10f), max |dF| %.3e\n", esum, whole.e[0], df);
     CHECK(fabs(esum - whole.e[0]) <= 1e-9 * n);
     CHECK(df <= 1e-9);
     for (int c = 0; c < 9; c++) CHECK(fabs(wsum[c] - whole.w[0][c]) <= 1e-8);
@@ -688,7 +693,7 @@ static int case_ghosts(void) {
     return 0;
 }
 
-/* ---- broken model files ------------------------------------------------------------------------ */
+/* ---- broken model files ---------------------------------------------------------------------- */
 
 /* The model file with `from` (first occurrence) replaced by `to`, written next to a link to the
  * weights; loads it and checks the status and that the message holds `needle` and "FILE:LINE". */
@@ -762,7 +767,8 @@ static int case_bad_files(void) {
                          "'SE(3)' is not supported",
                          line_of(yaml, "\n  equivariance_invariance_group: ") + 1);
     fails += expect_fail(yaml, dir, "\n  embedding_dimension: ", "\n  embedding_dimension: 0 # ",
-                         NNPOPS_ERROR_MODEL_FORMAT, "tensornet.embedding_dimension = 0 is out of range",
+                         NNPOPS_ERROR_MODEL_FORMAT,
+                         "tensornet.embedding_dimension = 0 is out of range",
                          line_of(yaml, "\n  embedding_dimension: ") + 1);
     fails += expect_fail(yaml, dir, "\n  priors:\n", "\n  priors:\n    - {type: D2, cutoff: 1}\n",
                          NNPOPS_ERROR_MODEL_FORMAT, "prior type 'D2' is not supported",
