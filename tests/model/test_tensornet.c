@@ -20,6 +20,8 @@
  *                                           (ghosts' included) add up to the whole call's
  *   test_tensornet bad_files MODEL          named errors (file, YAML line) for broken copies of
  *                                           the model file
+ *   test_tensornet units MODEL              the model file in nm, in kcal/mol: the same results
+ *                                           in the caller's units
  *
  * Models: the converted ones (NAME.yaml in NNPOPS_MODEL_PATH, fixture model.convert_tensornet);
  * reference: $NNPOPS_SHARED_DIR/reference/tensornet/reference.json (a missing file fails under
@@ -792,9 +794,93 @@ static int case_bad_files(void) {
     return fails ? 1 : 0;
 }
 
+/* The model file of an expnorm model without ZBL with its units changed: lengths in nm (cutoffs
+ * divided by 10; the basis lives in exp(-alpha r) space, the same function of the distance) gives
+ * the same energies and forces; energies in kcal/mol (nothing else changed) gives the energies
+ * divided by 23.06... eV per kcal/mol. */
+static int case_units(void) {
+    char path[4096];
+    jval *root = load_reference(path, sizeof path);
+    if (!root) return test_missing_data(path);
+    nnpops_model *m;
+    nnpops_context *ctx;
+    if (!open_model(0, &m, &ctx)) return 1;
+    tn_info t;
+    read_info(m, &t);
+    size_t len;
+    char *yaml = read_text(t.yaml_path, &len);
+    CHECK(yaml != NULL && !t.has_zbl && strstr(yaml, "\n  rbf_type: expnorm\n"));
+    CHECK(strstr(yaml, "\n  cutoff_lower: 0.0\n") != NULL);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", t.yaml_path);
+    *strrchr(dir, '/') = '\0';
+    sys s[2];
+    load_sys(root, "mol_mol_CH3SH", &s[0]);
+    load_sys(root, "water8_pbc", &s[1]);
+    result r0[2];
+    for (int k = 0; k < 2; k++) CHECK_OK(run(ctx, &s[k], 1, NULL, -1, &r0[k]));
+    for (int variant = 0; variant < 2; variant++) {
+        /* the YAML with one or two lines replaced */
+        char *text = malloc(len + 256), *o = text;
+        const char *units = "units: {length: angstrom, energy: eV}";
+        const char *cut = "\n  cutoff_upper: ";
+        const char *pu = strstr(yaml, units), *pc = strstr(yaml, cut);
+        CHECK(pu && pc && pu < pc);
+        memcpy(o, yaml, (size_t)(pu - yaml)), o += pu - yaml;
+        o += sprintf(o, "%s", variant ? "units: {length: angstrom, energy: kcal/mol}"
+                                      : "units: {length: nm, energy: eV}");
+        const char *rest = pu + strlen(units);
+        memcpy(o, rest, (size_t)(pc - rest)), o += pc - rest;
+        o += sprintf(o, "%s%.17g", cut, variant ? t.cutoff : t.cutoff / 10);
+        const char *eol = strchr(pc + strlen(cut), '\n');
+        strcpy(o, eol);
+        char full[4200];
+        snprintf(full, sizeof full, "%s/units_tn_%d_%d.yaml", dir, (int)getpid(), variant);
+        FILE *f = fopen(full, "w");
+        CHECK(f != NULL);
+        fputs(text, f);
+        fclose(f);
+        free(text);
+        nnpops_model *mu;
+        nnpops_context *cu;
+        nnpops_status st = nnpops_model_load(full, "cpu", NNPOPS_FLOAT64, &mu);
+        remove(full);
+        if (st != NNPOPS_OK) {
+            fprintf(stderr, "%s: %s\n", nnpops_status_name(st), nnpops_last_error());
+            return 1;
+        }
+        CHECK(fabs(nnpops_model_cutoff(mu) - t.cutoff) <= 1e-12);
+        CHECK_OK(nnpops_context_create(mu, &cu));
+        const double scale = variant ? 1.0 / 23.060547830619 : 1.0;
+        double de = 0, df = 0;
+        for (int k = 0; k < 2; k++) {
+            result r;
+            CHECK_OK(run(cu, &s[k], 1, NULL, -1, &r));
+            de = fmax(de, fabs(r.e[0] - scale * r0[k].e[0]) / s[k].n);
+            for (int i = 0; i < 3 * s[k].n; i++)
+                df = fmax(df, fabs(r.f[i] - scale * r0[k].f[i]));
+            for (int c = 0; c < 9; c++)
+                CHECK(fabs(r.w[0][c] - scale * r0[k].w[0][c]) <= 1e-9 * (1 + fabs(r0[k].w[0][c])));
+            result_free(&r);
+        }
+        printf("%s: |dE|/N %.3e, max |dF| %.3e\n", variant ? "energy kcal/mol" : "length nm", de,
+               df);
+        CHECK(de <= 1e-12 && df <= 1e-10);
+        nnpops_context_destroy(cu);
+        nnpops_model_destroy(mu);
+    }
+    for (int k = 0; k < 2; k++) result_free(&r0[k]), sys_free(&s[k]);
+    free(yaml);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    jfree(root);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s reference|fd|replica|batch|ghosts|bad_files MODEL [f64|f32]\n",
+        fprintf(stderr,
+                "usage: %s reference|fd|replica|batch|ghosts|bad_files|units MODEL [f64|f32]\n",
                 argv[0]);
         return 2;
     }
@@ -806,6 +892,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "batch")) return case_batch();
     if (!strcmp(argv[1], "ghosts")) return case_ghosts();
     if (!strcmp(argv[1], "bad_files")) return case_bad_files();
+    if (!strcmp(argv[1], "units")) return case_units();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }
