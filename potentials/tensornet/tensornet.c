@@ -21,8 +21,13 @@
  * in and gradients back on the way out when the units differ.
  *
  * Precision: float64 models keep double weights and call the _f64 functions; float32 models keep
- * float weights and call _f32 (vectors rounded once); per-atom energies are float64 in both.  One
- * thread (option `threads` does not change anything here, so every count gives the same bits).
+ * float weights and call _f32 (vectors rounded once); per-atom energies are float64 in both.
+ *
+ * Threads.  A system's edges never leave it, so the step is shared out by system: each system is
+ * computed alone (its atoms renumbered within it) by whichever thread takes it, which gives the
+ * same bits for every thread count and whatever else is in the batch.  A single system runs on
+ * one thread.
+ *
  * No GPU path: loading on a CUDA device fails with NNPOPS_ERROR_UNSUPPORTED (the core's upload).
  */
 #include <math.h>
@@ -484,28 +489,187 @@ static void tn_lists(const nnpops_model *model, nnpops__nbr_choice *lists) {
 
 /* ---- the step -------------------------------------------------------------------------------- */
 
+/* Scratch slots: per thread (the context's scratch for thread 0, scratch->sub[t - 1] for thread t)
+ * SLOT_EDGE_IDX .. SLOT_WORK, sized for the largest system of the step; in the context's scratch
+ * also SLOT_SYSTEMS (the atoms grouped by system and the per-system counts). */
 enum {
-    SLOT_EDGE_IDX = 0, /* center, neighbor [n_edges] each, then entry of each edge */
+    SLOT_EDGE_IDX = 0, /* entry of each edge [n_edges] (int64), then center, neighbor (int32) */
     SLOT_EDGE_VEC,     /* vec [3 n_edges] and dist [n_edges] (REAL) */
     SLOT_EDGE_GRAD,    /* [3 n_edges] (REAL) */
     SLOT_ZBL_IDX,      /* the same for the ZBL pairs */
     SLOT_ZBL_VEC,
     SLOT_ZBL_GRAD,
-    SLOT_ATOM,         /* z, weight, charge, energy per atom */
-    SLOT_WORK          /* the network's workspace */
+    SLOT_ATOM,         /* weight, charge, energy (double), z (int32) per atom of the system */
+    SLOT_WORK,         /* the network's workspace */
+    SLOT_SYSTEMS       /* context scratch only */
 };
+#define TN_THREAD_SLOTS SLOT_SYSTEMS
 
-#define RESERVE(which, bytes, what)                                                             \
-    do {                                                                                        \
-        const size_t b_ = (bytes);                                                              \
-        nnpops_status st_ = nnpops__buf_reserve(&scratch->slot[which], b_ ? b_ : 1, what);      \
-        if (st_ != NNPOPS_OK) return st_;                                                       \
-    } while (0)
+/* One step, shared out by system: a system's edges never leave it, so each system is one share
+ * computed alone (the same bits whichever thread runs it, and whatever else is in the batch). */
+typedef struct tn_job {
+    const nnpops_model *model;
+    nnpops__step *step;
+    nnpops__scratch *scratch;
+    int f32;
+    double lo, hi, zcut, inv_ell;
+    const int64_t *sys_start; /* [n_systems + 1] into order */
+    const int32_t *order;     /* atoms grouped by system, in atom order within a system */
+    const int32_t *loc;       /* [n_atoms] an atom's index within its system */
+    const int64_t *sys_edges, *sys_zbl; /* [n_systems] network edges and ZBL pairs */
+    int32_t *rc;              /* [n_systems] the functions' status */
+    int64_t *bad;             /* [n_systems] their bad index (an atom of the step) */
+} tn_job;
+
+/* Stores v (angstrom) as the model's length unit in REAL at dst[k]. */
+static void put_real(void *dst, int f32, int64_t k, double v) {
+    if (f32) ((float *)dst)[k] = (float)v;
+    else ((double *)dst)[k] = v;
+}
+
+static void tn_share(void *arg, int share, int thread) {
+    const tn_job *j = arg;
+    const tn_impl *p = j->model->impl;
+    nnpops__step *step = j->step;
+    nnpops__scratch *ts = thread == 0 ? j->scratch : &j->scratch->sub[thread - 1];
+    const int f32 = j->f32;
+    const int64_t s0 = j->sys_start[share], na = j->sys_start[share + 1] - s0;
+    const int64_t n_edges = na + j->sys_edges[share], n_zbl = j->sys_zbl[share];
+    j->rc[share] = NNPOPS__TN_OK;
+    if (na == 0) return;
+    int64_t *e_entry = ts->slot[SLOT_EDGE_IDX].ptr;
+    int32_t *e_i = (int32_t *)(e_entry + n_edges), *e_j = e_i + n_edges;
+    int64_t *z_entry = ts->slot[SLOT_ZBL_IDX].ptr;
+    int32_t *z_i = (int32_t *)(z_entry + n_zbl), *z_j = z_i + n_zbl;
+    double *a_w = ts->slot[SLOT_ATOM].ptr;
+    double *a_q = a_w + na, *a_e = a_q + na;
+    int32_t *a_z = (int32_t *)(a_e + na);
+    void *ev = ts->slot[SLOT_EDGE_VEC].ptr, *zv = ts->slot[SLOT_ZBL_VEC].ptr;
+    void *eg = ts->slot[SLOT_EDGE_GRAD].ptr, *zg = ts->slot[SLOT_ZBL_GRAD].ptr;
+    int any_ghost = 0;
+    for (int64_t a = 0; a < na; a++) {
+        const int32_t i = j->order[s0 + a];
+        a_z[a] = j->model->species_z[step->species[i]];
+        a_w[a] = i < step->n_local ? 1.0 : 0.0;
+        any_ghost |= i >= step->n_local;
+        a_q[a] = step->charges ? step->charges[step->batch[i]] : 0.0;
+        a_e[a] = 0.0;
+    }
+    /* edges: per center its self edge, then its entries within the network's cutoffs */
+    int64_t ne = 0, nz = 0;
+    for (int64_t a = 0; a < na; a++) {
+        const int32_t c = j->order[s0 + a];
+        e_entry[ne] = -1;
+        e_i[ne] = e_j[ne] = (int32_t)a;
+        for (int k = 0; k < 3; k++) put_real(ev, f32, 3 * ne + k, 0.0);
+        put_real(ev, f32, 3 * n_edges + ne, 0.0);
+        ne++;
+        for (int64_t e = step->center_start[c]; e < step->center_start[c + 1]; e++) {
+            const double r = step->pair_dist[e];
+            const double *x = step->pair_vec + 3 * e;
+            const int32_t nb = j->loc[step->pairs[2 * e + 1]];
+            if (r >= j->lo && r < j->hi) {
+                e_entry[ne] = e;
+                e_i[ne] = (int32_t)a;
+                e_j[ne] = nb;
+                for (int k = 0; k < 3; k++) put_real(ev, f32, 3 * ne + k, x[k] * j->inv_ell);
+                put_real(ev, f32, 3 * n_edges + ne, r * j->inv_ell);
+                ne++;
+            }
+            if (r < j->zcut) {
+                z_entry[nz] = e;
+                z_i[nz] = (int32_t)a;
+                z_j[nz] = nb;
+                for (int k = 0; k < 3; k++) put_real(zv, f32, 3 * nz + k, x[k] * j->inv_ell);
+                put_real(zv, f32, 3 * n_zbl + nz, r * j->inv_ell);
+                nz++;
+            }
+        }
+    }
+    const double *w = any_ghost ? a_w : NULL;
+    const double *q = step->charges ? a_q : NULL;
+    const int need_grad = step->need_grad;
+    void *work = ts->slot[SLOT_WORK].ptr;
+    int64_t bad = -1;
+    int rc;
+    if (f32) {
+        rc = nnpops__tn_cpu_f32(&p->shape, &p->w32, na, a_z, q, n_edges, e_i, e_j,
+                                (const float *)ev, (const float *)ev + 3 * n_edges, w, a_e,
+                                need_grad ? (float *)eg : NULL, work, &bad);
+        if (rc == NNPOPS__TN_OK && p->has_zbl)
+            rc = nnpops__tn_zbl_cpu_f32(&p->zbl, a_z, n_zbl, z_i, z_j, (const float *)zv,
+                                        (const float *)zv + 3 * n_zbl, w, a_e,
+                                        need_grad ? (float *)zg : NULL, &bad);
+    } else {
+        rc = nnpops__tn_cpu_f64(&p->shape, &p->w64, na, a_z, q, n_edges, e_i, e_j,
+                                (const double *)ev, (const double *)ev + 3 * n_edges, w, a_e,
+                                need_grad ? (double *)eg : NULL, work, &bad);
+        if (rc == NNPOPS__TN_OK && p->has_zbl)
+            rc = nnpops__tn_zbl_cpu_f64(&p->zbl, a_z, n_zbl, z_i, z_j, (const double *)zv,
+                                        (const double *)zv + 3 * n_zbl, w, a_e,
+                                        need_grad ? (double *)zg : NULL, &bad);
+    }
+    j->rc[share] = rc;
+    if (rc != NNPOPS__TN_OK) {
+        j->bad[share] = rc == NNPOPS__TN_BAD_Z && bad >= 0 && bad < na ? j->order[s0 + bad] : -1;
+        return;
+    }
+    /* energies: the local atoms' terms plus their share of `mean` */
+    for (int64_t a = 0; a < na; a++) {
+        const int32_t i = j->order[s0 + a];
+        if (i < step->n_local) step->atom_energy[i] = a_e[a] + p->mean / (double)na;
+    }
+    if (!need_grad) return;
+    /* gradients per entry (self edges carry none), back to angstrom; the entries of this
+     * system's centers are written by this share only */
+    for (int64_t e = 0; e < n_edges; e++) {
+        if (e_entry[e] < 0) continue;
+        double *g = step->pair_grad + 3 * e_entry[e];
+        for (int k = 0; k < 3; k++)
+            g[k] += j->inv_ell * (f32 ? (double)((const float *)eg)[3 * e + k]
+                                      : ((const double *)eg)[3 * e + k]);
+    }
+    for (int64_t e = 0; e < n_zbl; e++) {
+        double *g = step->pair_grad + 3 * z_entry[e];
+        for (int k = 0; k < 3; k++)
+            g[k] += j->inv_ell * (f32 ? (double)((const float *)zg)[3 * e + k]
+                                      : ((const double *)zg)[3 * e + k]);
+    }
+}
+
+/* A thread's buffers for a system of up to na atoms, ne network edges (self edges included) and
+ * nz ZBL pairs. */
+static nnpops_status tn_thread_buffers(const tn_impl *p, int f32, nnpops__scratch *ts, int64_t na,
+                                       int64_t ne, int64_t nz) {
+    const size_t real = f32 ? sizeof(float) : sizeof(double);
+    const size_t idx = 2 * sizeof(int32_t) + sizeof(int64_t);
+    const size_t work = f32 ? nnpops__tn_cpu_workspace_f32(&p->shape, na, ne)
+                            : nnpops__tn_cpu_workspace_f64(&p->shape, na, ne);
+    const struct {
+        int slot;
+        size_t bytes;
+        const char *what;
+    } want[TN_THREAD_SLOTS] = {
+        {SLOT_EDGE_IDX, idx * (size_t)ne, "TensorNet edges"},
+        {SLOT_EDGE_VEC, real * 4 * (size_t)ne, "TensorNet edge vectors"},
+        {SLOT_EDGE_GRAD, real * 3 * (size_t)ne, "TensorNet edge gradients"},
+        {SLOT_ZBL_IDX, idx * (size_t)nz, "ZBL pairs"},
+        {SLOT_ZBL_VEC, real * 4 * (size_t)nz, "ZBL pair vectors"},
+        {SLOT_ZBL_GRAD, real * 3 * (size_t)nz, "ZBL pair gradients"},
+        {SLOT_ATOM, (3 * sizeof(double) + sizeof(int32_t)) * (size_t)na, "TensorNet atoms"},
+        {SLOT_WORK, work, "TensorNet workspace"},
+    };
+    for (int k = 0; k < TN_THREAD_SLOTS; k++) {
+        nnpops_status st = nnpops__buf_reserve(&ts->slot[want[k].slot],
+                                               want[k].bytes ? want[k].bytes : 1, want[k].what);
+        if (st != NNPOPS_OK) return st;
+    }
+    return NNPOPS_OK;
+}
 
 static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *scratch,
                                     nnpops__step *step) {
     const tn_impl *p = model->impl;
-    const nnpops__tn_shape *s = &p->shape;
     if (step->member > 0)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                             "ensemble_member %d is out of range (a tensornet model has one member, "
@@ -514,149 +678,88 @@ static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *
     if (!step->lists.full || step->n_centers != step->n_atoms || !step->center_start)
         return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: the step has no full lists of "
                             "every atom");
-    const int64_t n = step->n_atoms, n_local = step->n_local;
-    const int f32 = model->precision == NNPOPS_FLOAT32;
-    const size_t real = f32 ? sizeof(float) : sizeof(double);
-    const double inv_ell = 1.0 / model->length_to_A; /* angstrom -> model length */
-    const double lo = s->cutoff_lower * model->length_to_A;
-    const double hi = s->cutoff_upper * model->length_to_A;
-    const double zcut = p->has_zbl ? p->zbl.cutoff * model->length_to_A : 0.0;
+    const int64_t n = step->n_atoms, ns = step->n_systems;
+    const double ell = model->length_to_A;
+    tn_job job = {
+        .model = model,
+        .step = step,
+        .scratch = scratch,
+        .f32 = model->precision == NNPOPS_FLOAT32,
+        .lo = p->shape.cutoff_lower * ell,
+        .hi = p->shape.cutoff_upper * ell,
+        .zcut = p->has_zbl ? p->zbl.cutoff * ell : 0.0,
+        .inv_ell = 1.0 / ell, /* angstrom -> model length */
+    };
+    step->descriptor_length = 0;
 
-    /* count the edges and ZBL pairs */
-    int64_t n_edges = n, n_zbl = 0;
-    for (int64_t e = 0; e < step->n_pairs; e++) {
-        const double r = step->pair_dist[e];
-        if (r >= lo && r < hi) n_edges++;
-        if (r < zcut) n_zbl++;
-    }
-    RESERVE(SLOT_EDGE_IDX, (2 * sizeof(int32_t) + sizeof(int64_t)) * (size_t)n_edges,
-            "TensorNet edges");
-    RESERVE(SLOT_EDGE_VEC, real * 4 * (size_t)n_edges, "TensorNet edge vectors");
-    RESERVE(SLOT_EDGE_GRAD, real * 3 * (size_t)n_edges, "TensorNet edge gradients");
-    RESERVE(SLOT_ZBL_IDX, (2 * sizeof(int32_t) + sizeof(int64_t)) * (size_t)n_zbl, "ZBL pairs");
-    RESERVE(SLOT_ZBL_VEC, real * 4 * (size_t)n_zbl, "ZBL pair vectors");
-    RESERVE(SLOT_ZBL_GRAD, real * 3 * (size_t)n_zbl, "ZBL pair gradients");
-    RESERVE(SLOT_ATOM, (sizeof(int32_t) + 3 * sizeof(double)) * (size_t)n + sizeof(int64_t) *
-            (size_t)(step->n_systems + 1), "TensorNet atoms");
-    const size_t work = f32 ? nnpops__tn_cpu_workspace_f32(s, n, n_edges)
-                            : nnpops__tn_cpu_workspace_f64(s, n, n_edges);
-    RESERVE(SLOT_WORK, work, "TensorNet workspace");
-
-    int64_t *e_entry = scratch->slot[SLOT_EDGE_IDX].ptr;
-    int32_t *e_i = (int32_t *)(e_entry + n_edges), *e_j = e_i + n_edges;
-    int64_t *z_entry = scratch->slot[SLOT_ZBL_IDX].ptr;
-    int32_t *z_i = (int32_t *)(z_entry + n_zbl), *z_j = z_i + n_zbl;
-    double *a_w = scratch->slot[SLOT_ATOM].ptr;
-    double *a_q = a_w + n, *a_e = a_q + n;
-    int64_t *sys_count = (int64_t *)(a_e + n);
-    int32_t *a_z = (int32_t *)(sys_count + step->n_systems + 1);
-    void *ev = scratch->slot[SLOT_EDGE_VEC].ptr, *zv = scratch->slot[SLOT_ZBL_VEC].ptr;
-    void *eg = scratch->slot[SLOT_EDGE_GRAD].ptr, *zg = scratch->slot[SLOT_ZBL_GRAD].ptr;
-
+    /* the atoms grouped by system (counting sort, atom order kept within a system) */
+    const size_t bytes = sizeof(int64_t) * (size_t)(4 * ns + 1) + sizeof(int32_t) *
+                         (size_t)(2 * n + ns);
+    nnpops_status st =
+        nnpops__buf_reserve(&scratch->slot[SLOT_SYSTEMS], bytes, "TensorNet systems");
+    if (st != NNPOPS_OK) return st;
+    int64_t *start = scratch->slot[SLOT_SYSTEMS].ptr;
+    int64_t *sys_edges = start + ns + 1, *sys_zbl = sys_edges + ns, *bad = sys_zbl + ns;
+    int32_t *order = (int32_t *)(bad + ns), *loc = order + n, *rc = loc + n;
+    memset(start, 0, sizeof(int64_t) * (size_t)(3 * ns + 1));
+    for (int64_t i = 0; i < n; i++) start[step->batch[i] + 1]++;
+    for (int64_t k = 0; k < ns; k++) start[k + 1] += start[k];
     for (int64_t i = 0; i < n; i++) {
-        a_z[i] = model->species_z[step->species[i]];
-        a_w[i] = i < n_local ? 1.0 : 0.0;
-        a_q[i] = step->charges ? step->charges[step->batch[i]] : 0.0;
-        a_e[i] = 0.0;
+        const int32_t b = step->batch[i];
+        const int64_t at = start[b] + sys_edges[b]++; /* sys_edges as a cursor first */
+        order[at] = (int32_t)i;
+        loc[i] = (int32_t)(at - start[b]);
     }
-    /* edges: per center its self edge, then its entries within the network's cutoffs */
-    int64_t ne = 0, nz = 0;
+    memset(sys_edges, 0, sizeof(int64_t) * (size_t)ns);
+    /* each system's edges and ZBL pairs (an entry belongs to its center's system) */
     for (int64_t c = 0; c < n; c++) {
-        e_entry[ne] = -1;
-        e_i[ne] = e_j[ne] = (int32_t)c;
-        if (f32) {
-            float *v = (float *)ev;
-            v[3 * ne] = v[3 * ne + 1] = v[3 * ne + 2] = 0.0f;
-            v[3 * n_edges + ne] = 0.0f;
-        } else {
-            double *v = (double *)ev;
-            v[3 * ne] = v[3 * ne + 1] = v[3 * ne + 2] = 0.0;
-            v[3 * n_edges + ne] = 0.0;
-        }
-        ne++;
+        const int32_t b = step->batch[c];
         for (int64_t e = step->center_start[c]; e < step->center_start[c + 1]; e++) {
             const double r = step->pair_dist[e];
-            const double *x = step->pair_vec + 3 * e;
-            const int32_t j = step->pairs[2 * e + 1];
-            if (r >= lo && r < hi) {
-                e_entry[ne] = e;
-                e_i[ne] = (int32_t)c;
-                e_j[ne] = j;
-                for (int k = 0; k < 3; k++) {
-                    if (f32) ((float *)ev)[3 * ne + k] = (float)(x[k] * inv_ell);
-                    else ((double *)ev)[3 * ne + k] = x[k] * inv_ell;
-                }
-                if (f32) ((float *)ev)[3 * n_edges + ne] = (float)(r * inv_ell);
-                else ((double *)ev)[3 * n_edges + ne] = r * inv_ell;
-                ne++;
-            }
-            if (r < zcut) {
-                z_entry[nz] = e;
-                z_i[nz] = (int32_t)c;
-                z_j[nz] = j;
-                for (int k = 0; k < 3; k++) {
-                    if (f32) ((float *)zv)[3 * nz + k] = (float)(x[k] * inv_ell);
-                    else ((double *)zv)[3 * nz + k] = x[k] * inv_ell;
-                }
-                if (f32) ((float *)zv)[3 * n_zbl + nz] = (float)(r * inv_ell);
-                else ((double *)zv)[3 * n_zbl + nz] = r * inv_ell;
-                nz++;
-            }
+            if (r >= job.lo && r < job.hi) sys_edges[b]++;
+            if (r < job.zcut) sys_zbl[b]++;
         }
     }
-    const double *w = n_local < n ? a_w : NULL;
-    const double *q = step->charges ? a_q : NULL;
-    const int need_grad = step->need_grad;
-    int64_t bad = -1;
-    int rc;
-    if (f32) {
-        rc = nnpops__tn_cpu_f32(s, &p->w32, n, a_z, q, n_edges, e_i, e_j, (const float *)ev,
-                                (const float *)ev + 3 * n_edges, w, a_e,
-                                need_grad ? (float *)eg : NULL, scratch->slot[SLOT_WORK].ptr, &bad);
-        if (rc == NNPOPS__TN_OK && p->has_zbl)
-            rc = nnpops__tn_zbl_cpu_f32(&p->zbl, a_z, n_zbl, z_i, z_j, (const float *)zv,
-                                        (const float *)zv + 3 * n_zbl, w, a_e,
-                                        need_grad ? (float *)zg : NULL, &bad);
-    } else {
-        rc = nnpops__tn_cpu_f64(s, &p->w64, n, a_z, q, n_edges, e_i, e_j, (const double *)ev,
-                                (const double *)ev + 3 * n_edges, w, a_e,
-                                need_grad ? (double *)eg : NULL, scratch->slot[SLOT_WORK].ptr,
-                                &bad);
-        if (rc == NNPOPS__TN_OK && p->has_zbl)
-            rc = nnpops__tn_zbl_cpu_f64(&p->zbl, a_z, n_zbl, z_i, z_j, (const double *)zv,
-                                        (const double *)zv + 3 * n_zbl, w, a_e,
-                                        need_grad ? (double *)zg : NULL, &bad);
+    int64_t most_a = 0, most_e = 0, most_z = 0, busy = 0;
+    for (int64_t k = 0; k < ns; k++) {
+        const int64_t na = start[k + 1] - start[k];
+        if (na > most_a) most_a = na;
+        if (na + sys_edges[k] > most_e) most_e = na + sys_edges[k];
+        if (sys_zbl[k] > most_z) most_z = sys_zbl[k];
+        busy += na > 0;
     }
-    if (rc == NNPOPS__TN_BAD_Z)
-        return nnpops__fail(NNPOPS_ERROR_UNKNOWN_ELEMENT,
-                            "atom %lld: atomic number %d is outside the TensorNet model's tables",
-                            (long long)bad, bad >= 0 && bad < n ? (int)a_z[bad] : -1);
-    if (rc != NNPOPS__TN_OK)
-        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: bad edge %lld", (long long)bad);
-
-    /* energies: the local atoms' terms plus their share of `mean` */
-    memset(sys_count, 0, sizeof(int64_t) * (size_t)step->n_systems);
-    for (int64_t i = 0; i < n; i++) sys_count[step->batch[i]]++;
-    for (int64_t i = 0; i < n_local; i++)
-        step->atom_energy[i] = a_e[i] + p->mean / (double)sys_count[step->batch[i]];
+    /* threads: no more than the systems with atoms */
+    int nt = scratch->threads < busy ? scratch->threads : (int)(busy > 0 ? busy : 1);
+    if (nt > 1) nt = nnpops__pool_threads(&scratch->pool, nt);
+    if (nt > 1 && (st = nnpops__scratch_subs(scratch, nt - 1)) != NNPOPS_OK) return st;
+    for (int t = 0; t < nt; t++) {
+        nnpops__scratch *ts = t == 0 ? scratch : &scratch->sub[t - 1];
+        if ((st = tn_thread_buffers(p, job.f32, ts, most_a, most_e, most_z)) != NNPOPS_OK)
+            return st;
+    }
+    job.sys_start = start;
+    job.order = order;
+    job.loc = loc;
+    job.sys_edges = sys_edges;
+    job.sys_zbl = sys_zbl;
+    job.rc = rc;
+    job.bad = bad;
+    scratch->threads_used = nt > 1 ? nnpops__pool_run(&scratch->pool, nt, (int)ns, tn_share, &job)
+                                   : 1;
+    if (nt <= 1)
+        for (int64_t k = 0; k < ns; k++) tn_share(&job, (int)k, 0);
+    for (int64_t k = 0; k < ns; k++) {
+        if (rc[k] == NNPOPS__TN_OK) continue;
+        if (rc[k] == NNPOPS__TN_BAD_Z)
+            return nnpops__fail(NNPOPS_ERROR_UNKNOWN_ELEMENT,
+                                "atom %lld: its atomic number is outside the TensorNet model's "
+                                "tables",
+                                (long long)bad[k]);
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: a bad edge in system %lld",
+                            (long long)k);
+    }
     if (step->member_atom_energy)
         for (int64_t i = 0; i < n; i++) step->member_atom_energy[i] = step->atom_energy[i];
-    step->descriptor_length = 0;
-    if (!need_grad) return NNPOPS_OK;
-    /* gradients per entry (self edges carry none), back to angstrom */
-    for (int64_t e = 0; e < n_edges; e++) {
-        if (e_entry[e] < 0) continue;
-        double *g = step->pair_grad + 3 * e_entry[e];
-        for (int k = 0; k < 3; k++)
-            g[k] += inv_ell * (f32 ? (double)((const float *)eg)[3 * e + k]
-                                   : ((const double *)eg)[3 * e + k]);
-    }
-    for (int64_t e = 0; e < n_zbl; e++) {
-        double *g = step->pair_grad + 3 * z_entry[e];
-        for (int k = 0; k < 3; k++)
-            g[k] += inv_ell * (f32 ? (double)((const float *)zg)[3 * e + k]
-                                   : ((const double *)zg)[3 * e + k]);
-    }
     return NNPOPS_OK;
 }
 
