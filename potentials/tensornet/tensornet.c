@@ -418,8 +418,32 @@ static nnpops_status tn_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
             return tn_error(cfg, ow, "tensornet.output_widths must be positive integers%s%s", 0, 0);
         s->out_width[k] = (int32_t)widths[k];
     }
-    /* box_vecs is a default cell of torchmd-net's; callers pass their cells, so it is only read */
+    /* records of the conversion, checked for their form: two flags, torchmd-net's default cell
+     * (callers pass their own cells), the checkpoint's name and sha256 */
+    static const char *const flags[] = {"trainable_rbf", "old_layout_remapped"};
+    for (int k = 0; k < 2; k++) {
+        int flag;
+        char what[64];
+        snprintf(what, sizeof what, "tensornet.%s", flags[k]);
+        if ((st = nnpops__cfg_get(cfg, tn, flags[k], 0, &n)) != NNPOPS_OK) return st;
+        if (n && (st = nnpops__cfg_bool(cfg, n, what, &flag)) != NNPOPS_OK) return st;
+    }
     if ((st = nnpops__cfg_get(cfg, tn, "box_vecs", 0, &n)) != NNPOPS_OK) return st;
+    if (n && !nnpops__cfg_is_scalar(cfg, n)) {
+        int ok = nnpops__cfg_is_seq(cfg, n) && nnpops__cfg_len(cfg, n) == 3;
+        for (int64_t r = 0; ok && r < 3; r++) {
+            double row[3];
+            int64_t got = 0;
+            ok = nnpops__cfg_doubles(cfg, nnpops__cfg_item(cfg, n, r), "tensornet.box_vecs", row,
+                                     3, 1, &got) == NNPOPS_OK;
+        }
+        if (!ok)
+            return tn_error(cfg, n, "tensornet.box_vecs must be null or a 3x3 list of numbers%s%s",
+                            0, 0);
+    }
+    if ((st = nnpops__cfg_get(cfg, tn, "source", 0, &n)) != NNPOPS_OK) return st;
+    if (n && !nnpops__cfg_is_map(cfg, n))
+        return tn_error(cfg, n, "tensornet.source must be a mapping {file, sha256}%s%s", 0, 0);
     if ((st = nnpops__cfg_get(cfg, tn, "max_z", 1, &n)) != NNPOPS_OK) return st;
     for (int sp = 0; sp < model->n_species; sp++)
         if (model->species_z[sp] >= s->max_z)

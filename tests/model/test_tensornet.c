@@ -768,6 +768,12 @@ static int case_bad_files(void) {
     fails += expect_fail(yaml, dir, "\n  activation: ", "\n  activation: gelu # ",
                          NNPOPS_ERROR_MODEL_FORMAT, "tensornet.activation 'gelu' is not supported",
                          line_of(yaml, "\n  activation: ") + 1);
+    fails += expect_fail(yaml, dir, "\n  trainable_rbf: ", "\n  trainable_rbf: maybe # ",
+                         NNPOPS_ERROR_MODEL_FORMAT, "tensornet.trainable_rbf",
+                         line_of(yaml, "\n  trainable_rbf: ") + 1);
+    fails += expect_fail(yaml, dir, "\n  box_vecs: ", "\n  box_vecs: [[1, 0, 0]] # ",
+                         NNPOPS_ERROR_MODEL_FORMAT, "tensornet.box_vecs must be null or a 3x3",
+                         line_of(yaml, "\n  box_vecs: ") + 1);
     fails += expect_fail(yaml, dir, "\n  std: ", "\n  # std: ", NNPOPS_ERROR_MODEL_FORMAT,
                          "std", -1);
     fails += expect_fail(yaml, dir, "\n  mean: ", "\n  mean: [1] # ", NNPOPS_ERROR_MODEL_FORMAT,
