@@ -9,9 +9,9 @@
  *     directory of NNPOPS_MODEL_PATH (colon separated, empty entries skipped), then in
  *     ${XDG_CACHE_HOME:-$HOME/.cache}/nnpops/models;
  *  3. the keys every model file has (docs/model-format.md): format: nnpops-model,
- *     format_version (1), name, type (ani | lj), units {length, energy}, species, and the
- *     optional weights {file, sha256} (file relative to the YAML's directory), whose safetensors
- *     file is read and checked here;
+ *     format_version (1), name, type (ani | lj | tensornet), units {length, energy}, species,
+ *     and the optional weights {file, sha256} (file relative to the YAML's directory), whose
+ *     safetensors file is read and checked here;
  *  4. the potential's own keys, through its vtable's load(); the weights are freed afterwards
  *     (the potential copies what it keeps).  If load() fails with model->impl non-NULL, the
  *     vtable's destroy() is called, so a potential must leave impl NULL or destroyable;
@@ -358,13 +358,13 @@ static nnpops_status parse_header_keys(nnpops_model *m, const nnpops__cfg *cfg,
     nnpops__node species;
     if ((st = nnpops__cfg_get(cfg, root, "species", 1, &species)) != NNPOPS_OK) return st;
     int64_t ns = nnpops__cfg_len(cfg, species);
-    if (!nnpops__cfg_is_seq(cfg, species) || ns < 1 || ns > NNPOPS__MAX_SPECIES) {
+    if (!nnpops__cfg_is_seq(cfg, species) || ns < 1 || ns > NNPOPS__MAX_MODEL_SPECIES) {
         return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
                             "%s:%d: species must be a list of 1 to %d element symbols", file,
-                            nnpops__cfg_line(cfg, species), NNPOPS__MAX_SPECIES);
+                            nnpops__cfg_line(cfg, species), NNPOPS__MAX_MODEL_SPECIES);
     }
     for (int z = 0; z < 119; z++) m->z_to_species[z] = -1;
-    for (int i = 0; i < NNPOPS__MAX_SPECIES; i++) m->species_z[i] = -1;
+    for (int i = 0; i < NNPOPS__MAX_MODEL_SPECIES; i++) m->species_z[i] = -1;
     for (int64_t i = 0; i < ns; i++) {
         nnpops__node item = nnpops__cfg_item(cfg, species, i);
         char what[32];

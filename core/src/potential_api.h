@@ -70,6 +70,10 @@ typedef struct nnpops__weights nnpops__weights;
  * *data points into the loaded file (little-endian float32, possibly unaligned: copy with memcpy). */
 nnpops_status nnpops__weights_get_f32(const nnpops__weights *w, const char *name, int ndim,
                                       const int64_t *shape, const void **data);
+/* Copies a float32 or float64 tensor of exactly the given shape into out[] as doubles (count =
+ * the product of the shape); errors name file and tensor. */
+nnpops_status nnpops__weights_read(const nnpops__weights *w, const char *name, int ndim,
+                                   const int64_t *shape, double *out);
 int64_t nnpops__weights_count(const nnpops__weights *w);
 
 /* ---- devices ---- */
@@ -91,6 +95,9 @@ typedef struct nnpops__nbr_choice {
 } nnpops__nbr_choice;
 
 /* ---- models (core/src/model.c) ---- */
+/* Largest species list of a model file: every element (TensorNet models list each Z < max_z). */
+#define NNPOPS__MAX_MODEL_SPECIES 118
+
 /* side streams of the GPU step (nnpops__dstep) */
 #define NNPOPS__SIDE_STREAMS 3
 
@@ -106,8 +113,9 @@ struct nnpops_model {
     nnpops__device_kind device;
     int device_index;
     nnpops_precision precision;
-    int32_t n_species;
-    int32_t species_z[NNPOPS__MAX_SPECIES]; /* atomic number of each species */
+    int32_t n_species;     /* 1 .. NNPOPS__MAX_MODEL_SPECIES; a potential with per-species tables
+                            * (ANI, LJ, the GPU step) refuses more than NNPOPS__MAX_SPECIES */
+    int32_t species_z[NNPOPS__MAX_MODEL_SPECIES]; /* atomic number of each species */
     int32_t z_to_species[119];              /* -1 = not described by the model */
     double cutoff;          /* angstrom: the longest pair of the neighbor lists */
     double interaction_range; /* angstrom: beyond it an atom cannot change another's energy

@@ -9,10 +9,12 @@
 
 extern const nnpops__potential_vt nnpops__ani_vt;
 extern const nnpops__potential_vt nnpops__lj_vt;
+extern const nnpops__potential_vt nnpops__tensornet_vt;
 
 static const nnpops__potential_vt *const table[] = {
     &nnpops__ani_vt,
     &nnpops__lj_vt,
+    &nnpops__tensornet_vt,
 };
 
 int nnpops__potential_count(void) { return (int)(sizeof table / sizeof table[0]); }

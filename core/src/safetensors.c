@@ -14,8 +14,9 @@
  * dtype names, shapes of at most 8 non-negative dimensions, element and byte counts computed with
  * overflow checks, offsets inside the data section that match the byte count, no two tensors
  * sharing bytes, names valid UTF-8, non-empty and unique.  Lookups by name are binary searches over
- * the tensors sorted by name.  Tensors of any known dtype are accepted at load (nnpops model files
- * hold only F32); nnpops__weights_get_f32 rejects a tensor of another dtype by name.  Gaps between
+ * the tensors sorted by name.  Tensors of any known dtype are accepted at load (ANI models hold
+ * F32, TensorNet models F32 or F64); nnpops__weights_get_f32 rejects a tensor of another dtype by
+ * name, nnpops__weights_read one that is neither F32 nor F64.  Gaps between
  * tensors and trailing bytes are allowed (the converter writes none).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -492,14 +493,14 @@ nnpops_status nnpops__weights_load(const char *path, const char *sha256_hex,
     return NNPOPS_OK;
 }
 
-nnpops_status nnpops__weights_get_f32(const nnpops__weights *w, const char *name, int ndim,
-                                      const int64_t *shape, const void **data) {
-    if (!w || !name || !data || ndim < 0 || (ndim > 0 && !shape)) {
-        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "nnpops__weights_get_f32: invalid argument (tensor '%s')",
-                            name ? name : "(null)");
+/* The tensor `name`, checked to have the given shape (errors name file and tensor). */
+static nnpops_status find_tensor(const nnpops__weights *w, const char *name, int ndim,
+                                 const int64_t *shape, const char *fn, const char *dtype_want,
+                                 const st_tensor **out) {
+    if (!w || !name || ndim < 0 || (ndim > 0 && !shape)) {
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "%s: invalid argument (tensor '%s')",
+                            fn, name ? name : "(null)");
     }
-    *data = NULL;
     st_tensor key;
     memset(&key, 0, sizeof key);
     key.name = (char *)name;
@@ -510,10 +511,11 @@ nnpops_status nnpops__weights_get_f32(const nnpops__weights *w, const char *name
     char want[256], have[256];
     format_shape(want, sizeof want, ndim, shape);
     format_shape(have, sizeof have, t->ndim, t->shape);
-    if (strcmp(st_dtypes[t->dtype].name, "F32") != 0) {
+    const char *dt = st_dtypes[t->dtype].name;
+    if (dtype_want ? strcmp(dt, dtype_want) != 0 : (strcmp(dt, "F32") && strcmp(dt, "F64"))) {
         return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
-                            "%s: tensor '%s' has dtype %s, expected F32 (shape %s)", w->path, name,
-                            st_dtypes[t->dtype].name, want);
+                            "%s: tensor '%s' has dtype %s, expected %s (shape %s)", w->path, name,
+                            dt, dtype_want ? dtype_want : "F32 or F64", want);
     }
     int same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
@@ -522,6 +524,46 @@ nnpops_status nnpops__weights_get_f32(const nnpops__weights *w, const char *name
                             "%s: tensor '%s' has shape %s, expected %s", w->path, name, have,
                             want);
     }
+    *out = t;
+    return NNPOPS_OK;
+}
+
+nnpops_status nnpops__weights_get_f32(const nnpops__weights *w, const char *name, int ndim,
+                                      const int64_t *shape, const void **data) {
+    if (!data) {
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "nnpops__weights_get_f32: invalid argument (tensor '%s')",
+                            name ? name : "(null)");
+    }
+    *data = NULL;
+    const st_tensor *t;
+    nnpops_status st = find_tensor(w, name, ndim, shape, "nnpops__weights_get_f32", "F32", &t);
+    if (st != NNPOPS_OK) return st;
     *data = w->bytes + w->data_start + t->begin;
+    return NNPOPS_OK;
+}
+
+nnpops_status nnpops__weights_read(const nnpops__weights *w, const char *name, int ndim,
+                                   const int64_t *shape, double *out) {
+    const st_tensor *t;
+    nnpops_status st = find_tensor(w, name, ndim, shape, "nnpops__weights_read", NULL, &t);
+    if (st != NNPOPS_OK) return st;
+    if (!out) {
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "nnpops__weights_read: invalid argument (tensor '%s')", name);
+    }
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++) count *= shape[d];
+    const unsigned char *src = w->bytes + w->data_start + t->begin;
+    const int f64 = strcmp(st_dtypes[t->dtype].name, "F64") == 0;
+    for (int64_t k = 0; k < count; k++) {
+        if (f64) {
+            memcpy(&out[k], src + 8 * k, 8);
+        } else {
+            float v;
+            memcpy(&v, src + 4 * k, 4);
+            out[k] = v;
+        }
+    }
     return NNPOPS_OK;
 }

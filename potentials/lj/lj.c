@@ -55,6 +55,16 @@ static nnpops_status lj_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
     nnpops__node lj, n, pairs;
     nnpops_status st;
 
+    if (model->n_species > NNPOPS__MAX_SPECIES) {
+        /* its per-species tables hold at most NNPOPS__MAX_SPECIES */
+        nnpops__node sp;
+        if ((st = nnpops__cfg_get(cfg, root, "species", 1, &sp)) != NNPOPS_OK) return st;
+        return nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT,
+                            "%s:%d: species must be a list of 1 to %d element symbols for an lj "
+                            "model (it has %d)",
+                            nnpops__cfg_file(cfg), nnpops__cfg_line(cfg, sp), NNPOPS__MAX_SPECIES,
+                            (int)model->n_species);
+    }
     if ((st = nnpops__cfg_get(cfg, root, "lj", 1, &lj)) != NNPOPS_OK) return st;
     if ((st = nnpops__cfg_check_keys(cfg, lj, "lj", lj_keys)) != NNPOPS_OK) return st;
     if ((st = nnpops__cfg_get(cfg, root, "weights", 0, &n)) != NNPOPS_OK) return st;

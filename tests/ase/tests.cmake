@@ -15,3 +15,7 @@ nnpops_py_test(examples ase tests/ase/test_examples.py)
 nnpops_py_test(npt ase tests/ase/test_npt.py -s)
 # 1 ps of NVE (2000 steps of 13 atoms): about 35 s of CPU time here.
 nnpops_py_test(md_1ps ase tests/ase/test_md.py -s)
+# TensorNet: compute(charges=), the calculator and `nnpops info` against torchmd-net's values (the
+# converted models of fixture model.convert_tensornet).
+nnpops_py_test(tensornet ase tests/ase/test_tensornet.py)
+set_tests_properties(ase.tensornet PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")

@@ -114,7 +114,8 @@ foreach(model ani2x ani1x)
   endforeach()
 endforeach()
 nnpops_emu_program(plain model ${gpu_src}/test_gpu_model.c ${emu_model_cases} fd batch batch_f32
-  ghosts member water_box species_sets errors thread)
+  ghosts member water_box species_sets errors thread no_gpu_path)
+set_tests_properties(emu.model.no_gpu_path PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
 # (not emulated: graphs deterministic, 100 steps of a 10^4-atom system, and 3xTF32 auto / chunks,
 # GEMMs of 10^4 columns: each takes more than 20 minutes here)
 nnpops_emu_program(plain graphs ${gpu_src}/test_gpu_graphs.c warmup shape overflow)

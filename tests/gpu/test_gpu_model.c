@@ -640,6 +640,20 @@ static int case_errors(void) {
     return 0;
 }
 
+/* A model type without a GPU path (tensornet) on "cuda": a named error at load, no model. */
+static int case_no_gpu_path(void) {
+    nnpops_model *m = NULL;
+    nnpops_status st = nnpops_model_load("tn_a", "cuda", NNPOPS_FLOAT32, &m);
+    if (st == NNPOPS_ERROR_MODEL_NOT_FOUND) {
+        fprintf(stderr, "converted model tn_a not found: %s\n", nnpops_last_error());
+        return getenv("CI") && !strcmp(getenv("CI"), "true") ? 1 : SKIP_RETURN;
+    }
+    printf("tn_a on cuda: %s: %s\n", nnpops_status_name(st), nnpops_last_error());
+    CHECK(st == NNPOPS_ERROR_UNSUPPORTED && m == NULL);
+    CHECK_ERROR_HAS("has no GPU implementation");
+    return 0;
+}
+
 /* ---- another thread ------------------------------------------------------------------------ */
 
 typedef struct thread_job {
@@ -701,6 +715,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "errors")) return case_errors();
     if (!strcmp(c, "species_sets")) return case_species_sets();
     if (!strcmp(c, "thread")) return case_thread();
+    if (!strcmp(c, "no_gpu_path")) return case_no_gpu_path();
     fprintf(stderr, "unknown case %s\n", c);
     return 2;
 }

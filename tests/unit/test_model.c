@@ -389,7 +389,7 @@ static int case_duplicate_species(void) {
 
 static int case_unknown_type(void) {
     expect_lj_fail(5, "type: mace", NNPOPS_ERROR_MODEL_FORMAT,
-                   "unknown model type 'mace' (expected ani or lj)", 5);
+                   "unknown model type 'mace' (expected ani, lj or tensornet)", 5);
     expect_lj_fail(5, "type: LJ", NNPOPS_ERROR_MODEL_FORMAT, "unknown model type 'LJ'", 5);
     expect_lj_fail(5, "type: [lj]", NNPOPS_ERROR_MODEL_FORMAT, "type: expected a string", 5);
     return 0;

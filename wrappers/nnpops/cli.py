@@ -1,6 +1,7 @@
 """The ``nnpops`` command line (also ``python3 -m nnpops``).
 
     nnpops convert [MODEL ...] [--source DIR] [--output DIR] ...   NeuroChem files -> nnpops models
+    nnpops convert --from-torchmdnet FILE.ckpt [--name NAME] ...   a TensorNet checkpoint -> a model
     nnpops eval --model ani2x [--precision float64|float32] [--device cpu|cuda]
                 [--json OUT] [--batch-size K] FILE                 energies and forces of every frame
     nnpops info [MODEL]                                           a model's (or the library's) facts
@@ -34,7 +35,8 @@ def _parser():
     p = _Parser(prog=_PROG, description="nnpops: fast ANI potentials (C library + Python front ends)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("convert", add_help=False,
-                   help="convert the published NeuroChem ANI files into nnpops models "
+                   help="convert the published NeuroChem ANI files, or a torchmd-net TensorNet "
+                        "checkpoint (--from-torchmdnet), into nnpops models "
                         "(see 'nnpops convert --help')")
     e = sub.add_parser("eval", help="energies and forces of every frame of a structure file")
     e.add_argument("file", metavar="FILE", help="structure file readable by ase.io (extxyz, xyz, pdb, ...)")
@@ -123,11 +125,53 @@ def _info(args, out):
     out.write("type: %s\n" % model.type)
     out.write("elements: %s\n" % " ".join(symbols))
     out.write("cutoff: %g A\n" % model.cutoff)
+    out.write("interaction range: %g A\n" % model.interaction_range)
+    out.write("uses charge: %s\n" % ("yes" if model.uses_charge else "no"))
     out.write("ensemble size: %d\n" % model.ensemble_size)
     out.write("path: %s\n" % model.path)
     out.write("device: %s\n" % model.device)
     out.write("precision: %s\n" % model.precision)
+    if model.type == "tensornet":
+        out.write("tensornet:\n")
+        for key, value in _tensornet_keys(model.path):
+            out.write("  %s: %s\n" % (key, value))
     return 0
+
+
+# The hyperparameters `nnpops info` shows for a tensornet model (docs/model-format.md 9.1), in order.
+_TENSORNET_SHOWN = ("source", "dtype", "embedding_dimension", "num_layers", "num_rbf", "rbf_type",
+                    "trainable_rbf", "activation", "cutoff_lower", "cutoff_upper", "max_z",
+                    "equivariance_invariance_group", "output_model", "reduce_op",
+                    "output_widths", "mean", "std", "box_vecs", "old_layout_remapped")
+
+
+def _tensornet_keys(path):
+    """(key, value text) of the one-line keys of a model file's `tensornet` mapping, then `priors`
+    as the list of prior types.  Reads the file's text (the library has validated it)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    found, priors, inside, in_priors = {}, [], False, False
+    for line in lines:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line.startswith(" "):
+            inside = line.rstrip() == "tensornet:"
+            continue
+        if not inside:
+            continue
+        if line.startswith("  ") and not line.startswith("   "):
+            key, _, value = line.strip().partition(":")
+            in_priors = key == "priors"
+            if key in _TENSORNET_SHOWN:
+                found[key] = value.strip()
+        elif in_priors and line.lstrip().startswith("- "):
+            item = line.lstrip()[2:].strip().lstrip("{")
+            ptype = item.partition(",")[0].partition(":")[2].strip()
+            if item.startswith("type:") and ptype:
+                priors.append(ptype)
+    rows = [(k, found[k]) for k in _TENSORNET_SHOWN if k in found]
+    rows.append(("priors", ", ".join(priors) if priors else "none"))
+    return rows
 
 
 def main(argv=None):

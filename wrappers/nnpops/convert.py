@@ -1,6 +1,8 @@
 """Convert the published NeuroChem ANI parameter files into nnpops model files.
 
     python3 -m nnpops convert [--source DIR] [--output DIR] [--member K] [--force] [MODEL ...]
+    python3 -m nnpops convert --from-torchmdnet FILE.ckpt [--name NAME] [--output DIR]
+                              [--units eV,A] [--force]
 
 MODEL is ``ani2x`` (NeuroChem ``ani-2x_8x``) or ``ani1x`` (``ani-1x_8x``); the default is both.
 Each model becomes ``NAME.yaml`` + ``NAME.safetensors`` (+ a small ``NAME.stamp``) in the output
@@ -742,6 +744,15 @@ def _build_parser():
     p.add_argument("--member", metavar="K", type=int,
                    help="write only ensemble member K, as model NAME-mK")
     p.add_argument("--force", action="store_true", help="convert even if the output is up to date")
+    p.add_argument("--from-torchmdnet", metavar="FILE",
+                   help="convert a torchmd-net TensorNet checkpoint (.ckpt) instead of the "
+                        "NeuroChem files")
+    p.add_argument("--name", metavar="NAME",
+                   help="with --from-torchmdnet: the model's name (default: the file name "
+                        "without .ckpt)")
+    p.add_argument("--units", metavar="ENERGY,LENGTH", default="eV,A",
+                   help="with --from-torchmdnet: the units the checkpoint was trained in "
+                        "(default eV,A; checked against a ZBL prior's scales)")
     return p
 
 
@@ -756,6 +767,13 @@ def main(argv=None):
         return 2
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
+    output_dir = args.output if args.output else modelpath.default_output_dir()
+    if args.from_torchmdnet is not None:
+        return _main_torchmdnet(args, output_dir)
+    if args.name is not None or args.units != "eV,A":
+        print("nnpops convert: error: --name and --units go with --from-torchmdnet",
+              file=sys.stderr)
+        return 2
     models = []
     for m in args.models or DEFAULT_MODELS:
         if m not in MODELS:
@@ -767,7 +785,6 @@ def main(argv=None):
     if args.member is not None and args.member < 0:
         print("nnpops convert: error: --member must be >= 0, got %d" % args.member, file=sys.stderr)
         return 2
-    output_dir = args.output if args.output else modelpath.default_output_dir()
     status = 0
     for m in models:
         start = time.monotonic()
@@ -784,6 +801,31 @@ def main(argv=None):
             print("wrote %s (%s; %.1f s)" % (path, detail, time.monotonic() - start))
         sys.stdout.flush()
     return status
+
+
+def _main_torchmdnet(args, output_dir):
+    """``convert --from-torchmdnet FILE``: one TensorNet checkpoint (convert_tensornet.py)."""
+    if args.models or args.member is not None or args.source is not None:
+        print("nnpops convert: error: --from-torchmdnet takes no MODEL, --member or --source",
+              file=sys.stderr)
+        return 2
+    try:
+        from . import convert_tensornet
+    except ImportError as exc:  # NumPy missing
+        print("nnpops convert: error: --from-torchmdnet needs NumPy (%s)" % exc, file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        result, path, detail = convert_tensornet.convert_tensornet(
+            args.from_torchmdnet, output_dir, name=args.name, units=args.units, force=args.force)
+    except ConvertError as exc:
+        print("nnpops convert: error: %s" % exc, file=sys.stderr)
+        return 2
+    if result == "up to date":
+        print("up to date: %s" % path)
+    else:
+        print("wrote %s (%s; %.1f s)" % (path, detail, time.monotonic() - start))
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

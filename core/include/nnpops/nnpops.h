@@ -210,7 +210,7 @@ nnpops_status nnpops_model_load(const char *name_or_path, const char *device,
                                 nnpops_precision precision, nnpops_model **model);
 void nnpops_model_destroy(nnpops_model *model);
 const char *nnpops_model_name(const nnpops_model *model);
-const char *nnpops_model_type(const nnpops_model *model);   /* "ani" or "lj" */
+const char *nnpops_model_type(const nnpops_model *model);   /* "ani", "lj", "tensornet" */
 const char *nnpops_model_path(const nnpops_model *model);   /* resolved YAML path */
 const char *nnpops_model_device(const nnpops_model *model); /* "cpu" or "cuda:N" */
 nnpops_precision nnpops_model_precision(const nnpops_model *model);
