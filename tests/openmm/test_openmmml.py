@@ -29,6 +29,7 @@ def test_entry_points_declared():
     assert eps == nml.ENTRY_POINTS
     assert eps["nnpops-ani2x"] == "nnpops.openmmml:NNPOpsPotentialImplFactory"
     assert eps["nnpops-ani1x"] == "nnpops.openmmml:NNPOpsPotentialImplFactory"
+    assert eps["nnpops-ani1ccx"] == "nnpops.openmmml:NNPOpsPotentialImplFactory"
     # Each value names an importable factory class.
     module, _, cls = eps["nnpops-ani2x"].partition(":")
     assert module == nml.__name__ and isinstance(getattr(nml, cls), type)

@@ -403,10 +403,19 @@ class Model:
             raise ValueError("precision must be 'float64' or 'float32', not %r" % (precision,))
         self._spec = (os.fspath(name_or_path), device, "float64" if _PRECISIONS[key] else "float32")
         out = ffi.new("nnpops_model **")
-        _check(lib.nnpops_model_load(_to_bytes(os.fspath(name_or_path)),
-                                     ffi.NULL if device is None else _to_bytes(device),
-                                     _PRECISIONS[key], out),
-               "loading model %r" % (os.fspath(name_or_path),))
+        status = lib.nnpops_model_load(_to_bytes(os.fspath(name_or_path)),
+                                       ffi.NULL if device is None else _to_bytes(device),
+                                       _PRECISIONS[key], out)
+        if status != 0:
+            exc = _error(status, "loading model %r" % (os.fspath(name_or_path),))
+            if isinstance(exc, ModelNotFoundError):
+                from .convert import MODELS, download_command
+                name = os.fspath(name_or_path)
+                if name in MODELS:  # a published model not converted yet: say how to get it
+                    exc = ModelNotFoundError("%s. Run '%s' to fetch and convert it"
+                                             % (exc, download_command(name)),
+                                             status=exc.status, code=exc.code)
+            raise exc
         self._handle = ffi.gc(out[0], lib.nnpops_model_destroy)
 
     # The C object is freed once the model is closed (or collected) AND every context made from
