@@ -334,6 +334,14 @@ def cuda_device_count():
     return int(_load()[1].nnpops_cuda_device_count())
 
 
+def resolve_device(device):
+    """``"auto"``: ``"cuda"`` when the library was built with CUDA and sees a GPU, else ``"cpu"``;
+    any other value is returned as it is."""
+    if device is None or str(device).strip().lower() != "auto":
+        return device
+    return "cuda" if cuda_built() and cuda_device_count() > 0 else "cpu"
+
+
 def library_info():
     """A dict describing the loaded library (path, version, CUDA)."""
     return {"path": library_path(), "version": version_string(),
@@ -391,13 +399,15 @@ class Model:
     """A loaded model (immutable, may be shared by several contexts and threads).
 
     ``name_or_path``: a model name (``"ani2x"``: ``ani2x.yaml`` on NNPOPS_MODEL_PATH, then in the
-    cache directory) or the path of a model YAML file.  ``device``: ``"cpu"``, ``"cuda"`` or
-    ``"cuda:N"``.  ``precision``: ``"float64"`` or ``"float32"`` (compute precision; host arrays
+    cache directory) or the path of a model YAML file.  ``device``: ``"auto"`` (CUDA when the
+    library has it and a GPU is present, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    ``precision``: ``"float64"`` or ``"float32"`` (compute precision; host arrays
     are float64 whatever it is).
     """
 
-    def __init__(self, name_or_path="ani2x", device="cpu", precision="float64"):
+    def __init__(self, name_or_path="ani2x", device="auto", precision="float64"):
         ffi, lib = _load()
+        device = resolve_device(device)
         key = str(precision).lower()
         if key not in _PRECISIONS:
             raise ValueError("precision must be 'float64' or 'float32', not %r" % (precision,))
