@@ -23,6 +23,10 @@ cmake --build "$build" -j"$(nproc)"
 cd "$build"
 ctest -LE slow --output-on-failure -j"$(nproc)" "$@"
 
+# The pip path: the wheel built from this tree, installed into a fresh virtual environment, and a
+# smoke subset of the Python tests run against the installed package.
+bash "$root/.ci/wheel-smoke.sh" "$build/wheel-smoke"
+
 # The CUDA configuration.  The GPU code must compile wherever the suite runs; only nvcc is needed.
 nvcc_bin=$(command -v nvcc || true)
 [ -z "$nvcc_bin" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc_bin=/usr/local/cuda/bin/nvcc

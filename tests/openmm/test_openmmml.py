@@ -1,4 +1,4 @@
-"""openmm-ml integration: the entry point metadata (wrappers/pyproject.toml) and the factory,
+"""openmm-ml integration: the entry point metadata (pyproject.toml) and the factory,
 registered by hand (the package need not be installed), in createSystem and createMixedSystem."""
 
 import os
@@ -11,8 +11,7 @@ from openmm_helpers import app, openmm, unit
 
 from nnpops import openmmml as nml
 
-PYPROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "wrappers",
-                         "pyproject.toml")
+PYPROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pyproject.toml")
 
 
 def _toml():

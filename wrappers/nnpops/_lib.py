@@ -10,15 +10,20 @@ Header (the cdef is the text between ``/* cdef-begin */`` and ``/* cdef-end */``
 with ``#`` dropped):
 
 1. the environment variable ``NNPOPS_HEADER``;
-2. ``include/nnpops.h`` inside the package (installed layout);
-3. ``core/include/nnpops/nnpops.h`` of the source tree holding this file.
+2. ``include/nnpops/nnpops.h`` inside the package (``pip install``; also ``include/nnpops.h``);
+3. ``core/include/nnpops/nnpops.h`` of the source tree holding this file;
+4. ``<prefix>/include/nnpops/nnpops.h`` where ``cmake --install`` puts it: the prefix of each
+   library candidate below that exists (``<prefix>/lib/libnnpops.so``), then ``sys.prefix``,
+   ``/usr/local`` and ``/usr``.
 
 Library:
 
 1. the environment variable ``NNPOPS_LIBRARY`` (a path);
-2. ``libnnpops.so*`` inside the package directory (installed layout);
+2. ``lib/libnnpops.so*`` inside the package (``pip install``; also ``libnnpops.so*`` beside this
+   file);
 3. ``build/libnnpops.so`` of the source tree holding this file;
-4. ``ctypes.util.find_library("nnpops")`` (the system's search path).
+4. ``<sys.prefix>/lib/libnnpops.so*`` (``cmake --install`` into a virtual environment's prefix);
+5. ``ctypes.util.find_library("nnpops")`` (the system's search path).
 
 Arrays
 ------
@@ -31,6 +36,7 @@ Outputs are allocated with NumPy (or given by the caller through ``out=``) and f
 import ctypes.util
 import glob
 import os
+import sys
 import threading
 
 import numpy as np
@@ -196,8 +202,24 @@ def _header_candidates():
     env = os.environ.get("NNPOPS_HEADER")
     if env:
         return [env]
-    return [os.path.join(_PKG_DIR, "include", "nnpops.h"),
-            os.path.join(_REPO_DIR, "core", "include", "nnpops", "nnpops.h")]
+    out = [os.path.join(_PKG_DIR, "include", "nnpops", "nnpops.h"),
+           os.path.join(_PKG_DIR, "include", "nnpops.h"),
+           os.path.join(_REPO_DIR, "core", "include", "nnpops", "nnpops.h")]
+    prefixes = []
+    for path, _ in _library_candidates():
+        if path and os.sep in path and os.path.exists(path):
+            prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(path))))
+    prefixes += [sys.prefix, "/usr/local", "/usr"]
+    for prefix in prefixes:
+        candidate = os.path.join(prefix, "include", "nnpops", "nnpops.h")
+        if candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def _in_folder(folder):
+    """libnnpops.so* files in folder, the shortest name (the unversioned link) first."""
+    return sorted(glob.glob(os.path.join(folder, "libnnpops.so*")), key=lambda p: (len(p), p))
 
 
 def _library_candidates():
@@ -206,12 +228,15 @@ def _library_candidates():
     if env:
         return [(env, "NNPOPS_LIBRARY=%s" % env)]
     out = []
-    for path in sorted(glob.glob(os.path.join(_PKG_DIR, "libnnpops.so*")), key=len):
-        out.append((path, path))
+    for folder in (os.path.join(_PKG_DIR, "lib"), _PKG_DIR):
+        for path in _in_folder(folder):
+            out.append((path, path))
     if not out:
-        out.append((None, os.path.join(_PKG_DIR, "libnnpops.so*")))
+        out.append((None, os.path.join(_PKG_DIR, "lib", "libnnpops.so*")))
     out.append((os.path.join(_REPO_DIR, "build", "libnnpops.so"),
                 os.path.join(_REPO_DIR, "build", "libnnpops.so")))
+    for path in _in_folder(os.path.join(sys.prefix, "lib")):
+        out.append((path, path))
     found = ctypes.util.find_library("nnpops")
     out.append((found, "system search path (ctypes.util.find_library('nnpops') -> %s)" % found))
     return out

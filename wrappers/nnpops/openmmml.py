@@ -1,6 +1,6 @@
 """openmm-ml plugin: nnpops potentials for ``openmmml.MLPotential``.
 
-Registered through the entry point group ``openmmml.potentials`` (see wrappers/pyproject.toml):
+Registered through the entry point group ``openmmml.potentials`` (see pyproject.toml):
 
     nnpops-ani2x = "nnpops.openmmml:NNPOpsPotentialImplFactory"
     nnpops-ani1x = "nnpops.openmmml:NNPOpsPotentialImplFactory"
