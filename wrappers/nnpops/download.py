@@ -17,8 +17,10 @@ Environment: ``NNPOPS_OFFLINE=1`` forbids the network (a model not in the cache 
 error); ``NNPOPS_NEUROCHEM_URL`` replaces :data:`RELEASE_URL` (any URL urllib opens, including
 ``file://``, e.g. a copy of the release on a machine without internet access).
 
-The C library never downloads anything; this module is used by ``nnpops convert --download``.
-Standard library only.
+The project's CI machines cannot reach RELEASE_URL; the tests (tests/model/test_download.py) serve
+a zip laid out like the release, made from the same published files, from 127.0.0.1 and as
+``file://``.  The C library never downloads anything; this module is used by ``nnpops convert
+--download``.  Standard library only.
 """
 
 import contextlib
