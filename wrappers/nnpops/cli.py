@@ -68,7 +68,8 @@ def _parser():
 
 
 class _Progress:
-    """A one-line frame counter on a terminal (standard error), redrawn at most 10 times a second."""
+    """A one-line frame counter on a terminal (standard error), redrawn at most 10 times a
+    second."""
 
     def __init__(self, stream):
         self.stream = stream
