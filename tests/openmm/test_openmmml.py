@@ -1,4 +1,4 @@
-"""openmm-ml integration: the entry point metadata (wrappers/pyproject.toml) and the factory,
+"""openmm-ml integration: the entry point metadata (pyproject.toml) and the factory,
 registered by hand (the package need not be installed), in createSystem and createMixedSystem."""
 
 import os
@@ -11,8 +11,7 @@ from openmm_helpers import app, openmm, unit
 
 from nnpops import openmmml as nml
 
-PYPROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "wrappers",
-                         "pyproject.toml")
+PYPROJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pyproject.toml")
 
 
 def _toml():
@@ -29,6 +28,7 @@ def test_entry_points_declared():
     assert eps == nml.ENTRY_POINTS
     assert eps["nnpops-ani2x"] == "nnpops.openmmml:NNPOpsPotentialImplFactory"
     assert eps["nnpops-ani1x"] == "nnpops.openmmml:NNPOpsPotentialImplFactory"
+    assert eps["nnpops-ani1ccx"] == "nnpops.openmmml:NNPOpsPotentialImplFactory"
     # Each value names an importable factory class.
     module, _, cls = eps["nnpops-ani2x"].partition(":")
     assert module == nml.__name__ and isinstance(getattr(nml, cls), type)

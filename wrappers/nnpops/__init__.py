@@ -16,6 +16,14 @@ stay cheap and cannot fail here.  Convert the published ANI parameters once with
 
 from ._version import __version__
 
+import os as _os
+
+#: Prefix for CMake's ``find_package(nnpops)`` when the library came with ``pip install``
+#: (``cmake -DCMAKE_PREFIX_PATH=$(python3 -c "import nnpops; print(nnpops.cmake_prefix_path)")``):
+#: the package folder, which holds ``lib/libnnpops.so.<major>``, ``include/nnpops/nnpops.h`` and
+#: ``lib/cmake/nnpops/``.
+cmake_prefix_path = _os.path.dirname(_os.path.abspath(__file__))
+
 # Names provided lazily by nnpops._lib (PEP 562).
 _LAZY = frozenset([
     "NNPOPSError", "LibraryNotFoundError", "LibraryVersionError", "InvalidArgumentError",
@@ -27,7 +35,7 @@ _LAZY = frozenset([
     "cuda_built", "cuda_device_count",
 ])
 
-__all__ = sorted(_LAZY) + ["__version__"]
+__all__ = sorted(_LAZY) + ["__version__", "cmake_prefix_path"]
 
 
 def __getattr__(name):

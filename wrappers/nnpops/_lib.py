@@ -10,15 +10,20 @@ Header (the cdef is the text between ``/* cdef-begin */`` and ``/* cdef-end */``
 with ``#`` dropped):
 
 1. the environment variable ``NNPOPS_HEADER``;
-2. ``include/nnpops.h`` inside the package (installed layout);
-3. ``core/include/nnpops/nnpops.h`` of the source tree holding this file.
+2. ``include/nnpops/nnpops.h`` inside the package (``pip install``; also ``include/nnpops.h``);
+3. ``core/include/nnpops/nnpops.h`` of the source tree holding this file;
+4. ``<prefix>/include/nnpops/nnpops.h`` where ``cmake --install`` puts it: the prefix of each
+   library candidate below that exists (``<prefix>/lib/libnnpops.so``), then ``sys.prefix``,
+   ``/usr/local`` and ``/usr``.
 
 Library:
 
 1. the environment variable ``NNPOPS_LIBRARY`` (a path);
-2. ``libnnpops.so*`` inside the package directory (installed layout);
+2. ``lib/libnnpops.so*`` inside the package (``pip install``; also ``libnnpops.so*`` beside this
+   file);
 3. ``build/libnnpops.so`` of the source tree holding this file;
-4. ``ctypes.util.find_library("nnpops")`` (the system's search path).
+4. ``<sys.prefix>/lib/libnnpops.so*`` (``cmake --install`` into a virtual environment's prefix);
+5. ``ctypes.util.find_library("nnpops")`` (the system's search path).
 
 Arrays
 ------
@@ -32,6 +37,7 @@ import ctypes.util
 import glob
 import os
 import re
+import sys
 import threading
 
 import numpy as np
@@ -202,8 +208,24 @@ def _header_candidates():
     env = os.environ.get("NNPOPS_HEADER")
     if env:
         return [env]
-    return [os.path.join(_PKG_DIR, "include", "nnpops.h"),
-            os.path.join(_REPO_DIR, "core", "include", "nnpops", "nnpops.h")]
+    out = [os.path.join(_PKG_DIR, "include", "nnpops", "nnpops.h"),
+           os.path.join(_PKG_DIR, "include", "nnpops.h"),
+           os.path.join(_REPO_DIR, "core", "include", "nnpops", "nnpops.h")]
+    prefixes = []
+    for path, _ in _library_candidates():
+        if path and os.sep in path and os.path.exists(path):
+            prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(path))))
+    prefixes += [sys.prefix, "/usr/local", "/usr"]
+    for prefix in prefixes:
+        candidate = os.path.join(prefix, "include", "nnpops", "nnpops.h")
+        if candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def _in_folder(folder):
+    """libnnpops.so* files in folder, the shortest name (the unversioned link) first."""
+    return sorted(glob.glob(os.path.join(folder, "libnnpops.so*")), key=lambda p: (len(p), p))
 
 
 def _library_candidates():
@@ -212,12 +234,15 @@ def _library_candidates():
     if env:
         return [(env, "NNPOPS_LIBRARY=%s" % env)]
     out = []
-    for path in sorted(glob.glob(os.path.join(_PKG_DIR, "libnnpops.so*")), key=len):
-        out.append((path, path))
+    for folder in (os.path.join(_PKG_DIR, "lib"), _PKG_DIR):
+        for path in _in_folder(folder):
+            out.append((path, path))
     if not out:
-        out.append((None, os.path.join(_PKG_DIR, "libnnpops.so*")))
+        out.append((None, os.path.join(_PKG_DIR, "lib", "libnnpops.so*")))
     out.append((os.path.join(_REPO_DIR, "build", "libnnpops.so"),
                 os.path.join(_REPO_DIR, "build", "libnnpops.so")))
+    for path in _in_folder(os.path.join(sys.prefix, "lib")):
+        out.append((path, path))
     found = ctypes.util.find_library("nnpops")
     out.append((found, "system search path (ctypes.util.find_library('nnpops') -> %s)" % found))
     return out
@@ -340,6 +365,14 @@ def cuda_device_count():
     return int(_load()[1].nnpops_cuda_device_count())
 
 
+def resolve_device(device):
+    """``"auto"``: ``"cuda"`` when the library was built with CUDA and sees a GPU, else ``"cpu"``;
+    any other value is returned as it is."""
+    if device is None or str(device).strip().lower() != "auto":
+        return device
+    return "cuda" if cuda_built() and cuda_device_count() > 0 else "cpu"
+
+
 def library_info():
     """A dict describing the loaded library (path, version, CUDA)."""
     return {"path": library_path(), "version": version_string(),
@@ -397,22 +430,33 @@ class Model:
     """A loaded model (immutable, may be shared by several contexts and threads).
 
     ``name_or_path``: a model name (``"ani2x"``: ``ani2x.yaml`` on NNPOPS_MODEL_PATH, then in the
-    cache directory) or the path of a model YAML file.  ``device``: ``"cpu"``, ``"cuda"`` or
-    ``"cuda:N"``.  ``precision``: ``"float64"`` or ``"float32"`` (compute precision; host arrays
+    cache directory) or the path of a model YAML file.  ``device``: ``"auto"`` (CUDA when the
+    library has it and a GPU is present, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    ``precision``: ``"float64"`` or ``"float32"`` (compute precision; host arrays
     are float64 whatever it is).
     """
 
-    def __init__(self, name_or_path="ani2x", device="cpu", precision="float64"):
+    def __init__(self, name_or_path="ani2x", device="auto", precision="float64"):
         ffi, lib = _load()
+        device = resolve_device(device)
         key = str(precision).lower()
         if key not in _PRECISIONS:
             raise ValueError("precision must be 'float64' or 'float32', not %r" % (precision,))
         self._spec = (os.fspath(name_or_path), device, "float64" if _PRECISIONS[key] else "float32")
         out = ffi.new("nnpops_model **")
-        _check(lib.nnpops_model_load(_to_bytes(os.fspath(name_or_path)),
-                                     ffi.NULL if device is None else _to_bytes(device),
-                                     _PRECISIONS[key], out),
-               "loading model %r" % (os.fspath(name_or_path),))
+        status = lib.nnpops_model_load(_to_bytes(os.fspath(name_or_path)),
+                                       ffi.NULL if device is None else _to_bytes(device),
+                                       _PRECISIONS[key], out)
+        if status != 0:
+            exc = _error(status, "loading model %r" % (os.fspath(name_or_path),))
+            if isinstance(exc, ModelNotFoundError):
+                from .convert import MODELS, download_command
+                name = os.fspath(name_or_path)
+                if name in MODELS:  # a published model not converted yet: say how to get it
+                    exc = ModelNotFoundError("%s. Run '%s' to fetch and convert it"
+                                             % (exc, download_command(name)),
+                                             status=exc.status, code=exc.code)
+            raise exc
         self._handle = ffi.gc(out[0], lib.nnpops_model_destroy)
 
     # The C object is freed once the model is closed (or collected) AND every context made from

@@ -1,7 +1,7 @@
 """ASE front end: an ASE calculator and a batched evaluation helper.
 
     from nnpops.ase import NNPOpsCalculator
-    atoms.calc = NNPOpsCalculator("ani2x")            # device="cpu", precision="float64"
+    atoms.calc = NNPOpsCalculator("ani2x")            # device="auto", precision="float64"
     atoms.get_potential_energy(); atoms.get_forces(); atoms.get_stress()
 
 Units are ASE's (Å, eV).  The C context (workspace, neighbor buffers, options) is created once and
@@ -98,7 +98,7 @@ class NNPOpsCalculator(Calculator):
     nolabel = True
     default_parameters = {}
 
-    def __init__(self, model="ani2x", device="cpu", precision="float64", *, atoms=None,
+    def __init__(self, model="ani2x", device="auto", precision="float64", *, atoms=None,
                  charge=None, **options):
         self._model = None
         self._context = None
@@ -246,7 +246,7 @@ def _context_for(calc_or_model, device, precision, options):
     return _lib.Context(model, **options), model, True
 
 
-def evaluate_batch(atoms_list, calc_or_model="ani2x", device="cpu", precision="float64",
+def evaluate_batch(atoms_list, calc_or_model="ani2x", device="auto", precision="float64",
                    **options):
     """Evaluate several structures in ONE batched compute call.
 

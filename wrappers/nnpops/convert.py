@@ -1,15 +1,19 @@
 """Convert the published NeuroChem ANI parameter files into nnpops model files.
 
-    python3 -m nnpops convert [--source DIR] [--output DIR] [--member K] [--force] [MODEL ...]
-    python3 -m nnpops convert --from-torchmdnet FILE.ckpt [--name NAME] [--output DIR]
-                              [--units eV,A] [--force]
+    nnpops convert [--download | --source PATH] [--verify] [--output DIR] [--member K] [--force]
+                   [MODEL ...]
+    nnpops convert --from-torchmdnet FILE.ckpt [--name NAME] [--output DIR] [--units eV,A]
+                   [--force]
 
-MODEL is ``ani2x`` (NeuroChem ``ani-2x_8x``) or ``ani1x`` (``ani-1x_8x``); the default is both.
-Each model becomes ``NAME.yaml`` + ``NAME.safetensors`` (+ a small ``NAME.stamp``) in the output
-directory.  The format is specified in docs/model-format.md.
+MODEL is ``ani2x`` (NeuroChem ``ani-2x_8x``), ``ani1x`` (``ani-1x_8x``) or ``ani1ccx``
+(``ani-1ccx_8x``: the ANI-1x architecture with weights transfer-learned to CCSD(T)/CBS); the
+default is all three.  Each model becomes ``NAME.yaml`` + ``NAME.safetensors`` (+ a small
+``NAME.stamp``) in the output directory.  The format is specified in docs/model-format.md.
 
-The NeuroChem files are read straight out of ``<source>/<archive>.tar.xz`` as listed by
-``<source>/<archive>.info``; nothing is extracted to disk.  Standard library only.
+The NeuroChem files are read, as listed by ``<archive>.info``, from ``<archive>.tar.xz``, from the
+unpacked folder ``<archive>/``, or from a zip archive holding both (the published release); nothing
+is extracted to disk.  ``--download`` fetches the published release into the user's cache first
+(nnpops/download.py) and checks the sha256 of every file read.  Standard library only.
 """
 
 import argparse
@@ -24,6 +28,8 @@ import struct
 import sys
 import tarfile
 import time
+import zipfile
+import zlib
 
 try:  # a package module normally; also importable as a top-level module
     from . import modelpath
@@ -36,8 +42,9 @@ __all__ = ["main", "convert_model", "load_neurochem", "ConvertError", "MODELS"]
 MODELS = {
     "ani2x": ("ani-2x_8x", "ANI-2x"),
     "ani1x": ("ani-1x_8x", "ANI-1x"),
+    "ani1ccx": ("ani-1ccx_8x", "ANI-1ccx"),
 }
-DEFAULT_MODELS = ("ani2x", "ani1x")
+DEFAULT_MODELS = ("ani2x", "ani1x", "ani1ccx")
 
 FORMAT_VERSION = 1
 # Bumped whenever the converter's output for the same input changes; part of the .stamp, so a
@@ -91,10 +98,17 @@ def _parse_float(text, what):
 def read_info(path):
     """Parse ``<archive>.info``: constants file, self-energy file, ensemble prefix, size."""
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            lines = [line.strip() for line in f]
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as exc:
         raise ConvertError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    return parse_info(data, path)
+
+
+def parse_info(data, path):
+    """Parse the bytes of an ``.info`` file (path: where it came from, for messages)."""
+    try:
+        lines = [line.strip() for line in data.decode("utf-8").splitlines()]
     except UnicodeDecodeError:
         raise ConvertError("%s: not a text file" % path) from None
     lines = [line for line in lines if line]
@@ -344,20 +358,144 @@ class NeuroChemModel:
         self.prefix = prefix
 
 
-def load_neurochem(source_dir, archive):
-    """Read ``<source_dir>/<archive>.info`` and ``.tar.xz`` and check everything."""
-    info_path = os.path.join(source_dir, archive + ".info")
-    tar_path = os.path.join(source_dir, archive + ".tar.xz")
-    const_file, sae_file, prefix, size = read_info(info_path)
+class ChecksumError(ConvertError):
+    """A NeuroChem file whose sha256 differs from the published file's."""
+
+
+def _zip_root(zf, archive):
+    """The folder of a zip archive that holds ``<archive>.info`` ('' for the top), or None."""
+    best = None
+    for name in zf.namelist():
+        if posixpath.basename(name) == archive + ".info":
+            root = posixpath.dirname(name)
+            if best is None or len(root) < len(best):
+                best = root
+    return best
+
+
+class NeuroChemSource:
+    """Where one model's NeuroChem files are: ``<dir>/<archive>.info`` with ``<archive>.tar.xz``
+    or with the unpacked folder ``<archive>/``, or a zip archive (such as the published release)
+    holding ``<archive>.info`` and ``<archive>/`` in one of its folders.
+
+    kind: 'tar', 'dir' or 'zip'; where: the path named in messages; size: bytes of the archive
+    file (None for a folder).  read_info() returns the .info bytes; read_files(wanted) a dict
+    {name relative to the archive root: bytes} of the regular files for which wanted(name) holds.
+    """
+
+    def __init__(self, kind, path, archive, zip_root=None):
+        self.kind = kind
+        self.path = path
+        self.archive = archive
+        self.zip_root = zip_root
+        if kind == "tar":
+            self.where = os.path.join(path, archive + ".tar.xz")
+            self.info_where = os.path.join(path, archive + ".info")
+        elif kind == "dir":
+            self.where = os.path.join(path, archive)
+            self.info_where = os.path.join(path, archive + ".info")
+        else:
+            self.where = path
+            self.info_where = "%s:%s" % (path, posixpath.join(zip_root or "", archive + ".info"))
+        self.size = None if kind == "dir" else os.stat(self.where).st_size
+
+    def read_info(self):
+        if self.kind != "zip":
+            try:
+                with open(self.info_where, "rb") as f:
+                    return f.read()
+            except OSError as exc:
+                raise ConvertError("cannot read %s: %s"
+                                   % (self.info_where, exc.strerror or exc)) from None
+        return self.read_files(lambda name: name == self.archive + ".info").get(
+            self.archive + ".info", b"")
+
+    def read_files(self, wanted):
+        if self.kind == "tar":
+            return read_archive(self.where, wanted)
+        if self.kind == "dir":
+            return _read_folder(self.path, self.archive, wanted)
+        return _read_zip(self.where, self.zip_root, wanted)
+
+
+def _read_folder(base, archive, wanted):
+    files = {}
+    top = os.path.join(base, archive)
+    for folder, subdirs, names in os.walk(top):
+        subdirs.sort()
+        for n in sorted(names):
+            full = os.path.join(folder, n)
+            name = posixpath.join(archive, *os.path.relpath(full, top).split(os.sep))
+            if not wanted(name) or not os.path.isfile(full):
+                continue
+            try:
+                with open(full, "rb") as f:
+                    files[name] = f.read()
+            except OSError as exc:
+                raise ConvertError("cannot read %s: %s" % (full, exc.strerror or exc)) from None
+    return files
+
+
+def _read_zip(path, root, wanted):
+    files = {}
+    prefix = root + "/" if root else ""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for member in zf.infolist():
+                if member.is_dir() or not member.filename.startswith(prefix):
+                    continue
+                name = _member_name(member.filename[len(prefix):])
+                if wanted(name):
+                    files[name] = zf.read(member)
+    except FileNotFoundError:
+        raise ConvertError("%s: no such file" % path) from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise ConvertError("cannot read zip archive %s (corrupt or not a zip?): %s"
+                           % (path, exc)) from None
+    return files
+
+
+def _verifier(expected, where):
+    """check(name, data): raise ChecksumError unless sha256(data) is expected[name]."""
+    def check(name, data):
+        if expected is None:
+            return
+        want = expected.get(name)
+        if want is None:
+            raise ChecksumError("%s: %s is not one of the published files (no sha256 known)"
+                                % (where, name))
+        got = hashlib.sha256(data).hexdigest()
+        if got != want:
+            raise ChecksumError("%s: sha256 of %s is %s, the published file's is %s (a corrupt "
+                                "or altered copy)" % (where, name, got, want))
+    return check
+
+
+def load_neurochem(source, archive, expected=None):
+    """Read one model's NeuroChem files and check everything.
+
+    source: a NeuroChemSource, or a folder holding ``<archive>.info`` and ``<archive>.tar.xz``.
+    expected: {name: sha256 hex} of the published files (download.manifest()); when given, every
+    file read must be listed there with that digest (ChecksumError otherwise).
+    """
+    if not isinstance(source, NeuroChemSource):
+        source = NeuroChemSource("tar", source, archive)
+    info_path = source.info_where
+    tar_path = source.where
+    check = _verifier(expected, tar_path)
+    info_bytes = source.read_info()
+    check(archive + ".info", info_bytes)
+    const_file, sae_file, prefix, size = parse_info(info_bytes, info_path)
 
     def wanted(name):
         return name in (const_file, sae_file) or name.startswith(prefix)
 
-    files = read_archive(tar_path, wanted)
+    files = source.read_files(wanted)
 
     def get(name, why):
         if name not in files:
             raise ConvertError("%s: missing file %s (%s)" % (tar_path, name, why))
+        check(name, files[name])
         return files[name]
 
     def text_of(name, why):
@@ -592,10 +730,10 @@ def _file_sha256(path):
     return digest.hexdigest()
 
 
-def is_up_to_date(yaml_path, weights_path, stamp_path, source_archive=None):
+def is_up_to_date(yaml_path, weights_path, stamp_path, source_size=None):
     """The stamp rule (docs/model-format.md): the stamp names this converter version, the YAML's
     sha256 and the weights file's size and mtime_ns; all must match what is on disk now.  When the
-    source archive is known, its size must also match the one recorded."""
+    source archive's size is known, it must also match the one recorded."""
     stamp = _read_stamp(stamp_path)
     if stamp is None or stamp.get("converter_version") != CONVERTER_VERSION:
         return False
@@ -606,8 +744,7 @@ def is_up_to_date(yaml_path, weights_path, stamp_path, source_archive=None):
             return False
         if _file_sha256(yaml_path) != stamp.get("yaml_sha256"):
             return False
-        if (source_archive is not None
-                and os.stat(source_archive).st_size != stamp.get("source_size")):
+        if source_size is not None and source_size != stamp.get("source_size"):
             return False
     except OSError:
         return False
@@ -615,14 +752,16 @@ def is_up_to_date(yaml_path, weights_path, stamp_path, source_archive=None):
 
 
 def source_search_dirs(source=None):
-    """Directories searched for the NeuroChem files, in order."""
+    """Where the NeuroChem files are looked for, in order: --source when given; else each
+    NNPOPS_NEUROCHEM_PATH entry, the download cache (``nnpops convert --download`` fills it),
+    and, in a source checkout, ``shared/models/neurochem`` beside the repository."""
     if source is not None:
         return [source]
     dirs = [d for d in os.environ.get("NNPOPS_NEUROCHEM_PATH", "").split(os.pathsep) if d]
-    dirs.append(os.path.join("..", "shared", "models", "neurochem"))
+    dirs.append(_download_cache_dir())
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    dirs.append(os.path.join(repo, "..", "shared", "models", "neurochem"))
-    dirs.append(os.path.join(repo, "shared", "models", "neurochem"))
+    if os.path.isfile(os.path.join(repo, "core", "include", "nnpops", "nnpops.h")):
+        dirs.append(os.path.join(repo, "..", "shared", "models", "neurochem"))
     seen, out = set(), []
     for d in dirs:
         key = os.path.abspath(d)
@@ -632,18 +771,62 @@ def source_search_dirs(source=None):
     return out
 
 
+def _download_cache_dir():
+    try:
+        from . import download
+    except ImportError:  # pragma: no cover
+        import download  # type: ignore
+    return download.cache_dir()
+
+
+def source_in(location, archive):
+    """The NeuroChemSource for archive at location (a folder or a .zip file), or None."""
+    if os.path.isfile(location) and zipfile.is_zipfile(location):
+        try:
+            with zipfile.ZipFile(location) as zf:
+                root = _zip_root(zf, archive)
+        except (zipfile.BadZipFile, OSError):
+            return None
+        return None if root is None else NeuroChemSource("zip", location, archive, root)
+    if not os.path.isfile(os.path.join(location, archive + ".info")):
+        return None
+    if os.path.isfile(os.path.join(location, archive + ".tar.xz")):
+        return NeuroChemSource("tar", location, archive)
+    if os.path.isdir(os.path.join(location, archive)):
+        return NeuroChemSource("dir", location, archive)
+    return None
+
+
 def find_source(archive, source=None):
-    """(directory holding <archive>.info and <archive>.tar.xz or None, directories looked in)."""
-    looked = source_search_dirs(source)
-    for d in looked:
-        if (os.path.isfile(os.path.join(d, archive + ".info"))
-                and os.path.isfile(os.path.join(d, archive + ".tar.xz"))):
-            return d, looked
-    return None, looked
+    """(folder or zip holding the files of archive, or None; the places looked in).
+
+    A folder holds ``<archive>.info`` with ``<archive>.tar.xz`` or the unpacked ``<archive>/``;
+    a zip holds both in one of its folders (the published release archive)."""
+    found = find_neurochem(archive, source)
+    return (found.path if found else None), source_search_dirs(source)
 
 
-def convert_model(model_name, output_dir, source=None, member=None, force=False):
-    """Convert one model; returns (status, yaml_path, detail), status 'written' or 'up to date'."""
+def find_neurochem(archive, source=None):
+    for d in source_search_dirs(source):
+        found = source_in(d, archive)
+        if found is not None:
+            return found
+    return None
+
+
+def download_command(model_name):
+    """The command that fetches and converts one model (named in error messages)."""
+    return "nnpops convert --download %s" % model_name
+
+
+def convert_model(model_name, output_dir, source=None, member=None, force=False,
+                  download=False, verify=None, log=None):
+    """Convert one model; returns (status, yaml_path, detail), status 'written' or 'up to date'.
+
+    download: fetch the published files into the cache first when they are not there (network
+    unless NNPOPS_OFFLINE); verify: check every file read against the published sha256 (default:
+    when the files come from the download cache).
+    """
     if model_name not in MODELS:
         raise ConvertError("unknown model %r (known: %s)" % (model_name, ", ".join(MODELS)))
     archive, label = MODELS[model_name]
@@ -655,17 +838,30 @@ def convert_model(model_name, output_dir, source=None, member=None, force=False)
     weights_path = os.path.join(output_dir, weights_file)
     stamp_path = os.path.join(output_dir, name + ".stamp")
 
-    source_dir, looked = find_source(archive, source)
-    tar_path = os.path.join(source_dir, archive + ".tar.xz") if source_dir else None
-    if not force and is_up_to_date(yaml_path, weights_path, stamp_path, tar_path):
+    try:
+        from . import download as dl
+    except ImportError:  # pragma: no cover
+        import download as dl  # type: ignore
+    if download:
+        found = source_in(dl.fetch(archive, log=log), archive)
+    else:
+        found = find_neurochem(archive, source)
+    looked = source_search_dirs(source)
+    size_of = found.size if found is not None else None
+    if not force and is_up_to_date(yaml_path, weights_path, stamp_path, size_of):
         return "up to date", yaml_path, ""
-    if source_dir is None:
+    if found is None:
         raise ConvertError(
-            "cannot find %s.info and %s.tar.xz (the NeuroChem %s files); looked in: %s. "
-            "Pass the directory that holds them with --source DIR (or set NNPOPS_NEUROCHEM_PATH)"
-            % (archive, archive, label, ", ".join(os.path.abspath(d) for d in looked), ))
+            "cannot find the NeuroChem %s files (%s.info with %s.tar.xz, the unpacked %s/, or a "
+            "zip holding them); looked in: %s. Run '%s' to fetch the published files, or pass "
+            "the folder or zip that holds them with --source (or set NNPOPS_NEUROCHEM_PATH)"
+            % (label, archive, archive, archive, ", ".join(os.path.abspath(d) for d in looked),
+               download_command(model_name)))
+    if verify is None:
+        verify = os.path.abspath(found.path) == os.path.abspath(dl.cache_dir())
+    expected = dl.manifest(archive) if verify else None
 
-    model = load_neurochem(source_dir, archive)
+    model = load_neurochem(found, archive, expected)
     n = len(model.members)
     if member is not None and member >= n:
         raise ConvertError("--member %d: %s has %d members (0..%d)" % (member, archive, n, n - 1))
@@ -706,8 +902,8 @@ def convert_model(model_name, output_dir, source=None, member=None, force=False)
             "weights_sha256": sha256,
             "weights_size": st.st_size,
             "weights_mtime_ns": st.st_mtime_ns,
-            "source_archive": archive + ".tar.xz",
-            "source_size": os.stat(tar_path).st_size,
+            "source_archive": os.path.basename(found.where),
+            "source_size": found.size,
         }
         stamp_text = json.dumps(stamp, indent=1, sort_keys=True) + "\n"
         _write_atomic(stamp_path, [stamp_text.encode("ascii")])
@@ -730,14 +926,23 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser():
     p = _Parser(
         prog="nnpops convert",
-        description="Convert the NeuroChem ANI parameter files (ani-2x_8x, ani-1x_8x) into nnpops "
-                    "model files (NAME.yaml + NAME.safetensors).")
+        description="Convert the published NeuroChem ANI parameter files (ani-2x_8x, ani-1x_8x, "
+                    "ani-1ccx_8x) into nnpops model files (NAME.yaml + NAME.safetensors).")
     p.add_argument("models", nargs="*", metavar="MODEL",
-                   help="ani2x and/or ani1x (default: both)")
-    p.add_argument("--source", metavar="DIR",
-                   help="directory holding <archive>.info and <archive>.tar.xz (default: search "
-                        "NNPOPS_NEUROCHEM_PATH, ../shared/models/neurochem, then next to the "
-                        "repository)")
+                   help="ani2x, ani1x and/or ani1ccx (default: all three)")
+    p.add_argument("--download", action="store_true",
+                   help="fetch the published files (%s, checked against their sha256) into "
+                        "the cache ${XDG_CACHE_HOME:-~/.cache}/nnpops/neurochem first, unless "
+                        "they are there already; NNPOPS_OFFLINE=1 forbids the network"
+                        % "aiqm/ani-model-zoo, tag ani-2x")
+    p.add_argument("--source", metavar="PATH",
+                   help="folder holding <archive>.info with <archive>.tar.xz or the unpacked "
+                        "<archive>/, or a zip holding them such as the release archive (default: "
+                        "search NNPOPS_NEUROCHEM_PATH, the download cache, then "
+                        "shared/models/neurochem beside a source checkout)")
+    p.add_argument("--verify", action="store_true",
+                   help="check every file read against the published sha256 (always done for "
+                        "downloaded files)")
     p.add_argument("--output", metavar="DIR",
                    help="output directory (default: the first NNPOPS_MODEL_PATH directory, else "
                         "${XDG_CACHE_HOME:-~/.cache}/nnpops/models)")
@@ -782,6 +987,10 @@ def main(argv=None):
             return 2
         if m not in models:
             models.append(m)
+    if args.download and args.source:
+        print("nnpops convert: error: --download and --source exclude each other",
+              file=sys.stderr)
+        return 2
     if args.member is not None and args.member < 0:
         print("nnpops convert: error: --member must be >= 0, got %d" % args.member, file=sys.stderr)
         return 2
@@ -790,7 +999,10 @@ def main(argv=None):
         start = time.monotonic()
         try:
             result, path, detail = convert_model(m, output_dir, source=args.source,
-                                                 member=args.member, force=args.force)
+                                                 member=args.member, force=args.force,
+                                                 download=args.download,
+                                                 verify=True if args.verify else None,
+                                                 log=sys.stderr)
         except ConvertError as exc:
             print("nnpops convert: error: %s" % exc, file=sys.stderr)
             status = 2

@@ -1,9 +1,10 @@
 """openmm-ml plugin: nnpops potentials for ``openmmml.MLPotential``.
 
-Registered through the entry point group ``openmmml.potentials`` (see wrappers/pyproject.toml):
+Registered through the entry point group ``openmmml.potentials`` (see pyproject.toml):
 
     nnpops-ani2x = "nnpops.openmmml:NNPOpsPotentialImplFactory"
     nnpops-ani1x = "nnpops.openmmml:NNPOpsPotentialImplFactory"
+    nnpops-ani1ccx = "nnpops.openmmml:NNPOpsPotentialImplFactory"
 
 so that, once the package is installed,
 
@@ -39,7 +40,8 @@ __all__ = ["NNPOpsPotentialImplFactory", "NNPOpsPotentialImpl", "MODEL_OF_NAME",
            "ENTRY_POINTS", "register"]
 
 #: openmm-ml potential name -> nnpops model name.
-MODEL_OF_NAME = {"nnpops-ani2x": "ani2x", "nnpops-ani1x": "ani1x"}
+MODEL_OF_NAME = {"nnpops-ani2x": "ani2x", "nnpops-ani1x": "ani1x",
+                 "nnpops-ani1ccx": "ani1ccx"}
 
 #: The entry points of group ``openmmml.potentials`` that the package declares.
 ENTRY_POINTS = {name: "nnpops.openmmml:NNPOpsPotentialImplFactory" for name in MODEL_OF_NAME}
@@ -56,7 +58,7 @@ class NNPOpsPotentialImplFactory(MLPotentialImplFactory):
 
 
 class NNPOpsPotentialImpl(MLPotentialImpl):
-    """An nnpops model (ANI-2x, ANI-1x) evaluated through :func:`nnpops.openmm.create_force`."""
+    """An nnpops model (ANI-2x, ANI-1x, ANI-1ccx) evaluated through :func:`nnpops.openmm.create_force`."""
 
     def __init__(self, name, model=None, **args):
         self.name = name
