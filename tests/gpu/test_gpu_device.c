@@ -361,7 +361,7 @@ static int case_capture(void) {
     nnpops_model *m;
     load("ani2x", NNPOPS_FLOAT64, &m);
     const double nm = 0.1;
-    sys s = water(4, 5);
+    sys s = water(GPU_OR_EMU(4, 3), 5); /* (emulated: 81 atoms, a cell with images) */
     nnpops_context *ch = context(m, 1, 0), *cd = context(m, 1, 0);
     res rh = res_new(&s), rd = res_new(&s);
     double *x = malloc(sizeof(double) * 3 * s.n), c[9];
