@@ -511,6 +511,11 @@ static jval *load_reference(char *path, size_t cap) {
     return root;
 }
 
+static void free_model(model *m) {
+    for (int i = 0; i < m->n_t; i++) free(m->t[i].d), free(m->t[i].s);
+    free(m);
+}
+
 static int case_reference(void) {
     char path[4096];
     jval *root = load_reference(path, sizeof path);
@@ -623,6 +628,7 @@ static int case_reference(void) {
     printf("worst: |dE|/N %.3e, max |dF| %.3e, max |dEi| %.3e, max |d stress| %.3e (%s)\n",
            worst_e, worst_f, worst_a, worst_s, g_f32 ? "float32" : "float64");
     jfree(root);
+    free_model(m);
     return fails ? 1 : 0;
 }
 
@@ -725,6 +731,7 @@ static int case_fd(void) {
     result_free(&rt);
     free(t.z), free(t.x);
     jfree(root);
+    free_model(m);
     return 0;
 }
 
@@ -749,6 +756,7 @@ static int case_replica(void) {
     result_free(&ra);
     result_free(&rb);
     jfree(root);
+    free_model(m);
     return 0;
 }
 
@@ -899,6 +907,7 @@ static int case_variants(void) {
     result_free(&r64), result_free(&r32);
     free(s.z), free(s.x);
     jfree(root);
+    free_model(m);
     return 0;
 }
 
@@ -957,6 +966,7 @@ static int case_invariance(void) {
         CHECK(de <= 1e-10 * a.n);
     result_free(&r0), result_free(&r1), result_free(&r2);
     jfree(root);
+    free_model(m);
     return 0;
 }
 
