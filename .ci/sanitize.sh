@@ -45,10 +45,13 @@ phase_end() {
 }
 
 # Entries that load libnnpops into a process without the ASan runtime (python3 through cffi; the
-# install check's consumer program), and the converter's tests (model.converter: pure Python,
-# which the Release run already ran: nothing of it is instrumented here).  The conversion itself
-# (model.convert) stays: it is the fixture of the rest.
-asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.converter)$'
+# install check's consumer program); the pure-Python tests (model.converter, model.download,
+# model.tensornet_convert, model.tensornet_reference: the Release run ran them, nothing of them
+# is instrumented here); and the TensorNet functions' reference and finite-difference cases
+# (model.tensornet_cpu.reference.*, .fd.*), whose functions and inputs the public-API cases
+# (model.tensornet.reference.*, .fd.*) run under ASan too.  The conversion itself (model.convert)
+# stays: it is the fixture of the rest.
+asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.(converter|download|tensornet_convert|tensornet_reference)|model\.tensornet_cpu\.(reference|fd)\..*)$'
 
 run_asan() {
   phase_start "ASan+UBSan build"
