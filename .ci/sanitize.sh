@@ -47,11 +47,9 @@ phase_end() {
 # Entries that load libnnpops into a process without the ASan runtime (python3 through cffi; the
 # install check's consumer program); the pure-Python tests (model.converter, model.download,
 # model.tensornet_convert, model.tensornet_reference: the Release run ran them, nothing of them
-# is instrumented here); and the TensorNet function tests (model.tensornet_cpu.*), whose
-# functions the public-API cases (model.tensornet.*) run under ASan too (the function tests' own
-# test-side allocations are not all released: leak reports that are not the library's).  The
-# conversion itself (model.convert) stays: it is the fixture of the rest.
-asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.(converter|download|tensornet_convert|tensornet_reference)|model\.tensornet_cpu\..*)$'
+# is instrumented here).  The conversion itself (model.convert) stays: it is the fixture of the
+# rest.
+asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.(converter|download|tensornet_convert|tensornet_reference))$'
 
 run_asan() {
   phase_start "ASan+UBSan build"

@@ -352,6 +352,11 @@ static void load_sys(const jval *root, const char *name, sys *s) {
     if (s->periodic) CHECK(jnumbers(c, s->cell, 9) == 9);
 }
 
+static void sys_free(sys *s) {
+    free(s->z);
+    free(s->x);
+}
+
 /* ---- evaluation --------------------------------------------------------------------------------- */
 
 typedef struct result {
@@ -673,7 +678,7 @@ static int case_fd(void) {
                 }
             }
         result_free(&r);
-        free(s.z), free(s.x);
+        sys_free(&s);
     }
     printf("worst |F - F_fd| = %.3e eV/A\n", worst);
     /* the virial against central differences of the energy under strain, in a sheared (triclinic)
@@ -729,7 +734,7 @@ static int case_fd(void) {
         }
     printf("worst |W - W_fd| = %.3e eV (triclinic 8 A cell)\n", worst_w);
     result_free(&rt);
-    free(t.z), free(t.x);
+    sys_free(&t);
     jfree(root);
     free_model(m);
     return 0;
@@ -755,6 +760,7 @@ static int case_replica(void) {
     for (int i = 0; i < 3 * a.n; i++) CHECK(fabs(ra.forces[i] - rb.forces[i]) <= 1e-8);
     result_free(&ra);
     result_free(&rb);
+    sys_free(&a), sys_free(&b);
     jfree(root);
     free_model(m);
     return 0;
@@ -905,7 +911,7 @@ static int case_variants(void) {
     CHECK(fabs(r64.energy_sys[0] - r32.energy_sys[0]) / s.n <= 5e-6);
     CHECK(df <= 5e-4);
     result_free(&r64), result_free(&r32);
-    free(s.z), free(s.x);
+    sys_free(&s);
     jfree(root);
     free_model(m);
     return 0;
@@ -965,6 +971,7 @@ static int case_invariance(void) {
     else
         CHECK(de <= 1e-10 * a.n);
     result_free(&r0), result_free(&r1), result_free(&r2);
+    sys_free(&a), sys_free(&b);
     jfree(root);
     free_model(m);
     return 0;
