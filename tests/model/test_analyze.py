@@ -22,7 +22,7 @@ from nnpops.convert import safetensors_chunks  # noqa: E402
 ase = pytest.importorskip("ase")
 from ase import Atoms  # noqa: E402
 
-# ---- roundings ------------------------------------------------------------------------------------
+# ---- roundings -----------------------------------------------------------------------------------
 
 E = math.ldexp
 F32_MAX = (2 - 2 ** -23) * 2.0 ** 127
@@ -122,7 +122,7 @@ def test_round_against_ml_dtypes():
     assert np.array_equal(got.view(np.uint64), direct.view(np.uint64))
 
 
-# ---- models known by construction ------------------------------------------------------------------
+# ---- models known by construction ----------------------------------------------------------------
 
 def _library_or_skip():
     try:
@@ -259,7 +259,7 @@ def test_mismatch_with_library_fails_loudly(tmp_path):
         analyze.analyze_frames(m, [atoms], model_path=path)
 
 
-# ---- the command: determinism, outputs, errors -----------------------------------------------------
+# ---- the command: determinism, outputs, errors ---------------------------------------------------
 
 def _env(**extra):
     env = dict(os.environ)
@@ -328,7 +328,7 @@ def test_plot_writes_a_png(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-# ---- ANI-2x and TensorNet on a small molecule ------------------------------------------------------
+# ---- ANI-2x and TensorNet on a small molecule ----------------------------------------------------
 
 def _model_or_skip(name):
     from nnpops import modelpath

@@ -127,7 +127,9 @@ def analyze_frames(model, frames, model_path=None, verify=True, progress=None):
                         "eV vs %.17g eV (|dE| %.3e), largest force difference %.3e eV/A; the "
                         "analysis would describe another model, so it stops here"
                         % (n_frames, e0_ev, e_lib, de, df))
-            for name in seen:
+            for k, name in enumerate(seen):
+                if progress is not None:
+                    progress(n_frames, k, len(seen))
                 if name not in order:
                     order.append(name)
                 for fmt in FORMATS:
@@ -140,8 +142,6 @@ def analyze_frames(model, frames, model_path=None, verify=True, progress=None):
                     cur[2] = max(cur[2], df)
             n_frames += 1
             n_atoms += len(numbers)
-            if progress is not None:
-                progress(n_frames)
     finally:
         if verifier is not None:
             verifier.close()
@@ -210,7 +210,8 @@ def resolve_model(name_or_path):
 
 
 def analyze(model, file, fmt=None, verify=True, progress=None):
-    """The report of model (a name or YAML path) over the frames of the structure file."""
+    """The report of model (a name or YAML path) over the frames of the structure file.
+    ``progress(frame, stage, stages)`` is called before each stage's roundings."""
     path = resolve_model(model)
     m = analyze_models.load(path)
     report = analyze_frames(m, _read_frames(file, fmt), model_path=path, verify=verify,
@@ -311,8 +312,6 @@ def plot(report, path):
         mx = [l2(s[d]["max_abs"]) if s[d] else float("nan") for s in stages]
         ax1.plot(x, rms, "o", color=color, label="%s RMS" % d)
         ax1.plot(x, mx, "^", color=color, alpha=0.6, label="%s max |x|" % d)
-    for fmt, ls in (("float32", ":"), ("bfloat16", "--")):
-        ax1.axhline(math.log2(analyze_round_min_normal(fmt)), color="grey", ls=ls, lw=0.8)
     ax1.set_ylabel("log2 |value|")
     ax1.legend(fontsize=7, ncol=2)
     ax1.grid(alpha=0.3)
@@ -334,12 +333,6 @@ def plot(report, path):
     plt.close(fig)
 
 
-def analyze_round_min_normal(fmt):
-    from .analyze_round import min_normal
-
-    return min_normal(fmt)
-
-
 def add_arguments(p):
     p.add_argument("model", metavar="MODEL", help="model name or YAML path (ani, tensornet, lj)")
     p.add_argument("file", metavar="FILE", help="structure file readable by ase.io")
@@ -356,7 +349,14 @@ def run(args, out):
         except ImportError:
             raise AnalyzeError("--plot needs matplotlib: pip install matplotlib "
                                "(or pip install 'nnpops[analyze]')")
-    report = analyze(args.model, args.file, fmt=args.format)
+    progress = None
+    if hasattr(sys.stderr, "isatty") and sys.stderr.isatty():
+        def progress(frame, stage, stages):
+            sys.stderr.write("\rframe %d: stage %d of %d " % (frame, stage + 1, stages))
+            sys.stderr.flush()
+    report = analyze(args.model, args.file, fmt=args.format, progress=progress)
+    if progress is not None:
+        sys.stderr.write("\n")
     out.write(format_table(report))
     if args.json:
         text = dumps(report)

@@ -337,23 +337,50 @@ class AniModel(_Model):
             ang = g.input(np.zeros((n * npair, ea * za * ha * da)))
         ang = g.stage("aev.angular", G.reshape(ang, (n, npair * ea * za * ha * da)))
         aev = G.concat([rad, ang], axis=1)
-        outs = []
+        # Each species' networks are one composite operation: value and gradient with respect to
+        # its AEV rows come from a graph of their own (the same stages, statistics and rounding).
+        # Where neither the AEV nor that species' layers are rounded, they equal the unrounded
+        # evaluation's, which the frame's cache holds: rounding one species' layer recomputes
+        # only that species' networks.
+        cache = t.setdefault("networks", {})
+        rounded = g.rounded[0] if g.rounded is not None else None
+        upstream = rounded in ("distances", "aev.radial", "aev.angular")
+        e = None
         for k, el in enumerate(self.symbols):
             idx = np.nonzero(s == k)[0]
             if len(idx) == 0:
                 continue
-            h = G.gather(aev, idx)
-            ws, bs = self.layers[el]
-            for l, (w, b) in enumerate(zip(ws, bs)):
-                h = G.linear(h, w, b)
-                if l < len(ws) - 1:
-                    h = G.celu(h, self.alpha)
-                h = g.stage("%s.layer%d" % (el, l), h)
-            outs.append(G.total(h))
-        e = outs[0]
-        for o in outs[1:]:
-            e = e + o
-        return e * (1.0 / self.members) + float(np.sum(self.self_energies[s]))
+            x = G.gather(aev, idx)
+            mine = rounded is not None and rounded.startswith(el + ".")
+            if rounded is None or upstream or mine or el not in cache:
+                value, grad = self._networks(g, el, x.value)
+                if rounded is None:
+                    cache[el] = (value, grad)
+            else:
+                value, grad = cache[el]
+                for l in range(len(self.layers[el][0])):
+                    name = "%s.layer%d" % (el, l)
+                    if name not in g.seen:
+                        g.seen.append(name)
+            term = G.Var(g, np.asarray(value), ((x, lambda gr, d=grad: gr * d),))
+            e = term if e is None else e + term
+        return e + float(np.sum(self.self_energies[s]))
+
+    def _networks(self, g, el, aev_rows):
+        """(sum over the atoms of species el of the ensemble mean of their networks' outputs,
+        its gradient with respect to aev_rows), on a graph sharing g's stages and rounding."""
+        sub = G.Graph(stats=g.stats, rounded=g.rounded)
+        sub.seen = g.seen
+        x = sub.input(aev_rows)
+        h = x
+        ws, bs = self.layers[el]
+        for l, (w, b) in enumerate(zip(ws, bs)):
+            h = G.linear(h, w, b)
+            if l < len(ws) - 1:
+                h = G.celu(h, self.alpha)
+            h = sub.stage("%s.layer%d" % (el, l), h)
+        out = G.total(h) * (1.0 / self.members)
+        return float(out.value), sub.gradient(out, x)
 
 
 # ---- TensorNet -----------------------------------------------------------------------------------
