@@ -90,6 +90,7 @@ def _evaluate(model, topo, pos_model, stats=None, rounded=None):
     x = g.input(pos_model)
     e = model.energy(g, x, topo)
     grad = g.gradient(e, x)
+    g.release()
     return float(e.value), -grad, g.seen
 
 

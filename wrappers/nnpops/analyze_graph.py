@@ -110,6 +110,14 @@ class Graph:
         out.hook = hook
         return out
 
+    def release(self):
+        """Drop the recorded values (the graph and its values reference each other; without
+        this a finished evaluation waits for the cycle collector, holding its memory)."""
+        for node in self.nodes:
+            node.parents = ()
+            node.hook = None
+        self.nodes = []
+
     def gradient(self, out, wrt):
         """d out / d wrt (out: a scalar Var)."""
         grads = {out.index: np.ones_like(out.value)}
@@ -243,23 +251,28 @@ def linear(x, wt, b=None):
     return Var(x.graph, y, ((x, lambda g, s=x.shape: _unbroadcast(np.matmul(g, wtt), s)),))
 
 
+def segment_sum(values, idx, n):
+    """Rows of ``values`` summed into ``n`` rows at ``idx``: each row's terms are added in the
+    order they appear (a stable sort, then one sequential reduction per row)."""
+    out = np.zeros((n,) + values.shape[1:])
+    if len(idx) == 0:
+        return out
+    order = np.argsort(idx, kind="stable")
+    sidx = idx[order]
+    starts = np.flatnonzero(np.concatenate(([True], sidx[1:] != sidx[:-1])))
+    out[sidx[starts]] = np.add.reduceat(values[order], starts, axis=0)
+    return out
+
+
 def gather(a, idx):
     """a[idx] along the first axis."""
     n = a.shape[0]
-
-    def adj(g):
-        out = np.zeros((n,) + g.shape[1:])
-        np.add.at(out, idx, g)
-        return out
-
-    return Var(a.graph, a.value[idx], ((a, adj),))
+    return Var(a.graph, a.value[idx], ((a, lambda g: segment_sum(g, idx, n)),))
 
 
 def scatter(a, idx, n):
     """Rows of ``a`` summed into ``n`` rows at ``idx`` (in the order of ``a``'s rows)."""
-    out = np.zeros((n,) + a.shape[1:])
-    np.add.at(out, idx, a.value)
-    return Var(a.graph, out, ((a, lambda g: g[idx]),))
+    return Var(a.graph, segment_sum(a.value, idx, n), ((a, lambda g: g[idx]),))
 
 
 def reshape(a, shape):
