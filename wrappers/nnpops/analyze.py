@@ -316,13 +316,16 @@ def plot(report, path):
     ax1.set_ylabel("log2 |value|")
     ax1.legend(fontsize=7, ncol=2)
     ax1.grid(alpha=0.3)
-    for fmt, marker in (("float32", "s"), ("tf32", "D"), ("bfloat16", "v")):
+    for fmt, marker, color in (("float32", "s", "tab:blue"), ("tf32", "D", "tab:orange"),
+                               ("bfloat16", "v", "tab:green")):
         y = [l2(s["rounded"][fmt]["max_force_error_eV_per_A"]) for s in stages]
-        ax2.plot(x, y, marker, label=fmt)
+        ax2.plot(x, y, marker, color=color, label="%s max |dF|" % fmt)
+        y = [l2(s["rounded"][fmt]["energy_error_eV"]) for s in stages]
+        ax2.plot(x, y, marker, color=color, mfc="none", alpha=0.7, label="%s |dE|" % fmt)
     ax2.axhline(math.log2(report["force_bound_eV_per_A"]), color="red", lw=0.8,
                 label="%.0e eV/A" % report["force_bound_eV_per_A"])
-    ax2.set_ylabel("log2 max |dF| (eV/A)")
-    ax2.legend(fontsize=7)
+    ax2.set_ylabel("log2 error (|dF| eV/A, |dE| eV)")
+    ax2.legend(fontsize=7, ncol=2)
     ax2.grid(alpha=0.3)
     ax2.set_xticks(x)
     ax2.set_xticklabels(names, rotation=75, fontsize=7)
