@@ -285,7 +285,7 @@ def format_table(report):
                                                       or "none"))
         out.append("%s above the force bound: %s" % (f, ", ".join(v["outside_force_bound"])
                                                      or "none"))
-    return "\n".join(out) + "\n"
+    return "\n".join(line.rstrip() for line in out) + "\n"
 
 
 def plot(report, path):
