@@ -372,3 +372,24 @@ def test_tensornet_smoke():
     assert rep["verified_against_library"]["frames"] == 1
     for s in rep["stages"]:
         assert s["rounded"]["float32"]["within_force_bound"]
+
+
+@pytest.mark.parametrize("name", ["ani1x", "tn_a", "tn_b_oldlayout_so3", "tn_c_gauss_lower_zbl",
+                                  "tn_d_lightning_f32"])
+def test_float64_analysis_equals_the_library(name):
+    """The analysis' own float64 model against the library on an open molecule, a charged one
+    and a periodic water box (SO(3), gauss RBFs, a lower cutoff, ZBL, Atomref, float32 weights
+    among the TensorNet models); the check itself raises on a difference above 1e-10."""
+    _library_or_skip()
+    from nnpops import structures
+
+    path = _model_or_skip(name)
+    m = analyze_models.load(path)
+    charged = _ethanol()
+    charged.info["charge"] = 1.0 if m.type == "tensornet" else 0.0
+    frames = [_ethanol(), charged, structures.water_box(2)]
+    rep = analyze.analyze_frames(m, frames, model_path=path, formats=())
+    assert rep["verified_against_library"]["frames"] == 3
+    assert all(s["rounded"] == {} for s in rep["stages"])
+    if m.type == "tensornet" and m.zbl is not None:
+        assert "zbl.pair_energy" in [s["name"] for s in rep["stages"]]

@@ -95,9 +95,10 @@ def _evaluate(model, topo, pos_model, stats=None, rounded=None):
     return float(e.value), -grad, g.seen
 
 
-def analyze_frames(model, frames, model_path=None, verify=True, progress=None):
+def analyze_frames(model, frames, model_path=None, verify=True, progress=None, formats=FORMATS):
     """The report (a dict) of ``model`` (an analyze_models model) over ``frames`` (ASE Atoms).
-    ``verify``: check every frame against the library (``model_path`` names its YAML file)."""
+    ``verify``: check every frame against the library (``model_path`` names its YAML file);
+    ``formats``: the roundings to evaluate (empty: the scales and the check only)."""
     e_to_ev = analyze_models.ENERGY_TO_EV[model.energy_unit]
     l_to_a = analyze_models.LENGTH_TO_A[model.length_unit]
     f_to_ev_a = e_to_ev / l_to_a
@@ -134,7 +135,7 @@ def analyze_frames(model, frames, model_path=None, verify=True, progress=None):
                     progress(n_frames, k, len(seen))
                 if name not in order:
                     order.append(name)
-                for fmt in FORMATS:
+                for fmt in formats:
                     e1, f1, _ = _evaluate(model, topo, pm, rounded=(name, fmt))
                     de = abs(e1 - e0) * e_to_ev
                     df = float(np.sqrt(((f1 - f0) ** 2).sum(-1)).max()) * f_to_ev_a
@@ -161,7 +162,7 @@ def analyze_frames(model, frames, model_path=None, verify=True, progress=None):
                 summ = {k: (v if isinstance(v, int) else _sig(v)) for k, v in summ.items()}
             row[direction] = summ
         row["rounded"] = {}
-        for fmt in FORMATS:
+        for fmt in formats:
             de, dea, df = errors[(name, fmt)]
             row["rounded"][fmt] = {"energy_error_eV": _sig(de),
                                    "energy_error_per_atom_eV": _sig(dea),
@@ -172,7 +173,7 @@ def analyze_frames(model, frames, model_path=None, verify=True, progress=None):
                                             if s["rounded"][fmt]["within_force_bound"]],
                      "outside_force_bound": [s["name"] for s in stages
                                              if not s["rounded"][fmt]["within_force_bound"]]}
-               for fmt in FORMATS}
+               for fmt in formats}
     return {
         "analysis": "nnpops analyze",
         "report_version": 1,
@@ -183,7 +184,7 @@ def analyze_frames(model, frames, model_path=None, verify=True, progress=None):
         "units": {"energy": "eV", "force": "eV/A", "stage_values": "model units"},
         "formats": {f: {"mantissa_bits": FORMAT_BITS[f][0], "min_exponent": FORMAT_BITS[f][1],
                         "max_exponent": FORMAT_BITS[f][2], "rounding": "nearest, ties to even"}
-                    for f in FORMATS},
+                    for f in formats},
         "force_bound_eV_per_A": FORCE_BOUND,
         "verified_against_library": {"checked": bool(verify), "relative_tolerance": VERIFY_RTOL,
                                      "frames": n_frames if verify else 0},
