@@ -122,6 +122,8 @@ nnpops_emu_program(plain graphs ${gpu_src}/test_gpu_graphs.c warmup shape overfl
 nnpops_emu_program(plain device ${gpu_src}/test_gpu_device.c capture batch errors overflow
   capture_failure cpu_model)
 nnpops_emu_program(plain tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm model)
+nnpops_emu_program(plain tensornet ${gpu_src}/test_gpu_tensornet.c compose_f64 compose_f32
+  ops_f64 ops_f32 step_f64 step_f32)
 
 # The race model (emu.cpp, EMU_TSAN): with -DNNPOPS_TSAN=ON and clang (whose ThreadSanitizer
 # switches fibers in well under a microsecond), the same library, kernels and GPU test programs

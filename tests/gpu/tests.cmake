@@ -95,6 +95,16 @@ foreach(case stack fused gemm model auto chunks)
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
 endforeach()
 
+# TensorNet's ops over center lists: each CUDA op against its CPU twin, the composed step
+# against the CPU pass (test_gpu_tensornet.c; the compose cases need no GPU)
+add_executable(test_gpu_tensornet ${CMAKE_CURRENT_LIST_DIR}/test_gpu_tensornet.c)
+nnpops_gpu_internal_program(test_gpu_tensornet)
+foreach(case compose_f64 compose_f32 ops_f64 ops_f32 step_f64 step_f32)
+  add_test(NAME gpu.tensornet.${case} COMMAND test_gpu_tensornet ${case})
+  set_tests_properties(gpu.tensornet.${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
+endforeach()
+
 # Benchmark: build/tests/bench_gpu (see docs/performance.md)
 add_executable(bench_gpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_gpu.c)
 nnpops_gpu_internal_program(bench_gpu)

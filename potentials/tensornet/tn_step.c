@@ -1,0 +1,44 @@
+/*
+ * tn_step.c - TensorNet's step over center lists composed of the ops of tn_ops.h: with the CPU
+ * twins (the reference the GPU step is tested against, no GPU needed) or with the CUDA twins (the
+ * GPU step, potentials/tensornet/tensornet_cuda.c).  The same sequence of ops either way.
+ *
+ * Forward: the entries' geometry and radial basis; the embedding's distance projections (one
+ * GEMM over the entries, the three projections stacked); the embedding (sum per center, gates per
+ * atom); per layer the edge network (three GEMMs and activations over the entries; h kept for the
+ * backward), Y per atom, the messages per center, the update per atom; the readout per atom (and
+ * its gradient, seeded with the atom's weight: 1 local, 0 ghost).  Backward, layer by layer from
+ * the last: the update's backward per atom, the messages' (dE/dh per entry, dE/dY gathered per
+ * atom over its own entries), the edge network's (its pre-activations recomputed by the same
+ * GEMMs), to dE/dr per entry; Y's backward to the layer's input.  Then the gates' backward, the
+ * embedding's per entry (dE/du, dE/dfc, dE/d projections; the projections' backward is a GEMM)
+ * and the last op writes each entry's gradient (plus ZBL's) and adds ZBL's and the mean's
+ * energies.
+ *
+ * Work space (REAL unless said), laid out by tn_work below: per entry of capacity the geometry,
+ * flags (bytes), phi, dk, the edge network's pre-activations and activations (one set, reused by
+ * every layer), h per layer, and the backward's buffers; per atom X0, the gates'
+ * pre-activations, X per layer, the layers' norms, Y and M components, and the gradients.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "potentials/tensornet/tn_ops.h"
+
+#ifdef NNPOPS_HAVE_CUDA
+#define TN_HAVE_CUDA 1
+#else
+#define TN_HAVE_CUDA 0
+#endif
+
+#define REAL float
+#define SUF _f32
+#include "potentials/tensornet/tn_step_impl.h"
+#undef REAL
+#undef SUF
+
+#define REAL double
+#define SUF _f64
+#include "potentials/tensornet/tn_step_impl.h"
+#undef REAL
+#undef SUF
