@@ -124,6 +124,16 @@ nnpops_emu_program(plain device ${gpu_src}/test_gpu_device.c capture batch error
 nnpops_emu_program(plain tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm model)
 nnpops_emu_program(plain tensornet ${gpu_src}/test_gpu_tensornet.c compose_f64 compose_f32
   ops_f64 ops_f32 step_f64 step_f32)
+# TensorNet models on "cuda" through the public API against torchmd-net's values (the reference
+# case keeps a 13-atom molecule and the batch with charges when emulated)
+nnpops_emu_program(plain tensornet_model ${PROJECT_SOURCE_DIR}/tests/model/test_tensornet.c
+  "reference tn_a f64 cuda" "reference tn_a f32 cuda" "reference tn_b_oldlayout_so3 f64 cuda"
+  "reference tn_c_gauss_lower_zbl f64 cuda" "reference tn_d_lightning_f32 f32 cuda")
+foreach(c "reference.tn_a.f64.cuda" "reference.tn_a.f32.cuda" "reference.tn_b_oldlayout_so3.f64.cuda"
+    "reference.tn_c_gauss_lower_zbl.f64.cuda" "reference.tn_d_lightning_f32.f32.cuda")
+  set_tests_properties(emu.tensornet_model.${c} PROPERTIES
+    FIXTURES_REQUIRED "models;tensornet_models")
+endforeach()
 
 # The race model (emu.cpp, EMU_TSAN): with -DNNPOPS_TSAN=ON and clang (whose ThreadSanitizer
 # switches fibers in well under a microsecond), the same library, kernels and GPU test programs
