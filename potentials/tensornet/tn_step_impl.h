@@ -83,8 +83,8 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(Z3, e * 3 * F * r);
     TS_TAKE(h, L * e * 3 * F * r);
     TS_TAKE(GH, e * 3 * F * r);
-    TS_TAKE(G2, e * 2 * F * r);
-    TS_TAKE(G1, e * F * r);
+    /* (the backward's G2 and G1 take A2's and A1's place: their GEMMs read A2 and A1 last) */
+    p.G2 = p.A2, p.G1 = p.A1;
     TS_TAKE(gphi, e * R * r);
     TS_TAKE(gfc, e * r);
     TS_TAKE(gr, e * r);
