@@ -140,28 +140,41 @@ typedef struct nnpops__tn_zbl_dev {
     nnpops_status nnpops__tn_layer_pre_back_cuda##SUF(                                           \
         const nnpops__tn_dims *d, int64_t n, const REAL *X, const REAL *nrm,                     \
         const REAL *const lt[3], const REAL *gcY, REAL *g, void *stream);                        \
+    /* tn_pair_radial: per pair p < n_pairs (pentry[p] its entry, -1: none), the entry's         \
+     * distance, cutoff and radial basis (zeros for none). */                                    \
+    void nnpops__tn_pair_radial_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,             \
+                                         const int32_t *pentry, const REAL *er, const REAL *fc,  \
+                                         const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP);     \
+    nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                              \
+        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const REAL *er,        \
+        const REAL *fc, const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP, void *stream);        \
     /* tn_message: cM[c] = self_h (x) cY[c] + sum over c's network edges e = (c, j) of           \
-     * h[e] (x) cY[j] (h's three blocks weight components 0, 1..3, 4..9). */                     \
+     * h[slot[e]] (x) cY[j] (h per pair, its three blocks weighting components 0, 1..3, 4..9). */ \
     void nnpops__tn_message_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,               \
                                      const int64_t *start, const int32_t *pairs,                 \
-                                     int64_t capacity, const uint8_t *mask, const REAL *h,       \
-                                     const REAL *self_h, const REAL *cY, REAL *cM);              \
+                                     int64_t capacity, const uint8_t *mask,                      \
+                                     const int32_t *slot, const REAL *h, const REAL *self_h,     \
+                                     const REAL *cY, REAL *cM);                                  \
     nnpops_status nnpops__tn_message_cuda##SUF(                                                  \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
-        int64_t capacity, const uint8_t *mask, const REAL *h, const REAL *self_h,                \
-        const REAL *cY, REAL *cM, void *stream);                                                 \
-    /* tn_message_back: GH[e] = dE/dh[e] (per block, the sum over its components of gcM[c] cY[j];\
-     * 0 for other entries < capacity) and gcY[c] += self_h gcM[c] + sum over c's edges (c, j)  \
-     * of h[e] gcM[j] (the mirrors' terms). */                                                   \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, const REAL *h,               \
+        const REAL *self_h, const REAL *cY, REAL *cM, void *stream);                             \
+    /* tn_message_back: GH[p] = dE/dh[p] for each pair p < n_pairs of entry pentry[p] = (c, j)   \
+     * (per block, the sum over its components of gcM[c] cY[j] + gcM[j] cY[c]: both directions; \
+     * 0 without an entry) and gcY[c] += self_h gcM[c] + sum over c's edges e = (c, j) of        \
+     * h[slot[e]] gcM[j] (the mirrors' terms). */                                                \
     void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,          \
                                           const int64_t *start, const int32_t *pairs,            \
-                                          int64_t capacity, const uint8_t *mask, const REAL *h,  \
+                                          int64_t capacity, const uint8_t *mask,                 \
+                                          const int32_t *slot, int64_t n_pairs,                  \
+                                          const int32_t *pentry, const REAL *h,                  \
                                           const REAL *self_h, const REAL *cY, const REAL *gcM,   \
                                           REAL *gcY, REAL *GH);                                  \
     nnpops_status nnpops__tn_message_back_cuda##SUF(                                             \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
-        int64_t capacity, const uint8_t *mask, const REAL *h, const REAL *self_h,                \
-        const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH, void *stream);                     \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,             \
+        const int32_t *pentry, const REAL *h, const REAL *self_h, const REAL *cY,                \
+        const REAL *gcM, REAL *gcY, REAL *GH, void *stream);                                     \
     /* tn_layer_post: Xout = X / nrm + D + qf D D with C = qf (M Y + Y M) (O(3)) or 2 Y M       \
      * (SO(3)), D = comp(lin3(lt_b, decomp(C / (|C|^2 + 1)))), qf = 1 + 0.1 q of the atom's      \
      * system (charges [n_systems] may be NULL). */                                              \
@@ -213,20 +226,25 @@ typedef struct nnpops__tn_zbl_dev {
         int64_t capacity, const int32_t *species, const REAL *ptab1, const REAL *ptab2,          \
         const REAL *ev, const REAL *er, const uint8_t *mask, const REAL *fc, const REAL *dk,     \
         const REAL *g0, REAL *gd, REAL *gu, REAL *gfc, void *stream);                            \
-    /* tn_radial_back: per network edge, gr[e] (+)= gfc[e] fc'(r) + sum_k gphi[e][k] phi_k'(r)   \
-     * (accumulate 0: written, 0 for other entries < capacity). */                               \
+    /* tn_radial_back: per network edge (pentry NULL: entries e < capacity, by start and mask;   \
+     * else pairs e < capacity with pentry[e] >= 0), gr[e] (+)= gfc[e] fc'(r) + sum_k gphi[e][k] \
+     * phi_k'(r) (accumulate 0: written, 0 for the others). */                                   \
     void nnpops__tn_radial_back_cpu##SUF(const nnpops__tn_dims *d, const REAL *rbf_a,           \
                                          const REAL *rbf_b, int64_t n_centers,                   \
                                          const int64_t *start, int64_t capacity, const REAL *er, \
-                                         const uint8_t *mask, const REAL *gphi, const REAL *gfc, \
-                                         int accumulate, REAL *gr);                              \
+                                         const uint8_t *mask, const int32_t *pentry,             \
+                                         const REAL *gphi, const REAL *gfc, int accumulate,      \
+                                         REAL *gr);                                              \
     nnpops_status nnpops__tn_radial_back_cuda##SUF(                                              \
         const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b, int64_t n_centers,       \
         const int64_t *start, int64_t capacity, const REAL *er, const uint8_t *mask,             \
-        const REAL *gphi, const REAL *gfc, int accumulate, REAL *gr, void *stream);              \
+        const int32_t *pentry, const REAL *gphi, const REAL *gfc, int accumulate, REAL *gr,      \
+        void *stream);                                                                           \
     /* tn_finish: per center c < n_centers and its entries: pair_grad[e] (double, angstrom;      \
      * written for every entry < min(start[n_centers], capacity), when pair_grad is not NULL) =  \
-     * inv_ell ((gu - u (gu.u)) / r + u gr) of the network edges plus the ZBL pair's gradient   \
+     * inv_ell ((gu - u (gu.u)) / r + u gr) of the network edges (gr: gr[e], plus grP[slot[e]]  \
+     * for the entry that holds its pair, pentry[slot[e]] == e; grP may be NULL) plus the ZBL   \
+     * pair's gradient                                                                           \
      * (weight 1 for a local center, 0 for a ghost); atom_energy[c] (local c) += half of each     \
      * ZBL pair's energy, then + mean / (atoms of c's system: sys_count[batch[c]]). */           \
     void nnpops__tn_finish_cpu##SUF(const nnpops__tn_dims *d, const nnpops__tn_zbl_dev *zbl,    \
@@ -234,14 +252,16 @@ typedef struct nnpops__tn_zbl_dev {
                                     const int64_t *start, const int32_t *pairs,                  \
                                     int64_t capacity, const int32_t *species, const REAL *ev,    \
                                     const REAL *er, const uint8_t *mask, const REAL *gu,         \
-                                    const REAL *gr, double mean, const int32_t *batch,           \
+                                    const REAL *gr, const int32_t *slot, const int32_t *pentry,  \
+                                    const REAL *grP, double mean, const int32_t *batch,          \
                                     const int32_t *sys_count, double *atom_energy,               \
                                     double *pair_grad);                                          \
     nnpops_status nnpops__tn_finish_cuda##SUF(                                                   \
         const nnpops__tn_dims *d, const nnpops__tn_zbl_dev *zbl, const int32_t *zbl_z,           \
         int64_t n_centers, int64_t n_local, const int64_t *start, const int32_t *pairs,          \
         int64_t capacity, const int32_t *species, const REAL *ev, const REAL *er,                \
-        const uint8_t *mask, const REAL *gu, const REAL *gr, double mean, const int32_t *batch,  \
+        const uint8_t *mask, const REAL *gu, const REAL *gr, const int32_t *slot,                \
+        const int32_t *pentry, const REAL *grP, double mean, const int32_t *batch,               \
         const int32_t *sys_count, double *atom_energy, double *pair_grad, void *stream);
 
 
@@ -333,6 +353,20 @@ NNPOPS__TN_OP_DECLS(_f64, double)
 
 NNPOPS__TN_STEP_DECLS(_f32, float)
 NNPOPS__TN_STEP_DECLS(_f64, double)
+
+/* tn_pairs: each pair of network edges once.  An entry e = (c, j, v) holds its pair when j > c
+ * or j == c and v > 0 lexicographically (an atom's own image); the pairs are numbered in entry
+ * order.  slot[e] (e < capacity) = the pair of each network edge (its mirror's for the other
+ * entry: the entry of j's list with neighbor c nearest to -v), -1 for other entries;
+ * pentry[p] (p < n_pairs) = the entry holding pair p, -1 past the count (pairs past n_pairs get
+ * no slot: a truncated list).  count: scratch of n_centers + 1 values. */
+void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t *pairs,
+                          int64_t capacity, const double *vec, const uint8_t *mask,
+                          int64_t n_pairs, int32_t *slot, int32_t *pentry, int32_t *count);
+nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start, const int32_t *pairs,
+                                    int64_t capacity, const double *vec, const uint8_t *mask,
+                                    int64_t n_pairs, int32_t *slot, int32_t *pentry,
+                                    int32_t *count, void *stream);
 
 /* tn_count: sys_count[s] = the atoms of system s among the n atoms (sys_count zeroed here). */
 void nnpops__tn_count_cpu(int64_t n, int64_t n_systems, const int32_t *batch, int32_t *sys_count);

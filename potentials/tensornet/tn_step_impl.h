@@ -56,14 +56,18 @@ void TS(nnpops__tn_opmodel_bind)(const nnpops__tn_shape *s, const nnpops__tn_opl
 
 /* The work space's layout (byte offsets, each 256-aligned). */
 typedef struct {
-    size_t ev, er, fc, mask, phi, dk, Z1, A1, Z2, A2, Z3, h, GH, G2, G1, gphi, gfc, gr, gu;
+    size_t ev, er, fc, mask, phi, dk, GH, gphi, gfc, gr, gu, slot;
+    size_t pentry, pcount, erP, fcP, phiP, Z1, A1, Z2, A2, Z3, h, GHP, G2, G1, gphiP, gfcP, grP;
     size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
 } TS(ts_work);
+
+/* Pairs of a step with `capacity` entries: each pair is two entries of symmetric lists. */
+static int64_t TS(ts_pairs)(int64_t capacity) { return (capacity + 1) / 2; }
 
 static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS(ts_work) p;
     const size_t F = (size_t)m->d.F, R = (size_t)m->d.R, L = (size_t)m->L, n = (size_t)N,
-                 e = (size_t)E, r = sizeof(REAL);
+                 e = (size_t)E, r = sizeof(REAL), P = (size_t)TS(ts_pairs)(E);
     size_t o = 0;
 #define TS_TAKE(field, bytes)                                                                  \
     do {                                                                                       \
@@ -76,19 +80,30 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(mask, e);
     TS_TAKE(phi, e * R * r);
     TS_TAKE(dk, e * 3 * F * r);
-    TS_TAKE(Z1, e * F * r);
-    TS_TAKE(A1, e * F * r);
-    TS_TAKE(Z2, e * 2 * F * r);
-    TS_TAKE(A2, e * 2 * F * r);
-    TS_TAKE(Z3, e * 3 * F * r);
-    TS_TAKE(h, L * e * 3 * F * r);
     TS_TAKE(GH, e * 3 * F * r);
-    /* (the backward's G2 and G1 take A2's and A1's place: their GEMMs read A2 and A1 last) */
-    p.G2 = p.A2, p.G1 = p.A1;
     TS_TAKE(gphi, e * R * r);
     TS_TAKE(gfc, e * r);
     TS_TAKE(gr, e * r);
     TS_TAKE(gu, 3 * e * r);
+    TS_TAKE(slot, e * sizeof(int32_t));
+    /* per pair: the edge networks */
+    TS_TAKE(pentry, P * sizeof(int32_t));
+    TS_TAKE(pcount, (n + 1) * sizeof(int32_t));
+    TS_TAKE(erP, P * r);
+    TS_TAKE(fcP, P * r);
+    TS_TAKE(phiP, P * R * r);
+    TS_TAKE(Z1, P * F * r);
+    TS_TAKE(A1, P * F * r);
+    TS_TAKE(Z2, P * 2 * F * r);
+    TS_TAKE(A2, P * 2 * F * r);
+    TS_TAKE(Z3, P * 3 * F * r);
+    TS_TAKE(h, L * P * 3 * F * r);
+    TS_TAKE(GHP, P * 3 * F * r);
+    /* (the backward's G2 and G1 take A2's and A1's place: their GEMMs read A2 and A1 last) */
+    p.G2 = p.A2, p.G1 = p.A1;
+    TS_TAKE(gphiP, P * R * r);
+    TS_TAKE(gfcP, P * r);
+    TS_TAKE(grP, P * r);
     TS_TAKE(X0, n * 9 * F * r);
     TS_TAKE(z1, n * 2 * F * r);
     TS_TAKE(z2, n * 3 * F * r);
@@ -150,13 +165,19 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     REAL *dk = W_(dk, REAL), *Z1 = W_(Z1, REAL), *A1 = W_(A1, REAL), *Z2 = W_(Z2, REAL);
     REAL *A2 = W_(A2, REAL), *Z3 = W_(Z3, REAL), *h = W_(h, REAL), *GH = W_(GH, REAL);
     REAL *G2 = W_(G2, REAL), *G1 = W_(G1, REAL), *gphi = W_(gphi, REAL), *gfc = W_(gfc, REAL);
+    int32_t *slot = W_(slot, int32_t), *pentry = W_(pentry, int32_t);
+    int32_t *pcount = W_(pcount, int32_t);
+    REAL *erP = W_(erP, REAL), *fcP = W_(fcP, REAL), *phiP = W_(phiP, REAL);
+    REAL *GHP = W_(GHP, REAL), *gphiP = W_(gphiP, REAL), *gfcP = W_(gfcP, REAL);
+    REAL *grP = W_(grP, REAL);
     REAL *gr = W_(gr, REAL), *gu = W_(gu, REAL), *X0 = W_(X0, REAL), *z1 = W_(z1, REAL);
     REAL *z2 = W_(z2, REAL), *Xl = W_(Xl, REAL), *nrm = W_(nrm, REAL), *cY = W_(cY, REAL);
     REAL *cM = W_(cM, REAL), *gX = W_(gX, REAL), *gcY = W_(gcY, REAL), *gcM = W_(gcM, REAL);
     int32_t *count = W_(count, int32_t);
 #undef W_
     const size_t NF9 = (size_t)N * 9 * F, NF10 = (size_t)N * 10 * F, NF = (size_t)N * F;
-    const size_t E3F = (size_t)E * 3 * F;
+    const int64_t P = TS(ts_pairs)(E);
+    const size_t P3F = (size_t)P * 3 * F;
     const REAL self_fc = m->self_fc;
 
     /* ---- forward ---- */
@@ -168,21 +189,30 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         nnpops__tn_count_cpu(N, a->n_systems, a->batch, count);
     }
     X(edges, d, m->rbf_a, m->rbf_b, N, a->start, E, a->vec, ev, er, mask, fc, phi);
+    if (cuda) {
+#if TN_HAVE_CUDA
+        NNPOPS__TRY(nnpops__tn_pairs_cuda(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry,
+                                          pcount, a->stream));
+#endif
+    } else {
+        nnpops__tn_pairs_cpu(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry, pcount);
+    }
+    X(pair_radial, d, P, pentry, er, fc, phi, erP, fcP, phiP);
     XLIN(E, R, 3 * F, 0, m->dproj_w, m->dproj_b, phi, 0.0, dk);
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
       er, mask, fc, dk, X0);
     X(atom_embed, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b, m->emb_lt, z1, z2, Xl);
     for (int l = 0; l < L; l++) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
-        REAL *hl = h + (size_t)l * E3F;
-        XLIN(E, R, F, 0, Wl[0], bl[0], phi, 0.0, Z1);
-        X(act, act, E, F, Z1, NULL, A1);
-        XLIN(E, F, 2 * F, 0, Wl[1], bl[1], A1, 0.0, Z2);
-        X(act, act, E, 2 * F, Z2, NULL, A2);
-        XLIN(E, 2 * F, 3 * F, 0, Wl[2], bl[2], A2, 0.0, Z3);
-        X(act, act, E, 3 * F, Z3, fc, hl);
+        REAL *hl = h + (size_t)l * P3F;
+        XLIN(P, R, F, 0, Wl[0], bl[0], phiP, 0.0, Z1);
+        X(act, act, P, F, Z1, NULL, A1);
+        XLIN(P, F, 2 * F, 0, Wl[1], bl[1], A1, 0.0, Z2);
+        X(act, act, P, 2 * F, Z2, NULL, A2);
+        XLIN(P, 2 * F, 3 * F, 0, Wl[2], bl[2], A2, 0.0, Z3);
+        X(act, act, P, 3 * F, Z3, fcP, hl);
         X(layer_pre, d, N, Xl + l * NF9, m->lt + 6 * l, nrm + l * NF, cY + l * NF10);
-        X(message, d, N, a->start, a->pairs, E, mask, hl, m->self_h[l], cY + l * NF10,
+        X(message, d, N, a->start, a->pairs, E, mask, slot, hl, m->self_h[l], cY + l * NF10,
           cM + l * NF10);
         X(layer_post, d, N, a->charges, a->batch, Xl + l * NF9, nrm + l * NF, cY + l * NF10,
           cM + l * NF10, m->lt + 6 * l + 3, Xl + (l + 1) * NF9);
@@ -192,40 +222,45 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
       a->need_grad ? gX : NULL);
     if (!a->need_grad) {
         X(finish, d, &m->zbl, m->zbl_z, N, a->n_local, a->start, a->pairs, E, a->species, ev, er,
-          mask, NULL, NULL, m->mean, a->batch, count, a->atom_energy, NULL);
+          mask, NULL, NULL, NULL, NULL, NULL, m->mean, a->batch, count, a->atom_energy, NULL);
         return NNPOPS_OK;
     }
 
     /* ---- backward ---- */
     for (int l = L - 1; l >= 0; l--) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
-        REAL *hl = h + (size_t)l * E3F;
+        REAL *hl = h + (size_t)l * P3F;
         X(layer_post_back, d, N, a->charges, a->batch, cY + l * NF10, cM + l * NF10,
           m->lt + 6 * l + 3, gX, gcY, gcM);
-        X(message_back, d, N, a->start, a->pairs, E, mask, hl, m->self_h[l], cY + l * NF10, gcM,
-          gcY, GH);
-        /* the edge network again, then back from dE/dh to dE/dr */
-        XLIN(E, R, F, 0, Wl[0], bl[0], phi, 0.0, Z1);
-        X(act, act, E, F, Z1, NULL, A1);
-        XLIN(E, F, 2 * F, 0, Wl[1], bl[1], A1, 0.0, Z2);
-        X(act, act, E, 2 * F, Z2, NULL, A2);
-        XLIN(E, 2 * F, 3 * F, 0, Wl[2], bl[2], A2, 0.0, Z3);
-        X(act_back, act, E, 3 * F, Z3, fc, GH, gfc);
-        XLIN(E, 2 * F, 3 * F, 1, Wl[2], NULL, GH, 0.0, G2);
-        X(act_back, act, E, 2 * F, Z2, NULL, G2, NULL);
-        XLIN(E, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
-        X(act_back, act, E, F, Z1, NULL, G1, NULL);
-        XLIN(E, R, F, 1, Wl[0], NULL, G1, 0.0, gphi);
-        X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, E, er, mask, gphi, gfc, l < L - 1, gr);
+        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, hl, m->self_h[l],
+          cY + l * NF10, gcM, gcY, GHP);
+        /* the edge network again (the last layer's is still there), then back from dE/dh to
+         * dE/dr, per pair */
+        if (l < L - 1) {
+            XLIN(P, R, F, 0, Wl[0], bl[0], phiP, 0.0, Z1);
+            X(act, act, P, F, Z1, NULL, A1);
+            XLIN(P, F, 2 * F, 0, Wl[1], bl[1], A1, 0.0, Z2);
+            X(act, act, P, 2 * F, Z2, NULL, A2);
+            XLIN(P, 2 * F, 3 * F, 0, Wl[2], bl[2], A2, 0.0, Z3);
+        }
+        X(act_back, act, P, 3 * F, Z3, fcP, GHP, gfcP);
+        XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
+        X(act_back, act, P, 2 * F, Z2, NULL, G2, NULL);
+        XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
+        X(act_back, act, P, F, Z1, NULL, G1, NULL);
+        XLIN(P, R, F, 1, Wl[0], NULL, G1, 0.0, gphiP);
+        X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP,
+          l < L - 1, grP);
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
     X(atom_embed_back, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt, z1, z2, gX);
     X(embed_back, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, ev, er, mask, fc,
       dk, gX, GH, gu, gfc);
     XLIN(E, R, 3 * F, 1, m->dproj_w, NULL, GH, 0.0, gphi);
-    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, E, er, mask, gphi, gfc, L > 0, gr);
+    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, E, er, mask, NULL, gphi, gfc, 0, gr);
     X(finish, d, &m->zbl, m->zbl_z, N, a->n_local, a->start, a->pairs, E, a->species, ev, er,
-      mask, gu, gr, m->mean, a->batch, count, a->atom_energy, a->pair_grad);
+      mask, gu, gr, slot, pentry, L > 0 ? grP : NULL, m->mean, a->batch, count, a->atom_energy,
+      a->pair_grad);
     return NNPOPS_OK;
 }
 

@@ -132,8 +132,25 @@ static int TC(compose_one)(int variant, int F, int R, int n_per) {
     CHECK_OK(TC(nnpops__tn_step)(&o.host, &a, 0));
     int bad_cmp = 0;
     bad_cmp |= compare("energies per atom", e, ref_e, n, TOL_A, TOL_R) > 1;
-    bad_cmp |= compare("gradient per entry", g, ref_g, 3 * ne, TOL_A, TOL_R) > 1;
+    /* forces and virial as the core reduces the entries' gradients (the GPU step gives a pair's
+     * radial gradient to the entry that holds the pair, the CPU pass shares it between both) */
+    double *f = calloc(3 * n, sizeof(double)), *f_ref = calloc(3 * n, sizeof(double));
+    double vir[9] = {0}, vir_ref[9] = {0};
+    for (int64_t k = 0; k < ne; k++) {
+        const int32_t i = fx.pairs[2 * k], j = fx.pairs[2 * k + 1];
+        for (int c = 0; c < 3; c++) {
+            f[3 * i + c] += g[3 * k + c], f[3 * j + c] -= g[3 * k + c];
+            f_ref[3 * i + c] += ref_g[3 * k + c], f_ref[3 * j + c] -= ref_g[3 * k + c];
+            for (int c2 = 0; c2 < 3; c2++) {
+                vir[3 * c + c2] -= fx.vec[3 * k + c] * g[3 * k + c2];
+                vir_ref[3 * c + c2] -= fx.vec[3 * k + c] * ref_g[3 * k + c2];
+            }
+        }
+    }
+    bad_cmp |= compare("forces", f, f_ref, 3 * n, TOL_A, TOL_R) > 1;
+    bad_cmp |= compare("virial", vir, vir_ref, 9, TOL_A, TOL_R) > 1;
     for (int64_t k = 3 * ne; k < 3 * fx.capacity; k++) bad_cmp |= g[k] != 0.0;
+    free(f), free(f_ref);
     /* energies alone: the same values */
     double *e2 = calloc(n, sizeof(double));
     a.need_grad = 0, a.atom_energy = e2, a.pair_grad = NULL;
@@ -229,6 +246,46 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     for (int64_t e = 0; e < E; e++) n_edge += mask[e] & NNPOPS__TN_EDGE;
     CHECK(n_edge > 0);
 
+    /* pairs: the same numbers (integers: exactly); each pair's two entries are mirrors */
+    const int64_t P = (E + 1) / 2;
+    int32_t *slot = malloc(sizeof(int32_t) * E), *pentry = malloc(sizeof(int32_t) * P);
+    int32_t *slot_b = malloc(sizeof(int32_t) * E), *pentry_b = malloc(sizeof(int32_t) * P);
+    int32_t *cnt_scratch = malloc(sizeof(int32_t) * (n + 1));
+    int32_t *dslot = dalloc(sizeof(int32_t) * E), *dpentry = dalloc(sizeof(int32_t) * P);
+    int32_t *dcnt_scratch = dalloc(sizeof(int32_t) * (n + 1));
+    nnpops__tn_pairs_cpu(n, fx.start, fx.pairs, E, fx.vec, mask, P, slot, pentry, cnt_scratch);
+    CHECK_OK(nnpops__tn_pairs_cuda(n, dstart, dpairs, E, dvec, dmask, P, dslot, dpentry,
+                                   dcnt_scratch, st));
+    to_host(slot_b, dslot, sizeof(int32_t) * E);
+    to_host(pentry_b, dpentry, sizeof(int32_t) * P);
+    CHECK(memcmp(slot, slot_b, sizeof(int32_t) * E) == 0);
+    CHECK(memcmp(pentry, pentry_b, sizeof(int32_t) * P) == 0);
+    {
+        int64_t held = 0;
+        for (int64_t p = 0; p < P; p++) held += pentry[p] >= 0;
+        CHECK(2 * held == n_edge);
+        for (int64_t e = 0; e < E; e++) {
+            if (!(mask[e] & NNPOPS__TN_EDGE)) {
+                CHECK(slot[e] == -1);
+                continue;
+            }
+            CHECK(slot[e] >= 0 && slot[e] < P);
+            const int32_t h = pentry[slot[e]];
+            CHECK(h >= 0);
+            if (h != e) /* the mirror: the same two atoms the other way round */
+                CHECK(fx.pairs[2 * h] == fx.pairs[2 * e + 1] &&
+                      fx.pairs[2 * h + 1] == fx.pairs[2 * e]);
+        }
+        printf("  pairs: %lld held, slots and entries the same\n", (long long)held);
+    }
+    TC(arr) erP = TC(mk)(P, 1), fcP = TC(mk)(P, 1), phiP = TC(mk)(P * R, 1);
+    TC(nnpops__tn_pair_radial_cpu)(d, P, pentry, er.h, fc.h, phi.h, erP.h, fcP.h, phiP.h);
+    CHECK_OK(TC(nnpops__tn_pair_radial_cuda)(d, P, dpentry, er.d, fc.d, phi.d, erP.d, fcP.d,
+                                             phiP.d, st));
+    WORST(TC(chk)("pairs: distances", &erP));
+    WORST(TC(chk)("pairs: cutoff", &fcP));
+    WORST(TC(chk)("pairs: radial basis", &phiP));
+
     /* linear: forward with bias over the entries, backward accumulating */
     {
         TC(arr) y = TC(mk)(E * 3 * Fz, 1), x = TC(mk)(E * Fz, 1);
@@ -292,11 +349,17 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         TC(arr) gphi = TC(mk)(E * R, 1), gr = TC(mk)(E, 1);
         for (int acc = 0; acc < 2; acc++) {
             TC(nnpops__tn_radial_back_cpu)(d, mh->rbf_a, mh->rbf_b, n, fx.start, E, er.h, mask,
-                                           gphi.h, gfc.h, acc, gr.h);
+                                           NULL, gphi.h, gfc.h, acc, gr.h);
             CHECK_OK(TC(nnpops__tn_radial_back_cuda)(d, md->rbf_a, md->rbf_b, n, dstart, E, er.d,
-                                                     dmask, gphi.d, gfc.d, acc, gr.d, st));
+                                                     dmask, NULL, gphi.d, gfc.d, acc, gr.d, st));
             WORST(TC(chk)(acc ? "radial backward (accumulating)" : "radial backward", &gr));
         }
+        TC(arr) gphiP = TC(mk)(P * R, 1), gfcP = TC(mk)(P, 1), grP = TC(mk)(P, 1);
+        TC(nnpops__tn_radial_back_cpu)(d, mh->rbf_a, mh->rbf_b, n, fx.start, P, erP.h, mask,
+                                       pentry, gphiP.h, gfcP.h, 0, grP.h);
+        CHECK_OK(TC(nnpops__tn_radial_back_cuda)(d, md->rbf_a, md->rbf_b, n, dstart, P, erP.d,
+                                                 dmask, dpentry, gphiP.d, gfcP.d, 0, grP.d, st));
+        WORST(TC(chk)("radial backward per pair", &grP));
         /* finish: ZBL, entry gradients, the mean */
         int32_t cnt[2] = {0, 0}, *dcnt = dalloc(sizeof cnt), cnt_back[2];
         nnpops__tn_count_cpu(n, 2, fx.batch, cnt);
@@ -310,11 +373,11 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         double *den = dup_to_device(en, sizeof(double) * n);
         double *dpg = dup_to_device(pg, sizeof(double) * 3 * E);
         TC(nnpops__tn_finish_cpu)(d, &mh->zbl, mh->zbl_z, n, fx.n_local, fx.start, fx.pairs, E,
-                                  fx.species, ev.h, er.h, mask, gu.h, gr.h, mh->mean, fx.batch,
-                                  cnt, en, pg);
+                                  fx.species, ev.h, er.h, mask, gu.h, gr.h, slot, pentry, grP.h,
+                                  mh->mean, fx.batch, cnt, en, pg);
         CHECK_OK(TC(nnpops__tn_finish_cuda)(d, &md->zbl, md->zbl_z, n, fx.n_local, dstart, dpairs,
-                                            E, dspecies, ev.d, er.d, dmask, gu.d, gr.d, md->mean,
-                                            dbatch, dcnt, den, dpg, st));
+                                            E, dspecies, ev.d, er.d, dmask, gu.d, gr.d, dslot,
+                                            dpentry, grP.d, md->mean, dbatch, dcnt, den, dpg, st));
         to_host(en_b, den, sizeof(double) * n);
         to_host(pg_b, dpg, sizeof(double) * 3 * E);
         WORST(compare("finish: energies", en_b, en, n, TOL_A, TOL_R));
@@ -322,7 +385,8 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         free(en), free(pg), free(en_b), free(pg_b);
         cudaFree(den), cudaFree(dpg), cudaFree(dcnt);
         TC(drop)(&z1), TC(drop)(&z2), TC(drop)(&X1), TC(drop)(&g), TC(drop)(&gd), TC(drop)(&gu);
-        TC(drop)(&gfc), TC(drop)(&gphi), TC(drop)(&gr);
+        TC(drop)(&gfc), TC(drop)(&gphi), TC(drop)(&gr), TC(drop)(&gphiP), TC(drop)(&gfcP);
+        TC(drop)(&grP);
     }
     /* a layer (layer 0's weights) */
     if (mh->L > 0) {
@@ -331,11 +395,11 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         CHECK_OK(TC(nnpops__tn_layer_pre_cuda)(d, n, X.d, md->lt, nrm.d, cY.d, st));
         WORST(TC(chk)("layer: norms", &nrm));
         WORST(TC(chk)("layer: Y", &cY));
-        TC(arr) h = TC(mk)(E * 3 * Fz, 1), cM = TC(mk)(n * 10 * Fz, 1);
-        TC(nnpops__tn_message_cpu)(d, n, fx.start, fx.pairs, E, mask, h.h, mh->self_h[0], cY.h,
-                                   cM.h);
-        CHECK_OK(TC(nnpops__tn_message_cuda)(d, n, dstart, dpairs, E, dmask, h.d, md->self_h[0],
-                                             cY.d, cM.d, st));
+        TC(arr) h = TC(mk)(P * 3 * Fz, 1), cM = TC(mk)(n * 10 * Fz, 1);
+        TC(nnpops__tn_message_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, h.h, mh->self_h[0],
+                                   cY.h, cM.h);
+        CHECK_OK(TC(nnpops__tn_message_cuda)(d, n, dstart, dpairs, E, dmask, dslot, h.d,
+                                             md->self_h[0], cY.d, cM.d, st));
         WORST(TC(chk)("layer: messages", &cM));
         TC(arr) Xo = TC(mk)(n * 9 * Fz, 1);
         TC(nnpops__tn_layer_post_cpu)(d, n, fx.charges, fx.batch, X.h, nrm.h, cY.h, cM.h,
@@ -351,11 +415,12 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
                                                      md->lt + 3, g.d, gcY.d, gcM.d, st));
         WORST(TC(chk)("layer backward: dE/dY (update)", &gcY));
         WORST(TC(chk)("layer backward: dE/dM", &gcM));
-        TC(arr) GH = TC(mk)(E * 3 * Fz, 1);
-        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, h.h, mh->self_h[0],
-                                        cY.h, gcM.h, gcY.h, GH.h);
-        CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, h.d,
-                                                  md->self_h[0], cY.d, gcM.d, gcY.d, GH.d, st));
+        TC(arr) GH = TC(mk)(P * 3 * Fz, 1);
+        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, h.h,
+                                        mh->self_h[0], cY.h, gcM.h, gcY.h, GH.h);
+        CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
+                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, gcY.d,
+                                                  GH.d, st));
         WORST(TC(chk)("messages backward: dE/dh", &GH));
         WORST(TC(chk)("messages backward: dE/dY", &gcY));
         TC(nnpops__tn_layer_pre_back_cpu)(d, n, X.h, nrm.h, mh->lt, gcY.h, g.h);
@@ -384,7 +449,10 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     }
 #undef WORST
     TC(drop)(&ev), TC(drop)(&er), TC(drop)(&fc), TC(drop)(&phi), TC(drop)(&dk), TC(drop)(&X0);
-    free(mask), free(mask_back);
+    TC(drop)(&erP), TC(drop)(&fcP), TC(drop)(&phiP);
+    free(mask), free(mask_back), free(slot), free(pentry), free(slot_b), free(pentry_b);
+    free(cnt_scratch);
+    cudaFree(dslot), cudaFree(dpentry), cudaFree(dcnt_scratch);
     cudaFree(dmask), cudaFree(dstart), cudaFree(dpairs), cudaFree(dvec), cudaFree(dspecies);
     cudaFree(dbatch), cudaFree(dcharges);
     cublasDestroy(blas);

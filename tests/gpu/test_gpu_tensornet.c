@@ -6,13 +6,13 @@
  *
  *   compose_f64, compose_f32  the step composed of the CPU twins (nnpops__tn_step, cuda 0) against
  *                             the CPU pass of cpu/tensornet_cpu.h plus its ZBL prior over the same
- *                             lists: energies per atom (mean shared per system), gradients per
- *                             entry; a batch of two systems with charges 0 and -1, ghosts (weight
+ *                             lists: energies per atom (mean shared per system), forces and virial
+ *                             from the gradients per entry; a batch of two systems with charges 0 and -1, ghosts (weight
  *                             0), cutoff_lower 0 and > 0, expnorm and gauss, O(3) and SO(3)
  *   ops_f64, ops_f32          each op's CUDA twin against its CPU twin on the same random inputs
- *                             (per-atom tensors, messages, gradients; the real lists of a random
- *                             batch with a capacity above the entries, whose tail must come back
- *                             zero); on a GPU also F = 300 (channels over several passes of a block)
+ *                             (per-atom tensors, messages, gradients; the pairs' numbering, exactly;
+ *                             the real lists of a random batch with a capacity above the entries,
+ *                             whose tail must come back zero); on a GPU also F = 300 (channels over several passes of a block)
  *   step_f64, step_f32        the whole step with the CUDA ops against the CPU ops (energies, every
  *                             entry's gradient), twice on the GPU: bitwise the same
  */

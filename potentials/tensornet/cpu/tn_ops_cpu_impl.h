@@ -275,9 +275,22 @@ static void TO(to_hmul)(int F, const REAL *h, const REAL *y, REAL *out) {
     }
 }
 
+void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
+                                    const int32_t *pentry, const REAL *er, const REAL *fc,
+                                    const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP) {
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const int32_t e = pentry[p];
+        erP[p] = e >= 0 ? er[e] : (REAL)0;
+        fcP[p] = e >= 0 ? fc[e] : (REAL)0;
+        for (int k = 0; k < d->R; k++)
+            phiP[(size_t)p * d->R + k] = e >= 0 ? phi[(size_t)e * d->R + k] : (REAL)0;
+    }
+}
+
 void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start,
                                 const int32_t *pairs, int64_t capacity, const uint8_t *mask,
-                                const REAL *h, const REAL *self_h, const REAL *cY, REAL *cM) {
+                                const int32_t *slot, const REAL *h, const REAL *self_h,
+                                const REAL *cY, REAL *cM) {
     const int F = d->F;
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *m = cM + (size_t)c * 10 * F;
@@ -285,26 +298,30 @@ void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, con
         TO(to_hmul)(F, self_h, cY + (size_t)c * 10 * F, m);
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
-            if (mask[e] & NNPOPS__TN_EDGE)
-                TO(to_hmul)(F, h + (size_t)e * 3 * F, cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
+            if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
+                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
+                            cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
     }
 }
 
 void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers,
                                      const int64_t *start, const int32_t *pairs, int64_t capacity,
-                                     const uint8_t *mask, const REAL *h, const REAL *self_h,
+                                     const uint8_t *mask, const int32_t *slot, int64_t n_pairs,
+                                     const int32_t *pentry, const REAL *h, const REAL *self_h,
                                      const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH) {
     const int F = d->F;
-    const int64_t ne = TO(to_entries)(n_centers, start, capacity);
-    for (int64_t e = 0; e < capacity; e++) {
-        REAL *gh = GH + (size_t)e * 3 * F;
+    for (int64_t p = 0; p < n_pairs; p++) {
+        REAL *gh = GH + (size_t)p * 3 * F;
         for (int k = 0; k < 3 * F; k++) gh[k] = 0;
-        if (e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) continue;
-        const REAL *gm = gcM + (size_t)pairs[2 * e] * 10 * F;
-        const REAL *y = cY + (size_t)pairs[2 * e + 1] * 10 * F;
+        const int32_t e = pentry[p];
+        if (e < 0) continue;
+        const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
+        const REAL *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
+        const REAL *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
         for (int k = 0; k < 10; k++) {
             const int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
-            for (int f = 0; f < F; f++) gh[blk * F + f] += gm[k * F + f] * y[k * F + f];
+            for (int f = 0; f < F; f++)
+                gh[blk * F + f] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
         }
     }
     for (int64_t c = 0; c < n_centers; c++) {
@@ -312,8 +329,9 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
         TO(to_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
-            if (mask[e] & NNPOPS__TN_EDGE)
-                TO(to_hmul)(F, h + (size_t)e * 3 * F, gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
+            if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
+                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
+                            gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
     }
 }
 
@@ -492,8 +510,9 @@ void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers,
 void TO(nnpops__tn_radial_back_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a,
                                     const REAL *rbf_b, int64_t n_centers, const int64_t *start,
                                     int64_t capacity, const REAL *er, const uint8_t *mask,
-                                    const REAL *gphi, const REAL *gfc, int accumulate, REAL *gr) {
-    const int64_t ne = TO(to_entries)(n_centers, start, capacity);
+                                    const int32_t *pentry, const REAL *gphi, const REAL *gfc,
+                                    int accumulate, REAL *gr) {
+    const int64_t ne = pentry ? capacity : TO(to_entries)(n_centers, start, capacity);
     nnpops__tn_shape s;
     memset(&s, 0, sizeof s);
     s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
@@ -502,7 +521,7 @@ void TO(nnpops__tn_radial_back_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a,
     w.rbf_a = rbf_a, w.rbf_b = rbf_b;
     REAL phv[d->R > 0 ? d->R : 1], dphi[d->R > 0 ? d->R : 1];
     for (int64_t e = 0; e < capacity; e++) {
-        if (e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
+        if (pentry ? pentry[e] < 0 : e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
             if (!accumulate) gr[e] = 0;
             continue;
         }
@@ -519,8 +538,9 @@ void TO(nnpops__tn_finish_cpu)(const nnpops__tn_dims *d, const nnpops__tn_zbl_de
                                const int32_t *zbl_z, int64_t n_centers, int64_t n_local,
                                const int64_t *start, const int32_t *pairs, int64_t capacity,
                                const int32_t *species, const REAL *ev, const REAL *er,
-                               const uint8_t *mask, const REAL *gu, const REAL *gr, double mean,
-                               const int32_t *batch, const int32_t *sys_count,
+                               const uint8_t *mask, const REAL *gu, const REAL *gr,
+                               const int32_t *slot, const int32_t *pentry, const REAL *grP,
+                               double mean, const int32_t *batch, const int32_t *sys_count,
                                double *atom_energy, double *pair_grad) {
     for (int64_t c = 0; c < n_centers; c++) {
         const int local = c < n_local;
@@ -535,7 +555,9 @@ void TO(nnpops__tn_finish_cpu)(const nnpops__tn_dims *d, const nnpops__tn_zbl_de
                     u[k] = ev[3 * e + k] / r;
                     gdotu += gu[3 * e + k] * u[k];
                 }
-                for (int k = 0; k < 3; k++) g[k] = (gu[3 * e + k] - u[k] * gdotu) / r + u[k] * gr[e];
+                REAL grv = gr[e];
+                if (grP && slot[e] >= 0 && pentry[slot[e]] == e) grv += grP[slot[e]];
+                for (int k = 0; k < 3; k++) g[k] = (gu[3 * e + k] - u[k] * gdotu) / r + u[k] * grv;
             }
             double gz[3] = {0, 0, 0};
             if (mask[e] & NNPOPS__TN_ZBLP) {

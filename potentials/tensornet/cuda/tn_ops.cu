@@ -608,8 +608,8 @@ __global__ void layer_pre_back_kernel(nnpops__tn_dims d, const T *Xa, const T *n
 /* ==== tn_message: a block per center ==== */
 template <typename T>
 __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
-                               int64_t capacity, const uint8_t *mask, const T *h, const T *self_h,
-                               const T *cY, T *cM) {
+                               int64_t capacity, const uint8_t *mask, const int32_t *slot,
+                               const T *h, const T *self_h, const T *cY, T *cM) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -618,8 +618,8 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
         const T *y = cY + (size_t)c * 10 * F;
         for (int k = 0; k < 10; k++) m[k] = (T)0 + self_h[blk_of(k) * F + f] * y[k * F + f];
         for (int64_t e = e0; e < e1; e++) {
-            if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
-            const T *he = h + (size_t)e * 3 * F;
+            if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
+            const T *he = h + (size_t)slot[e] * 3 * F;
             const T *yj = cY + (size_t)pairs[2 * e + 1] * 10 * F;
             const T h0 = he[f], h1 = he[F + f], h2 = he[2 * F + f];
             m[0] += h0 * yj[f];
@@ -631,22 +631,22 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
 }
 
 /* ==== tn_message_back ==== */
-/* dE/dh per entry: a block of threads over the channels per entry, entries over blockIdx */
+/* dE/dh per pair (both directions): a block of threads over the channels per pair */
 template <typename T>
-__global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const int64_t *start,
-                                  const int32_t *pairs, int64_t capacity, const uint8_t *mask,
+__global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const int32_t *pentry,
                                   const T *cY, const T *gcM, T *GH) {
-    const int64_t e = blockIdx.x;
+    const int64_t p = blockIdx.x;
     const int F = d.F;
-    const int64_t ne = entries_of<T>(n_centers, start, capacity);
-    T *gh = GH + (size_t)e * 3 * F;
-    const bool on = e < ne && (mask[e] & NNPOPS__TN_EDGE);
+    T *gh = GH + (size_t)p * 3 * F;
+    const int32_t e = pentry[p];
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
         T s[3] = {0, 0, 0};
-        if (on) {
-            const T *gm = gcM + (size_t)pairs[2 * e] * 10 * F;
-            const T *y = cY + (size_t)pairs[2 * e + 1] * 10 * F;
-            for (int k = 0; k < 10; k++) s[blk_of(k)] += gm[k * F + f] * y[k * F + f];
+        if (e >= 0) {
+            const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
+            const T *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
+            const T *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
+            for (int k = 0; k < 10; k++)
+                s[blk_of(k)] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
         }
         for (int b = 0; b < 3; b++) gh[b * F + f] = s[b];
     }
@@ -654,8 +654,8 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
 
 template <typename T>
 __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
-                                  int64_t capacity, const uint8_t *mask, const T *h,
-                                  const T *self_h, const T *gcM, T *gcY) {
+                                  int64_t capacity, const uint8_t *mask, const int32_t *slot,
+                                  const T *h, const T *self_h, const T *gcM, T *gcY) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -665,8 +665,8 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
         const T *gm = gcM + (size_t)c * 10 * F;
         for (int k = 0; k < 10; k++) m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
         for (int64_t e = e0; e < e1; e++) {
-            if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
-            const T *he = h + (size_t)e * 3 * F;
+            if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
+            const T *he = h + (size_t)slot[e] * 3 * F;
             const T *gj = gcM + (size_t)pairs[2 * e + 1] * 10 * F;
             const T h0 = he[f], h1 = he[F + f], h2 = he[2 * F + f];
             m[0] += h0 * gj[f];
@@ -997,12 +997,12 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_centers, const in
 template <typename T>
 __global__ void radial_back_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b,
                                    int64_t n_centers, const int64_t *start, int64_t capacity,
-                                   const T *er, const uint8_t *mask, const T *gphi, const T *gfc,
-                                   int accumulate, T *gr) {
+                                   const T *er, const uint8_t *mask, const int32_t *pentry,
+                                   const T *gphi, const T *gfc, int accumulate, T *gr) {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= capacity) return;
-    const int64_t ne = entries_of<T>(n_centers, start, capacity);
-    if (e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
+    const int64_t ne = pentry ? capacity : entries_of<T>(n_centers, start, capacity);
+    if (pentry ? pentry[e] < 0 : e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
         if (!accumulate) gr[e] = 0;
         return;
     }
@@ -1023,7 +1023,8 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
                               int64_t n_centers, int64_t n_local, const int64_t *start,
                               const int32_t *pairs, int64_t capacity, const int32_t *species,
                               const T *ev, const T *er, const uint8_t *mask, const T *gu,
-                              const T *gr, double mean, const int32_t *batch,
+                              const T *gr, const int32_t *slot, const int32_t *pentry,
+                              const T *grP, double mean, const int32_t *batch,
                               const int32_t *sys_count, double *atom_energy, double *pair_grad) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n_centers) return;
@@ -1033,13 +1034,15 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
     for (int64_t e = start[c]; e < e1; e++) {
         T g[3] = {0, 0, 0};
         const T r = er[e];
-        if ((mask[e] & NNPOPS__TN_EDGE) && r > 0) {
+        if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad) {
             T u[3], gdotu = 0;
             for (int k = 0; k < 3; k++) {
                 u[k] = ev[3 * e + k] / r;
                 gdotu += gu[3 * e + k] * u[k];
             }
-            for (int k = 0; k < 3; k++) g[k] = (gu[3 * e + k] - u[k] * gdotu) / r + u[k] * gr[e];
+            T grv = gr[e];
+            if (grP && slot[e] >= 0 && pentry[slot[e]] == e) grv += grP[slot[e]];
+            for (int k = 0; k < 3; k++) g[k] = (gu[3 * e + k] - u[k] * gdotu) / r + u[k] * grv;
         }
         double gz[3] = {0, 0, 0};
         if (mask[e] & NNPOPS__TN_ZBLP) {
@@ -1076,6 +1079,121 @@ __global__ void count_kernel(int64_t n, const int32_t *batch, int32_t *sys_count
 __global__ void zero_i32_kernel(int64_t n, int32_t *x) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = 0;
+}
+
+/* ==== tn_pair_radial ==== */
+template <typename T>
+__global__ void pair_radial_kernel(int R, int64_t n_pairs, const int32_t *pentry, const T *er,
+                                   const T *fc, const T *phi, T *erP, T *fcP, T *phiP) {
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n_pairs) return;
+    const int32_t e = pentry[p];
+    erP[p] = e >= 0 ? er[e] : (T)0;
+    fcP[p] = e >= 0 ? fc[e] : (T)0;
+    for (int k = 0; k < R; k++) phiP[(size_t)p * R + k] = e >= 0 ? phi[(size_t)e * R + k] : (T)0;
+}
+
+/* ==== tn_pairs ==== */
+__device__ inline bool holds_pair(int32_t c, int32_t j, const double *v) {
+    if (j != c) return j > c;
+    return v[0] > 0 || (v[0] == 0 && (v[1] > 0 || (v[1] == 0 && v[2] > 0)));
+}
+
+/* pairs held per center (a thread per center) */
+__global__ void pairs_count_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
+                                   int64_t capacity, const double *vec, const uint8_t *mask,
+                                   int32_t *count) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_centers) return;
+    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    int32_t k = 0;
+    for (int64_t e = start[c]; e < e1; e++)
+        k += (mask[e] & NNPOPS__TN_EDGE) && holds_pair((int32_t)c, pairs[2 * e + 1], vec + 3 * e);
+    count[c] = k;
+}
+
+/* exclusive prefix sums of count[0 .. n) in place, count[n] = the total: one block of 1024
+ * threads, each summing a contiguous chunk */
+__global__ void pairs_scan_kernel(int64_t n, int32_t *count) {
+    __shared__ int32_t part[1024];
+    const int64_t chunk = (n + 1023) / 1024;
+    const int64_t b = threadIdx.x * chunk, e = b + chunk < n ? b + chunk : n;
+    int32_t s = 0;
+    for (int64_t i = b; i < e; i++) s += count[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t run = 0;
+        for (int t = 0; t < 1024; t++) {
+            const int32_t v = part[t];
+            part[t] = run;
+            run += v;
+        }
+        count[n] = run;
+    }
+    __syncthreads();
+    s = part[threadIdx.x];
+    for (int64_t i = b; i < e; i++) {
+        const int32_t v = count[i];
+        count[i] = s;
+        s += v;
+    }
+}
+
+/* the pairs each center holds get their numbers (a thread per center) */
+__global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
+                                    int64_t capacity, const double *vec, const uint8_t *mask,
+                                    int64_t n_pairs, const int32_t *base, int32_t *slot,
+                                    int32_t *pentry) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_centers) return;
+    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    int64_t p = base[c];
+    for (int64_t e = start[c]; e < e1; e++) {
+        if ((mask[e] & NNPOPS__TN_EDGE) &&
+            holds_pair((int32_t)c, pairs[2 * e + 1], vec + 3 * e)) {
+            if (p < n_pairs) {
+                slot[e] = (int32_t)p;
+                pentry[p] = (int32_t)e;
+            } else {
+                slot[e] = -1;
+            }
+            p++;
+        }
+    }
+}
+
+/* every other entry: its mirror's pair, or -1; pairs past the count: no entry (a thread per
+ * entry or pair) */
+__global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
+                                    int64_t capacity, const double *vec, const uint8_t *mask,
+                                    int64_t n_pairs, const int32_t *base, int32_t *slot,
+                                    int32_t *pentry) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n_pairs && e >= base[n_centers]) pentry[e] = -1;
+    if (e >= capacity) return;
+    const int64_t ne = start[n_centers] < capacity ? start[n_centers] : capacity;
+    if (e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
+        slot[e] = -1;
+        return;
+    }
+    const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
+    const double *v = vec + 3 * e;
+    if (holds_pair(c, j, v)) return; /* (numbered by pairs_assign_kernel) */
+    int32_t s = -1;
+    double best = INFINITY;
+    const int64_t f1 = start[j + 1] < capacity ? start[j + 1] : capacity;
+    for (int64_t f = start[j]; f < f1; f++) {
+        if (pairs[2 * f + 1] != c || !(mask[f] & NNPOPS__TN_EDGE)) continue;
+        const double *w = vec + 3 * f;
+        const double dx = v[0] + w[0], dy = v[1] + w[1], dz = v[2] + w[2];
+        const double d2 = dx * dx + dy * dy + dz * dz;
+        if (d2 < best) {
+            best = d2;
+            s = slot[f];
+        }
+    }
+    slot[e] = s;
 }
 
 /* dynamic shared memory of the per-atom kernels (values of T) */
@@ -1207,28 +1325,28 @@ inline nnpops_status per_thread_check(int F) {
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_cuda##SUF(                                        \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
-        int64_t capacity, const uint8_t *mask, const T *h, const T *self_h, const T *cY, T *cM,   \
-        void *stream) {                                                                           \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *h, const T *self_h,  \
+        const T *cY, T *cM, void *stream) {                                                       \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         message_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(     \
-            *d, start, pairs, capacity, mask, h, self_h, cY, cM);                                 \
+            *d, start, pairs, capacity, mask, slot, h, self_h, cY, cM);                           \
         NNPOPS__LAUNCH_CHECK("tensornet messages");                                               \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_back_cuda##SUF(                                   \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
-        int64_t capacity, const uint8_t *mask, const T *h, const T *self_h, const T *cY,          \
-        const T *gcM, T *gcY, T *GH, void *stream) {                                              \
-        if (capacity > 0) {                                                                       \
-            message_gh_kernel<T><<<(unsigned)capacity, atom_threads(d->F), 0,                     \
-                                   as_stream(stream)>>>(*d, n_centers, start, pairs, capacity,    \
-                                                        mask, cY, gcM, GH);                       \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,              \
+        const int32_t *pentry, const T *h, const T *self_h, const T *cY, const T *gcM, T *gcY,    \
+        T *GH, void *stream) {                                                                    \
+        if (n_pairs > 0) {                                                                        \
+            message_gh_kernel<T><<<(unsigned)n_pairs, atom_threads(d->F), 0,                      \
+                                   as_stream(stream)>>>(*d, pairs, pentry, cY, gcM, GH);          \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
         }                                                                                         \
         if (n_centers > 0) {                                                                      \
             message_gy_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
-                                   as_stream(stream)>>>(*d, start, pairs, capacity, mask, h,      \
-                                                        self_h, gcM, gcY);                        \
+                                   as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
+                                                        h, self_h, gcM, gcY);                     \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
@@ -1293,11 +1411,13 @@ inline nnpops_status per_thread_check(int F) {
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_radial_back_cuda##SUF(                                    \
         const nnpops__tn_dims *d, const T *rbf_a, const T *rbf_b, int64_t n_centers,              \
-        const int64_t *start, int64_t capacity, const T *er, const uint8_t *mask, const T *gphi,  \
-        const T *gfc, int accumulate, T *gr, void *stream) {                                      \
+        const int64_t *start, int64_t capacity, const T *er, const uint8_t *mask,                 \
+        const int32_t *pentry, const T *gphi, const T *gfc, int accumulate, T *gr,                \
+        void *stream) {                                                                           \
         if (capacity <= 0) return NNPOPS_OK;                                                      \
         radial_back_kernel<T><<<grid_for(capacity, 128), 128, 0, as_stream(stream)>>>(            \
-            *d, rbf_a, rbf_b, n_centers, start, capacity, er, mask, gphi, gfc, accumulate, gr);   \
+            *d, rbf_a, rbf_b, n_centers, start, capacity, er, mask, pentry, gphi, gfc, accumulate, \
+            gr);                                                                                  \
         NNPOPS__LAUNCH_CHECK("tensornet radial backward");                                        \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1305,13 +1425,23 @@ inline nnpops_status per_thread_check(int F) {
         const nnpops__tn_dims *d, const nnpops__tn_zbl_dev *zbl, const int32_t *zbl_z,            \
         int64_t n_centers, int64_t n_local, const int64_t *start, const int32_t *pairs,           \
         int64_t capacity, const int32_t *species, const T *ev, const T *er, const uint8_t *mask,  \
-        const T *gu, const T *gr, double mean, const int32_t *batch, const int32_t *sys_count,    \
-        double *atom_energy, double *pair_grad, void *stream) {                                   \
+        const T *gu, const T *gr, const int32_t *slot, const int32_t *pentry, const T *grP,       \
+        double mean, const int32_t *batch, const int32_t *sys_count, double *atom_energy,         \
+        double *pair_grad, void *stream) {                                                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         finish_kernel<T><<<grid_for(n_centers, 128), 128, 0, as_stream(stream)>>>(               \
             *d, *zbl, zbl_z, n_centers, n_local, start, pairs, capacity, species, ev, er, mask,   \
-            gu, gr, mean, batch, sys_count, atom_energy, pair_grad);                              \
+            gu, gr, slot, pentry, grP, mean, batch, sys_count, atom_energy, pair_grad);           \
         NNPOPS__LAUNCH_CHECK("tensornet finish (ZBL, gradients per entry)");                      \
+        return NNPOPS_OK;                                                                         \
+    }                                                                                             \
+    extern "C" nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                    \
+        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const T *er,            \
+        const T *fc, const T *phi, T *erP, T *fcP, T *phiP, void *stream) {                       \
+        if (n_pairs <= 0) return NNPOPS_OK;                                                       \
+        pair_radial_kernel<T><<<grid_for(n_pairs, 128), 128, 0, as_stream(stream)>>>(            \
+            d->R, n_pairs, pentry, er, fc, phi, erP, fcP, phiP);                                  \
+        NNPOPS__LAUNCH_CHECK("tensornet radial basis per pair");                                  \
         return NNPOPS_OK;                                                                         \
     }
 
@@ -1326,5 +1456,30 @@ extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, con
     if (n <= 0) return NNPOPS_OK;
     count_kernel<<<grid_for(n, 256), 256, 0, as_stream(stream)>>>(n, batch, sys_count);
     NNPOPS__LAUNCH_CHECK("tensornet atoms per system");
+    return NNPOPS_OK;
+}
+
+extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start,
+                                               const int32_t *pairs, int64_t capacity,
+                                               const double *vec, const uint8_t *mask,
+                                               int64_t n_pairs, int32_t *slot, int32_t *pentry,
+                                               int32_t *count, void *stream) {
+    if (n_centers <= 0) return NNPOPS_OK;
+    cudaStream_t st = as_stream(stream);
+    pairs_count_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(n_centers, start, pairs,
+                                                                  capacity, vec, mask, count);
+    NNPOPS__LAUNCH_CHECK("tensornet pairs (count)");
+    pairs_scan_kernel<<<1, 1024, 0, st>>>(n_centers, count);
+    NNPOPS__LAUNCH_CHECK("tensornet pairs (scan)");
+    pairs_assign_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(
+        n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry);
+    NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers)");
+    const int64_t m = capacity > n_pairs ? capacity : n_pairs;
+    if (m > 0) {
+        pairs_mirror_kernel<<<grid_for(m, 128), 128, 0, st>>>(n_centers, start, pairs, capacity,
+                                                               vec, mask, n_pairs, count, slot,
+                                                               pentry);
+        NNPOPS__LAUNCH_CHECK("tensornet pairs (mirrors)");
+    }
     return NNPOPS_OK;
 }
