@@ -80,11 +80,12 @@ typedef struct nnpops__tn_zbl_dev {
     nnpops_status nnpops__tn_linear_cuda##SUF(int64_t n, int in, int out, int trans,            \
                                               const REAL *W, const REAL *b, const REAL *X,       \
                                               double beta, REAL *Y, void *blas, void *stream);   \
-    /* tn_act: A[c][o] = act(Z[c][o]) * (scale ? scale[c] : 1) over n rows of width values. */   \
-    void nnpops__tn_act_cpu##SUF(int act, int64_t n, int width, const REAL *Z, const REAL *scale, \
-                                 REAL *A);                                                       \
-    nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width, const REAL *Z,        \
-                                           const REAL *scale, REAL *A, void *stream);            \
+    /* tn_act: over n rows of width values, Z[c][o] += bias[o] (in place; bias may be NULL),     \
+     * then A[c][o] = act(Z[c][o]) * (scale ? scale[c] : 1) (the bias of a GEMM's output). */    \
+    void nnpops__tn_act_cpu##SUF(int act, int64_t n, int width, const REAL *bias, REAL *Z,        \
+                                 const REAL *scale, REAL *A);                                    \
+    nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width, const REAL *bias,     \
+                                           REAL *Z, const REAL *scale, REAL *A, void *stream);   \
     /* tn_act_back: gscale[c] = sum_o G[c][o] act(Z[c][o]) (when gscale is not NULL), then       \
      * G[c][o] *= act'(Z[c][o]) * (scale ? scale[c] : 1). */                                     \
     void nnpops__tn_act_back_cpu##SUF(int act, int64_t n, int width, const REAL *Z,             \

@@ -205,12 +205,12 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     for (int l = 0; l < L; l++) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
         REAL *hl = h + (size_t)l * P3F;
-        XLIN(P, R, F, 0, Wl[0], bl[0], phiP, 0.0, Z1);
-        X(act, act, P, F, Z1, NULL, A1);
-        XLIN(P, F, 2 * F, 0, Wl[1], bl[1], A1, 0.0, Z2);
-        X(act, act, P, 2 * F, Z2, NULL, A2);
-        XLIN(P, 2 * F, 3 * F, 0, Wl[2], bl[2], A2, 0.0, Z3);
-        X(act, act, P, 3 * F, Z3, fcP, hl);
+        XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
+        X(act, act, P, F, bl[0], Z1, NULL, A1);
+        XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
+        X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
+        XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
+        X(act, act, P, 3 * F, bl[2], Z3, fcP, hl);
         X(layer_pre, d, N, Xl + l * NF9, m->lt + 6 * l, nrm + l * NF, cY + l * NF10);
         X(message, d, N, a->start, a->pairs, E, mask, slot, hl, m->self_h[l], cY + l * NF10,
           cM + l * NF10);
@@ -237,11 +237,12 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         /* the edge network again (the last layer's is still there), then back from dE/dh to
          * dE/dr, per pair */
         if (l < L - 1) {
-            XLIN(P, R, F, 0, Wl[0], bl[0], phiP, 0.0, Z1);
-            X(act, act, P, F, Z1, NULL, A1);
-            XLIN(P, F, 2 * F, 0, Wl[1], bl[1], A1, 0.0, Z2);
-            X(act, act, P, 2 * F, Z2, NULL, A2);
-            XLIN(P, 2 * F, 3 * F, 0, Wl[2], bl[2], A2, 0.0, Z3);
+            XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
+            X(act, act, P, F, bl[0], Z1, NULL, A1);
+            XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
+            X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
+            XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
+            X(act, act, P, 3 * F, bl[2], Z3, fcP, hl); /* (hl again; read no more) */
         }
         X(act_back, act, P, 3 * F, Z3, fcP, GHP, gfcP);
         XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);

@@ -301,8 +301,10 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         /* activations: forward with a scale, backward with its sum */
         TC(arr) z = TC(mk)(E * 3 * Fz, 3), A = TC(mk)(E * 3 * Fz, 1), G = TC(mk)(E * 3 * Fz, 1),
                 gs = TC(mk)(E, 1);
-        TC(nnpops__tn_act_cpu)(d->activation, E, 3 * F, z.h, fc.h, A.h);
-        CHECK_OK(TC(nnpops__tn_act_cuda)(d->activation, E, 3 * F, z.d, fc.d, A.d, st));
+        TC(nnpops__tn_act_cpu)(d->activation, E, 3 * F, mh->ls_b[2], z.h, fc.h, A.h);
+        CHECK_OK(TC(nnpops__tn_act_cuda)(d->activation, E, 3 * F, md->ls_b[2], z.d, fc.d, A.d,
+                                         st));
+        WORST(TC(chk)("activation (bias added in place)", &z));
         WORST(TC(chk)("activation", &A));
         TC(nnpops__tn_act_back_cpu)(d->activation, E, 3 * F, z.h, fc.h, G.h, gs.h);
         CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 3 * F, z.d, fc.d, G.d, gs.d, st));

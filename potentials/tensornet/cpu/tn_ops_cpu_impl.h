@@ -78,11 +78,12 @@ void TO(nnpops__tn_linear_cpu)(int64_t n, int in, int out, int trans, const REAL
     }
 }
 
-void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *Z, const REAL *scale,
-                            REAL *A) {
+void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *bias, REAL *Z,
+                            const REAL *scale, REAL *A) {
     for (int64_t c = 0; c < n; c++)
         for (int o = 0; o < width; o++) {
             const size_t k = (size_t)c * width + o;
+            if (bias) Z[k] += bias[o];
             A[k] = TO(tn_act)(act, Z[k], NULL) * (scale ? scale[c] : (REAL)1);
         }
 }

@@ -303,10 +303,13 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
 
 /* ==== tn_act, tn_act_back ==== */
 template <typename T>
-__global__ void act_kernel(int act, int64_t n, int width, const T *Z, const T *scale, T *A) {
+__global__ void act_kernel(int act, int64_t n, int width, const T *bias, T *Z, const T *scale,
+                           T *A) {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n * width) return;
-    A[k] = t_act<T>(act, Z[k], NULL) * (scale ? scale[k / width] : (T)1);
+    T z = Z[k];
+    if (bias) Z[k] = z = z + bias[k % width];
+    A[k] = t_act<T>(act, z, NULL) * (scale ? scale[k / width] : (T)1);
 }
 
 /* a warp per row: gscale is a sum over the row */
@@ -1244,11 +1247,12 @@ inline nnpops_status per_thread_check(int F) {
                                                          void *stream) {                          \
         return linear<T>(n, in, out, trans, W, b, X, beta, Y, blas, stream);                      \
     }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width, const T *Z,  \
-                                                      const T *scale, T *A, void *stream) {       \
+    extern "C" nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width,              \
+                                                      const T *bias, T *Z, const T *scale, T *A,  \
+                                                      void *stream) {                             \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                               \
-        act_kernel<T><<<grid_for(n * width, 256), 256, 0, as_stream(stream)>>>(act, n, width, Z,  \
-                                                                                scale, A);        \
+        act_kernel<T><<<grid_for(n * width, 256), 256, 0, as_stream(stream)>>>(act, n, width,     \
+                                                                                bias, Z, scale, A); \
         NNPOPS__LAUNCH_CHECK("tensornet activation");                                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
