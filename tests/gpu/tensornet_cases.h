@@ -165,7 +165,7 @@ static int TC(compose_one)(int variant, int F, int R, int n_per) {
 }
 
 static int TC(compose)(void) {
-    const int variants[] = {0, 1 | 8, 2 | 4, 16, 32 | 8, 1 | 2 | 4 | 8};
+    const int variants[] = {0, 1 | 8, 2 | 4, 16, 32 | 8, 1 | 2 | 4 | 8, 64, 64 | 4 | 8};
     int bad = 0;
     for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++)
         bad |= TC(compose_one)(variants[k], 12, 6, 9);
@@ -465,7 +465,7 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
 
 static int TC(ops)(void) {
     need_gpu();
-    int bad = TC(ops_one)(1 | 8, GPU_OR_EMU(40, 8), GPU_OR_EMU(12, 5), GPU_OR_EMU(30, 5));
+    int bad = TC(ops_one)(1 | 8 | 64, GPU_OR_EMU(40, 8), GPU_OR_EMU(12, 5), GPU_OR_EMU(30, 5));
     bad |= TC(ops_one)(2 | 4, GPU_OR_EMU(40, 8), GPU_OR_EMU(12, 5), GPU_OR_EMU(30, 5));
     if (!TEST_EMULATED) bad |= TC(ops_one)(0, 300, 16, 12); /* channels over several passes */
     return bad;
@@ -476,7 +476,7 @@ static int TC(ops)(void) {
 static int TC(step)(void) {
     need_gpu();
     int bad = 0;
-    const int variants[2] = {8, 1 | 2 | 4};
+    const int variants[2] = {8 | 64, 1 | 2 | 4};
     for (int vi = 0; vi < 2; vi++) {
         fixture fx;
         make_fixture(&fx, GPU_OR_EMU(64, 8), GPU_OR_EMU(16, 5), GPU_OR_EMU(40, 5), variants[vi]);

@@ -8,7 +8,8 @@
  *                             the CPU pass of cpu/tensornet_cpu.h plus its ZBL prior over the same
  *                             lists: energies per atom (mean shared per system), forces and virial
  *                             from the gradients per entry; a batch of two systems with charges 0 and -1, ghosts (weight
- *                             0), cutoff_lower 0 and > 0, expnorm and gauss, O(3) and SO(3)
+ *                             0), cutoff_lower 0 and > 0, expnorm and gauss, O(3) and SO(3), an
+ *                             atom's own periodic images
  *   ops_f64, ops_f32          each op's CUDA twin against its CPU twin on the same random inputs
  *                             (per-atom tensors, messages, gradients; the pairs' numbering, exactly;
  *                             the real lists of a random batch with a capacity above the entries,
@@ -57,7 +58,8 @@ typedef struct fixture {
     double *vec;
 } fixture;
 
-/* variant bits: 1 cutoff_lower > 0, 2 gauss, 4 SO(3), 8 ghosts, 16 no ZBL, 32 no layers */
+/* variant bits: 1 cutoff_lower > 0, 2 gauss, 4 SO(3), 8 ghosts, 16 no ZBL, 32 no layers, 64 each
+ * atom's own periodic images as entries */
 static void make_fixture(fixture *fx, int F, int R, int n_per, int variant) {
     memset(fx, 0, sizeof *fx);
     nnpops__tn_shape *s = &fx->s;
@@ -183,7 +185,7 @@ static void make_fixture(fixture *fx, int F, int R, int n_per, int variant) {
     for (int k = 0; k < 3; k++) fx->pos[3 * 1 + k] = fx->pos[k] + (k == 0 ? 0.35 : 0.0);
     const double rc = fmax(s->cutoff_upper, fx->has_zbl ? fx->zbl.cutoff : 0.0);
     fx->start = malloc(sizeof(int64_t) * (n + 1));
-    int64_t cap = n * n + 37;
+    int64_t cap = n * n + 2 * n + 37;
     fx->pairs = malloc(sizeof(int32_t) * 2 * cap);
     fx->vec = malloc(sizeof(double) * 3 * cap);
     int64_t e = 0;
@@ -199,6 +201,12 @@ static void make_fixture(fixture *fx, int F, int R, int n_per, int variant) {
             if (!(sqrt(r2) < rc)) continue;
             fx->pairs[2 * e] = (int32_t)c, fx->pairs[2 * e + 1] = (int32_t)j;
             memcpy(fx->vec + 3 * e, v3, sizeof v3);
+            e++;
+        }
+        /* an atom's own periodic images (variant 64): shifts +-(3.7, 0.6, 0) */
+        for (int sg = -1; (variant & 64) && sg <= 1; sg += 2) {
+            fx->pairs[2 * e] = fx->pairs[2 * e + 1] = (int32_t)c;
+            fx->vec[3 * e] = 3.7 * sg, fx->vec[3 * e + 1] = 0.6 * sg, fx->vec[3 * e + 2] = 0.0;
             e++;
         }
     }
