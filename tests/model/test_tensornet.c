@@ -925,6 +925,10 @@ int main(int argc, char **argv) {
     g_model = argv[2];
     g_f32 = argc > 3 && !strcmp(argv[3], "f32");
     if (argc > 4) g_device = argv[4];
+    if (strcmp(g_device, "cpu") != 0 && nnpops_cuda_device_count() == 0) {
+        fprintf(stderr, "no CUDA device: skipped\n");
+        return SKIP_RETURN;
+    }
     if (!strcmp(argv[1], "reference")) return case_reference();
     if (!strcmp(argv[1], "fd")) return case_fd();
     if (!strcmp(argv[1], "replica")) return case_replica();
