@@ -95,19 +95,19 @@ typedef struct nnpops__tn_zbl_dev {
                                                 void *stream);                                   \
     /* tn_embed: X0 of the n_centers centers: the self edge's term (P1 + P2 of the center's      \
      * species times self_fc self_dk on the diagonal) and, per network edge e = (c, j),          \
-     * fc[e] (P1[s_c] + P2[s_j]) (dk I + dk A(u) + dk S(u)) with dk = dk[e][0 | F | 2F ..].     \
-     * ptab1, ptab2: [species][F]. */                                                            \
+     * fc[e] (P1[s_c] + P2[s_j]) (dk I + dk A(u) + dk S(u)) with dk = dk[q][0 | F | 2F ..] of   \
+     * q = slot[e] (the pair's projections; slot NULL: q = e).  ptab1, ptab2: [species][F]. */   \
     void nnpops__tn_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,                 \
                                    const int64_t *start, const int32_t *pairs, int64_t capacity, \
                                    const int32_t *species, const REAL *ptab1, const REAL *ptab2, \
                                    REAL self_fc, const REAL *self_dk, const REAL *ev,            \
-                                   const REAL *er, const uint8_t *mask, const REAL *fc,          \
-                                   const REAL *dk, REAL *X0);                                    \
+                                   const REAL *er, const uint8_t *mask, const int32_t *slot,     \
+                                   const REAL *fc, const REAL *dk, REAL *X0);                    \
     nnpops_status nnpops__tn_embed_cuda##SUF(                                                    \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const int32_t *species, const REAL *ptab1, const REAL *ptab2,          \
         REAL self_fc, const REAL *self_dk, const REAL *ev, const REAL *er, const uint8_t *mask,  \
-        const REAL *fc, const REAL *dk, REAL *X0, void *stream);                                 \
+        const int32_t *slot, const REAL *fc, const REAL *dk, REAL *X0, void *stream);            \
     /* tn_atom_embed: per atom, the gates of X0 (norm, LayerNorm, two linears with activations:  \
      * pre-activations z1 [n][2F], z2 [n][3F] kept) and X1 = comp(gate lin3(decomp(X0))). */     \
     void nnpops__tn_atom_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n, const REAL *X0,    \
@@ -212,21 +212,21 @@ typedef struct nnpops__tn_zbl_dev {
         const REAL *norm_w, const REAL *norm_b, const REAL *lin_w, const REAL *lin_b,            \
         const REAL *const out_w[], const REAL *const out_b[], const int32_t *species,            \
         const REAL *atomref, double *atom_energy, REAL *g, void *stream);                        \
-    /* tn_embed_back: per network edge e = (c, j), from g0 = dE/dX0 of the center: gd[e] =      \
-     * dE/d dk[e] (3F), gu[e] = dE/du (3), gfc[e] = dE/dfc (all 0 for other entries <           \
-     * capacity). */                                                                             \
-    void nnpops__tn_embed_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,            \
-                                        const int64_t *start, const int32_t *pairs,              \
-                                        int64_t capacity, const int32_t *species,                \
+    /* tn_embed_back: per pair p < n_pairs, its two entries e = pentry[p] and pmirror[p] (-1:     \
+     * none), each (c, j) with g0 = dE/dX0 of its center: gu[e] = dE/du of the entry (3; other   \
+     * entries' gu are not written), and the pair's sums over its entries gd[p] = dE/d dk[p] (3F) \
+     * and gfc[p] = dE/dfc (0 for a pair without entries).  fc, dk per pair. */                  \
+    void nnpops__tn_embed_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,              \
+                                        const int32_t *pentry, const int32_t *pmirror,           \
+                                        const int32_t *pairs, const int32_t *species,            \
                                         const REAL *ptab1, const REAL *ptab2, const REAL *ev,    \
-                                        const REAL *er, const uint8_t *mask, const REAL *fc,     \
-                                        const REAL *dk, const REAL *g0, REAL *gd, REAL *gu,      \
-                                        REAL *gfc);                                              \
+                                        const REAL *er, const REAL *fcP, const REAL *dk,         \
+                                        const REAL *g0, REAL *gd, REAL *gu, REAL *gfc);          \
     nnpops_status nnpops__tn_embed_back_cuda##SUF(                                               \
-        const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
-        int64_t capacity, const int32_t *species, const REAL *ptab1, const REAL *ptab2,          \
-        const REAL *ev, const REAL *er, const uint8_t *mask, const REAL *fc, const REAL *dk,     \
-        const REAL *g0, REAL *gd, REAL *gu, REAL *gfc, void *stream);                            \
+        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
+        const int32_t *pairs, const int32_t *species, const REAL *ptab1, const REAL *ptab2,      \
+        const REAL *ev, const REAL *er, const REAL *fcP, const REAL *dk, const REAL *g0,         \
+        REAL *gd, REAL *gu, REAL *gfc, void *stream);                                            \
     /* tn_radial_back: per network edge (pentry NULL: entries e < capacity, by start and mask;   \
      * else pairs e < capacity with pentry[e] >= 0), gr[e] (+)= gfc[e] fc'(r) + sum_k gphi[e][k] \
      * phi_k'(r) (accumulate 0: written, 0 for the others). */                                   \
@@ -243,8 +243,9 @@ typedef struct nnpops__tn_zbl_dev {
         void *stream);                                                                           \
     /* tn_finish: per center c < n_centers and its entries: pair_grad[e] (double, angstrom;      \
      * written for every entry < min(start[n_centers], capacity), when pair_grad is not NULL) =  \
-     * inv_ell ((gu - u (gu.u)) / r + u gr) of the network edges (gr: gr[e], plus grP[slot[e]]  \
-     * for the entry that holds its pair, pentry[slot[e]] == e; grP may be NULL) plus the ZBL   \
+     * inv_ell ((gu - u (gu.u)) / r + u gr) of the network edges (gr: gr[e] (gr may be NULL),   \
+     * plus grP[slot[e]] for the entry that holds its pair, pentry[slot[e]] == e; grP may be     \
+     * NULL) plus the ZBL                                                                        \
      * pair's gradient                                                                           \
      * (weight 1 for a local center, 0 for a ghost); atom_energy[c] (local c) += half of each     \
      * ZBL pair's energy, then + mean / (atoms of c's system: sys_count[batch[c]]). */           \
@@ -359,15 +360,17 @@ NNPOPS__TN_STEP_DECLS(_f64, double)
  * or j == c and v > 0 lexicographically (an atom's own image); the pairs are numbered in entry
  * order.  slot[e] (e < capacity) = the pair of each network edge (its mirror's for the other
  * entry: the entry of j's list with neighbor c nearest to -v), -1 for other entries;
- * pentry[p] (p < n_pairs) = the entry holding pair p, -1 past the count (pairs past n_pairs get
- * no slot: a truncated list).  count: scratch of n_centers + 1 values. */
+ * pentry[p] (p < n_pairs) = the entry holding pair p, pmirror[p] = its mirror entry (-1 for
+ * none, and past the count; pairs past n_pairs get no slot: a truncated list).  count: scratch
+ * of n_centers + 1 values. */
 void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                           int64_t capacity, const double *vec, const uint8_t *mask,
-                          int64_t n_pairs, int32_t *slot, int32_t *pentry, int32_t *count);
+                          int64_t n_pairs, int32_t *slot, int32_t *pentry, int32_t *pmirror,
+                          int32_t *count);
 nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, int32_t *slot, int32_t *pentry,
-                                    int32_t *count, void *stream);
+                                    int32_t *pmirror, int32_t *count, void *stream);
 
 /* tn_count: sys_count[s] = the atoms of system s among the n atoms (sys_count zeroed here). */
 void nnpops__tn_count_cpu(int64_t n, int64_t n_systems, const int32_t *batch, int32_t *sys_count);

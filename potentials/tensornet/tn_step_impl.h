@@ -56,8 +56,9 @@ void TS(nnpops__tn_opmodel_bind)(const nnpops__tn_shape *s, const nnpops__tn_opl
 
 /* The work space's layout (byte offsets, each 256-aligned). */
 typedef struct {
-    size_t ev, er, fc, mask, phi, dk, GH, gphi, gfc, gr, gu, slot;
-    size_t pentry, pcount, erP, fcP, phiP, Z1, A1, Z2, A2, Z3, h, GHP, G2, G1, gphiP, gfcP, grP;
+    size_t ev, er, fc, mask, phi, gu, slot;
+    size_t pentry, pmirror, pcount, erP, fcP, phiP, dk, Z1, A1, Z2, A2, Z3, h, GHP, G2, G1, gphiP,
+        gfcP, grP;
     size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
 } TS(ts_work);
 
@@ -79,19 +80,16 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(fc, e * r);
     TS_TAKE(mask, e);
     TS_TAKE(phi, e * R * r);
-    TS_TAKE(dk, e * 3 * F * r);
-    TS_TAKE(GH, e * 3 * F * r);
-    TS_TAKE(gphi, e * R * r);
-    TS_TAKE(gfc, e * r);
-    TS_TAKE(gr, e * r);
     TS_TAKE(gu, 3 * e * r);
     TS_TAKE(slot, e * sizeof(int32_t));
-    /* per pair: the edge networks */
+    /* per pair: the embedding's projections and the edge networks */
     TS_TAKE(pentry, P * sizeof(int32_t));
+    TS_TAKE(pmirror, P * sizeof(int32_t));
     TS_TAKE(pcount, (n + 1) * sizeof(int32_t));
     TS_TAKE(erP, P * r);
     TS_TAKE(fcP, P * r);
     TS_TAKE(phiP, P * R * r);
+    TS_TAKE(dk, P * 3 * F * r);
     TS_TAKE(Z1, P * F * r);
     TS_TAKE(A1, P * F * r);
     TS_TAKE(Z2, P * 2 * F * r);
@@ -163,14 +161,15 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL), *phi = W_(phi, REAL);
     uint8_t *mask = W_(mask, uint8_t);
     REAL *dk = W_(dk, REAL), *Z1 = W_(Z1, REAL), *A1 = W_(A1, REAL), *Z2 = W_(Z2, REAL);
-    REAL *A2 = W_(A2, REAL), *Z3 = W_(Z3, REAL), *h = W_(h, REAL), *GH = W_(GH, REAL);
-    REAL *G2 = W_(G2, REAL), *G1 = W_(G1, REAL), *gphi = W_(gphi, REAL), *gfc = W_(gfc, REAL);
+    REAL *A2 = W_(A2, REAL), *Z3 = W_(Z3, REAL), *h = W_(h, REAL);
+    REAL *G2 = W_(G2, REAL), *G1 = W_(G1, REAL);
     int32_t *slot = W_(slot, int32_t), *pentry = W_(pentry, int32_t);
+    int32_t *pmirror = W_(pmirror, int32_t);
     int32_t *pcount = W_(pcount, int32_t);
     REAL *erP = W_(erP, REAL), *fcP = W_(fcP, REAL), *phiP = W_(phiP, REAL);
     REAL *GHP = W_(GHP, REAL), *gphiP = W_(gphiP, REAL), *gfcP = W_(gfcP, REAL);
     REAL *grP = W_(grP, REAL);
-    REAL *gr = W_(gr, REAL), *gu = W_(gu, REAL), *X0 = W_(X0, REAL), *z1 = W_(z1, REAL);
+    REAL *gu = W_(gu, REAL), *X0 = W_(X0, REAL), *z1 = W_(z1, REAL);
     REAL *z2 = W_(z2, REAL), *Xl = W_(Xl, REAL), *nrm = W_(nrm, REAL), *cY = W_(cY, REAL);
     REAL *cM = W_(cM, REAL), *gX = W_(gX, REAL), *gcY = W_(gcY, REAL), *gcM = W_(gcM, REAL);
     int32_t *count = W_(count, int32_t);
@@ -192,15 +191,16 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     if (cuda) {
 #if TN_HAVE_CUDA
         NNPOPS__TRY(nnpops__tn_pairs_cuda(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry,
-                                          pcount, a->stream));
+                                          pmirror, pcount, a->stream));
 #endif
     } else {
-        nnpops__tn_pairs_cpu(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry, pcount);
+        nnpops__tn_pairs_cpu(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry, pmirror,
+                             pcount);
     }
     X(pair_radial, d, P, pentry, er, fc, phi, erP, fcP, phiP);
-    XLIN(E, R, 3 * F, 0, m->dproj_w, m->dproj_b, phi, 0.0, dk);
+    XLIN(P, R, 3 * F, 0, m->dproj_w, m->dproj_b, phiP, 0.0, dk);
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
-      er, mask, fc, dk, X0);
+      er, mask, slot, fc, dk, X0);
     X(atom_embed, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b, m->emb_lt, z1, z2, Xl);
     for (int l = 0; l < L; l++) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
@@ -255,13 +255,14 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
     X(atom_embed_back, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt, z1, z2, gX);
-    X(embed_back, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, ev, er, mask, fc,
-      dk, gX, GH, gu, gfc);
-    XLIN(E, R, 3 * F, 1, m->dproj_w, NULL, GH, 0.0, gphi);
-    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, E, er, mask, NULL, gphi, gfc, 0, gr);
+    /* the embedding's terms per pair (both directions; gu per entry), dE/dr into grP */
+    X(embed_back, d, P, pentry, pmirror, a->pairs, a->species, m->ptab1, m->ptab2, ev, er, fcP,
+      dk, gX, GHP, gu, gfcP);
+    XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, 0.0, gphiP);
+    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP, L > 0,
+      grP);
     X(finish, d, &m->zbl, m->zbl_z, N, a->n_local, a->start, a->pairs, E, a->species, ev, er,
-      mask, gu, gr, slot, pentry, L > 0 ? grP : NULL, m->mean, a->batch, count, a->atom_energy,
-      a->pair_grad);
+      mask, gu, NULL, slot, pentry, grP, m->mean, a->batch, count, a->atom_energy, a->pair_grad);
     return NNPOPS_OK;
 }
 

@@ -250,16 +250,24 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     const int64_t P = (E + 1) / 2;
     int32_t *slot = malloc(sizeof(int32_t) * E), *pentry = malloc(sizeof(int32_t) * P);
     int32_t *slot_b = malloc(sizeof(int32_t) * E), *pentry_b = malloc(sizeof(int32_t) * P);
+    int32_t *pmirror = malloc(sizeof(int32_t) * P), *pmirror_b = malloc(sizeof(int32_t) * P);
+    int32_t *dpmirror = dalloc(sizeof(int32_t) * P);
     int32_t *cnt_scratch = malloc(sizeof(int32_t) * (n + 1));
     int32_t *dslot = dalloc(sizeof(int32_t) * E), *dpentry = dalloc(sizeof(int32_t) * P);
     int32_t *dcnt_scratch = dalloc(sizeof(int32_t) * (n + 1));
-    nnpops__tn_pairs_cpu(n, fx.start, fx.pairs, E, fx.vec, mask, P, slot, pentry, cnt_scratch);
+    nnpops__tn_pairs_cpu(n, fx.start, fx.pairs, E, fx.vec, mask, P, slot, pentry, pmirror,
+                         cnt_scratch);
     CHECK_OK(nnpops__tn_pairs_cuda(n, dstart, dpairs, E, dvec, dmask, P, dslot, dpentry,
-                                   dcnt_scratch, st));
+                                   dpmirror, dcnt_scratch, st));
     to_host(slot_b, dslot, sizeof(int32_t) * E);
     to_host(pentry_b, dpentry, sizeof(int32_t) * P);
+    to_host(pmirror_b, dpmirror, sizeof(int32_t) * P);
     CHECK(memcmp(slot, slot_b, sizeof(int32_t) * E) == 0);
     CHECK(memcmp(pentry, pentry_b, sizeof(int32_t) * P) == 0);
+    CHECK(memcmp(pmirror, pmirror_b, sizeof(int32_t) * P) == 0);
+    for (int64_t p = 0; p < P; p++) /* every held pair has its mirror entry */
+        CHECK((pentry[p] >= 0) == (pmirror[p] >= 0) &&
+              (pmirror[p] < 0 || slot[pmirror[p]] == p));
     {
         int64_t held = 0;
         for (int64_t p = 0; p < P; p++) held += pentry[p] >= 0;
@@ -314,13 +322,14 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         TC(drop)(&G), TC(drop)(&gs);
     }
     /* the embedding */
-    TC(arr) dk = TC(mk)(E * 3 * Fz, 1), X0 = TC(mk)(n * 9 * Fz, 1);
+    TC(arr) dk = TC(mk)(P * 3 * Fz, 1), X0 = TC(mk)(n * 9 * Fz, 1);
     {
         TC(nnpops__tn_embed_cpu)(d, n, fx.start, fx.pairs, E, fx.species, mh->ptab1, mh->ptab2,
-                                 mh->self_fc, mh->self_dk, ev.h, er.h, mask, fc.h, dk.h, X0.h);
+                                 mh->self_fc, mh->self_dk, ev.h, er.h, mask, slot, fc.h, dk.h,
+                                 X0.h);
         CHECK_OK(TC(nnpops__tn_embed_cuda)(d, n, dstart, dpairs, E, dspecies, md->ptab1,
                                            md->ptab2, md->self_fc, md->self_dk, ev.d, er.d, dmask,
-                                           fc.d, dk.d, X0.d, st));
+                                           dslot, fc.d, dk.d, X0.d, st));
         WORST(TC(chk)("embedding X0", &X0));
         TC(arr) z1 = TC(mk)(n * 2 * Fz, 1), z2 = TC(mk)(n * 3 * Fz, 1), X1 = TC(mk)(n * 9 * Fz, 1);
         TC(nnpops__tn_atom_embed_cpu)(d, n, X0.h, mh->norm_w, mh->norm_b, mh->emb_ls_w,
@@ -337,16 +346,17 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
                                                      md->emb_ls_w, md->emb_lt, z1.d, z2.d, g.d,
                                                      st));
         WORST(TC(chk)("embedding gates backward", &g));
-        TC(arr) gd = TC(mk)(E * 3 * Fz, 1), gu = TC(mk)(3 * E, 1), gfc = TC(mk)(E, 1);
-        TC(nnpops__tn_embed_back_cpu)(d, n, fx.start, fx.pairs, E, fx.species, mh->ptab1,
-                                      mh->ptab2, ev.h, er.h, mask, fc.h, dk.h, g.h, gd.h, gu.h,
-                                      gfc.h);
-        CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, n, dstart, dpairs, E, dspecies, md->ptab1,
-                                                md->ptab2, ev.d, er.d, dmask, fc.d, dk.d, g.d,
-                                                gd.d, gu.d, gfc.d, st));
-        WORST(TC(chk)("embedding backward: projections", &gd));
-        WORST(TC(chk)("embedding backward: unit vectors", &gu));
-        WORST(TC(chk)("embedding backward: cutoff", &gfc));
+        TC(arr) gd = TC(mk)(P * 3 * Fz, 1), gu = TC(mk)(3 * E, 1), gfc = TC(mk)(E, 1),
+                gfcq = TC(mk)(P, 1);
+        TC(nnpops__tn_embed_back_cpu)(d, P, pentry, pmirror, fx.pairs, fx.species, mh->ptab1,
+                                      mh->ptab2, ev.h, er.h, fcP.h, dk.h, g.h, gd.h, gu.h,
+                                      gfcq.h);
+        CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, P, dpentry, dpmirror, dpairs, dspecies,
+                                                md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d, g.d,
+                                                gd.d, gu.d, gfcq.d, st));
+        WORST(TC(chk)("embedding backward: projections (pairs)", &gd));
+        WORST(TC(chk)("embedding backward: unit vectors (entries)", &gu));
+        WORST(TC(chk)("embedding backward: cutoff (pairs)", &gfcq));
         /* radial backward (written, then accumulated) */
         TC(arr) gphi = TC(mk)(E * R, 1), gr = TC(mk)(E, 1);
         for (int acc = 0; acc < 2; acc++) {
@@ -388,6 +398,7 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         cudaFree(den), cudaFree(dpg), cudaFree(dcnt);
         TC(drop)(&z1), TC(drop)(&z2), TC(drop)(&X1), TC(drop)(&g), TC(drop)(&gd), TC(drop)(&gu);
         TC(drop)(&gfc), TC(drop)(&gphi), TC(drop)(&gr), TC(drop)(&gphiP), TC(drop)(&gfcP);
+        TC(drop)(&gfcq);
         TC(drop)(&grP);
     }
     /* a layer (layer 0's weights) */
@@ -453,6 +464,8 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     TC(drop)(&ev), TC(drop)(&er), TC(drop)(&fc), TC(drop)(&phi), TC(drop)(&dk), TC(drop)(&X0);
     TC(drop)(&erP), TC(drop)(&fcP), TC(drop)(&phiP);
     free(mask), free(mask_back), free(slot), free(pentry), free(slot_b), free(pentry_b);
+    free(pmirror), free(pmirror_b);
+    cudaFree(dpmirror);
     free(cnt_scratch);
     cudaFree(dslot), cudaFree(dpentry), cudaFree(dcnt_scratch);
     cudaFree(dmask), cudaFree(dstart), cudaFree(dpairs), cudaFree(dvec), cudaFree(dspecies);

@@ -41,7 +41,8 @@ static int tn_holds_pair(int32_t c, int32_t j, const double *v) {
 
 void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                           int64_t capacity, const double *vec, const uint8_t *mask,
-                          int64_t n_pairs, int32_t *slot, int32_t *pentry, int32_t *count) {
+                          int64_t n_pairs, int32_t *slot, int32_t *pentry, int32_t *pmirror,
+                          int32_t *count) {
     const int64_t ne = start[n_centers] < capacity ? start[n_centers] : capacity;
     (void)count;
     int64_t p = 0;
@@ -56,6 +57,7 @@ void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t
             }
     }
     for (int64_t q = p; q < n_pairs; q++) pentry[q] = -1;
+    for (int64_t q = 0; q < n_pairs; q++) pmirror[q] = -1;
     /* the other direction: the mirror's pair */
     for (int64_t e = 0; e < ne; e++) {
         const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
@@ -73,5 +75,6 @@ void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t
                 slot[e] = slot[f];
             }
         }
+        if (slot[e] >= 0) pmirror[slot[e]] = (int32_t)e;
     }
 }

@@ -128,7 +128,8 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
                               const int32_t *pairs, int64_t capacity, const int32_t *species,
                               const REAL *ptab1, const REAL *ptab2, REAL self_fc,
                               const REAL *self_dk, const REAL *ev, const REAL *er,
-                              const uint8_t *mask, const REAL *fc, const REAL *dk, REAL *X0) {
+                              const uint8_t *mask, const int32_t *slot, const REAL *fc,
+                              const REAL *dk, REAL *X0) {
     const int F = d->F;
     const REAL zero[3] = {0, 0, 0};
     for (int64_t c = 0; c < n_centers; c++) {
@@ -145,8 +146,10 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
             const REAL *p2 = ptab2 + (size_t)species[pairs[2 * e + 1]] * F;
             REAL u[3];
             TO(to_unit)(ev + 3 * e, er[e], u);
+            const int64_t q = slot ? slot[e] : e;
+            if (q < 0) continue;
             for (int f = 0; f < F; f++)
-                TO(to_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)e * 3 * F, u, X);
+                TO(to_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
         }
     }
 }
@@ -459,52 +462,65 @@ void TO(nnpops__tn_readout_cpu)(const nnpops__tn_dims *d, int64_t n_atoms, int64
     }
 }
 
-void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers,
-                                   const int64_t *start, const int32_t *pairs, int64_t capacity,
-                                   const int32_t *species, const REAL *ptab1, const REAL *ptab2,
-                                   const REAL *ev, const REAL *er, const uint8_t *mask,
-                                   const REAL *fc, const REAL *dk, const REAL *g0, REAL *gd,
+/* One direction of a pair: entry e's dE/du into gu[e], its dE/d dk added into gd, dE/dfc
+ * returned. */
+static REAL TO(to_embed_back_entry)(int F, int64_t e, const int32_t *pairs,
+                                    const int32_t *species, const REAL *ptab1, const REAL *ptab2,
+                                    const REAL *ev, const REAL *er, REAL fce, const REAL *dke,
+                                    const REAL *g0, REAL *gd, REAL *gu) {
+    const int i = pairs[2 * e], j = pairs[2 * e + 1];
+    REAL u[3];
+    TO(to_unit)(ev + 3 * e, er[e], u);
+    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    const REAL *G = g0 + (size_t)i * 9 * F;
+    const REAL *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
+    REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
+    for (int f = 0; f < F; f++) {
+        REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
+        REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
+        REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
+        REAL tr = g00 + g11 + g22;
+        REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
+        REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
+        REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
+        REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
+        REAL gf1 = tr;
+        REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
+        REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
+        REAL zij = p1[f] + p2[f];
+        REAL cz = fce * zij;
+        REAL f2 = cz * dke[F + f], f3 = cz * dke[2 * F + f];
+        gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
+        gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
+        gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
+        gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
+        gd[f] += gf1 * cz;
+        gd[F + f] += gf2 * cz;
+        gd[2 * F + f] += gf3 * cz;
+    }
+    gu[3 * e] = gu0, gu[3 * e + 1] = gu1, gu[3 * e + 2] = gu2;
+    return gfc;
+}
+
+void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
+                                   const int32_t *pentry, const int32_t *pmirror,
+                                   const int32_t *pairs, const int32_t *species, const REAL *ptab1,
+                                   const REAL *ptab2, const REAL *ev, const REAL *er,
+                                   const REAL *fcP, const REAL *dk, const REAL *g0, REAL *gd,
                                    REAL *gu, REAL *gfcv) {
     const int F = d->F;
-    const int64_t ne = TO(to_entries)(n_centers, start, capacity);
-    for (int64_t e = 0; e < capacity; e++) {
-        REAL *gde = gd + (size_t)e * 3 * F;
-        for (int k = 0; k < 3 * F; k++) gde[k] = 0;
-        gu[3 * e] = gu[3 * e + 1] = gu[3 * e + 2] = 0;
-        gfcv[e] = 0;
-        if (e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) continue;
-        const int i = pairs[2 * e], j = pairs[2 * e + 1];
-        REAL u[3];
-        TO(to_unit)(ev + 3 * e, er[e], u);
-        const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-        const REAL *G = g0 + (size_t)i * 9 * F, *dke = dk + (size_t)e * 3 * F;
-        const REAL *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
-        REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
-        for (int f = 0; f < F; f++) {
-            REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-            REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-            REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-            REAL tr = g00 + g11 + g22;
-            REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-            REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-            REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-            REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-            REAL gf1 = tr;
-            REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-            REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
-            REAL zij = p1[f] + p2[f];
-            REAL cz = fc[e] * zij;
-            REAL f2 = cz * dke[F + f], f3 = cz * dke[2 * F + f];
-            gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
-            gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
-            gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
-            gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
-            gde[f] = gf1 * cz;
-            gde[F + f] = gf2 * cz;
-            gde[2 * F + f] = gf3 * cz;
-        }
-        gu[3 * e] = gu0, gu[3 * e + 1] = gu1, gu[3 * e + 2] = gu2;
-        gfcv[e] = gfc;
+    for (int64_t p = 0; p < n_pairs; p++) {
+        REAL *gdp = gd + (size_t)p * 3 * F;
+        for (int k = 0; k < 3 * F; k++) gdp[k] = 0;
+        REAL gfc = 0;
+        const REAL *dkp = dk + (size_t)p * 3 * F;
+        if (pentry[p] >= 0)
+            gfc += TO(to_embed_back_entry)(F, pentry[p], pairs, species, ptab1, ptab2, ev, er,
+                                           fcP[p], dkp, g0, gdp, gu);
+        if (pmirror[p] >= 0)
+            gfc += TO(to_embed_back_entry)(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er,
+                                           fcP[p], dkp, g0, gdp, gu);
+        gfcv[p] = gfc;
     }
 }
 
@@ -550,13 +566,13 @@ void TO(nnpops__tn_finish_cpu)(const nnpops__tn_dims *d, const nnpops__tn_zbl_de
         for (int64_t e = start[c]; e < e1; e++) {
             REAL g[3] = {0, 0, 0};
             const REAL r = er[e];
-            if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad) {
+            if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad && (!slot || slot[e] >= 0)) {
                 REAL u[3], gdotu = 0;
                 for (int k = 0; k < 3; k++) {
                     u[k] = ev[3 * e + k] / r;
                     gdotu += gu[3 * e + k] * u[k];
                 }
-                REAL grv = gr[e];
+                REAL grv = gr ? gr[e] : (REAL)0;
                 if (grP && slot[e] >= 0 && pentry[slot[e]] == e) grv += grP[slot[e]];
                 for (int k = 0; k < 3; k++) g[k] = (gu[3 * e + k] - u[k] * gdotu) / r + u[k] * grv;
             }

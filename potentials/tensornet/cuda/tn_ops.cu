@@ -358,7 +358,8 @@ template <typename T>
 __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
                              int64_t capacity, const int32_t *species, const T *ptab1,
                              const T *ptab2, T self_fc, const T *self_dk, const T *ev, const T *er,
-                             const uint8_t *mask, const T *fc, const T *dk, T *X0) {
+                             const uint8_t *mask, const int32_t *slot, const T *fc, const T *dk,
+                             T *X0) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -372,10 +373,12 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
                      zero, X);
         for (int64_t e = e0; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
+            const int64_t q = slot ? slot[e] : e;
+            if (q < 0) continue;
             const T *p2 = ptab2 + (size_t)species[pairs[2 * e + 1]] * F;
             T u[3];
             unit_of<T>(ev + 3 * e, er[e], u);
-            const T *dke = dk + (size_t)e * 3 * F;
+            const T *dke = dk + (size_t)q * 3 * F;
             embed_add<T>(fc[e] * (p1[f] + p2[f]), dke[f], dke[F + f], dke[2 * F + f], u, X);
         }
         T *out = X0 + (size_t)c * 9 * F;
@@ -934,32 +937,20 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n_local, const T *Xa, 
     }
 }
 
-/* ==== tn_embed_back: a warp per entry ==== */
+/* ==== tn_embed_back: a warp per pair, its two entries in turn ==== */
+/* One direction: entry e's dE/du to gu[e] (lane 0), its dE/d dk added into gd (lanes over the
+ * channels), dE/dfc returned (warp sum, in every lane). */
 template <typename T>
-__global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_centers, const int64_t *start,
-                                  const int32_t *pairs, int64_t capacity, const int32_t *species,
-                                  const T *ptab1, const T *ptab2, const T *ev, const T *er,
-                                  const uint8_t *mask, const T *fc, const T *dk, const T *g0,
-                                  T *gd, T *gu, T *gfcv) {
-    const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+__device__ T embed_back_entry(int F, int64_t e, const int32_t *pairs, const int32_t *species,
+                              const T *ptab1, const T *ptab2, const T *ev, const T *er, T fce,
+                              const T *dke, const T *g0, T *gd, T *gu) {
     const int lane = threadIdx.x & 31;
-    if (e >= capacity) return;
-    const int F = d.F;
-    const int64_t ne = entries_of<T>(n_centers, start, capacity);
-    T *gde = gd + (size_t)e * 3 * F;
-    if (e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
-        for (int k = lane; k < 3 * F; k += 32) gde[k] = 0;
-        if (lane < 3) gu[3 * e + lane] = 0;
-        if (lane == 0) gfcv[e] = 0;
-        return;
-    }
     const int i = pairs[2 * e], j = pairs[2 * e + 1];
     T u[3];
     unit_of<T>(ev + 3 * e, er[e], u);
     const T uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    const T *G = g0 + (size_t)i * 9 * F, *dke = dk + (size_t)e * 3 * F;
+    const T *G = g0 + (size_t)i * 9 * F;
     const T *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
-    const T fce = fc[e];
     T gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
     for (int f = lane; f < F; f += 32) {
         T g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
@@ -980,9 +971,9 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_centers, const in
         gu1 += f2 * s1 + f3 * (ug1 - (T)2 * tr * u[1] / (T)3);
         gu2 += f2 * s2 + f3 * (ug2 - (T)2 * tr * u[2] / (T)3);
         gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
-        gde[f] = gf1 * cz;
-        gde[F + f] = gf2 * cz;
-        gde[2 * F + f] = gf3 * cz;
+        gd[f] += gf1 * cz;
+        gd[F + f] += gf2 * cz;
+        gd[2 * F + f] += gf3 * cz;
     }
     gu0 = warp_sum(gu0);
     gu1 = warp_sum(gu1);
@@ -992,8 +983,33 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_centers, const in
         gu[3 * e] = gu0;
         gu[3 * e + 1] = gu1;
         gu[3 * e + 2] = gu2;
-        gfcv[e] = gfc;
     }
+    return gfc;
+}
+
+template <typename T>
+__global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int32_t *pentry,
+                                  const int32_t *pmirror, const int32_t *pairs,
+                                  const int32_t *species, const T *ptab1, const T *ptab2,
+                                  const T *ev, const T *er, const T *fcP, const T *dk,
+                                  const T *g0, T *gd, T *gu, T *gfcv) {
+    const int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (p >= n_pairs) return; /* whole warps leave together */
+    const int F = d.F;
+    T *gdp = gd + (size_t)p * 3 * F;
+    /* (each lane zeroes and then adds to its own channels f, F + f, 2F + f of gd only: no
+     * barrier needed) */
+    for (int f = lane; f < F; f += 32) gdp[f] = gdp[F + f] = gdp[2 * F + f] = 0;
+    const T *dkp = dk + (size_t)p * 3 * F;
+    T gfc = 0;
+    if (pentry[p] >= 0)
+        gfc += embed_back_entry<T>(F, pentry[p], pairs, species, ptab1, ptab2, ev, er, fcP[p], dkp,
+                                   g0, gdp, gu);
+    if (pmirror[p] >= 0)
+        gfc += embed_back_entry<T>(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er, fcP[p],
+                                   dkp, g0, gdp, gu);
+    if (lane == 0) gfcv[p] = gfc;
 }
 
 /* ==== tn_radial_back: a thread per entry ==== */
@@ -1037,13 +1053,13 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
     for (int64_t e = start[c]; e < e1; e++) {
         T g[3] = {0, 0, 0};
         const T r = er[e];
-        if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad) {
+        if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad && (!slot || slot[e] >= 0)) {
             T u[3], gdotu = 0;
             for (int k = 0; k < 3; k++) {
                 u[k] = ev[3 * e + k] / r;
                 gdotu += gu[3 * e + k] * u[k];
             }
-            T grv = gr[e];
+            T grv = gr ? gr[e] : (T)0;
             if (grP && slot[e] >= 0 && pentry[slot[e]] == e) grv += grP[slot[e]];
             for (int k = 0; k < 3; k++) g[k] = (gu[3 * e + k] - u[k] * gdotu) / r + u[k] * grv;
         }
@@ -1147,7 +1163,7 @@ __global__ void pairs_scan_kernel(int64_t n, int32_t *count) {
 __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, const int32_t *base, int32_t *slot,
-                                    int32_t *pentry) {
+                                    int32_t *pentry, int32_t *pmirror) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n_centers) return;
     const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -1158,6 +1174,7 @@ __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, con
             if (p < n_pairs) {
                 slot[e] = (int32_t)p;
                 pentry[p] = (int32_t)e;
+                pmirror[p] = -1;
             } else {
                 slot[e] = -1;
             }
@@ -1171,9 +1188,9 @@ __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, con
 __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, const int32_t *base, int32_t *slot,
-                                    int32_t *pentry) {
+                                    int32_t *pentry, int32_t *pmirror) {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e < n_pairs && e >= base[n_centers]) pentry[e] = -1;
+    if (e < n_pairs && e >= base[n_centers]) pentry[e] = pmirror[e] = -1;
     if (e >= capacity) return;
     const int64_t ne = start[n_centers] < capacity ? start[n_centers] : capacity;
     if (e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
@@ -1197,6 +1214,7 @@ __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, con
         }
     }
     slot[e] = s;
+    if (s >= 0) pmirror[s] = (int32_t)e;
 }
 
 /* dynamic shared memory of the per-atom kernels (values of T) */
@@ -1268,12 +1286,12 @@ inline nnpops_status per_thread_check(int F) {
     extern "C" nnpops_status nnpops__tn_embed_cuda##SUF(                                          \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const int32_t *species, const T *ptab1, const T *ptab2, T self_fc,      \
-        const T *self_dk, const T *ev, const T *er, const uint8_t *mask, const T *fc,             \
-        const T *dk, T *X0, void *stream) {                                                       \
+        const T *self_dk, const T *ev, const T *er, const uint8_t *mask, const int32_t *slot,     \
+        const T *fc, const T *dk, T *X0, void *stream) {                                          \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         embed_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(       \
             *d, start, pairs, capacity, species, ptab1, ptab2, self_fc, self_dk, ev, er, mask,    \
-            fc, dk, X0);                                                                          \
+            slot, fc, dk, X0);                                                                    \
         NNPOPS__LAUNCH_CHECK("tensornet embedding");                                              \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1402,15 +1420,15 @@ inline nnpops_status per_thread_check(int F) {
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_embed_back_cuda##SUF(                                     \
-        const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
-        int64_t capacity, const int32_t *species, const T *ptab1, const T *ptab2, const T *ev,    \
-        const T *er, const uint8_t *mask, const T *fc, const T *dk, const T *g0, T *gd, T *gu,    \
-        T *gfc, void *stream) {                                                                   \
-        if (capacity <= 0) return NNPOPS_OK;                                                      \
-        embed_back_kernel<T><<<grid_for(capacity * 32, 128), 128, 0, as_stream(stream)>>>(        \
-            *d, n_centers, start, pairs, capacity, species, ptab1, ptab2, ev, er, mask, fc, dk,   \
-            g0, gd, gu, gfc);                                                                     \
-        NNPOPS__LAUNCH_CHECK("tensornet embedding backward (edges)");                             \
+        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
+        const int32_t *pairs, const int32_t *species, const T *ptab1, const T *ptab2,             \
+        const T *ev, const T *er, const T *fcP, const T *dk, const T *g0, T *gd, T *gu, T *gfc,   \
+        void *stream) {                                                                           \
+        if (n_pairs <= 0) return NNPOPS_OK;                                                       \
+        embed_back_kernel<T><<<grid_for(n_pairs * 32, 128), 128, 0, as_stream(stream)>>>(         \
+            *d, n_pairs, pentry, pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, g0, gd,  \
+            gu, gfc);                                                                             \
+        NNPOPS__LAUNCH_CHECK("tensornet embedding backward (pairs)");                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_radial_back_cuda##SUF(                                    \
@@ -1467,7 +1485,7 @@ extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t 
                                                const int32_t *pairs, int64_t capacity,
                                                const double *vec, const uint8_t *mask,
                                                int64_t n_pairs, int32_t *slot, int32_t *pentry,
-                                               int32_t *count, void *stream) {
+                                               int32_t *pmirror, int32_t *count, void *stream) {
     if (n_centers <= 0) return NNPOPS_OK;
     cudaStream_t st = as_stream(stream);
     pairs_count_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(n_centers, start, pairs,
@@ -1476,13 +1494,13 @@ extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t 
     pairs_scan_kernel<<<1, 1024, 0, st>>>(n_centers, count);
     NNPOPS__LAUNCH_CHECK("tensornet pairs (scan)");
     pairs_assign_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(
-        n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry);
+        n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
     NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers)");
     const int64_t m = capacity > n_pairs ? capacity : n_pairs;
     if (m > 0) {
         pairs_mirror_kernel<<<grid_for(m, 128), 128, 0, st>>>(n_centers, start, pairs, capacity,
                                                                vec, mask, n_pairs, count, slot,
-                                                               pentry);
+                                                               pentry, pmirror);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (mirrors)");
     }
     return NNPOPS_OK;
