@@ -74,7 +74,8 @@ nnpops_status nnpops__tn_upload(nnpops_model *model) {
         zbl_z[k] = parts.zbl ? parts.zbl->atomic_number[z] : 0;
     }
     tn_dev *d = calloc(1, sizeof *d);
-    if (!d) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for TensorNet's GPU tables");
+    if (!d)
+        return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for TensorNet's GPU tables");
     d->f32 = model->precision == NNPOPS_FLOAT32;
     nnpops__tn_oplayout *lay = malloc(sizeof *lay);
     if (!lay) {

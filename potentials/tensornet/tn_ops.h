@@ -330,14 +330,14 @@ typedef struct nnpops__tn_step_args {
 #define NNPOPS__TN_STEP_DECLS(SUF, REAL)                                                           \
     /* the layout (arena NULL) or the layout and the values (arena of layout->total values) */    \
     void nnpops__tn_opmodel_fill##SUF(const nnpops__tn_shape *s,                                  \
-                                      const nnpops__tn_weights##SUF *w, int32_t n_species,            \
+                                      const nnpops__tn_weights##SUF *w, int32_t n_species,        \
                                       const int32_t *species_z, nnpops__tn_oplayout *layout,      \
                                       REAL *arena);                                               \
     /* points m's arrays into an arena (host or device) laid out by layout; sets the scalars   \
      * (self_fc: the value the fill wrote at layout->self_fc) */                                  \
     void nnpops__tn_opmodel_bind##SUF(const nnpops__tn_shape *s,                                  \
                                       const nnpops__tn_oplayout *layout, const REAL *arena,        \
-                                      REAL self_fc, double mean, const nnpops__tn_zbl *zbl,                     \
+                                      REAL self_fc, double mean, const nnpops__tn_zbl *zbl,       \
                                       const int32_t *zbl_z, double length_to_A,                   \
                                       nnpops__tn_opmodel##SUF *m);                               \
     size_t nnpops__tn_step_work_bytes##SUF(const nnpops__tn_opmodel##SUF *m, int64_t n_atoms,    \

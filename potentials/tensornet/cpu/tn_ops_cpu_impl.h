@@ -594,7 +594,8 @@ void TO(nnpops__tn_finish_cpu)(const nnpops__tn_dims *d, const nnpops__tn_zbl_de
                 REAL zz = (REAL)Zi * (REAL)Zj;
                 en += local ? (double)(pref * phi * fcz * zz / r) : 0.0;
                 if (local) {
-                    REAL dE = pref * zz * (dphi * ds / a * fcz / r + phi * fcd / r - phi * fcz / (r * r));
+                    REAL dE = pref * zz *
+                              (dphi * ds / a * fcz / r + phi * fcd / r - phi * fcz / (r * r));
                     for (int k = 0; k < 3; k++) gz[k] = (double)(dE * ev[3 * e + k] / r);
                 }
             }
@@ -607,7 +608,8 @@ void TO(nnpops__tn_finish_cpu)(const nnpops__tn_dims *d, const nnpops__tn_zbl_de
 }
 
 
-void TO(nnpops__tn_opmodel_fill)(const nnpops__tn_shape *s, const TO_CAT(nnpops__tn_weights, SUF) *w,
+void TO(nnpops__tn_opmodel_fill)(const nnpops__tn_shape *s,
+                                 const TO_CAT(nnpops__tn_weights, SUF) *w,
                                  int32_t n_species, const int32_t *species_z,
                                  nnpops__tn_oplayout *lay, REAL *arena) {
     const size_t F = (size_t)s->F, R = (size_t)s->R, S = (size_t)n_species;

@@ -42,7 +42,9 @@ __host__ __device__ inline double t_cos(double x) { return cos(x); }
 __host__ __device__ inline float t_sqrt(float x) { return sqrtf(x); }
 __host__ __device__ inline double t_sqrt(double x) { return sqrt(x); }
 
-template <typename T> __device__ inline T t_softplus(T x) { return x > (T)20 ? x : t_log1p(t_exp(x)); }
+template <typename T> __device__ inline T t_softplus(T x) {
+    return x > (T)20 ? x : t_log1p(t_exp(x));
+}
 template <typename T> __device__ inline T t_sigmoid(T x) { return (T)1 / ((T)1 + t_exp(-x)); }
 
 /* act(x) and, when d is not NULL, act'(x) (tensornet_cpu_impl.h's tn_act). */
@@ -669,7 +671,8 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
         T m[10];
         T *gy = gcY + (size_t)c * 10 * F;
         const T *gm = gcM + (size_t)c * 10 * F;
-        for (int k = 0; k < 10; k++) m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
+        for (int k = 0; k < 10; k++)
+            m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
         for (int64_t e = e0; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
             const T *he = h + (size_t)slot[e] * 3 * F;
@@ -684,7 +687,8 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
 }
 
 /* ==== tn_layer_post ==== */
-template <typename T> __device__ inline T qf_of(const double *charges, const int32_t *batch, int64_t a) {
+template <typename T>
+__device__ inline T qf_of(const double *charges, const int32_t *batch, int64_t a) {
     return (T)(1.0 + 0.1 * (charges ? charges[batch[a]] : 0.0));
 }
 
@@ -1229,13 +1233,16 @@ inline size_t smem_readout(const nnpops__tn_dims *d) {
     return (size_t)(18 * d->F + 2 * sum + 2 * wmax + 32);
 }
 
-template <typename T> nnpops_status smem_check(size_t values, const char *what) {
-    if (values * sizeof(T) > 48 * 1024)
+/* A per-atom kernel's shared memory: above 48 KiB an opt-in, above 227 KiB (the most a block of
+ * sm_90 takes) a named error. */
+template <typename T>
+nnpops_status smem_check(const void *kernel, size_t values, const char *what) {
+    if (values * sizeof(T) > 227 * 1024)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "tensornet on the GPU: the %s needs %zu bytes of shared memory per "
-                            "block (at most 49152: a smaller embedding_dimension)",
+                            "block (at most 232448: a smaller embedding_dimension)",
                             what, values * sizeof(T));
-    return NNPOPS_OK;
+    return set_dynamic_smem(kernel, values * sizeof(T));
 }
 
 /* channels per thread of the kernels that keep a channel's values across a barrier (gcs[4]) */
@@ -1301,7 +1308,8 @@ inline nnpops_status per_thread_check(int F) {
         T *X1, void *stream) {                                                                    \
         if (n <= 0) return NNPOPS_OK;                                                             \
         const size_t sm = smem_atom_embed(d->F);                                                  \
-        NNPOPS__TRY(smem_check<T>(sm, "embedding"));                                              \
+        NNPOPS__TRY(smem_check<T>((const void *)atom_embed_kernel<T>, sm,                         \
+                                  "embedding"));                                                  \
         atom_embed_kernel<T><<<(unsigned)n, atom_threads(d->F), sm * sizeof(T),                   \
                                as_stream(stream)>>>(*d, X0, norm_w, norm_b, ls_w[0], ls_b[0],     \
                                                     ls_w[1], ls_b[1], lt[0], lt[1], lt[2], z1,    \
@@ -1315,7 +1323,8 @@ inline nnpops_status per_thread_check(int F) {
         void *stream) {                                                                           \
         if (n <= 0) return NNPOPS_OK;                                                             \
         const size_t sm = smem_atom_embed_back(d->F);                                             \
-        NNPOPS__TRY(smem_check<T>(sm, "embedding backward"));                                     \
+        NNPOPS__TRY(smem_check<T>((const void *)atom_embed_back_kernel<T>, sm,                    \
+                                  "embedding backward"));                                         \
         NNPOPS__TRY(per_thread_check(d->F));                                                      \
         atom_embed_back_kernel<T><<<(unsigned)n, atom_threads(d->F), sm * sizeof(T),              \
                                     as_stream(stream)>>>(*d, X0, norm_w, norm_b, ls_w[0],         \
@@ -1328,7 +1337,8 @@ inline nnpops_status per_thread_check(int F) {
                                                             const T *X, const T *const lt[3],     \
                                                             T *nrm, T *cY, void *stream) {        \
         if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>(10 * (size_t)d->F, "layer"));                                   \
+        NNPOPS__TRY(smem_check<T>((const void *)layer_pre_kernel<T>, 10 * (size_t)d->F,           \
+                                  "layer"));                                                      \
         layer_pre_kernel<T><<<(unsigned)n, atom_threads(d->F), 10 * (size_t)d->F * sizeof(T),     \
                               as_stream(stream)>>>(*d, X, lt[0], lt[1], lt[2], nrm, cY);          \
         NNPOPS__LAUNCH_CHECK("tensornet layer (normalisation, Y)");                               \
@@ -1338,7 +1348,8 @@ inline nnpops_status per_thread_check(int F) {
         const nnpops__tn_dims *d, int64_t n, const T *X, const T *nrm, const T *const lt[3],      \
         const T *gcY, T *g, void *stream) {                                                       \
         if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>(10 * (size_t)d->F, "layer backward"));                          \
+        NNPOPS__TRY(smem_check<T>((const void *)layer_pre_back_kernel<T>, 10 * (size_t)d->F,      \
+                                  "layer backward"));                                             \
         layer_pre_back_kernel<T><<<(unsigned)n, atom_threads(d->F),                               \
                                    10 * (size_t)d->F * sizeof(T), as_stream(stream)>>>(           \
             *d, X, nrm, lt[0], lt[1], lt[2], gcY, g);                                             \
@@ -1378,7 +1389,8 @@ inline nnpops_status per_thread_check(int F) {
         const T *X, const T *nrm, const T *cY, const T *cM, const T *const lt[3], T *Xout,        \
         void *stream) {                                                                           \
         if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>(10 * (size_t)d->F, "layer update"));                            \
+        NNPOPS__TRY(smem_check<T>((const void *)layer_post_kernel<T>, 10 * (size_t)d->F,          \
+                                  "layer update"));                                               \
         layer_post_kernel<T><<<(unsigned)n, atom_threads(d->F), 10 * (size_t)d->F * sizeof(T),    \
                                as_stream(stream)>>>(*d, charges, batch, X, nrm, cY, cM, lt[0],    \
                                                     lt[1], lt[2], Xout);                          \
@@ -1390,7 +1402,8 @@ inline nnpops_status per_thread_check(int F) {
         const T *cY, const T *cM, const T *const lt[3], const T *g, T *gcY, T *gcM,               \
         void *stream) {                                                                           \
         if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>(10 * (size_t)d->F, "layer update backward"));                   \
+        NNPOPS__TRY(smem_check<T>((const void *)layer_post_back_kernel<T>, 10 * (size_t)d->F,     \
+                                  "layer update backward"));                                      \
         NNPOPS__TRY(per_thread_check(d->F));                                                      \
         layer_post_back_kernel<T><<<(unsigned)n, atom_threads(d->F),                              \
                                     10 * (size_t)d->F * sizeof(T), as_stream(stream)>>>(          \
@@ -1412,7 +1425,8 @@ inline nnpops_status per_thread_check(int F) {
         rw.norm_w = norm_w, rw.norm_b = norm_b, rw.lin_w = lin_w, rw.lin_b = lin_b;               \
         for (int k = 0; k < d->n_out; k++) rw.out_w[k] = out_w[k], rw.out_b[k] = out_b[k];        \
         const size_t sm = smem_readout(d);                                                        \
-        NNPOPS__TRY(smem_check<T>(sm, "readout"));                                                \
+        NNPOPS__TRY(smem_check<T>((const void *)readout_kernel<T>, sm,                            \
+                                  "readout"));                                                    \
         readout_kernel<T><<<(unsigned)n_atoms, atom_threads(d->F), sm * sizeof(T),                \
                             as_stream(stream)>>>(*d, n_local, X, rw, species, atomref,            \
                                                  atom_energy, g);                                 \
