@@ -1,9 +1,9 @@
 /*
  * cuda_arena.c - the context's GPU state (cuda_step.h): the model's device made current around
- * every entry, the stream, cuBLAS handles and side streams, one growing device arena per entry
+ * every entry, the stream and its cuBLAS handle, one growing device arena per entry
  * and the pinned staging buffers, and the layout of a step inside the arena (see cuda_step.c for
  * the step itself).  Arena layout (each part 256-byte aligned): [inputs: positions, cells | static
- * inputs: sys_start, species, species ranks, batch, order, centers, pbc | outputs | member atom
+ * inputs: sys_start, species, batch, order, pbc | outputs | member atom
  * energies | device-entry io word | center lists: start, pairs, vectors, pair gradients |
  * neighbor-search work | cuBLAS work space | potential work | deterministic-reduction work].  The
  * arena and the pinned buffers grow by at least 1.5x and never shrink, so a run of same-sized
@@ -87,13 +87,6 @@ static void ctx_free(nnpops__cuda_ctx *c) {
     if (c->pin_in) cudaFreeHost(c->pin_in);
     if (c->pin_out) cudaFreeHost(c->pin_out);
     if (c->blas) cublasDestroy(c->blas);
-    for (int k = 0; k < NNPOPS__SIDE_STREAMS; k++) {
-        if (c->side[k]) cudaStreamSynchronize(c->side[k]);
-        if (c->side_blas[k]) cublasDestroy(c->side_blas[k]);
-        if (c->side[k]) cudaStreamDestroy(c->side[k]);
-        if (c->join_event[k]) cudaEventDestroy(c->join_event[k]);
-    }
-    if (c->fork_event) cudaEventDestroy(c->fork_event);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);
 }
@@ -113,7 +106,7 @@ void nnpops__cuda_ctx_destroy(nnpops__cuda_ctx *c) {
 
 /* A cuBLAS handle bound to `stream`: plain FP32 / FP64 arithmetic (no TF32; the compute type of
  * every GEMM says so too), and the stream set now, since setting a stream resets the handle's
- * work space, which the step binds to the arena before it runs (set_workspaces;
+ * work space, which the step binds to the arena before it runs (set_workspace;
  * nnpops__gemm_cuda sets the stream only when it changes).  *h is NULL on failure. */
 static nnpops_status new_blas(cublasHandle_t *h, cudaStream_t stream) {
     cublasStatus_t b = cublasCreate(h);
@@ -126,15 +119,10 @@ static nnpops_status new_blas(cublasHandle_t *h, cudaStream_t stream) {
                         __LINE__, cublasGetStatusString(b));
 }
 
-/* The cuBLAS work spaces of the context's handles in the arena from `work` on: the main handle's,
- * then those of the first `sides` side-stream handles (the ones the potential's step uses,
- * vt->cuda_work_bytes), CUBLAS_WORK_BYTES each, so that no GEMM of a step (nor of a captured
- * graph) uses cuBLAS's own pool. */
-nnpops_status nnpops__gpu_set_workspaces(nnpops__cuda_ctx *c, char *work, int sides) {
-    cublasStatus_t b = cublasSetWorkspace(c->blas, work, CUBLAS_WORK_BYTES);
-    for (int k = 0; k < sides && k < NNPOPS__SIDE_STREAMS && b == CUBLAS_STATUS_SUCCESS; k++)
-        b = cublasSetWorkspace(c->side_blas[k], work + (size_t)(k + 1) * CUBLAS_WORK_BYTES,
-                               CUBLAS_WORK_BYTES);
+/* The cuBLAS work space of the context's handle in the arena at `work` (CUBLAS_WORK_BYTES), so
+ * that no GEMM of a step (nor of a captured graph) uses cuBLAS's own pool. */
+nnpops_status nnpops__gpu_set_workspace(nnpops__cuda_ctx *c, char *work) {
+    const cublasStatus_t b = cublasSetWorkspace(c->blas, work, CUBLAS_WORK_BYTES);
     if (b == CUBLAS_STATUS_SUCCESS) return NNPOPS_OK;
     return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasSetWorkspace: %s", __FILE__, __LINE__,
                         cublasGetStatusString(b));
@@ -151,25 +139,10 @@ nnpops_status nnpops__gpu_ctx_create(int device, nnpops__cuda_ctx **out) {
         return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cudaStreamCreateWithFlags: %s", __FILE__,
                             __LINE__, cudaGetErrorString(e));
     }
-    nnpops_status st = new_blas(&c->blas, c->stream);
+    const nnpops_status st = new_blas(&c->blas, c->stream);
     if (st != NNPOPS_OK) {
         ctx_free(c);
         return st;
-    }
-    e = cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming);
-    for (int k = 0; k < NNPOPS__SIDE_STREAMS && e == cudaSuccess; k++) {
-        e = cudaStreamCreateWithFlags(&c->side[k], cudaStreamNonBlocking);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->join_event[k], cudaEventDisableTiming);
-        if (e == cudaSuccess && (st = new_blas(&c->side_blas[k], c->side[k])) != NNPOPS_OK) {
-            ctx_free(c);
-            return st;
-        }
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        ctx_free(c);
-        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: side streams of the GPU context: %s",
-                            __FILE__, __LINE__, cudaGetErrorString(e));
     }
     *out = c;
     return NNPOPS_OK;
@@ -232,7 +205,7 @@ nnpops_status nnpops__gpu_grow_pinned(void **p, void **dp, size_t *have, size_t 
     return NNPOPS_OK;
 }
 
-void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, int sides, step_layout *L) {
+void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, step_layout *L) {
     size_t cur = 0;
 #define TAKE(field, bytes)                                                                        \
     do {                                                                                          \
@@ -243,10 +216,8 @@ void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, int sides, step
     TAKE(cells, sizeof(double) * 9 * z->ns);
     TAKE(sys_start, sizeof(int64_t) * (z->ns + 1));
     TAKE(species, sizeof(int32_t) * z->n);
-    TAKE(species_rank, sizeof(int32_t) * z->n);
     TAKE(batch, sizeof(int32_t) * z->n);
     TAKE(order, sizeof(int32_t) * z->n);
-    TAKE(centers, sizeof(int32_t) * z->n_cols);
     TAKE(pbc, 3 * z->ns);
     L->in_bytes = cur;
     L->out0 = cur;
@@ -266,14 +237,13 @@ void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, int sides, step
         L->io = cur; /* the host entry has none */
     TAKE(ticket, sizeof(unsigned));
     L->zero_end = cur;
-    TAKE(start, sizeof(int64_t) * (z->n_local + 1));
+    TAKE(start, sizeof(int64_t) * (z->n_centers + 1));
     TAKE(pairs, sizeof(int32_t) * 2 * z->capacity);
     TAKE(vec, sizeof(double) * 3 * z->capacity);
     TAKE(grad, z->need_grad ? sizeof(double) * 3 * z->capacity : 0);
-    L->nbr_work_bytes = nnpops__nbr_cuda_work_bytes(z->n, z->ns, z->n_local, &z->plan);
+    L->nbr_work_bytes = nnpops__nbr_cuda_work_bytes(z->n, z->ns, z->n_centers, &z->plan);
     TAKE(nbr_work, L->nbr_work_bytes);
-    L->blas_sides = sides < 0 ? 0 : (sides > NNPOPS__SIDE_STREAMS ? NNPOPS__SIDE_STREAMS : sides);
-    TAKE(blas_work, (1 + (size_t)L->blas_sides) * CUBLAS_WORK_BYTES); /* set_workspaces */
+    TAKE(blas_work, CUBLAS_WORK_BYTES); /* set_workspace */
     L->pot_work_bytes = pot_work;
     TAKE(pot_work, pot_work);
     L->det_work_bytes = z->det ? nnpops__center_reduce_det_work_bytes(z->n, z->capacity) : 0;
@@ -282,11 +252,9 @@ void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, int sides, step
 #undef TAKE
 }
 
-/* The layout of a step with the potential's needs for it: its work space and the side streams
- * whose cuBLAS handles get work space (vt->cuda_work_bytes). */
+/* The layout of a step with the potential's work space for it (vt->cuda_work_bytes). */
 void nnpops__gpu_step_layout_of(const nnpops_model *m, const step_sizes *z, const nnpops__dstep *ds,
                                 step_layout *L) {
-    int sides = 0;
-    const size_t pot = m->vt->cuda_work_bytes ? m->vt->cuda_work_bytes(m, ds, &sides) : 0;
-    nnpops__gpu_layout_of(z, pot, sides, L);
+    const size_t pot = m->vt->cuda_work_bytes ? m->vt->cuda_work_bytes(m, ds) : 0;
+    nnpops__gpu_layout_of(z, pot, L);
 }

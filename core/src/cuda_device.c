@@ -3,10 +3,11 @@
  * nnpops_context_device_status); its step is the host entry's (cuda_step.c).
  *
  * The caller's inputs and outputs are device arrays and the step runs on the CALLER's stream.  The
- * entry has its own arena (the host entry's steps never touch it) and a PLAN: the sizes, species
- * columns, neighbor plan, capacity and layout of one shape (atom count, local count, system count
- * as given, outputs asked, cells given, pbc, options), plus the static inputs (species, batch,
- * order, sys_start, centers, pbc) uploaded into the arena ONCE, when the plan is made.
+ * entry has its own arena (the host entry's steps never touch it) and a PLAN: the sizes, the
+ * potential's state and sizes (vt->cuda_prepare), neighbor plan, capacity and layout of one shape
+ * (atom count, local count, system count as given, outputs asked, cells given, pbc, options),
+ * plus the static inputs (species, batch, order, sys_start, pbc) uploaded into the arena ONCE,
+ * when the plan is made.
  *   planning call (first call, another shape, or a re-plan requested by a problem that
  *          nnpops_context_device_status reported; only on a stream that is not capturing):
  *          context.c copies the caller's device inputs to the host (nnpops__cuda_device_fetch, one
@@ -34,8 +35,8 @@
  *          A call on another stream than the previous non-capturing call first waits (event) for
  *          that call's work, which uses the same arena.
  *   nnpops__cuda_device_status synchronizes the stream it is given, reads the pinned record, zeroes
- *          it, and turns the flags into the host entry's errors; a neighbor overflow (or too many
- *          angular neighbors) grows the capacity and marks the plan for a re-plan, as do changed
+ *          it, and turns the flags into the host entry's errors; a neighbor overflow (or a potential's
+ *          op that held less than it needed) grows that capacity and marks the plan for a re-plan, as do changed
  *          atomic numbers or batch indices.  A re-plan after the caller captured a graph moves the
  *          device entry to a fresh arena and keeps the old one (up to DEV_RETIRED_MAX of them) until
  *          the context is destroyed, so replaying a stale graph writes only retired memory and is
@@ -163,14 +164,14 @@ static nnpops_status check_dev_ptr(const void *p, const char *what, int device) 
     return NNPOPS_OK;
 }
 
-/* cuBLAS on the caller's stream with the device arena's work spaces, for one call. */
-static nnpops_status bind_blas(nnpops__cuda_ctx *c, cudaStream_t stream, void *work, int sides) {
+/* cuBLAS on the caller's stream with the device arena's work space, for one call. */
+static nnpops_status bind_blas(nnpops__cuda_ctx *c, cudaStream_t stream, void *work) {
     c->blas_work = NULL; /* the host entry sets its own work space again */
     cublasStatus_t b = cublasSetStream(c->blas, stream);
     if (b != CUBLAS_STATUS_SUCCESS)
         return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cublasSetStream: %s", __FILE__, __LINE__,
                             cublasGetStatusString(b));
-    return nnpops__gpu_set_workspaces(c, work, sides);
+    return nnpops__gpu_set_workspace(c, work);
 }
 
 static void unbind_blas(nnpops__cuda_ctx *c) {
@@ -295,7 +296,7 @@ static nnpops_status dev_enqueue_body(nnpops__cuda_ctx *c, const nnpops_model *m
 
 static nnpops_status dev_enqueue(nnpops__cuda_ctx *c, const nnpops_model *m,
                                  const nnpops__cuda_dev_args *a, step_plan *P, int plan_call) {
-    TRY(bind_blas(c, (cudaStream_t)a->stream, (char *)c->dv.dev + P->L.blas_work, P->L.blas_sides));
+    TRY(bind_blas(c, (cudaStream_t)a->stream, (char *)c->dv.dev + P->L.blas_work));
     const nnpops_status st = dev_enqueue_body(c, m, a, P, plan_call);
     unbind_blas(c);
     return st;
@@ -414,7 +415,7 @@ static nnpops_status device_plan(nnpops__cuda_ctx *c, const nnpops_model *m,
     const step_wants w = {a->energies != NULL, 0, a->virials != NULL, a->forces != NULL, 0, 0};
     step_plan P;
     nnpops__gpu_plan_init(c, m, g, &w, &v->capacity, &P);
-    TRY(nnpops__gpu_prepare_potential(c, m, &P, g->stats, stream));
+    TRY(nnpops__gpu_prepare_potential(c, m, g, &P, stream));
     P.z.dev_io = 1;
     step_sizes *z = &P.z;
     nnpops__dstep *ds = &P.ds;

@@ -5,14 +5,15 @@
  * ---- host entry (nnpops_compute) ----
  * context.c validates and prepares the inputs on the host (units, species, grouping by system) and
  * hands them here.  One step:
- *   host   choose the neighbor algorithm (system sizes and cells), group the local atoms by species
- *          into GEMM columns (padded to multiples of 32), lay out the arena, grow it if needed,
+ *   host   choose the neighbor algorithm (system sizes and cells), let the potential prepare its
+ *          state and sizes for the step (vt->cuda_prepare), lay out the arena, grow it if needed,
  *          pack every input into ONE pinned buffer;
  *   device (all on the context's stream, in order)
  *          1. ONE host-to-device copy of the packed inputs;
  *          2. ONE memset of the output block (status word, energies, virials, forces, per-atom
  *             terms: everything that is accumulated);
- *          3. neighbor search: center lists of the local atoms (kernels/cuda/neighbors.cu);
+ *          3. neighbor search: center lists of the local atoms, or of every atom when the
+ *             potential asks for ghost centers (vt->neighbor_lists; kernels/cuda/neighbors.cu);
  *          4. the potential (vt->compute_cuda): atom energies, member energies, dE/dr per entry;
  *          5. force scatter and virials (pair reduction over the entries), energies per system;
  *          6. ONE device-to-host copy of the output block (status word first) into pinned memory;
@@ -24,12 +25,13 @@
  *          and for output blocks of at most NNPOPS_STAGE_TAIL_MAX bytes the last block of the
  *          reductions does 6, nnpops__reduce_cuda: two kernels fewer);
  *   host   ONE stream synchronization, then the status word: a neighbor overflow (more entries than
- *          capacity) or a center with more angular neighbors than the AEV kernels held grows the
- *          capacity and recomputes the whole step (a truncated result is never returned); bad
- *          cells, too many images and too-close atoms become the CPU path's errors; otherwise the
- *          outputs are copied to the caller's arrays with the unit factors applied.
+ *          capacity) or a potential's op that held less than it needed (NNPOPS__ST_POT_CAPACITY,
+ *          vt->cuda_capacity) grows that capacity and recomputes the whole step (a truncated
+ *          result is never returned); bad cells, too many images and too-close atoms become the
+ *          CPU path's errors; otherwise the outputs are copied to the caller's arrays with the
+ *          unit factors applied.
  * Arena layout (each part 256-byte aligned): [inputs: positions, cells | static inputs: sys_start,
- * species, species ranks, batch, order, centers, pbc | outputs | member atom energies |
+ * species, batch, order, pbc | outputs | member atom energies |
  * device-entry io word | center lists: start, pairs, vectors, pair gradients | neighbor-search
  * work | cuBLAS work space | potential work | deterministic-reduction work].  The arena and the
  * pinned buffers grow by at least 1.5x and never shrink, so a run of same-sized steps allocates
@@ -37,16 +39,16 @@
  * caller's device on return (OpenMM calls from its own thread).
  *
  * CUDA graphs (option cuda_graphs, launch_step): device steps 1-6 are exactly what a graph holds.
- * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work spaces
- * (cublasSetWorkspace on the arena for the main handle and the side-stream handles the potential's
- * step uses, bound before the step, so cuBLAS never allocates while capturing), reads the host
- * inputs or the device status is OUTSIDE the enqueued region; inside it
- * there are only async copies from/to the pinned buffers, memsets, kernel launches, cub calls on
- * preallocated work space and cuBLAS GEMMs on the context's stream, and work the potential forks
- * onto the context's side streams (their own cuBLAS handles) and joins back with events, which a
- * capture records as parallel branches of the graph.  A graph is keyed by every
- * host-side value baked into it (sizes, column counts per species, neighbor plan, capacity,
- * the potential's own capacity, options, arena and staging addresses); a step with another key drops the graph and
+ * Capture safety: everything that allocates (arena, pinned staging), sets the cuBLAS work space
+ * (cublasSetWorkspace on the arena, bound before the step, so cuBLAS never allocates while
+ * capturing), creates what the potential needs (vt->cuda_prepare), reads the host inputs or the
+ * device status is OUTSIDE the enqueued region; inside it there are only async copies from/to the
+ * pinned buffers, memsets, kernel launches, cub calls on preallocated work space and cuBLAS GEMMs
+ * on the context's stream, and whatever the potential enqueues (ANI forks work onto streams of
+ * its own and joins it back with events, which a capture records as parallel branches of the
+ * graph).  A graph is keyed by every host-side value baked into it (sizes, neighbor plan,
+ * capacity, the potential's state, sizes and capacity, options, arena and staging addresses); a
+ * step with another key drops the graph and
  * runs eagerly until graph_warmup_steps steps of the new key have run, then captures again.  A
  * neighbor overflow seen after a replay grows the capacity, which changes the key: the step is
  * recomputed eagerly with the grown buffers and the new shape re-captured after its warm-up.  A
@@ -54,15 +56,14 @@
  * CUDA's reason to the context's warning (nnpops_context_last_warning) and keeps that key eager.
  * The internal test hook nnpops__cuda_test_break_next_capture makes the next capture synchronize
  * the capturing stream (which CUDA forbids), so that this failure path runs with CUDA's own error.
- * The species set: the host marks the species present among a step's atoms (ghosts included) and
- * ranks each atom's species among them (a static input); before the step is sized, the potential's
- * vt->cuda_prepare builds or finds its per-context state for that set (ANI: the AEV restricted to
- * the present species, with its first layers' weights restricted to match), outside any capture;
- * the set and the state are part of the graph key.  The state lives until the context is
- * destroyed.
- * Option deterministic: the cell list orders the atoms of each bin, the AEV kernels sum in fixed
- * point, the output layer sums the members in order, and forces, virials and energies are gathered
- * (nnpops__center_reduce_det_cuda) instead of scattered with atomics: bitwise reproducible.
+ * The potential's state: before the step is sized, vt->cuda_prepare sees the atoms' species on the
+ * host and builds or finds its per-context state and writes its host sizes for the step
+ * (ANI: atoms per species and a species set, see potentials/ani/ani_cuda.c), outside any capture;
+ * both are part of the graph key.  The state lives until the context is destroyed.
+ * Option deterministic: the cell list orders the atoms of each bin, the reductions gather forces,
+ * virials and energies (nnpops__center_reduce_det_cuda) instead of scattering them with atomics,
+ * and the potential uses its order-independent kernels (step->deterministic): bitwise
+ * reproducible.
  *
  */
 #include <math.h>
@@ -123,8 +124,8 @@ nnpops_status nnpops__gpu_settle_status(nnpops__cuda_ctx *c, const nnpops_model 
                             "%lld neighbor pairs exceed the limit max_neighbors = %lld per "
                             "atom (%lld atoms)",
                             (long long)s->n_half, (long long)g->max_neighbors, (long long)z->n);
-    if (z->n_local > 0) {
-        const double ratio = (double)s->n_entries / (double)z->n_local;
+    if (z->n_centers > 0) {
+        const double ratio = (double)s->n_entries / (double)z->n_centers;
         if (ratio > c->entries_per_center) c->entries_per_center = ratio;
     }
     if (s->flags & NNPOPS__ST_OVERFLOW) {
@@ -147,8 +148,8 @@ nnpops_status nnpops__gpu_settle_status(nnpops__cuda_ctx *c, const nnpops_model 
     return NNPOPS_OK;
 }
 
-/* The host-side plan of a step: sizes, local atoms grouped by species into padded GEMM columns,
- * neighbor plan, and the capacity (*capacity grows when the entries per center seen so far need
+/* The host-side plan of a step: sizes, the centers of the lists the potential chose, neighbor plan,
+ * and the capacity (*capacity grows when the entries per center seen so far need
  * it).  The layout is left to the caller (it depends on the capacity and the work spaces). */
 void nnpops__gpu_plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__cuda_args *g,
                            const step_wants *w, int64_t *capacity, step_plan *P) {
@@ -174,22 +175,18 @@ void nnpops__gpu_plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnp
     z->det = g->deterministic != 0;
     z->tc = g->tensor_cores; /* 0 off, 1 on, 2 auto */
 
-    /* the species present (ghosts too); local atoms grouped by species into padded GEMM columns */
-    ds->species_present = nnpops__species_present(g->species, z->n);
-    int64_t count[NNPOPS__MAX_SPECIES] = {0};
-    for (int64_t i = 0; i < z->n_local; i++) count[g->species[i]]++;
-    int64_t cols = 0;
-    for (int s = 0; s < m->n_species; s++) {
-        ds->col_start[s] = cols;
-        ds->col_count[s] = count[s];
-        cols += (count[s] + 31) / 32 * 32;
-    }
-    ds->col_start[m->n_species] = cols;
-    z->n_cols = cols;
+    /* the GPU step hands every potential center lists: of the local atoms, or of every atom when
+     * it asks for ghost centers (and with them the pairs of two ghosts) */
+    nnpops__nbr_choice lists = {0, 0, 0};
+    if (m->vt->neighbor_lists) m->vt->neighbor_lists(m, &lists);
+    ds->lists.full = 1;
+    ds->lists.ghost_centers = lists.ghost_centers != 0;
+    ds->lists.ghost_pairs = ds->lists.ghost_centers;
+    z->n_centers = ds->lists.ghost_centers ? z->n : z->n_local;
     ds->n_atoms = z->n;
     ds->n_local = z->n_local;
     ds->n_systems = z->ns;
-    ds->n_cols = z->n_cols;
+    ds->n_centers = z->n_centers;
     ds->member = g->member;
     /* the potential's work space depends on these (sized before the step is enqueued) */
     ds->deterministic = z->det;
@@ -203,8 +200,8 @@ void nnpops__gpu_plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnp
          * center seen so far needs: steps of one system whose counts fluctuate keep one capacity,
          * hence one graph key */
         const double per = c->entries_per_center > 0 ? c->entries_per_center : 48.0;
-        const int64_t need = (int64_t)(per * (double)z->n_local);
-        const int64_t guess = (int64_t)(per * 1.125 * (double)z->n_local) + 64;
+        const int64_t need = (int64_t)(per * (double)z->n_centers);
+        const int64_t guess = (int64_t)(per * 1.125 * (double)z->n_centers) + 64;
         if (*capacity < need) *capacity = guess;
         const int64_t nn = z->n > 0 ? z->n : 1;
         if (g->max_neighbors > 0 && *capacity > 2 * g->max_neighbors * nn + 64)
@@ -214,42 +211,38 @@ void nnpops__gpu_plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnp
     ds->capacity = *capacity;
 }
 
-/* The potential's state for the plan's species set (vt->cuda_prepare; outside any capture), and
- * the descriptor length it reports in the context's statistics. */
+/* The potential's state and sizes for the plan's step (vt->cuda_prepare, with the species on the
+ * host; outside any capture), and the descriptor length it reports in the context's statistics. */
 nnpops_status nnpops__gpu_prepare_potential(nnpops__cuda_ctx *c, const nnpops_model *m,
-                                            step_plan *P, nnpops_stats *stats,
+                                            const nnpops__cuda_args *g, step_plan *P,
                                             cudaStream_t stream) {
     P->ds.pot_state = NULL;
+    memset(P->ds.pot_sizes, 0, sizeof P->ds.pot_sizes);
     P->ds.descriptor_length = 0;
     P->ds.stream = stream; /* for the copies of the potential's state (synchronized) */
+    P->ds.blas = c->blas;
     if (m->vt->cuda_prepare) {
         c->pot_release = m->vt->cuda_release_state;
-        TRY(m->vt->cuda_prepare(m, &P->ds, &c->pot_state));
+        P->ds.species_host = g->species;
+        const nnpops_status st = m->vt->cuda_prepare(m, &P->ds, &c->pot_state);
+        P->ds.species_host = NULL;
+        TRY(st);
     }
-    stats->descriptor_length = P->ds.descriptor_length;
+    g->stats->descriptor_length = P->ds.descriptor_length;
     return NNPOPS_OK;
 }
 
-/* Writes the static inputs (sys_start, species, species ranks, batch, order, centers, pbc) at the
- * layout's offsets of `base` (an image of the arena's input block). */
+/* Writes the static inputs (sys_start, species, batch, order, pbc) at the layout's offsets of
+ * `base` (an image of the arena's input block). */
 void nnpops__gpu_pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const step_plan *P,
                              char *base) {
     const step_sizes *z = &P->z;
     const step_layout *L = &P->L;
     memcpy(base + L->sys_start, g->sys_start, sizeof(int64_t) * (size_t)(z->ns + 1));
     memcpy(base + L->species, g->species, sizeof(int32_t) * (size_t)z->n);
-    int32_t rank[NNPOPS__MAX_SPECIES];
-    nnpops__species_ranks(P->ds.species_present, m->n_species, rank);
-    int32_t *ranks = (int32_t *)(base + L->species_rank);
-    for (int64_t i = 0; i < z->n; i++) ranks[i] = rank[g->species[i]];
     memcpy(base + L->batch, g->batch, sizeof(int32_t) * (size_t)z->n);
     memcpy(base + L->order, g->order, sizeof(int32_t) * (size_t)z->n);
     memcpy(base + L->pbc, g->pbc, 3 * (size_t)z->ns);
-    int32_t *centers = (int32_t *)(base + L->centers);
-    for (int64_t k = 0; k < z->n_cols; k++) centers[k] = -1;
-    int64_t cursor[NNPOPS__MAX_SPECIES];
-    for (int s = 0; s < m->n_species; s++) cursor[s] = P->ds.col_start[s];
-    for (int64_t i = 0; i < z->n_local; i++) centers[cursor[g->species[i]]++] = (int32_t)i;
 }
 
 /* Device steps 3-5 on `stream`, reading and writing the arena at `d`: neighbor search, the
@@ -279,7 +272,7 @@ nnpops_status nnpops__gpu_enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *
         .cells = (const double *)(d + L->cells),
         .pbc = (const uint8_t *)(d + L->pbc),
         .cutoff = m->cutoff,
-        .skip_from = z->n_local,
+        .skip_from = ds->lists.ghost_centers ? z->n : z->n_local,
         .max_images = P->max_images,
     };
     nnpops__center_out cout = {
@@ -291,16 +284,14 @@ nnpops_status nnpops__gpu_enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *
         .dist = NULL,
         .status = dstatus,
     };
-    TRY(nnpops__center_neighbors_staged_cuda(&nin, z->n_local, P->min_distance, &z->plan, &cout,
+    TRY(nnpops__center_neighbors_staged_cuda(&nin, z->n_centers, P->min_distance, &z->plan, &cout,
                                              d + L->nbr_work, L->nbr_work_bytes, in_stage,
                                              stream));
 
     /* 4: the potential */
     ds->positions = (const double *)(d + L->pos);
     ds->species = (const int32_t *)(d + L->species);
-    ds->species_rank = (const int32_t *)(d + L->species_rank);
     ds->batch = (const int32_t *)(d + L->batch);
-    ds->centers = (const int32_t *)(d + L->centers);
     ds->start = cout.start;
     ds->pairs = cout.pairs;
     ds->vec = cout.vec;
@@ -314,20 +305,13 @@ nnpops_status nnpops__gpu_enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *
     ds->work_bytes = L->pot_work_bytes;
     ds->stream = stream;
     ds->blas = c->blas;
-    ds->n_side = NNPOPS__SIDE_STREAMS;
-    ds->fork_event = c->fork_event;
-    for (int k = 0; k < NNPOPS__SIDE_STREAMS; k++) {
-        ds->side_stream[k] = c->side[k];
-        ds->side_blas[k] = c->side_blas[k];
-        ds->join_event[k] = c->join_event[k];
-    }
     TRY(m->vt->compute_cuda(m, ds));
 
     /* 5: force scatter, virials, energies */
     const int32_t *dbatch = ds->batch;
     if (z->det) {
         TRY(nnpops__center_reduce_det_cuda(
-            z->n, z->n_local, z->ns, (const int64_t *)(d + L->sys_start),
+            z->n, z->n_centers, z->ns, (const int64_t *)(d + L->sys_start),
             (const int32_t *)(d + L->order), cout.start, z->capacity, cout.pairs, cout.vec,
             z->need_grad ? ds->pair_grad : NULL, ds->atom_energy, ds->member_atom_energy, z->ens,
             z->want_forces ? (double *)(d + L->forces) : NULL,
@@ -401,12 +385,10 @@ nnpops_status nnpops__gpu_enqueue_step(nnpops__cuda_ctx *c, const nnpops_model *
 static void graph_key_of(const nnpops__cuda_ctx *c, const step_plan *P, graph_key *k) {
     memset(k, 0, sizeof *k);
     k->z = P->z;
-    k->ds_cols = P->ds.n_cols;
-    memcpy(k->col_count, P->ds.col_count, sizeof k->col_count);
+    memcpy(k->pot_sizes, P->ds.pot_sizes, sizeof k->pot_sizes);
     k->member = P->ds.member;
     k->pot_capacity = P->pot_capacity;
     k->max_images = P->max_images;
-    k->species_present = P->ds.species_present;
     k->pot_state = P->ds.pot_state;
     k->min_distance = P->min_distance;
     k->dev = c->dev;
@@ -517,12 +499,12 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
                           out->virials != NULL,         out->forces != NULL,
                           out->atomic_energies != NULL, out->atomic_virials != NULL};
     nnpops__gpu_plan_init(c, m, g, &w, &c->capacity, &P);
-    TRY(nnpops__gpu_prepare_potential(c, m, &P, g->stats, c->stream));
+    TRY(nnpops__gpu_prepare_potential(c, m, g, &P, c->stream));
     step_sizes *z = &P.z;
     nnpops__dstep *ds = &P.ds;
 
     /* pinned inputs (their layout does not depend on the capacity) */
-    nnpops__gpu_layout_of(z, 0, 0, &P.L);
+    nnpops__gpu_layout_of(z, 0, &P.L);
     const step_layout *L = &P.L;
     TRY(nnpops__gpu_grow_pinned(&c->pin_in, &c->pin_in_dev, &c->pin_in_bytes, L->in_bytes,
                                 "GPU input staging"));
@@ -537,16 +519,15 @@ static nnpops_status run_step(nnpops__cuda_ctx *c, const nnpops_model *m,
         z->capacity = c->capacity;
         ds->capacity = z->capacity;
         P.pot_capacity = c->pot_capacity;
-        /* the potential's work space depends on the columns only */
+        /* the potential's work space depends on its sizes of the step */
         nnpops__gpu_step_layout_of(m, z, ds, &P.L);
         TRY(nnpops__gpu_grow_arena(&c->dev, &c->dev_bytes, L->total, c->stream, c->device,
                                    "GPU work space"));
         TRY(nnpops__gpu_grow_pinned(&c->pin_out, &c->pin_out_dev, &c->pin_out_bytes,
                                     L->d2h_end - L->out0, "GPU output staging"));
-        if (c->blas_work != (char *)c->dev + L->blas_work || c->blas_sides != L->blas_sides) {
-            TRY(nnpops__gpu_set_workspaces(c, (char *)c->dev + L->blas_work, L->blas_sides));
+        if (c->blas_work != (char *)c->dev + L->blas_work) {
+            TRY(nnpops__gpu_set_workspace(c, (char *)c->dev + L->blas_work));
             c->blas_work = (char *)c->dev + L->blas_work;
-            c->blas_sides = L->blas_sides;
         }
         TRY(launch_step(c, m, &P, g));
         NNPOPS__CUDA_CALL(cudaStreamSynchronize(c->stream));

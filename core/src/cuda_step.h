@@ -29,7 +29,7 @@
 typedef struct step_layout {
     /* inputs (offsets inside the pinned input buffer and the arena alike); the static inputs are
      * sys_start .. in_bytes */
-    size_t pos, cells, sys_start, species, species_rank, batch, order, centers, pbc, in_bytes;
+    size_t pos, cells, sys_start, species, batch, order, pbc, in_bytes;
     /* outputs: [status | energies | member energies | virials | forces | atomic virials | atom
      * energies] copied back up to d2h_end; then member atom energies, the device entry's io word
      * and the reductions' ticket (nnpops__reduce_cuda's staging tail), zeroed with the rest */
@@ -37,11 +37,11 @@ typedef struct step_layout {
         io, ticket, zero_end;
     size_t start, pairs, vec, grad, nbr_work, nbr_work_bytes, blas_work, pot_work, pot_work_bytes,
         det_work, det_work_bytes, total;
-    int blas_sides; /* side-stream cuBLAS handles with a work space after the main one's */
 } step_layout;
 
 typedef struct step_sizes {
-    int64_t n, n_local, ns, ens, n_cols, capacity;
+    int64_t n, n_local, ns, ens, capacity;
+    int64_t n_centers;         /* atoms with center lists: n_local, or n with ghost centers */
     int want_energies, want_member, want_virials, want_forces, want_atom_e, want_atom_vir;
     int need_grad;
     int det;                   /* option deterministic */
@@ -66,10 +66,8 @@ typedef struct step_wants {
 
 typedef struct graph_key {
     step_sizes z;
-    int64_t ds_cols;
-    int64_t col_count[NNPOPS__MAX_SPECIES];
+    int64_t pot_sizes[NNPOPS__POT_SIZES];
     int32_t member, pot_capacity, max_images;
-    uint32_t species_present;
     double min_distance;
     void *dev, *pin_in, *pin_out, *pot_state;
     size_t total;
@@ -120,11 +118,6 @@ struct nnpops__cuda_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
-    /* side streams of the step (nnpops__dstep: concurrent species networks), their cuBLAS handles
-     * and the fork / join events */
-    cudaStream_t side[NNPOPS__SIDE_STREAMS];
-    cublasHandle_t side_blas[NNPOPS__SIDE_STREAMS];
-    cudaEvent_t fork_event, join_event[NNPOPS__SIDE_STREAMS];
     void *dev;
     size_t dev_bytes;
     void *pin_in, *pin_out;
@@ -134,7 +127,6 @@ struct nnpops__cuda_ctx {
     double entries_per_center; /* largest ratio seen, for the first capacity of a new size */
     int32_t pot_capacity;      /* the potential's own capacity (0: not asked yet, or none) */
     void *blas_work;           /* where cuBLAS's work space was last set (NULL: set it again) */
-    int blas_sides;            /* and for how many side-stream handles */
     /* CUDA graph of the last shape (option cuda_graphs) */
     cudaGraphExec_t graph_exec;
     int have_graph, have_key, same_steps, capture_failed;
@@ -165,14 +157,14 @@ static const char axis_name[3] __attribute__((unused)) = {'a', 'b', 'c'};
 /* Makes `device` current; *prev receives the caller's (restore with nnpops__gpu_leave_device). */
 nnpops_status nnpops__gpu_enter_device(int device, int *prev);
 void nnpops__gpu_leave_device(int device, int prev);
-nnpops_status nnpops__gpu_set_workspaces(nnpops__cuda_ctx *c, char *work, int sides);
+nnpops_status nnpops__gpu_set_workspace(nnpops__cuda_ctx *c, char *work);
 nnpops_status nnpops__gpu_ctx_create(int device, nnpops__cuda_ctx **out);
 nnpops_status nnpops__gpu_grow_arena(void **p, size_t *have, size_t bytes, cudaStream_t stream,
                                      int device, const char *what);
 void *nnpops__gpu_pinned_device_pointer(void *h);
 nnpops_status nnpops__gpu_grow_pinned(void **p, void **dp, size_t *have, size_t bytes,
                                       const char *what);
-void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, int sides, step_layout *L);
+void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, step_layout *L);
 void nnpops__gpu_step_layout_of(const nnpops_model *m, const step_sizes *z, const nnpops__dstep *ds,
                                 step_layout *L);
 
@@ -186,7 +178,7 @@ nnpops_status nnpops__gpu_settle_status(nnpops__cuda_ctx *c, const nnpops_model 
 void nnpops__gpu_plan_init(nnpops__cuda_ctx *c, const nnpops_model *m, const nnpops__cuda_args *g,
                            const step_wants *w, int64_t *capacity, step_plan *P);
 nnpops_status nnpops__gpu_prepare_potential(nnpops__cuda_ctx *c, const nnpops_model *m,
-                                            step_plan *P, nnpops_stats *stats,
+                                            const nnpops__cuda_args *g, step_plan *P,
                                             cudaStream_t stream);
 void nnpops__gpu_pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const step_plan *P,
                              char *base);

@@ -98,8 +98,8 @@ typedef struct nnpops__nbr_choice {
 /* Largest species list of a model file: every element (TensorNet models list each Z < max_z). */
 #define NNPOPS__MAX_MODEL_SPECIES 118
 
-/* side streams of the GPU step (nnpops__dstep) */
-#define NNPOPS__SIDE_STREAMS 3
+/* host sizes a potential keeps per GPU step (nnpops__dstep.pot_sizes) */
+#define NNPOPS__POT_SIZES 40
 
 struct nnpops__potential_vt;
 struct nnpops__dstep; /* CUDA backend, see below */
@@ -170,9 +170,10 @@ typedef struct nnpops__potential_vt {
     nnpops_status (*load)(nnpops_model *model, const nnpops__cfg *cfg, nnpops__node root,
                           const nnpops__weights *weights);
     void (*destroy)(nnpops_model *model);
-    /* Optional: the neighbor lists of the model's CPU steps (NULL: a half list without the pairs
-     * of two ghosts, what ANI and LJ use).  The GPU step hands compute_cuda center lists of the
-     * local atoms (nnpops__dstep) whatever this chooses. */
+    /* Optional: the neighbor lists of the model's steps (NULL: a half list without the pairs of
+     * two ghosts, what ANI and LJ use on the CPU).  The GPU step always hands compute_cuda full
+     * (center) lists (nnpops__dstep): of the local atoms, or with ghost_centers = 1 of every
+     * atom, ghosts too. */
     void (*neighbor_lists)(const nnpops_model *model, nnpops__nbr_choice *lists);
     /* One step on the CPU (writes the step's outputs, descriptor_length among them).  Must not
      * keep pointers into `step` after returning. */
@@ -184,19 +185,20 @@ typedef struct nnpops__potential_vt {
     nnpops_status (*upload)(nnpops_model *model);
     /* Frees model->device_data (never fails; called before destroy). */
     void (*release_device)(nnpops_model *model);
-    /* Device work space (bytes) that compute_cuda needs for this step's sizes, and in
-     * *side_streams how many of the step's side streams (step->side_stream[0 ..]) it uses
-     * (0 .. NNPOPS__SIDE_STREAMS): their cuBLAS handles get work space too. */
-    size_t (*cuda_work_bytes)(const nnpops_model *model, const struct nnpops__dstep *step,
-                              int *side_streams);
+    /* Device work space (bytes) that compute_cuda needs for this step's sizes (after
+     * cuda_prepare: its pot_sizes and pot_state). */
+    size_t (*cuda_work_bytes)(const nnpops_model *model, const struct nnpops__dstep *step);
     /* One step on the device: enqueues kernels on step->stream; never allocates or syncs. */
     nnpops_status (*compute_cuda)(const nnpops_model *model, const struct nnpops__dstep *step);
-    /* Optional: before the step is sized and enqueued (never while a stream captures), the
-     * potential's per-context device state for the step's species set (step->species_present):
-     * *state is the context's slot (NULL at first, kept between steps); sets step->pot_state
-     * (what compute_cuda and cuda_work_bytes then read), step->descriptor_length, and may widen
-     * step->species_present (the core ranks the species after this call).  State a step used
-     * stays valid until cuda_release_state (a caller's captured graph may refer to it). */
+    /* Optional: before the step is sized and enqueued (never while a stream captures), with the
+     * atoms' species on the host (step->species_host): the potential's per-context device state
+     * and its host sizes for this step.  *state is the context's slot (NULL at first, kept between
+     * steps); sets step->pot_state and step->pot_sizes (what cuda_work_bytes and compute_cuda then
+     * read; the core's graph key holds both) and step->descriptor_length.  Here, not in
+     * compute_cuda, the potential creates what it needs beyond the step's stream and cuBLAS handle
+     * (streams of its own, their handles and events, copies of weights): nothing may be created
+     * while a stream captures.  State a step used stays valid until cuda_release_state (a
+     * caller's captured graph may refer to it). */
     nnpops_status (*cuda_prepare)(const nnpops_model *model, struct nnpops__dstep *step,
                                   void **state);
     /* Frees that state (never fails; the context's device is current, its work has finished). */
@@ -216,21 +218,16 @@ typedef struct nnpops__dstep {
     int64_t n_atoms, n_local, n_systems;
     const double *positions;      /* [n_atoms][3] */
     const int32_t *species;       /* [n_atoms] */
-    /* the species among the step's atoms, ghosts included (host; bit s: species s), and each
-     * atom's species ranked among them: species_rank[i] = the number of present species below
-     * species[i] (device [n_atoms]) */
-    uint32_t species_present;
-    const int32_t *species_rank;
+    const int32_t *species_host;  /* (host) [n_atoms], during vt->cuda_prepare only, else NULL */
     const int32_t *batch;         /* [n_atoms] */
-    /* local atoms grouped by species into columns: species s owns columns col_start[s] ..
-     * col_start[s] + col_count[s] (col_start multiples of 32, host); centers[col] = atom or -1 */
-    int64_t n_cols;
-    int64_t col_start[NNPOPS__MAX_SPECIES + 1];
-    int64_t col_count[NNPOPS__MAX_SPECIES];
-    const int32_t *centers;       /* [n_cols] */
-    /* center lists of the local atoms (see nnpops__center_out) */
+    /* full (center) lists (see nnpops__center_out): the entries of center c < n_centers are
+     * start[c] .. start[c+1]-1, each (c, j) with vec = x_j - x_c + shift.  n_centers = n_local,
+     * or n_atoms when the potential chose ghost_centers (vt->neighbor_lists: every atom is a
+     * center, and the pairs of two ghosts are kept) */
+    nnpops__nbr_choice lists;
+    int64_t n_centers;
     int64_t capacity;
-    const int64_t *start;         /* [n_local + 1] */
+    const int64_t *start;         /* [n_centers + 1] */
     const int32_t *pairs;         /* [capacity][2] */
     const double *vec;            /* [capacity][3] */
     int32_t pot_capacity;         /* the potential's own capacity (vt->cuda_capacity; ANI: the
@@ -240,27 +237,21 @@ typedef struct nnpops__dstep {
     int need_grad;
     int deterministic;            /* 1: bitwise reproducible kernels (no order-dependent float
                                    * atomics; option deterministic) */
-    int tensor_cores;             /* float32: 3xTF32 tensor-core GEMMs (option tensor_cores) */
+    int tensor_cores;             /* float32 products on the tensor cores (option tensor_cores:
+                                   * 0 off, 1 on, 2 auto) */
     /* outputs (zeroed by the caller): atom_energy [n_atoms] (self energies included),
      * member_atom_energy [n_atoms][ensemble] or NULL, pair_grad [capacity][3] = dE/dvec[e]
      * (written, not accumulated, for every entry) when need_grad */
     double *atom_energy, *member_atom_energy, *pair_grad;
-    void *pot_state;              /* set by vt->cuda_prepare (host; the potential's own) */
+    /* set by vt->cuda_prepare (host): the potential's own state and sizes of this step (a graph
+     * the core captured is valid for the same state and sizes only; unused sizes stay 0) */
+    void *pot_state;
+    int64_t pot_sizes[NNPOPS__POT_SIZES];
     int64_t descriptor_length;    /* set by vt->cuda_prepare: per-atom descriptor entries */
     void *work;                   /* vt->cuda_work_bytes(...) bytes, 256-byte aligned */
     size_t work_bytes;
     void *stream;                 /* cudaStream_t */
-    void *blas;                   /* cublasHandle_t bound to the device */
-    /* side streams for work that may run concurrently with `stream` (the ANI species networks):
-     * n_side of them, each with its own cuBLAS handle (bound to that stream, its own work space);
-     * a potential forks onto them by recording fork_event on `stream` and making the side stream
-     * wait for it, and joins back by recording join_event[k] on side stream k and making `stream`
-     * wait for it (inside a capture the side streams join the graph through these events) */
-    int n_side;
-    void *side_stream[NNPOPS__SIDE_STREAMS]; /* cudaStream_t */
-    void *side_blas[NNPOPS__SIDE_STREAMS];   /* cublasHandle_t */
-    void *fork_event;                        /* cudaEvent_t */
-    void *join_event[NNPOPS__SIDE_STREAMS];  /* cudaEvent_t */
+    void *blas;                   /* cublasHandle_t bound to the device and `stream` */
 } nnpops__dstep;
 #endif /* NNPOPS_HAVE_CUDA */
 

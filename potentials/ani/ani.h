@@ -54,8 +54,10 @@ void nnpops__ani_restricted_first_layer(const nnpops__ani *a, int s, const int32
 /* The GPU hooks of nnpops__ani_vt (potentials/ani/ani_cuda.c). */
 nnpops_status nnpops__ani_upload(nnpops_model *model);
 void nnpops__ani_release_device(nnpops_model *model);
-size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
-                                   int *side_streams);
+size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step);
+/* How many side streams of its own the step (after cuda_prepare: its pot_sizes) runs branches on
+ * (0 .. 3; potentials/ani/ani_cuda.c). */
+int nnpops__ani_cuda_side_streams(const nnpops_model *model, const nnpops__dstep *step);
 nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
 nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *step,
                                        void **state);

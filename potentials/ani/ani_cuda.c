@@ -1,6 +1,15 @@
 /*
  * ani_cuda.c - the ANI potential on the GPU: the vtable's GPU hooks (upload, release_device,
- * cuda_work_bytes, compute_cuda), host code that enqueues the kernels of kernels/cuda/.
+ * cuda_prepare, cuda_release_state, cuda_work_bytes, compute_cuda, cuda_capacity), host code
+ * that enqueues the kernels of kernels/cuda/ and potentials/ani/cuda/.
+ *
+ * The core's step (nnpops__dstep) knows nothing of species columns, species sets or side streams:
+ * cuda_prepare sees the atoms' species on the host and writes this step's host sizes into
+ * step->pot_sizes (the local atoms per species, and the species set below), which the core's
+ * graph key holds; it finds or builds the context's ANI state (step->pot_state: the species sets
+ * and the side streams, created there, never while a stream captures).  The step itself then
+ * groups the local atoms by species into columns on the device (nnpops__ani_columns_cuda, into
+ * the work space) before the AEV.
  *
  * Weights: at load, the host arena of ani.h (the model's precision, layout [species][layer]
  * [member][out][in]) is copied once into one device allocation with the same offsets
@@ -11,7 +20,7 @@
  * (the radial blocks of an absent species, the angular blocks of a pair with one).  Such a step
  * computes the AEV restricted to the present species instead (nnpops__aev_desc_restrict: the AEV
  * kernels run unchanged on the restricted descriptor, with each atom's species ranked among the
- * present ones, step->species_rank; aev_len below is the restricted length), and its first layers'
+ * present ones, written by the columns kernel; aev_len below is the restricted length), and its first layers'
  * products run over the restricted inner dimension with the matching columns of the first layers'
  * weights: a copy per species set (ani_set), made from the host arena the first time the context
  * sees the set (float32: stacked for the 3xTF32 products the first time a step runs a species on
@@ -58,10 +67,10 @@
  *     first width, 1536-2048 for ANI-2x) is long for its few outputs, runs as a k split of
  *     NNPOPS_SG_KSPLIT slices summed by separate blocks (shorter chains of weight loads after
  *     the wait) into a work block of partial sums, which the AEV adjoint adds in slice order.
- *     Concurrency: the species on the cuBLAS path are spread over up to 1 + step->n_side branches
- *     (largest species first, each to the branch with the fewest columns so far); branch 0 runs on
- *     step->stream after the small species' grouped networks, branch b > 0 on side stream b - 1
- *     with its cuBLAS handle; the branches fork before the AEV (fork_event) and join after the
+ *     Concurrency: the species on the cuBLAS path are spread over up to 1 + ANI_SIDE_STREAMS
+ *     branches (largest species first, each to the branch with the fewest columns so far);
+ *     branch 0 runs on step->stream after the small species' grouped networks, branch b > 0 on
+ *     ANI's side stream b - 1 (ani_state) with its cuBLAS handle; the branches fork before the AEV (fork_event) and join after the
  *     adjoints (join_event), and each has its own activation, scratch and stacked-operand
  *     buffers.  Every branch writes only its species' AEV columns and atoms, so the results are
  *     those of the serial order, bit for bit.  A protein's H, C, N and O networks (each a chain of
@@ -85,6 +94,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/kernels_cuda.h"
@@ -125,10 +135,68 @@ typedef struct ani_set {
     float *stk_n0[NNPOPS__MAX_SPECIES], *stk_b0[NNPOPS__MAX_SPECIES];
 } ani_set;
 
+/* Side streams: the species on the cuBLAS path may run their networks concurrently on up to
+ * ANI_SIDE_STREAMS streams beside the step's, each with its own cuBLAS handle (bound to that
+ * stream, with its own work space of ANI_BLAS_WORK_BYTES, so that cuBLAS never allocates while a
+ * stream captures); the step forks onto them with fork_event and joins back with join_event[k]
+ * (inside a capture the side streams join the graph through these events). */
+#define ANI_SIDE_STREAMS 3
+#define ANI_BLAS_WORK_BYTES ((size_t)32 << 20)
+
+/* ANI's GPU state of one context (vt->cuda_prepare): the species sets seen, and the side streams
+ * (created by the first step that has branches on them, n_side = ANI_SIDE_STREAMS then). */
 typedef struct ani_state {
     int n;
     ani_set set[ANI_MAX_SETS];
+    int n_side;
+    cudaStream_t side[ANI_SIDE_STREAMS];
+    cublasHandle_t side_blas[ANI_SIDE_STREAMS];
+    cudaEvent_t fork_event, join_event[ANI_SIDE_STREAMS];
+    void *side_work; /* the side handles' cuBLAS work spaces */
 } ani_state;
+
+/* ANI's host sizes of a step (nnpops__dstep.pot_sizes, written by cuda_prepare): [s] the local
+ * atoms of species s, [ANI_SIZE_SET] the step's species set (1 + its index in ani_state.set; 0:
+ * the model's full AEV). */
+#define ANI_SIZE_SET NNPOPS__MAX_SPECIES
+_Static_assert(ANI_SIZE_SET < NNPOPS__POT_SIZES, "ANI's sizes fit nnpops__dstep.pot_sizes");
+
+/* The step as ANI's GPU code reads it: the core's step, the stream and cuBLAS handle of a branch
+ * (the step's own for branch 0), the step's species set (or NULL: the model's AEV), and the local
+ * atoms grouped by species into columns (from pot_sizes): species s owns columns col_start[s] ..
+ * col_start[s] + col_count[s] (col_start multiples of 32); centers[col] = atom or -1 and
+ * species_rank[i] (with a set: each atom's species ranked among the set's) in the work space,
+ * written by the columns kernel (nnpops__ani_columns_cuda) at the start of the step. */
+typedef struct ani_step {
+    const nnpops__dstep *d;
+    void *stream, *blas;
+    const ani_set *set;
+    int64_t n_cols;
+    int64_t col_start[NNPOPS__MAX_SPECIES + 1];
+    int64_t col_count[NNPOPS__MAX_SPECIES];
+    const int32_t *centers;
+    const int32_t *species_rank;
+} ani_step;
+
+static ani_step view_of(const nnpops__ani *a, const nnpops__dstep *d) {
+    ani_step v;
+    memset(&v, 0, sizeof v);
+    v.d = d;
+    v.stream = d->stream;
+    v.blas = d->blas;
+    const ani_state *S = d->pot_state;
+    const int64_t k = d->pot_sizes[ANI_SIZE_SET];
+    v.set = S && k > 0 && k <= S->n ? &S->set[k - 1] : NULL;
+    int64_t cols = 0;
+    for (int s = 0; s < a->n_species; s++) {
+        v.col_start[s] = cols;
+        v.col_count[s] = d->pot_sizes[s];
+        cols += (v.col_count[s] + 31) / 32 * 32;
+    }
+    v.col_start[a->n_species] = cols;
+    v.n_cols = cols;
+    return v;
+}
 
 /* One layer's stacked copies (see ani_dev) on `stream`: W ([M out][in], device) into stk_n, its
  * transpose Wt ([in][M out], device) into stk_b. */
@@ -333,39 +401,93 @@ static nnpops_status stack_set_species(const nnpops_model *model, ani_set *S, in
                         __FILE__, __LINE__, 2 * part, model->device_name, cudaGetErrorString(e));
 }
 
-static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s);
+static int use_tc(const nnpops__ani *a, const ani_step *st, int s);
+static int ani_side_streams(const nnpops__ani *a, const ani_step *st);
+
+/* The side streams, their cuBLAS handles and work spaces, and the fork / join events. */
+static nnpops_status create_sides(ani_state *S, const char *device_name) {
+    cudaError_t e = cudaMalloc(&S->side_work, ANI_SIDE_STREAMS * ANI_BLAS_WORK_BYTES);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->fork_event, cudaEventDisableTiming);
+    cublasStatus_t b = CUBLAS_STATUS_SUCCESS;
+    for (int k = 0; k < ANI_SIDE_STREAMS && e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS; k++) {
+        e = cudaStreamCreateWithFlags(&S->side[k], cudaStreamNonBlocking);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&S->join_event[k], cudaEventDisableTiming);
+        if (e != cudaSuccess) break;
+        /* plain FP32 / FP64 arithmetic, the stream set before the work space (setting a stream
+         * resets a handle's work space) */
+        b = cublasCreate(&S->side_blas[k]);
+        if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetMathMode(S->side_blas[k], CUBLAS_DEFAULT_MATH);
+        if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(S->side_blas[k], S->side[k]);
+        if (b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetWorkspace(S->side_blas[k],
+                                   (char *)S->side_work + (size_t)k * ANI_BLAS_WORK_BYTES,
+                                   ANI_BLAS_WORK_BYTES);
+    }
+    if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) {
+        S->n_side = ANI_SIDE_STREAMS;
+        return NNPOPS_OK;
+    }
+    (void)cudaGetLastError();
+    for (int k = 0; k < ANI_SIDE_STREAMS; k++) {
+        if (S->side_blas[k]) cublasDestroy(S->side_blas[k]);
+        if (S->side[k]) cudaStreamDestroy(S->side[k]);
+        if (S->join_event[k]) cudaEventDestroy(S->join_event[k]);
+        S->side_blas[k] = NULL;
+        S->side[k] = NULL;
+        S->join_event[k] = NULL;
+    }
+    if (S->fork_event) cudaEventDestroy(S->fork_event);
+    S->fork_event = NULL;
+    if (S->side_work) cudaFree(S->side_work);
+    S->side_work = NULL;
+    if (b != CUBLAS_STATUS_SUCCESS)
+        return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cuBLAS handle of an ANI side stream: %s",
+                            __FILE__, __LINE__, cublasGetStatusString(b));
+    return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                       : NNPOPS_ERROR_CUDA,
+                        "%s:%d: side streams of the ANI step on %s: %s", __FILE__, __LINE__,
+                        device_name, cudaGetErrorString(e));
+}
 
 nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep *st,
                                        void **state) {
     const nnpops__ani *a = model->impl;
-    const uint32_t all = nnpops__species_all(a->n_species);
-    const uint32_t present = st->species_present & all;
-    st->pot_state = NULL;
-    st->descriptor_length = a->aev.aev_len;
-    if (present == all || present == 0) return NNPOPS_OK;
     ani_state *S = *state;
     if (!S) {
         S = calloc(1, sizeof *S);
         if (!S) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (ANI state)");
         *state = S;
     }
-    int k = 0;
-    while (k < S->n && S->set[k].present != present) k++;
-    if (k == S->n) {
-        if (S->n == ANI_MAX_SETS) {
-            st->species_present = all; /* the full AEV; the ranks are the species then */
-            return NNPOPS_OK;
+    st->pot_state = S;
+    /* the local atoms per species (the columns), and the species present, ghosts too */
+    for (int s = 0; s < NNPOPS__POT_SIZES; s++) st->pot_sizes[s] = 0;
+    for (int64_t i = 0; i < st->n_local; i++) st->pot_sizes[st->species_host[i]]++;
+    const uint32_t all = nnpops__species_all(a->n_species);
+    const uint32_t present = nnpops__species_present(st->species_host, st->n_atoms) & all;
+    st->descriptor_length = a->aev.aev_len;
+    if (present != all && present != 0) {
+        int k = 0;
+        while (k < S->n && S->set[k].present != present) k++;
+        if (k == S->n && S->n < ANI_MAX_SETS) {
+            NNPOPS__TRY(build_set(model, present, &S->set[k], (cudaStream_t)st->stream));
+            S->n++;
         }
-        NNPOPS__TRY(build_set(model, present, &S->set[k], (cudaStream_t)st->stream));
-        S->n++;
+        /* (past ANI_MAX_SETS sets: the model's full AEV, with the species themselves) */
+        if (k < S->n) {
+            st->pot_sizes[ANI_SIZE_SET] = k + 1;
+            st->descriptor_length = S->set[k].desc.aev_len;
+        }
     }
-    ani_set *set = &S->set[k];
+    const ani_step v = view_of(a, st);
+    ani_set *set = v.set ? &S->set[st->pot_sizes[ANI_SIZE_SET] - 1] : NULL;
     /* the stacked copies of the species this step runs on the tensor cores */
-    for (int s = 0; s < a->n_species; s++)
-        if (set->w0[s] && !set->stk_mem[s] && st->col_count[s] > 0 && use_tc(a, st, s))
+    for (int s = 0; set && s < a->n_species; s++)
+        if (set->w0[s] && !set->stk_mem[s] && v.col_count[s] > 0 && use_tc(a, &v, s))
             NNPOPS__TRY(stack_set_species(model, set, s, (cudaStream_t)st->stream));
-    st->pot_state = set;
-    st->descriptor_length = set->desc.aev_len;
+    /* the side streams, the first time a step has branches on them */
+    if (S->n_side == 0 && ani_side_streams(a, &v) > 0)
+        NNPOPS__TRY(create_sides(S, model->device_name));
     return NNPOPS_OK;
 }
 
@@ -378,21 +500,30 @@ void nnpops__ani_cuda_release_state(void *state) {
             if (S->set[k].stk_mem[s]) cudaFree(S->set[k].stk_mem[s]);
         free(S->set[k].map);
     }
+    for (int k = 0; k < S->n_side; k++) {
+        cudaStreamSynchronize(S->side[k]);
+        cublasDestroy(S->side_blas[k]);
+        cudaStreamDestroy(S->side[k]);
+        cudaEventDestroy(S->join_event[k]);
+    }
+    if (S->n_side) {
+        cudaEventDestroy(S->fork_event);
+        cudaFree(S->side_work);
+    }
     free(S);
 }
 
 /* The step's AEV: its species set's restricted one (the header), or the model's. */
-static const nnpops__aev_desc *aev_of(const nnpops__ani *a, const nnpops__dstep *st) {
-    const ani_set *S = st->pot_state;
-    return S ? &S->desc : &a->aev;
+static const nnpops__aev_desc *aev_of(const nnpops__ani *a, const ani_step *st) {
+    return st->set ? &st->set->desc : &a->aev;
 }
 
 /* Branches: the species on the cuBLAS path run their networks concurrently, on the step's stream
- * (branch 0, together with the small species' grouped networks) and on up to st->n_side side
- * streams, each branch with its own activation, scratch and stacked-operand buffers.  (The largest
- * species' branch on a side stream of the greatest priority makes proteins' and large water
- * boxes' steps a few percent slower.) */
-#define ANI_MAX_BRANCHES (1 + NNPOPS__SIDE_STREAMS)
+ * (branch 0, together with the small species' grouped networks) and on up to ANI_SIDE_STREAMS
+ * side streams (ani_state), each branch with its own activation, scratch and stacked-operand
+ * buffers.  (The largest species' branch on a side stream of the greatest priority makes
+ * proteins' and large water boxes' steps a few percent slower.) */
+#define ANI_MAX_BRANCHES (1 + ANI_SIDE_STREAMS)
 typedef struct ani_branch {
     size_t act, tmp;        /* activations of all hidden layers; one scratch block */
     size_t tc, tc_bytes;    /* stacked activations of the 3xTF32 GEMMs */
@@ -401,6 +532,7 @@ typedef struct ani_branch {
 
 /* Work space layout (bytes) of one step. */
 typedef struct ani_layout {
+    size_t centers, rank;   /* the columns' atoms [n_cols], the ranked species [n_atoms] (a set) */
     size_t aev, total;
     int n_branch;                          /* branches in use (0: no species on the cuBLAS path) */
     int branch_of[NNPOPS__MAX_SPECIES];    /* the branch of a cuBLAS-path species, else -1 */
@@ -430,9 +562,10 @@ typedef struct ani_layout {
  * has more atoms, so auto is on there; the bound remains for networks without hidden layers
  * (which skip the small-n path). */
 #define ANI_TC_AUTO_COLS (NNPOPS__SG_MAX_COLS + 1)
-static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
+static int use_tc(const nnpops__ani *a, const ani_step *st, int s) {
     if (a->precision != NNPOPS_FLOAT32) return 0;
-    return st->tensor_cores == 1 || (st->tensor_cores == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);
+    const int tc = st->d->tensor_cores;
+    return tc == 1 || (tc == 2 && st->col_count[s] >= ANI_TC_AUTO_COLS);
 }
 
 /* The tails of the small species' networks in one launch (nnpops__sg_tail_cuda_f32) when every
@@ -441,7 +574,7 @@ static int use_tc(const nnpops__ani *a, const nnpops__dstep *st, int s) {
  * molecule of about a hundred atoms then needs two waves, slower than the separate launches. */
 #define NNPOPS_SG_TAIL_MAX_COLS 16
 
-static int sg_small(const nnpops__ani *a, const nnpops__dstep *st, int s) {
+static int sg_small(const nnpops__ani *a, const ani_step *st, int s) {
     return a->precision == NNPOPS_FLOAT32 && st->col_count[s] > 0 &&
            st->col_count[s] <= NNPOPS__SG_MAX_COLS && a->n_layers[s] >= 2;
 }
@@ -452,7 +585,7 @@ static int64_t chunk_cols(int64_t n) {
 }
 
 /* Stacked-operand bytes of species s's 3xTF32 GEMMs (0 when it does not use them). */
-static size_t tc_need(const nnpops__ani *a, const nnpops__dstep *st, int s) {
+static size_t tc_need(const nnpops__ani *a, const ani_step *st, int s) {
     if (!use_tc(a, st, s)) return 0;
     const int64_t cols = chunk_cols(st->col_count[s]), M = a->ensemble;
     const int32_t *w = a->width[s];
@@ -465,7 +598,7 @@ static size_t tc_need(const nnpops__ani *a, const nnpops__dstep *st, int s) {
     return need;
 }
 
-static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
+static ani_layout layout_of(const nnpops__ani *a, const ani_step *st) {
     ani_layout L;
     memset(&L, 0, sizeof L);
     const size_t es = a->elem_size;
@@ -512,6 +645,10 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
         if (t > tcb[b]) tcb[b] = t;
     }
     size_t cur = 0;
+    L.centers = cur;
+    cur += al256(sizeof(int32_t) * (size_t)(st->n_cols > 0 ? st->n_cols : 1));
+    L.rank = cur;
+    if (st->set) cur += al256(sizeof(int32_t) * (size_t)(st->d->n_atoms > 0 ? st->d->n_atoms : 1));
     L.aev = cur;
     cur += al256(es * (size_t)aev_of(a, st)->aev_len * (size_t)(st->n_cols > 0 ? st->n_cols : 1));
     for (int b = 0; b < L.n_branch; b++) {
@@ -546,22 +683,32 @@ static ani_layout layout_of(const nnpops__ani *a, const nnpops__dstep *st) {
     return L;
 }
 
-size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
-                                   int *side_streams) {
-    const ani_layout L = layout_of(model->impl, step);
-    /* branch b > 0 runs on side stream b - 1 */
+/* The side streams a step's branches use: branch b > 0 runs on side stream b - 1. */
+static int ani_side_streams(const nnpops__ani *a, const ani_step *st) {
+    const ani_layout L = layout_of(a, st);
     const int n = L.n_branch - 1;
-    *side_streams = n < 0 ? 0 : (n > NNPOPS__SIDE_STREAMS ? NNPOPS__SIDE_STREAMS : n);
-    return L.total;
+    return n < 0 ? 0 : (n > ANI_SIDE_STREAMS ? ANI_SIDE_STREAMS : n);
+}
+
+size_t nnpops__ani_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step) {
+    const nnpops__ani *a = model->impl;
+    const ani_step v = view_of(a, step);
+    return layout_of(a, &v).total;
+}
+
+int nnpops__ani_cuda_side_streams(const nnpops_model *model, const nnpops__dstep *step) {
+    const nnpops__ani *a = model->impl;
+    const ani_step v = view_of(a, step);
+    return ani_side_streams(a, &v);
 }
 
 #define TRY(x) NNPOPS__TRY(x)
 
 /* The first layer of species s from member moff on ([Me out][Lf], Lf = aev_of(a, st)->aev_len):
  * the step's species set's restricted copy, or the arena. */
-static const void *first_layer(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
+static const void *first_layer(const nnpops__ani *a, const ani_dev *dev, const ani_step *st,
                                int s, int64_t moff) {
-    const ani_set *S = st->pot_state;
+    const ani_set *S = st->set;
     const int64_t n = moff * a->width[s][1] * aev_of(a, st)->aev_len;
     if (S) return (const char *)S->w0[s] + a->elem_size * (size_t)n;
     return (const char *)dev->arena + a->elem_size * (a->w_off[s][0] + (size_t)n);
@@ -571,12 +718,12 @@ static const void *first_layer(const nnpops__ani *a, const ani_dev *dev, const n
  * layer of the forward pass (GEMM + bias + CELU), one for the output layers, one per layer of the
  * backward pass (GEMM + CELU' in place) and one for dE/dAEV (written over the species' AEV
  * columns).  Same products as the cuBLAS path of nnpops__ani_compute_cuda. */
-static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep *st,
+static nnpops_status sg_networks(const nnpops_model *model, const ani_step *st,
                                  const ani_layout *L, int64_t Me, int64_t moff) {
     const nnpops__ani *a = model->impl;
     const ani_dev *dev = model->device_data;
     const float *W = dev->arena;
-    float *aev = (float *)((char *)st->work + L->aev);
+    float *aev = (float *)((char *)st->d->work + L->aev);
     const int64_t Lf = aev_of(a, st)->aev_len, ld = st->n_cols;
     int maxnl = 0;
     for (int s = 0; s < a->n_species; s++)
@@ -591,7 +738,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             r += Me * a->width[s][l + 1];
         }
     }
-#define SACT(s, l) ((float *)((char *)st->work + L->small_act[s]) + act_off[s][l] * L->small_ld[s])
+#define SACT(s, l) ((float *)((char *)st->d->work + L->small_act[s]) + act_off[s][l] * L->small_ld[s])
 #define SW(s, l)                                                                                  \
     ((l) == 0 ? (const float *)first_layer(a, dev, st, s, moff)                                   \
               : W + a->w_off[s][l] + (size_t)moff * a->width[s][(l) + 1] * a->width[s][l])
@@ -615,15 +762,15 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
             .width = a->width[s][lo],
             .alpha = a->alpha,
             .lda = L->small_ld[s],
-            .need_grad = st->need_grad,
+            .need_grad = st->d->need_grad,
             .member_offset = (int32_t)moff,
             .ensemble = a->ensemble,
-            .member = st->member,
+            .member = st->d->member,
             .self_energy = a->self_energy[s],
             .centers = st->centers + st->col_start[s],
-            .atom_energy = st->atom_energy,
-            .member_energy = st->member_atom_energy,
-            .deterministic = st->deterministic,
+            .atom_energy = st->d->atom_energy,
+            .member_energy = st->d->member_atom_energy,
+            .deterministic = st->d->deterministic,
         };
         ow[no] = SW(s, lo);
         ob[no] = SB(s, lo);
@@ -631,7 +778,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         no++;
     }
     /* the output layer fused into the last hidden layer's launch, except in deterministic mode */
-    const int fuse_out = !st->deterministic;
+    const int fuse_out = !st->d->deterministic;
     int fused[NNPOPS__MAX_SPECIES] = {0};
     /* the tails (hidden layers 1 on, output layer, their backward) in one launch when every small
      * species' network can (nnpops__sg_tail_supported) */
@@ -702,7 +849,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
     }
     if (use_tail) {
         TRY(nnpops__sg_tail_cuda_f32(tails, nt, a->alpha, st->stream));
-        if (!st->need_grad) return NNPOPS_OK;
+        if (!st->d->need_grad) return NNPOPS_OK;
         goto adjoint;
     }
     /* output layers, energies, backward seeds of the species not fused (deterministic mode, or a
@@ -717,7 +864,7 @@ static nnpops_status sg_networks(const nnpops_model *model, const nnpops__dstep 
         nu++;
     }
     if (nu) TRY(nnpops__ani_output_group_cuda_f32(nu, oa, ow, ob, oA, st->stream));
-    if (!st->need_grad) return NNPOPS_OK;
+    if (!st->d->need_grad) return NNPOPS_OK;
     /* backward through the hidden layers: step d handles layer n_layers - 2 - d of each species */
     for (int d = 0; d + 2 < maxnl; d++) {
         memset(&g, 0, sizeof g);
@@ -768,7 +915,7 @@ adjoint:
         p->C = aev + st->col_start[s];
         p->ldc = ld;
         if (L->ksplit > 1) { /* the slices' partial sums, added by the AEV adjoint */
-            p->C = (float *)((char *)st->work + L->kpart) + st->col_start[s];
+            p->C = (float *)((char *)st->d->work + L->kpart) + st->col_start[s];
             p->split = L->ksplit;
             p->split_stride = Lf * ld;
         }
@@ -787,12 +934,12 @@ adjoint:
  * or one member's width when the inner dimension runs over the members) or, when `stacked`,
  * already there from the elementwise step before; otherwise plain FP32 / FP64 through
  * nnpops__gemm_cuda on the arena. */
-static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nnpops__dstep *st,
+static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const ani_step *st,
                               const ani_branch *B, int tc, int trans_b, int s, int l,
                               int64_t moff, int64_t m, int64_t n, int64_t k, int64_t kg,
                               int stacked, const void *A, int64_t lda, int64_t stride_a,
                               double beta, void *C, int64_t ldc, int64_t stride_c, int64_t batch) {
-    const ani_set *S = l == 0 ? st->pot_state : NULL;
+    const ani_set *S = l == 0 ? st->set : NULL;
     const int64_t in = l == 0 ? aev_of(a, st)->aev_len : a->width[s][l];
     const int64_t out = a->width[s][l + 1], M = a->ensemble;
     const size_t o = S ? 0 : a->w_off[s][l];
@@ -802,7 +949,7 @@ static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nn
                                   : stk_n + 3 * (o + (size_t)(moff * out * in));
         const int64_t ldb3 = trans_b ? 3 * M * out : 3 * in;
         const int64_t stride_b3 = trans_b ? 3 * out : 3 * out * in;
-        float *A3 = (float *)((char *)st->work + B->tc);
+        float *A3 = (float *)((char *)st->d->work + B->tc);
         if (stacked) {
             const int64_t ld3 = nnpops__tf32_stack_ld(m);
             return nnpops__gemm_cuda_3xtf32_stacked(st->blas, st->stream, 0, 0, m, n, k, A3, ld3,
@@ -823,7 +970,7 @@ static nnpops_status net_gemm(const nnpops__ani *a, const ani_dev *dev, const nn
 /* Bias + CELU of the activations Z (cols x width, ld ldc) in place; stack_g > 0 (float32 with the
  * tensor cores): also their stacked copy, groups of stack_g, into the tc space for the next GEMM
  * (net_gemm with `stacked`). */
-static nnpops_status bias_celu_step(const nnpops__ani *a, const nnpops__dstep *st,
+static nnpops_status bias_celu_step(const nnpops__ani *a, const ani_step *st,
                                     const ani_branch *B, int64_t cols, int64_t width,
                                     const char *b, char *Z, int64_t ldc, int64_t stack_g) {
     if (a->precision == NNPOPS_FLOAT64)
@@ -832,7 +979,7 @@ static nnpops_status bias_celu_step(const nnpops__ani *a, const nnpops__dstep *s
     if (stack_g > 0)
         return nnpops__bias_celu_stack_cuda_f32(cols, width, a->alpha, (const float *)b,
                                                 (float *)Z, ldc, stack_g,
-                                                (float *)((char *)st->work + B->tc),
+                                                (float *)((char *)st->d->work + B->tc),
                                                 nnpops__tf32_stack_ld(cols), st->stream);
     return nnpops__bias_celu_cuda_f32(cols, width, a->alpha, (const float *)b, (float *)Z, ldc,
                                       st->stream);
@@ -840,7 +987,7 @@ static nnpops_status bias_celu_step(const nnpops__ani *a, const nnpops__dstep *s
 
 /* dZ = dA CELU'(A) (cols x width, ld ldc) over the activations A in place; stack_g > 0: into the
  * stacked copy only, as bias_celu_step. */
-static nnpops_status celu_bwd_step(const nnpops__ani *a, const nnpops__dstep *st,
+static nnpops_status celu_bwd_step(const nnpops__ani *a, const ani_step *st,
                                    const ani_branch *B, int64_t cols, int64_t width,
                                    const char *dA, char *A, int64_t ldc, int64_t stack_g) {
     if (a->precision == NNPOPS_FLOAT64)
@@ -849,21 +996,21 @@ static nnpops_status celu_bwd_step(const nnpops__ani *a, const nnpops__dstep *st
     if (stack_g > 0)
         return nnpops__celu_backward_act_stack_cuda_f32(
             cols, width, a->alpha, (const float *)dA, ldc, (float *)A, ldc, stack_g,
-            (float *)((char *)st->work + B->tc), nnpops__tf32_stack_ld(cols), st->stream);
+            (float *)((char *)st->d->work + B->tc), nnpops__tf32_stack_ld(cols), st->stream);
     return nnpops__celu_backward_act_cuda_f32(cols, width, a->alpha, (const float *)dA, ldc,
                                               (float *)A, ldc, st->stream);
 }
 
 /* The species the AEV kernels take: a species set's restricted AEV the ranked ones (see the
  * header), the model's AEV the species themselves. */
-static const int32_t *aev_species(const nnpops__dstep *st) {
-    return st->pot_state ? st->species_rank : st->species;
+static const int32_t *aev_species(const ani_step *st) {
+    return st->set ? st->species_rank : st->d->species;
 }
 
 /* The AEV (backward: its adjoint) of the step's columns c0 .. c0 + n, on `stream`. */
-static nnpops_status aev_cols(const nnpops__ani *a, const nnpops__dstep *st, int backward,
+static nnpops_status aev_cols(const nnpops__ani *a, const ani_step *st, int backward,
                               int64_t c0, int64_t n, char *aev, void *stream) {
-    const int det = st->deterministic;
+    const int det = st->d->deterministic;
     const int32_t *centers = st->centers + c0;
     char *X = aev + a->elem_size * (size_t)c0;
     const int64_t ld = st->n_cols;
@@ -872,20 +1019,20 @@ static nnpops_status aev_cols(const nnpops__ani *a, const nnpops__dstep *st, int
     if (a->precision == NNPOPS_FLOAT64) {
         if (backward)
             return (det ? nnpops__aev_backward_det_cuda_f64 : nnpops__aev_backward_cuda_f64)(
-                d, n, centers, st->start, NULL, st->pairs, st->vec, species,
-                (const double *)X, ld, st->pair_grad, st->capacity, st->pot_capacity, st->status,
+                d, n, centers, st->d->start, NULL, st->d->pairs, st->d->vec, species,
+                (const double *)X, ld, st->d->pair_grad, st->d->capacity, st->d->pot_capacity, st->d->status,
                 stream);
         return (det ? nnpops__aev_forward_det_cuda_f64 : nnpops__aev_forward_cuda_f64)(
-            d, n, centers, st->start, NULL, st->pairs, st->vec, species, (double *)X, ld,
-            st->capacity, st->pot_capacity, st->status, stream);
+            d, n, centers, st->d->start, NULL, st->d->pairs, st->d->vec, species, (double *)X, ld,
+            st->d->capacity, st->d->pot_capacity, st->d->status, stream);
     }
     if (backward)
         return (det ? nnpops__aev_backward_det_cuda_f32 : nnpops__aev_backward_cuda_f32)(
-            d, n, centers, st->start, NULL, st->pairs, st->vec, species,
-            (const float *)X, ld, st->pair_grad, st->capacity, st->pot_capacity, st->status, stream);
+            d, n, centers, st->d->start, NULL, st->d->pairs, st->d->vec, species,
+            (const float *)X, ld, st->d->pair_grad, st->d->capacity, st->d->pot_capacity, st->d->status, stream);
     return (det ? nnpops__aev_forward_det_cuda_f32 : nnpops__aev_forward_cuda_f32)(
-        d, n, centers, st->start, NULL, st->pairs, st->vec, species, (float *)X, ld,
-        st->capacity, st->pot_capacity, st->status, stream);
+        d, n, centers, st->d->start, NULL, st->d->pairs, st->d->vec, species, (float *)X, ld,
+        st->d->capacity, st->d->pot_capacity, st->d->status, stream);
 }
 
 /* A CUDA runtime call of the step's stream plumbing (events) as a status. */
@@ -896,53 +1043,75 @@ static nnpops_status cuda_call(cudaError_t e, const char *what) {
                         cudaGetErrorString(e));
 }
 
-nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *st) {
+nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__dstep *step) {
     const nnpops__ani *a = model->impl;
     const ani_dev *dev = model->device_data;
     if (!dev) return nnpops__fail(NNPOPS_ERROR_INTERNAL, "ANI weights are not on the device");
-    if (st->member < -1 || st->member >= a->ensemble)
+    if (step->member < -1 || step->member >= a->ensemble)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                             "ensemble_member %d is out of range (-1 or 0..%d for model %s)",
-                            (int)st->member, (int)a->ensemble - 1, model->name);
-    if (st->n_local <= 0 || st->n_cols <= 0) return NNPOPS_OK;
+                            (int)step->member, (int)a->ensemble - 1, model->name);
+    ani_step view = view_of(a, step);
+    const ani_step *st = &view;
+    if (step->n_local <= 0 || st->n_cols <= 0) return NNPOPS_OK;
     const ani_layout L = layout_of(a, st);
-    if (st->work_bytes < L.total)
+    if (step->work_bytes < L.total)
         return nnpops__fail(NNPOPS_ERROR_INTERNAL, "ANI GPU work space: %zu bytes, %zu needed",
-                            st->work_bytes, L.total);
+                            step->work_bytes, L.total);
+    /* the columns (and the ranked species of a set) from the species on the device */
+    {
+        nnpops__ani_columns_args ca;
+        memset(&ca, 0, sizeof ca);
+        ca.n_atoms = step->n_atoms;
+        ca.n_local = step->n_local;
+        ca.n_species = a->n_species;
+        for (int s = 0; s <= a->n_species; s++) ca.start[s] = st->col_start[s];
+        int32_t *rank = NULL;
+        if (st->set) {
+            nnpops__species_ranks(st->set->present, a->n_species, ca.rank_of);
+            rank = (int32_t *)((char *)step->work + L.rank);
+        }
+        int32_t *centers = (int32_t *)((char *)step->work + L.centers);
+        TRY(nnpops__ani_columns_cuda(&ca, step->species, centers, rank, step->stream));
+        view.centers = centers;
+        view.species_rank = rank;
+    }
+    const ani_state *state = step->pot_state;
+    const int n_side = state ? state->n_side : 0;
     const int f64 = a->precision == NNPOPS_FLOAT64;
     const size_t es = a->elem_size;
-    char *work = st->work;
+    char *work = st->d->work;
     char *aev = work + L.aev;
     const char *W = dev->arena;
     const int64_t Lf = aev_of(a, st)->aev_len, ld = st->n_cols;
     void *stream = st->stream;
 
-    const int det = st->deterministic;
-    const int all = st->member < 0 || st->member_atom_energy != NULL;
+    const int det = st->d->deterministic;
+    const int all = st->d->member < 0 || st->d->member_atom_energy != NULL;
     const int64_t Me = all ? a->ensemble : 1;
-    const int64_t moff = all ? 0 : st->member;
+    const int64_t moff = all ? 0 : st->d->member;
     /* the cuBLAS-path species' branches fork off the step's stream (branch 0 stays on it, after
      * the small species' networks) and join it again at the end; branches beyond the step's side
      * streams run on the step's stream, in turn.  With branches, each species' AEV and AEV adjoint
      * run in its branch (a launch over its own columns: the center lists give every entry to one
      * center, so the adjoints of different species write disjoint entries), so that one species'
      * AEV overlaps another's networks; without, one launch each over all columns. */
-    nnpops__dstep side[ANI_MAX_BRANCHES];
+    ani_step side[ANI_MAX_BRANCHES];
     int n_fork = 0; /* branches on side streams: 1 .. n_fork */
     for (int b = 0; b < L.n_branch; b++) {
         side[b] = *st;
-        if (b == 0 || b > st->n_side || b > NNPOPS__SIDE_STREAMS) continue;
-        side[b].stream = st->side_stream[b - 1];
-        side[b].blas = st->side_blas[b - 1];
+        if (b == 0 || b > n_side) continue;
+        side[b].stream = state->side[b - 1];
+        side[b].blas = state->side_blas[b - 1];
         n_fork = b;
     }
     const int split = n_fork > 0;
     if (split) {
-        TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->fork_event, (cudaStream_t)stream),
+        TRY(cuda_call(cudaEventRecord(state->fork_event, (cudaStream_t)stream),
                       "cudaEventRecord (fork)"));
         for (int b = 1; b <= n_fork; b++)
             TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)side[b].stream,
-                                              (cudaEvent_t)st->fork_event, 0),
+                                              state->fork_event, 0),
                           "cudaStreamWaitEvent (fork)"));
         for (int s = 0; s < a->n_species; s++)
             if (sg_small(a, st, s))
@@ -951,7 +1120,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
         TRY(aev_cols(a, st, 0, 0, st->n_cols, aev, stream));
     }
     if (!f64) TRY(sg_networks(model, st, &L, Me, moff));
-    if (split && st->need_grad)
+    if (split && st->d->need_grad)
         for (int s = 0; s < a->n_species; s++)
             if (sg_small(a, st, s))
                 TRY(aev_cols(a, st, 1, st->col_start[s], st->col_count[s], aev, stream));
@@ -959,7 +1128,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
         const int64_t ns = st->col_count[s];
         if (ns <= 0 || L.branch_of[s] < 0) continue;
         const ani_branch *B = &L.br[L.branch_of[s]];
-        const nnpops__dstep *sb = &side[L.branch_of[s]];
+        const ani_step *sb = &side[L.branch_of[s]];
         char *act = work + B->act, *tmp = work + B->tmp;
         const int64_t ldc = B->ldc;
         const int nl = a->n_layers[s];
@@ -991,7 +1160,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
             char *X = aev + es * (size_t)(st->col_start[s] + c0);
             /* with the tensor cores, the elementwise step before a GEMM also stacks that GEMM's
              * operand (activations feeding a GEMM: ACT(l) for l < nl - 2) */
-            const ani_set *set = st->pot_state;
+            const ani_set *set = st->set;
             const int tc = use_tc(a, sb, s) && dev->stk_n != NULL && (!set || set->stk_n0[s]);
 #define STACK_G(l, g) (tc && (l) < nl - 2 ? (int64_t)(g) : 0)
             /* first layer of all Me members: one GEMM, then bias + CELU */
@@ -1015,14 +1184,14 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                 .width = w[lo],
                 .alpha = a->alpha,
                 .lda = ldc,
-                .need_grad = st->need_grad,
+                .need_grad = st->d->need_grad,
                 .member_offset = (int32_t)moff,
                 .ensemble = a->ensemble,
-                .member = st->member,
+                .member = st->d->member,
                 .self_energy = a->self_energy[s],
                 .centers = st->centers + st->col_start[s] + c0,
-                .atom_energy = st->atom_energy,
-                .member_energy = st->member_atom_energy,
+                .atom_energy = st->d->atom_energy,
+                .member_energy = st->d->member_atom_energy,
                 .deterministic = det,
             };
             if (f64)
@@ -1033,7 +1202,7 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
                 TRY(nnpops__ani_output_cuda_f32(&oa, (const float *)WPTR(lo, moff),
                                                 (const float *)BPTR(lo, moff), (float *)ACT(lo - 1),
                                                 sb->stream));
-            if (!st->need_grad) continue;
+            if (!st->d->need_grad) continue;
             /* backward through the hidden layers (ACT(nl - 2), the output kernel's seed, is not
              * stacked; the CELU' steps stack theirs) */
             for (int l = nl - 2; l >= 1; l--) {
@@ -1051,22 +1220,22 @@ nnpops_status nnpops__ani_compute_cuda(const nnpops_model *model, const nnpops__
 #undef ACT
 #undef WPTR
 #undef BPTR
-        if (split && st->need_grad) TRY(aev_cols(a, st, 1, st->col_start[s], ns, aev, sb->stream));
+        if (split && st->d->need_grad) TRY(aev_cols(a, st, 1, st->col_start[s], ns, aev, sb->stream));
     }
     for (int b = 1; b <= n_fork; b++) {
-        TRY(cuda_call(cudaEventRecord((cudaEvent_t)st->join_event[b - 1],
+        TRY(cuda_call(cudaEventRecord(state->join_event[b - 1],
                                       (cudaStream_t)side[b].stream),
                       "cudaEventRecord (join)"));
         TRY(cuda_call(cudaStreamWaitEvent((cudaStream_t)stream,
-                                          (cudaEvent_t)st->join_event[b - 1], 0),
+                                          state->join_event[b - 1], 0),
                       "cudaStreamWaitEvent (join)"));
     }
-    if (!st->need_grad || split) return NNPOPS_OK;
+    if (!st->d->need_grad || split) return NNPOPS_OK;
     if (L.ksplit > 1) /* (float32, every species on the small path) */
         return nnpops__aev_backward_sum_cuda_f32(
-            aev_of(a, st), st->n_cols, st->centers, st->start, NULL, st->pairs, st->vec,
+            aev_of(a, st), st->n_cols, st->centers, st->d->start, NULL, st->d->pairs, st->d->vec,
             aev_species(st), (const float *)(work + L.kpart), ld,
-            L.ksplit, Lf * ld, st->pair_grad, st->capacity, st->pot_capacity, st->status, stream,
+            L.ksplit, Lf * ld, st->d->pair_grad, st->d->capacity, st->d->pot_capacity, st->d->status, stream,
             det);
     return aev_cols(a, st, 1, 0, st->n_cols, aev, stream);
 }

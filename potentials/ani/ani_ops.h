@@ -1,7 +1,8 @@
 /*
  * ani_ops.h - ANI's own ops, each with its CPU twin (potentials/ani/cpu) and CUDA twin
- * (potentials/ani/cuda) declared here: the atomic environment vectors (aev.c, aev.cu) and the
- * tails of small species' networks in one launch (tail.c, tail.cu).  Layouts and conventions as
+ * (potentials/ani/cuda) declared here: the atomic environment vectors (aev.c, aev.cu), the
+ * tails of small species' networks in one launch (tail.c, tail.cu), and the grouping of the local
+ * atoms by species into the networks' columns (columns.c, columns.cu).  Layouts and conventions as
  * in kernels/cpu/kernels.h (pairs, CSR center lists, feature-major matrices, _f32 / _f64); the
  * ops shared by every potential (dense layers, GEMMs, reductions, neighbor search) are in
  * kernels/.
@@ -154,6 +155,25 @@ static inline int64_t nnpops__sg_tail_work_floats(const nnpops__sg_tail *t) {
 }
 void nnpops__sg_tail_cpu_f32(const nnpops__sg_tail *t, double alpha, float *work);
 
+/* ---- species columns (potentials/ani/cpu/columns.c) ----
+ * The GPU step runs the element networks over the local atoms grouped by species into columns:
+ * species s owns columns start[s] .. start[s+1] - 1 (start[] chosen by the host: start[0] = 0,
+ * each species' atom count rounded up to a multiple of 32); its first columns hold its local atoms
+ * (i < n_local) in increasing index, the rest are padding.  Writes centers[c] = the atom of column
+ * c, or -1 for padding, for every c < start[n_species]; a species with more local atoms than its
+ * columns fills them with its first atoms (never another species' columns).  When rank != NULL,
+ * also rank[i] = rank_of[species[i]] for every atom i < n_atoms, ghosts too (each atom's species
+ * in another numbering, e.g. ranked among the species present).  species [n_atoms], each in
+ * 0 .. n_species - 1. */
+typedef struct nnpops__ani_columns_args {
+    int64_t n_atoms, n_local;
+    int32_t n_species;
+    int64_t start[NNPOPS__MAX_SPECIES + 1];
+    int32_t rank_of[NNPOPS__MAX_SPECIES];
+} nnpops__ani_columns_args;
+void nnpops__ani_columns_cpu(const nnpops__ani_columns_args *a, const int32_t *species,
+                             int32_t *centers, int32_t *rank);
+
 /* ==== CUDA twins (potentials/ani/cuda; CUDA builds) ============================================== */
 
 /* ---- AEV (potentials/ani/cuda/aev.cu) ------------------------------------------------------------------------------ *
@@ -250,5 +270,10 @@ nnpops_status nnpops__sg_tail_cuda_f32(const nnpops__sg_tail *t, int32_t count, 
  * NNPOPS__SG_TAIL_MAX_HIDDEN hidden layers, widths at most 256 and multiples of 4, 16-byte
  * aligned weights, out.n <= NNPOPS__SG_MAX_COLS, the atomic output form (not deterministic). */
 int nnpops__sg_tail_supported(const nnpops__sg_tail *t);
+
+/* ---- species columns (potentials/ani/cuda/columns.cu) ---- */
+/* Twin of nnpops__ani_columns_cpu (device arrays; the args by value): one launch. */
+nnpops_status nnpops__ani_columns_cuda(const nnpops__ani_columns_args *a, const int32_t *species,
+                                       int32_t *centers, int32_t *rank, void *stream);
 
 #endif /* NNPOPS_POTENTIALS_ANI_OPS_H */

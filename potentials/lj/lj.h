@@ -16,8 +16,7 @@ const nnpops__lj_table *nnpops__lj_table_of(const nnpops_model *model);
 #ifdef NNPOPS_HAVE_CUDA
 nnpops_status nnpops__lj_upload(nnpops_model *model);
 void nnpops__lj_release_device(nnpops_model *model);
-size_t nnpops__lj_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
-                                  int *side_streams);
+size_t nnpops__lj_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step);
 nnpops_status nnpops__lj_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
 #endif
 

@@ -1,8 +1,9 @@
 /*
  * lj_cuda.c - the GPU hooks of the Lennard-Jones potential (nnpops__lj_vt): the parameter table
  * copied to the device at load, and the step's pair terms over the center lists of the local atoms
- * (potentials/lj/lj_ops.h; kernel in potentials/lj/cuda/lj.cu).  No work space, no side streams,
- * no per-context state: every entry's gradient is written by the op, the atom energies too.
+ * (potentials/lj/lj_ops.h; kernel in potentials/lj/cuda/lj.cu), or of every atom when the step
+ * has ghost centers (only local centers' entries carry energy and gradient).  No work space, no
+ * per-context state: every entry's gradient is written by the op, the atom energies too.
  */
 #include <stddef.h>
 
@@ -36,11 +37,9 @@ void nnpops__lj_release_device(nnpops_model *model) {
     model->device_data = NULL;
 }
 
-size_t nnpops__lj_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
-                                  int *side_streams) {
+size_t nnpops__lj_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step) {
     (void)model;
     (void)step;
-    *side_streams = 0;
     return 0;
 }
 
@@ -49,7 +48,7 @@ nnpops_status nnpops__lj_compute_cuda(const nnpops_model *model, const nnpops__d
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
                             "ensemble_member %d is out of range (an lj model has one member, 0)",
                             (int)step->member);
-    NNPOPS__TRY(nnpops__lj_centers_cuda(model->device_data, step->n_local, step->n_local,
+    NNPOPS__TRY(nnpops__lj_centers_cuda(model->device_data, step->n_centers, step->n_local,
                                         step->start, step->pairs, step->vec, step->species,
                                         step->capacity, step->atom_energy,
                                         step->need_grad ? step->pair_grad : NULL, step->stream));

@@ -16,6 +16,8 @@
 #   the kernels in every ncu run: ncu flushes them by default), PROFILE_NBR_HOT="N|kernel name" the
 #   kernel's hottest instructions by warp stall samples (ncu_hot.py); soak: GPU soak runs of
 #   tests/slow/soak.c.
+#   nbr: the neighbor list alone at 256 .. 10^6 atoms, then torchmd-net's (NBR_SIZES); tnpeer:
+#   torchmd-net's TensorNet (TNPEER_ARGS).  Both peers come from _carry_gpu/shared/peers/.
 #   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS).
 #   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
@@ -179,6 +181,29 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
       done
     done
   done
+fi
+# nbr: the neighbor list alone (bench_gpu --nbr-only) at the sizes of the peer's benchmark, then
+# the peer (_carry_gpu/shared/peers/neighbors_peer.py: torchmd-net's Triton kernels) on the same GPU
+case "$what" in *nbr*) run_nbr=1;; *) run_nbr=0;; esac
+if [ $run_nbr = 1 ]; then
+  echo "== neighbor list alone: nnpops (bench_gpu --nbr-only N)"
+  for n in ${NBR_SIZES:-256 512 1024 2048 4096 8192 16384 32768 65536 131072 262144 524288 1000000}; do
+    timeout 60 "$build/tests/bench_gpu" --nbr-only "$n" 2>&1 | grep -E "^\| [0-9]"
+  done
+  peer=$root/_carry_gpu/shared/peers/neighbors_peer.py
+  if [ -f "$peer" ]; then
+    echo "== neighbor list alone: peer ($peer)"
+    OUT=$out timeout 400 python3 "$peer" 2>&1 | tail -20
+  else
+    echo "no neighbor-list peer at $peer"
+  fi
+fi
+# tnpeer: torchmd-net's TensorNet on the same GPU (TNPEER_ARGS, e.g. --no-compile)
+case "$what" in *tnpeer*) run_tnpeer=1;; *) run_tnpeer=0;; esac
+if [ $run_tnpeer = 1 ]; then
+  peer=$root/_carry_gpu/shared/peers/tensornet_peer.py
+  echo "== TensorNet peer ($peer ${TNPEER_ARGS:-})"
+  timeout "${TNPEER_TIMEOUT:-500}" python3 "$peer" "$out" ${TNPEER_ARGS:-} 2>&1 | tail -30
 fi
 case "$what" in *timeline*) run_timeline=1;; *) run_timeline=0;; esac
 if [ $run_timeline = 1 ]; then

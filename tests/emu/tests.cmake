@@ -106,7 +106,7 @@ endfunction()
 set(gpu_src ${PROJECT_SOURCE_DIR}/tests/gpu)
 nnpops_emu_program(plain ops ${gpu_src}/test_gpu_ops.c neighbors_center neighbors_half
   neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce reduce_step
-  small_gemm sg_tail stage lj lj_model)
+  small_gemm sg_tail stage lj lj_model lj_ghost_centers ani_columns)
 set(emu_model_cases)
 foreach(model ani2x ani1x)
   foreach(prec f64 f32)

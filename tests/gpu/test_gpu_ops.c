@@ -43,6 +43,14 @@
  *                      against their CPU twin: ghost centers, a truncating capacity
  *   lj_model           an lj model on "cuda" against the same model on "cpu" (public API):
  *                      ghosts, a batch with a periodic box narrower than twice the cutoff
+ *   lj_ghost_centers   the GPU step with center lists of every atom (a potential choosing
+ *                      ghost_centers, vt->neighbor_lists): an lj model whose table entry asks for
+ *                      them against the same model on "cpu"; the step's pair count includes the
+ *                      pairs of two ghosts then
+ *   ani_columns        ANI's grouping of the local atoms by species into columns
+ *                      (potentials/ani/cuda/columns.cu) against its CPU twin and the definition:
+ *                      ghosts, absent species, empty steps, species with fewer columns than
+ *                      atoms, the ranked species
  */
 #include <math.h>
 #include <stdint.h>
@@ -2266,6 +2274,162 @@ static int case_lj_model(void) {
     return 0;
 }
 
+/* A potential that asks the GPU step for center lists of every atom (ghosts too): LJ's table
+ * entry with a neighbor choice of ghost centers.  LJ's op counts only the local centers' entries,
+ * so the results are those of the local centers' lists. */
+static nnpops__potential_vt g_lj_ghost_vt;
+static void ghost_center_lists(const nnpops_model *model, nnpops__nbr_choice *lists) {
+    (void)model;
+    lists->full = 1;
+    lists->ghost_pairs = 1;
+    lists->ghost_centers = 1;
+}
+
+static int case_lj_ghost_centers(void) {
+    const char *path = test_write_text(
+        "arkr_ghosts.yaml",
+        "format: nnpops-model\nformat_version: 1\nname: arkr\ntype: lj\n"
+        "units: {length: angstrom, energy: eV}\nspecies: [Ar, Kr]\n"
+        "lj:\n  shift: true\n  pairs:\n"
+        "    - {elements: [Ar, Ar], epsilon: 0.0104, sigma: 3.40, cutoff: 7.0}\n"
+        "    - {elements: [Kr, Ar], epsilon: 0.0125, sigma: 3.50, cutoff: 8.0}\n"
+        "    - {elements: [Kr, Kr], epsilon: 0.0141, sigma: 3.65, cutoff: 6.5}\n");
+    enum { N = 90, LOCAL = 50 };
+    int32_t z[N];
+    double x[3 * N];
+    for (int i = 0; i < N; i++) {
+        z[i] = urand() < 0.3 ? 36 : 18;
+        x[3 * i] = 3.3 * (i % 5) + 0.4 * urand();
+        x[3 * i + 1] = 3.3 * ((i / 5) % 5) + 0.4 * urand();
+        x[3 * i + 2] = 3.3 * (i / 25) + 0.4 * urand();
+    }
+    /* run 0: cpu; 1: cuda with the model's own lists; 2: cuda with ghost centers */
+    double e[3], f[3][3 * N], w[3][9], a[3][N];
+    int64_t pairs[3] = {0, 0, 0};
+    for (int run = 0; run < 3; run++) {
+        nnpops_model *m;
+        nnpops_context *ctx;
+        CHECK_OK(nnpops_model_load(path, run ? "cuda" : "cpu", NNPOPS_FLOAT64, &m));
+        if (run == 2) {
+            g_lj_ghost_vt = *m->vt;
+            g_lj_ghost_vt.neighbor_lists = ghost_center_lists;
+            m->vt = &g_lj_ghost_vt;
+        }
+        CHECK_OK(nnpops_context_create(m, &ctx));
+        nnpops_inputs in = {sizeof in, N, LOCAL, 1, z, x, NULL, NULL, NULL, NULL};
+        nnpops_outputs out = {sizeof out, &e[run], f[run], w[run], a[run], NULL, NULL};
+        CHECK_OK(nnpops_compute(ctx, &in, &out));
+        nnpops_stats stats;
+        memset(&stats, 0, sizeof stats);
+        stats.struct_size = sizeof stats;
+        CHECK_OK(nnpops_context_stats(ctx, &stats));
+        pairs[run] = stats.n_pairs;
+        nnpops_context_destroy(ctx);
+        nnpops_model_destroy(m);
+    }
+    /* the pairs of two ghosts within the longest cutoff, counted here */
+    int64_t gg = 0;
+    for (int i = LOCAL; i < N; i++)
+        for (int j = i + 1; j < N; j++) {
+            double d2 = 0;
+            for (int k = 0; k < 3; k++) {
+                const double dk = x[3 * i + k] - x[3 * j + k];
+                d2 += dk * dk;
+            }
+            gg += d2 < 8.0 * 8.0;
+        }
+    printf("  pairs: %lld with the local centers' lists, %lld with ghost centers (%lld of two "
+           "ghosts)\n",
+           (long long)pairs[1], (long long)pairs[2], (long long)gg);
+    CHECK(gg > 0 && pairs[2] == pairs[1] + gg);
+    double fmaxv = 0;
+    for (int k = 0; k < 3 * N; k++) fmaxv = fmax(fmaxv, fabs(f[0][k]));
+    CHECK(fmaxv > 1e-4);
+    for (int run = 1; run < 3; run++)
+        if (compare("lj ghost centers energy", &e[run], &e[0], 1, 1e-12, 1e-12) > 1.0 ||
+            compare("lj ghost centers forces", f[run], f[0], 3 * N, 1e-12 * fmaxv, 1e-11) > 1.0 ||
+            compare("lj ghost centers virial", w[run], w[0], 9, 1e-12, 1e-11) > 1.0 ||
+            compare("lj ghost centers atom energies", a[run], a[0], N, 1e-13, 1e-11) > 1.0)
+            return 1;
+    return 0;
+}
+
+/* ANI's columns (nnpops__ani_columns_cuda) against the CPU twin, and both against the definition:
+ * species s's columns start[s] .. start[s+1] hold its local atoms in increasing index, then -1. */
+static int case_ani_columns(void) {
+    static const struct {
+        int64_t n, n_local;
+        int32_t n_species;
+        int truncate, ranks;
+    } cases[] = {
+        {13, 13, 4, 0, 0}, {40, 25, 7, 0, 1}, {1, 1, 1, 0, 0},    {300, 200, 7, 0, 1},
+        {3000, 2500, 7, 0, 0}, {700, 600, 3, 1, 1}, {64, 0, 2, 0, 1}, {5000, 5000, 32, 0, 1},
+    };
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        const int64_t n = cases[q].n, nl = cases[q].n_local;
+        const int32_t S = cases[q].n_species;
+        int32_t *species = malloc(sizeof(int32_t) * (size_t)n);
+        int64_t count[NNPOPS__MAX_SPECIES] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            /* species 1 absent when there are more than two */
+            int32_t s = (int32_t)(urand() * S);
+            if (s >= S) s = S - 1;
+            if (S > 2 && s == 1) s = 0;
+            species[i] = s;
+            if (i < nl) count[s]++;
+        }
+        nnpops__ani_columns_args a;
+        memset(&a, 0, sizeof a);
+        a.n_atoms = n;
+        a.n_local = nl;
+        a.n_species = S;
+        for (int32_t s = 0; s < S; s++) {
+            int64_t c = (count[s] + 31) / 32 * 32;
+            if (cases[q].truncate && s == 0 && c > 0) c -= 32; /* fewer columns than atoms */
+            a.start[s + 1] = a.start[s] + c;
+            a.rank_of[s] = S - 1 - s;
+        }
+        const int64_t nc = a.start[S];
+        int32_t *c_cpu = malloc(sizeof(int32_t) * (size_t)(nc + 1));
+        int32_t *c_gpu = malloc(sizeof(int32_t) * (size_t)(nc + 1));
+        int32_t *r_cpu = malloc(sizeof(int32_t) * (size_t)n);
+        int32_t *r_gpu = malloc(sizeof(int32_t) * (size_t)n);
+        int32_t *dsp = dup_to_device(species, sizeof(int32_t) * (size_t)n);
+        int32_t *dc = dalloc(sizeof(int32_t) * (size_t)(nc + 1));
+        int32_t *dr = dalloc(sizeof(int32_t) * (size_t)n);
+        CUDA_CHECK(cudaMemset(dc, 0x7f, sizeof(int32_t) * (size_t)(nc + 1)));
+        nnpops__ani_columns_cpu(&a, species, c_cpu, cases[q].ranks ? r_cpu : NULL);
+        CHECK_OK(nnpops__ani_columns_cuda(&a, dsp, dc, cases[q].ranks ? dr : NULL, g_stream));
+        CUDA_CHECK(cudaStreamSynchronize(g_stream));
+        to_host(c_gpu, dc, sizeof(int32_t) * (size_t)(nc + 1));
+        CHECK(c_gpu[nc] == 0x7f7f7f7f); /* nothing past the columns */
+        for (int64_t c = 0; c < nc; c++) CHECK(c_gpu[c] == c_cpu[c]);
+        /* the definition */
+        for (int32_t s = 0; s < S; s++) {
+            int64_t c = a.start[s];
+            for (int64_t i = 0; i < nl && c < a.start[s + 1]; i++)
+                if (species[i] == s) CHECK(c_cpu[c++] == (int32_t)i);
+            for (; c < a.start[s + 1]; c++) CHECK(c_cpu[c] == -1);
+        }
+        if (cases[q].ranks) {
+            to_host(r_gpu, dr, sizeof(int32_t) * (size_t)n);
+            for (int64_t i = 0; i < n; i++)
+                CHECK(r_gpu[i] == S - 1 - species[i] && r_cpu[i] == r_gpu[i]);
+        }
+        printf("  %lld atoms (%lld local), %d species: %lld columns\n", (long long)n,
+               (long long)nl, (int)S, (long long)nc);
+        CUDA_CHECK(cudaFree(dsp));
+        CUDA_CHECK(cudaFree(dc));
+        CUDA_CHECK(cudaFree(dr));
+        free(species);
+        free(c_cpu);
+        free(c_gpu);
+        free(r_cpu);
+        free(r_gpu);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s CASE\n", argv[0]);
@@ -2290,6 +2454,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "stage")) r = case_stage();
     else if (!strcmp(c, "lj")) r = case_lj();
     else if (!strcmp(c, "lj_model")) r = case_lj_model();
+    else if (!strcmp(c, "lj_ghost_centers")) r = case_lj_ghost_centers();
+    else if (!strcmp(c, "ani_columns")) r = case_ani_columns();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

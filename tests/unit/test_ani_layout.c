@@ -1,7 +1,8 @@
 /*
  * test_ani_layout.c - the host-side plan of the ANI GPU step (potentials/ani/ani_cuda.c), which
- * needs no device: its work space and how many side streams the step uses (both from
- * nnpops__ani_cuda_work_bytes; the side streams' cuBLAS handles get work space only then).
+ * needs no device: its work space (nnpops__ani_cuda_work_bytes) and how many of ANI's side streams
+ * the step runs branches on (nnpops__ani_cuda_side_streams), from the step's host sizes
+ * (pot_sizes: the local atoms per species, what vt->cuda_prepare writes).
  * The networks have ANI-2x's widths (1008 inputs, 7 species, 8 members); the column counts are
  * those of the bench systems.  Built with the CUDA backend only (label unit: no GPU needed).
  *
@@ -51,19 +52,17 @@ static void setup(nnpops_precision prec) {
     g_model.impl = &g_ani;
 }
 
-/* A step with these atoms per species (H, C, N, O, S, F, Cl); tensor_cores auto. */
+/* A step with these local atoms per species (H, C, N, O, S, F, Cl), every species present (the
+ * model's full AEV); tensor_cores auto. */
 static nnpops__dstep step_of(const int64_t counts[7]) {
     nnpops__dstep st;
     memset(&st, 0, sizeof st);
-    int64_t cols = 0;
     for (int s = 0; s < 7; s++) {
-        st.col_count[s] = counts[s];
-        st.col_start[s] = cols;
-        cols += (counts[s] + 31) / 32 * 32;
+        st.pot_sizes[s] = counts[s];
+        st.n_local += counts[s];
     }
-    st.n_cols = cols;
+    st.n_atoms = st.n_local;
     st.tensor_cores = 2;
-    st.n_side = NNPOPS__SIDE_STREAMS;
     return st;
 }
 
@@ -87,8 +86,8 @@ static const plan_case plans[] = {
 static int run_plan(const plan_case *p) {
     setup(p->prec);
     const nnpops__dstep st = step_of(p->counts);
-    int n = -1;
-    const size_t bytes = nnpops__ani_cuda_work_bytes(&g_model, &st, &n);
+    const int n = nnpops__ani_cuda_side_streams(&g_model, &st);
+    const size_t bytes = nnpops__ani_cuda_work_bytes(&g_model, &st);
     const int64_t *c = p->counts;
     printf("%s, atoms per species %lld %lld %lld %lld %lld %lld %lld: %d side streams (want %d), "
            "%zu bytes of work space\n",
@@ -103,9 +102,8 @@ static int case_work(void) {
     setup(NNPOPS_FLOAT32);
     const int64_t a[7] = {200, 100, 0, 0, 0, 0, 0}, b[7] = {2000, 1000, 0, 0, 0, 0, 0};
     nnpops__dstep sa = step_of(a), sb = step_of(b);
-    int sides = 0;
-    const size_t wa = nnpops__ani_cuda_work_bytes(&g_model, &sa, &sides),
-                 wb = nnpops__ani_cuda_work_bytes(&g_model, &sb, &sides);
+    const size_t wa = nnpops__ani_cuda_work_bytes(&g_model, &sa),
+                 wb = nnpops__ani_cuda_work_bytes(&g_model, &sb);
     printf("work space: %zu bytes (200 H, 100 C), %zu bytes (2,000 H, 1,000 C)\n", wa, wb);
     CHECK(wa > 0 && wb > wa);
     /* species of at most 96 atoms take the small-n path, where tensor_cores auto uses no
@@ -113,15 +111,15 @@ static int case_work(void) {
     const int64_t c[7] = {40, 20, 0, 0, 0, 0, 0};
     nnpops__dstep sc = step_of(c), off = sc;
     off.tensor_cores = 0;
-    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) ==
-          nnpops__ani_cuda_work_bytes(&g_model, &sc, &sides));
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off) ==
+          nnpops__ani_cuda_work_bytes(&g_model, &sc));
     /* above (the cuBLAS path), the stacked operands of the 3xTF32 products are extra work space */
     off = sa;
     off.tensor_cores = 0;
-    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) < wa);
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off) < wa);
     off = sb;
     off.tensor_cores = 0;
-    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off, &sides) < wb);
+    CHECK(nnpops__ani_cuda_work_bytes(&g_model, &off) < wb);
     return 0;
 }
 
