@@ -24,8 +24,7 @@ void nnpops__tn_parts_of(const nnpops_model *model, nnpops__tn_parts *parts);
 #ifdef NNPOPS_HAVE_CUDA
 nnpops_status nnpops__tn_upload(nnpops_model *model);
 void nnpops__tn_release_device(nnpops_model *model);
-size_t nnpops__tn_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
-                                  int *side_streams);
+size_t nnpops__tn_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step);
 nnpops_status nnpops__tn_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
 #endif
 

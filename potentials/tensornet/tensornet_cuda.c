@@ -4,7 +4,9 @@
  * precision, the embedding's pair terms per species, the self edge's terms), and the step: the
  * ops of tn_ops.h composed by nnpops__tn_step over the step's center lists, every atom a center.
  *
- * No side streams and no per-context state; the work space holds every intermediate of the step
+ * The lists: every atom a center, ghosts too (tn_lists in tensornet.c asks for ghost centers), so
+ * the lists are symmetric and a ghost's features feed the local atoms' energies through the
+ * layers.  No per-context state; the work space holds every intermediate of the step
  * (nnpops__tn_step_work_bytes, from the atom count and the lists' capacity).  Each entry's
  * gradient and each local atom's energy are written by the step; ghosts' energies stay zero.
  */
@@ -127,10 +129,8 @@ out:
     return st;
 }
 
-size_t nnpops__tn_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step,
-                                  int *side_streams) {
+size_t nnpops__tn_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step) {
     const tn_dev *d = model->device_data;
-    *side_streams = 0;
     return d->f32 ? nnpops__tn_step_work_bytes_f32(&d->m32, step->n_atoms, step->n_systems,
                                                    step->capacity)
                   : nnpops__tn_step_work_bytes_f64(&d->m64, step->n_atoms, step->n_systems,
@@ -144,9 +144,9 @@ nnpops_status nnpops__tn_compute_cuda(const nnpops_model *model, const nnpops__d
                             "ensemble_member %d is out of range (a tensornet model has one "
                             "member, 0)",
                             (int)step->member);
-    if (step->n_atoms != step->n_local)
-        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
-                            "tensornet on the GPU: ghost atoms need center lists of their own");
+    if (step->n_centers != step->n_atoms || !step->lists.ghost_centers)
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL,
+                            "tensornet on the GPU: the step has no center lists of every atom");
     nnpops__tn_step_args a;
     memset(&a, 0, sizeof a);
     a.n_atoms = step->n_atoms;
@@ -158,7 +158,7 @@ nnpops_status nnpops__tn_compute_cuda(const nnpops_model *model, const nnpops__d
     a.vec = step->vec;
     a.species = step->species;
     a.batch = step->batch;
-    a.charges = NULL;
+    a.charges = step->charges;
     a.need_grad = step->need_grad;
     a.atom_energy = step->atom_energy;
     a.pair_grad = step->need_grad ? step->pair_grad : NULL;

@@ -50,9 +50,9 @@ endforeach()
 foreach(case fd batch batch_f32 ghosts member water_box species_sets errors thread)
   nnpops_gpu_model_test(${case} ${case})
 endforeach()
-# a tensornet model (no GPU path) on "cuda" is NNPOPS_ERROR_UNSUPPORTED at load
-nnpops_gpu_model_test(no_gpu_path no_gpu_path)
-set_tests_properties(gpu.model.no_gpu_path PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
+# a tensornet model on "cuda": a charged batch against the CPU model
+nnpops_gpu_model_test(tensornet tensornet)
+set_tests_properties(gpu.model.tensornet PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
 
 # CUDA graphs and deterministic mode (test_gpu_graphs.c)
 add_executable(test_gpu_graphs ${CMAKE_CURRENT_LIST_DIR}/test_gpu_graphs.c)
