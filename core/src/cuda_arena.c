@@ -219,6 +219,7 @@ void nnpops__gpu_layout_of(const step_sizes *z, size_t pot_work, step_layout *L)
     TAKE(batch, sizeof(int32_t) * z->n);
     TAKE(order, sizeof(int32_t) * z->n);
     TAKE(pbc, 3 * z->ns);
+    TAKE(charges, sizeof(double) * z->ns);
     L->in_bytes = cur;
     L->out0 = cur;
     TAKE(status, sizeof(nnpops__dev_status));

@@ -232,8 +232,8 @@ nnpops_status nnpops__gpu_prepare_potential(nnpops__cuda_ctx *c, const nnpops_mo
     return NNPOPS_OK;
 }
 
-/* Writes the static inputs (sys_start, species, batch, order, pbc) at the layout's offsets of
- * `base` (an image of the arena's input block). */
+/* Writes the static inputs (sys_start, species, batch, order, pbc, charges) at the layout's
+ * offsets of `base` (an image of the arena's input block). */
 void nnpops__gpu_pack_static(const nnpops_model *m, const nnpops__cuda_args *g, const step_plan *P,
                              char *base) {
     const step_sizes *z = &P->z;
@@ -243,6 +243,10 @@ void nnpops__gpu_pack_static(const nnpops_model *m, const nnpops__cuda_args *g, 
     memcpy(base + L->batch, g->batch, sizeof(int32_t) * (size_t)z->n);
     memcpy(base + L->order, g->order, sizeof(int32_t) * (size_t)z->n);
     memcpy(base + L->pbc, g->pbc, 3 * (size_t)z->ns);
+    if (g->charges)
+        memcpy(base + L->charges, g->charges, sizeof(double) * (size_t)z->ns);
+    else
+        memset(base + L->charges, 0, sizeof(double) * (size_t)z->ns);
 }
 
 /* Device steps 3-5 on `stream`, reading and writing the arena at `d`: neighbor search, the
@@ -292,6 +296,7 @@ nnpops_status nnpops__gpu_enqueue_core(nnpops__cuda_ctx *c, const nnpops_model *
     ds->positions = (const double *)(d + L->pos);
     ds->species = (const int32_t *)(d + L->species);
     ds->batch = (const int32_t *)(d + L->batch);
+    ds->charges = m->uses_charge ? (const double *)(d + L->charges) : NULL;
     ds->start = cout.start;
     ds->pairs = cout.pairs;
     ds->vec = cout.vec;

@@ -29,7 +29,7 @@
 typedef struct step_layout {
     /* inputs (offsets inside the pinned input buffer and the arena alike); the static inputs are
      * sys_start .. in_bytes */
-    size_t pos, cells, sys_start, species, batch, order, pbc, in_bytes;
+    size_t pos, cells, sys_start, species, batch, order, pbc, charges, in_bytes;
     /* outputs: [status | energies | member energies | virials | forces | atomic virials | atom
      * energies] copied back up to d2h_end; then member atom energies, the device entry's io word
      * and the reductions' ticket (nnpops__reduce_cuda's staging tail), zeroed with the rest */

@@ -69,6 +69,8 @@ typedef struct nnpops__cuda_args {
     const int64_t *sys_start;
     const double *cells;
     const uint8_t *pbc;
+    const double *charges;        /* [n_systems] total charges, or NULL (neutral; a model with
+                                   * uses_charge only) */
     /* options */
     double min_distance;
     int64_t max_neighbors;

@@ -220,6 +220,8 @@ typedef struct nnpops__dstep {
     const int32_t *species;       /* [n_atoms] */
     const int32_t *species_host;  /* (host) [n_atoms], during vt->cuda_prepare only, else NULL */
     const int32_t *batch;         /* [n_atoms] */
+    const double *charges;        /* [n_systems] total charges (0 = neutral) for a model with
+                                   * uses_charge, else NULL */
     /* full (center) lists (see nnpops__center_out): the entries of center c < n_centers are
      * start[c] .. start[c+1]-1, each (c, j) with vec = x_j - x_c + shift.  n_centers = n_local,
      * or n_atoms when the potential chose ghost_centers (vt->neighbor_lists: every atom is a

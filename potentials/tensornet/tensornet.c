@@ -28,7 +28,7 @@
  * same bits for every thread count and whatever else is in the batch.  A single system runs on
  * one thread.
  *
- * No GPU path: loading on a CUDA device fails with NNPOPS_ERROR_UNSUPPORTED (the core's upload).
+ * GPU: the hooks of tensornet_cuda.c (the ops of tn_ops.h over the GPU step's center lists).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -38,6 +38,7 @@
 
 #include "core/src/potential_api.h"
 #include "potentials/tensornet/cpu/tensornet_cpu.h"
+#include "potentials/tensornet/tensornet.h"
 
 #define TN_MAX_LAYERS 64
 #define TN_MAX_TENSORS (40 + 9 * TN_MAX_LAYERS)
@@ -787,10 +788,25 @@ static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *
     return NNPOPS_OK;
 }
 
+void nnpops__tn_parts_of(const nnpops_model *model, nnpops__tn_parts *parts) {
+    const tn_impl *p = model->impl;
+    parts->shape = &p->shape;
+    parts->w64 = &p->w64;
+    parts->w32 = p->arena32 ? &p->w32 : NULL;
+    parts->mean = p->mean;
+    parts->zbl = p->has_zbl ? &p->zbl : NULL;
+}
+
 const nnpops__potential_vt nnpops__tensornet_vt = {
     .type = "tensornet",
     .load = tn_load,
     .destroy = tn_destroy,
     .neighbor_lists = tn_lists,
     .compute_cpu = tn_compute_cpu,
+#ifdef NNPOPS_HAVE_CUDA
+    .upload = nnpops__tn_upload,
+    .release_device = nnpops__tn_release_device,
+    .cuda_work_bytes = nnpops__tn_cuda_work_bytes,
+    .compute_cuda = nnpops__tn_compute_cuda,
+#endif
 };

@@ -24,12 +24,14 @@
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
  *                  [--small] [--steps K] [--md FILE] [--tc-compare off|on] [--no-tc-compare]
- *                  [--nbr-only N [--nbr-open]] [--latency]
+ *                  [--nbr-only N [--nbr-open]] [--latency] [--tensornet]
  * --only NAME: the system of that exact name, else every system whose name holds NAME.
  * --small: only the small rows (13 and 98 atoms, the 1,000 x 13 batch, 1hz5, water 10^3), no
  * neighbor-list part.  --latency: the small molecules' latency breakdown (bench_latency) only.
  * --nbr-only N [--nbr-open]: the neighbor list alone at one size (with
  * --nbr-open the same points without periodic axes, as a molecule is searched).
+ * --tensornet: part 3 alone (TensorNet; see its comment), needs the model tn_bench made by
+ * tests/bench/make_tensornet_bench.py in a directory of NNPOPS_MODEL_PATH.
  * (needs NNPOPS_MODEL_PATH with ani2x and NNPOPS_SHARED_DIR with reference/ and structures/)
  */
 #include <math.h>
@@ -455,8 +457,121 @@ static void bench_neighbors(int64_t n, FILE *md) {
     free(order);
 }
 
+/* ---- Part 3: TensorNet (--tensornet) ---------------------------------------------------------
+ * The model tn_bench (tests/bench/make_tensornet_bench.py: F 128, 2 layers, 32 RBF, cutoff 5 A,
+ * random weights) in float32 and float64, energy + forces, host arrays in and out, the step
+ * captured into a CUDA graph (option cuda_graphs) and eager: median ms per call of >= 20 calls
+ * after 3 warm-up calls; device memory as in part 1.  Systems as the peer's
+ * (../shared/peers/tensornet_peer.py): the 13- and 98-atom molecules, 1hz5 (973 atoms), a periodic
+ * water box of 2,187 atoms and one of 98,304.  Floor: FP32 FLOPs of forward + input gradients
+ * counting each pair once, per layer 4 (R F + 8 F^2) per pair (edge network) and 80 F^2 per atom
+ * (the channel linears), plus 60 F^2 per atom of the embedding's gates, over FP32_RATE. */
+static void bench_tn_system(const nnpops_model *m, const bsys *s, int steps, int F, int R, int L,
+                            FILE *md) {
+    size_t before = used_device_bytes();
+    nnpops_context *ctx;
+    if (nnpops_context_create(m, &ctx) != NNPOPS_OK) {
+        printf("context: %s\n", nnpops_last_error());
+        return;
+    }
+    double e = 0, *f = malloc(sizeof(double) * 3 * s->n);
+    const uint8_t pbc[3] = {1, 1, 1};
+    nnpops_inputs in = {sizeof in, s->n, -1, 1, s->z, s->x, NULL, s->periodic ? s->cell : NULL,
+                        s->periodic ? pbc : NULL};
+    nnpops_outputs out = {sizeof out, &e, f, NULL, NULL, NULL, NULL};
+    double best = 0, best_g = 0, med_g = -1;
+    nnpops_context_set_option(ctx, NNPOPS_OPTION_CUDA_GRAPHS, 1);
+    med_g = time_steps(ctx, &in, &out, steps, &best_g);
+    const size_t used = used_device_bytes();
+    nnpops_stats st = {sizeof st};
+    nnpops_context_stats(ctx, &st);
+    nnpops_context_destroy(ctx);
+    double med = -1;
+    if (nnpops_context_create(m, &ctx) == NNPOPS_OK) {
+        med = time_steps(ctx, &in, &out, steps, &best);
+        nnpops_context_destroy(ctx);
+    }
+    const double pairs = (double)st.n_pairs, n = (double)s->n, FF = (double)F * F;
+    const double flops = L * (pairs * 4.0 * (R * (double)F + 8.0 * FF) + n * 80.0 * FF) +
+                         n * 60.0 * FF;
+    const double floor_ms = 1e3 * flops / FP32_RATE;
+    const double shown = med_g > 0 ? med_g : med;
+    char target[40] = "-";
+    if (s->target_ms > 0)
+        snprintf(target, sizeof target, "%s %.2f", shown <= s->target_ms ? "met, <=" : "MISSED, >",
+                 s->target_ms);
+    char line[640];
+    snprintf(line, sizeof line,
+             "| %s | %s | %lld | %.3f | %.3f | %s | %s | %.1f | %.2f | %.3f | %lld |", s->name,
+             nnpops_model_precision(m) == NNPOPS_FLOAT32 ? "float32" : "float64",
+             (long long)s->n, med_g, med, target, s->peer, (double)(used - before) / 1e6,
+             flops / 1e9, floor_ms, (long long)st.n_pairs);
+    printf("%s\n", line);
+    if (md) fprintf(md, "%s\n", line);
+    fflush(stdout);
+    free(f);
+}
+
+static int bench_tensornet(int quick, int steps_opt, FILE *md) {
+    const char *dir = getenv("NNPOPS_SHARED_DIR");
+    bsys list[8];
+    int ns = 0;
+    static refset set;
+    if (ref_load("ani2x", &set)) {
+        const refsys *r = ref_find(&set, "13_f0"), *r98 = ref_find(&set, "98_f0");
+        list[ns++] = (bsys){"molecule 13_f0", r->n, r->z, r->x, 0, {0}, "2.06 ms", 0.08, 0, NULL};
+        list[ns++] = (bsys){"molecule 98_f0", r98->n, r98->z, r98->x, 0, {0}, "3.07 ms", 0.15, 0,
+                            NULL};
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/structures/1hz5.pdb", dir ? dir : "../shared");
+    {
+        bsys b = {"protein 1hz5", 0, NULL, NULL, 0, {0}, "17.2 ms", 0.8, 0, NULL};
+        b.n = read_pdb(path, &b.z, &b.x);
+        if (b.n > 0) list[ns++] = b;
+    }
+    const int sides[2] = {9, 32};
+    const char *peers[2] = {"32.6 ms", "-"};
+    const double targets[2] = {1.6, 0};
+    for (int k = 0; k < 2; k++) {
+        if (quick && sides[k] > 9) continue;
+        bsys b = {NULL, 0, NULL, NULL, 1, {0}, peers[k], targets[k], 0, NULL};
+        char *name = malloc(32);
+        b.n = water_box(sides[k], 1000 + sides[k], &b.z, &b.x, b.cell);
+        snprintf(name, 32, "water %d^3 (periodic)", sides[k]);
+        b.name = name;
+        list[ns++] = b;
+    }
+    const char *hdr = "| system | precision | atoms | median ms/step (cuda_graphs on) | median "
+                      "ms/step (eager) | target (graphs) | torchmd-net best (peer) | device MB | "
+                      "network GFLOP | floor ms | pairs |\n"
+                      "|---|---|---|---|---|---|---|---|---|---|---|";
+    printf("\n%s\n", hdr);
+    if (md) fprintf(md, "\n%s\n", hdr);
+    for (int prec = 0; prec < 2; prec++) {
+        const size_t base = used_device_bytes();
+        nnpops_model *m;
+        const nnpops_precision p = prec ? NNPOPS_FLOAT64 : NNPOPS_FLOAT32;
+        if (nnpops_model_load("tn_bench", "cuda", p, &m) != NNPOPS_OK) {
+            printf("model tn_bench: %s (make it with tests/bench/make_tensornet_bench.py into a "
+                   "directory of NNPOPS_MODEL_PATH)\n",
+                   nnpops_last_error());
+            return 1;
+        }
+        printf("model tn_bench %s: %.1f MB of device memory after loading\n",
+               prec ? "float64" : "float32", (used_device_bytes() - base) / 1e6);
+        for (int k = 0; k < ns; k++) {
+            const int steps = steps_opt > 0 ? steps_opt : (list[k].n > 50000 ? 20 : 50);
+            bench_tn_system(m, &list[k], steps, 128, 32, 2, md);
+        }
+        nnpops_model_destroy(m);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0, small = 0, latency = 0;
+    int tensornet = 0;
     int64_t nbr_only = 0;
     const char *md_path = NULL, *only = NULL;
     for (int k = 1; k < argc; k++) {
@@ -474,6 +589,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[k], "--nbr-only") && k + 1 < argc) nbr_only = atoll(argv[++k]);
         else if (!strcmp(argv[k], "--nbr-open")) g_nbr_open = 1;
         else if (!strcmp(argv[k], "--latency")) latency = 1;
+        else if (!strcmp(argv[k], "--tensornet")) tensornet = 1;
     }
     if (nnpops_cuda_device_count() == 0) {
         printf("no CUDA device\n");
@@ -487,6 +603,11 @@ int main(int argc, char **argv) {
            prop.totalGlobalMem / 1073741824.0);
     if (md) fprintf(md, "GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
 
+    if (tensornet) { /* part 3 alone */
+        const int rc = bench_tensornet(quick, steps_opt, md);
+        if (md) fclose(md);
+        return rc;
+    }
     if (nbr_only > 0) { /* the neighbor search alone at one size (profiling) */
         bench_neighbors(nbr_only, md);
         if (md) fclose(md);

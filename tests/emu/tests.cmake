@@ -114,14 +114,28 @@ foreach(model ani2x ani1x)
   endforeach()
 endforeach()
 nnpops_emu_program(plain model ${gpu_src}/test_gpu_model.c ${emu_model_cases} fd batch batch_f32
-  ghosts member water_box species_sets errors thread no_gpu_path)
-set_tests_properties(emu.model.no_gpu_path PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
+  ghosts member water_box species_sets errors thread tensornet)
+set_tests_properties(emu.model.tensornet PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
 # (not emulated: graphs deterministic, 100 steps of a 10^4-atom system, and 3xTF32 auto / chunks,
 # GEMMs of 10^4 columns: each takes more than 20 minutes here)
 nnpops_emu_program(plain graphs ${gpu_src}/test_gpu_graphs.c warmup shape overflow)
 nnpops_emu_program(plain device ${gpu_src}/test_gpu_device.c capture batch errors overflow
   capture_failure cpu_model)
 nnpops_emu_program(plain tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm model)
+nnpops_emu_program(plain tensornet ${gpu_src}/test_gpu_tensornet.c compose_f64 compose_f32
+  ops_f64 ops_f32 step_f64 step_f32)
+# TensorNet models on "cuda" through the public API against torchmd-net's values (the reference
+# case keeps a 13-atom molecule and the batch with charges when emulated)
+nnpops_emu_program(plain tensornet_model ${PROJECT_SOURCE_DIR}/tests/model/test_tensornet.c
+  "reference tn_a f64 cuda" "reference tn_a f32 cuda" "reference tn_b_oldlayout_so3 f64 cuda"
+  "reference tn_c_gauss_lower_zbl f64 cuda" "reference tn_d_lightning_f32 f32 cuda"
+  "replica tn_a f64 cuda" "batch tn_a f64 cuda" "ghosts tn_a f64 cuda")
+foreach(c "reference.tn_a.f64.cuda" "reference.tn_a.f32.cuda" "reference.tn_b_oldlayout_so3.f64.cuda"
+    "reference.tn_c_gauss_lower_zbl.f64.cuda" "reference.tn_d_lightning_f32.f32.cuda"
+    "replica.tn_a.f64.cuda" "batch.tn_a.f64.cuda" "ghosts.tn_a.f64.cuda")
+  set_tests_properties(emu.tensornet_model.${c} PROPERTIES
+    FIXTURES_REQUIRED "models;tensornet_models")
+endforeach()
 
 # The race model (emu.cpp, EMU_TSAN): with -DNNPOPS_TSAN=ON and clang (whose ThreadSanitizer
 # switches fibers in well under a microsecond), the same library, kernels and GPU test programs

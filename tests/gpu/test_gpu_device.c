@@ -11,7 +11,8 @@
  *                     test's non-blocking stream: 5 steps with moving positions, the device entry
  *                     equal to the host entry (nnpops_compute in another context) at every step;
  *                     one plan, no captures, nnpops_context_device_status OK.
- *   capture           warm-up call, then the test captures nnpops_compute_device into its own graph
+ *   capture [MODEL]   (ANI-2x, or MODEL: tn_a, TensorNet) warm-up call, then the test captures
+ *                     nnpops_compute_device into its own graph
  *                     (cudaStreamCaptureModeGlobal, its own stream) and replays it 6 times with new
  *                     positions written into the input buffer, then once with a 1% larger cell:
  *                     each replay equal to a fresh host-entry computation; device_plans 1,
@@ -357,9 +358,9 @@ static int case_match(const char *model, const char *prec) {
 
 /* ---- 2. the caller captures the device entry --------------------------------------------------- */
 
-static int case_capture(void) {
+static int case_capture(const char *model) {
     nnpops_model *m;
-    load("ani2x", NNPOPS_FLOAT64, &m);
+    load(model, NNPOPS_FLOAT64, &m);
     const double nm = 0.1;
     sys s = water(GPU_OR_EMU(4, 3), 5); /* (emulated: 81 atoms, a cell with images) */
     nnpops_context *ch = context(m, 1, 0), *cd = context(m, 1, 0);
@@ -963,7 +964,7 @@ int main(int argc, char **argv) {
     gpu_init_or_skip();
     int r = 2;
     if (!strcmp(c, "match") && argc > 3) r = case_match(argv[2], argv[3]);
-    else if (!strcmp(c, "capture")) r = case_capture();
+    else if (!strcmp(c, "capture")) r = case_capture(argc > 2 ? argv[2] : "ani2x");
     else if (!strcmp(c, "batch")) r = case_batch();
     else if (!strcmp(c, "errors")) r = case_errors();
     else if (!strcmp(c, "overflow")) r = case_overflow();

@@ -2,7 +2,8 @@
  * test_gpu_graphs.c - CUDA graphs and deterministic mode of the GPU step, through the public API
  * (label gpu; exit 77 when nnpops_cuda_device_count() == 0).  One CTest entry per case:
  *
- *   replay PREC     ANI-2x on device "cuda", a molecule and a periodic water box, 8 steps with moving
+ *   replay PREC [MODEL]  ANI-2x (or MODEL: tn_a, TensorNet) on device "cuda", a molecule and a
+ *                   periodic water box, 8 steps with moving
  *                   positions each, in a context with cuda_graphs on (set by name, as pair_style and
  *                   the Python keyword arguments do) and in an eager one: every output of every step
  *                   equal (normwise: max|a - b| <= tol max|b|; float64 tol 1e-12; float32 1e-6 with
@@ -156,10 +157,13 @@ static int cmp_d(const void *a, const void *b) {
 
 /* ---- replay equals eager, warm-up rule ------------------------------------------------------ */
 
+/* The model of the replay case (argument 3; default ani2x). */
+static const char *g_model = "ani2x";
+
 static int replay_run(nnpops_precision p, int det, double tol, const char *label, const sysin *s) {
     nnpops_model *m;
     nnpops_context *cg, *ce;
-    load("ani2x", p, &m, &cg);
+    load(g_model, p, &m, &cg);
     CHECK_OK(nnpops_context_create(m, &ce));
     CHECK_OK(nnpops_context_set_option_by_name(cg, "cuda_graphs", "on"));
     CHECK_OK(nnpops_context_set_option_by_name(cg, "graph_warmup_steps", "2"));
@@ -543,7 +547,7 @@ static int case_deterministic(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_gpu_graphs CASE [PREC]\n");
+        fprintf(stderr, "usage: test_gpu_graphs CASE [PREC [MODEL]]\n");
         return 2;
     }
     if (nnpops_cuda_device_count() == 0) {
@@ -552,6 +556,7 @@ int main(int argc, char **argv) {
     }
     const char *c = argv[1];
     int r = 2;
+    if (argc > 3) g_model = argv[3];
     if (!strcmp(c, "replay") && argc > 2) r = case_replay(argv[2]);
     else if (!strcmp(c, "warmup")) r = case_warmup();
     else if (!strcmp(c, "shape")) r = case_shape();

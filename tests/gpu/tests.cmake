@@ -50,9 +50,9 @@ endforeach()
 foreach(case fd batch batch_f32 ghosts member water_box species_sets errors thread)
   nnpops_gpu_model_test(${case} ${case})
 endforeach()
-# a tensornet model (no GPU path) on "cuda" is NNPOPS_ERROR_UNSUPPORTED at load
-nnpops_gpu_model_test(no_gpu_path no_gpu_path)
-set_tests_properties(gpu.model.no_gpu_path PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
+# a tensornet model on "cuda": a charged batch against the CPU model
+nnpops_gpu_model_test(tensornet tensornet)
+set_tests_properties(gpu.model.tensornet PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
 
 # CUDA graphs and deterministic mode (test_gpu_graphs.c)
 add_executable(test_gpu_graphs ${CMAKE_CURRENT_LIST_DIR}/test_gpu_graphs.c)
@@ -66,6 +66,10 @@ function(nnpops_gpu_graphs_test name)
 endfunction()
 nnpops_gpu_graphs_test(replay_f64 replay f64)
 nnpops_gpu_graphs_test(replay_f32 replay f32)
+nnpops_gpu_graphs_test(replay_tn_a_f64 replay f64 tn_a)
+nnpops_gpu_graphs_test(replay_tn_a_f32 replay f32 tn_a)
+set_tests_properties(gpu.graphs.replay_tn_a_f64 gpu.graphs.replay_tn_a_f32 PROPERTIES
+  FIXTURES_REQUIRED "models;tensornet_models")
 foreach(case warmup shape overflow deterministic)
   nnpops_gpu_graphs_test(${case} ${case})
 endforeach()
@@ -86,6 +90,8 @@ nnpops_gpu_device_test(match_ani1x_f64 match ani1x f64)
 foreach(case capture batch errors overflow capture_failure cpu_model)
   nnpops_gpu_device_test(${case} ${case})
 endforeach()
+nnpops_gpu_device_test(capture_tn_a capture tn_a)
+set_tests_properties(gpu.device.capture_tn_a PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
 
 # 3xTF32 GEMMs (test_gpu_tf32x3.c)
 add_executable(test_gpu_tf32x3 ${CMAKE_CURRENT_LIST_DIR}/test_gpu_tf32x3.c)
@@ -93,6 +99,34 @@ nnpops_gpu_internal_program(test_gpu_tf32x3)
 foreach(case stack fused gemm model auto chunks)
   add_test(NAME gpu.ops.tf32x3_${case} COMMAND test_gpu_tf32x3 ${case})
   set_tests_properties(gpu.ops.tf32x3_${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
+endforeach()
+
+# TensorNet models on "cuda" through the public API: torchmd-net's reference values (every model,
+# both precisions), finite differences, the replica, batches with charges, ghosts
+# (tests/model/test_tensornet.c with the device argument)
+if(TARGET test_model_tensornet)
+  set(_tn_gpu_cases)
+  foreach(m tn_a tn_a_member2 tn_b_oldlayout_so3 tn_c_gauss_lower_zbl tn_d_lightning_f32)
+    list(APPEND _tn_gpu_cases reference.${m}.f64 reference.${m}.f32)
+  endforeach()
+  list(APPEND _tn_gpu_cases fd.tn_a.f64 fd.tn_c_gauss_lower_zbl.f64 replica.tn_a.f64
+    batch.tn_a.f64 batch.tn_c_gauss_lower_zbl.f64 ghosts.tn_a.f64 ghosts.tn_c_gauss_lower_zbl.f64)
+  foreach(c ${_tn_gpu_cases})
+    string(REPLACE "." ";" _args ${c})
+    add_test(NAME gpu.tensornet_model.${c} COMMAND test_model_tensornet ${_args} cuda)
+    set_tests_properties(gpu.tensornet_model.${c} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+      FIXTURES_REQUIRED "models;tensornet_models" ENVIRONMENT "${NNPOPS_TEST_ENV}")
+  endforeach()
+endif()
+
+# TensorNet's ops over center lists: each CUDA op against its CPU twin, the composed step
+# against the CPU pass (test_gpu_tensornet.c; the compose cases need no GPU)
+add_executable(test_gpu_tensornet ${CMAKE_CURRENT_LIST_DIR}/test_gpu_tensornet.c)
+nnpops_gpu_internal_program(test_gpu_tensornet)
+foreach(case compose_f64 compose_f32 ops_f64 ops_f32 step_f64 step_f32)
+  add_test(NAME gpu.tensornet.${case} COMMAND test_gpu_tensornet ${case})
+  set_tests_properties(gpu.tensornet.${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")
 endforeach()
 

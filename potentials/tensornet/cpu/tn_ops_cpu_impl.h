@@ -1,0 +1,736 @@
+/*
+ * tn_ops_cpu_impl.h - the CPU twins of the ops of potentials/tensornet/tn_ops.h, included by
+ * tensornet_cpu.c after tensornet_cpu_impl.h once per compute precision (REAL, SUF defined), so
+ * that they are built from the same per-channel pieces as the CPU pass (tn_decomp, tn_lin3,
+ * tn_mm, tn_act, tn_rbf, tn_fc, tn_readout, ...).  No include guard on purpose.
+ *
+ * They serve as the reference of the CUDA twins (tests/gpu/test_gpu_tensornet.c) and, composed
+ * over center lists, as the CPU image of the GPU step (the same order of operations).  Scratch of
+ * one atom lives on the stack.
+ */
+
+#define TO_CAT_(a, b) a##b
+#define TO_CAT(a, b) TO_CAT_(a, b)
+#define TO(name) TO_CAT(name, SUF)
+
+/* Entries of the lists that are real: min(start[n_centers], capacity). */
+static int64_t TO(to_entries)(int64_t n_centers, const int64_t *start, int64_t capacity) {
+    const int64_t n = start[n_centers];
+    return n < capacity ? n : capacity;
+}
+
+void TO(nnpops__tn_edges_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b,
+                              int64_t n_centers, const int64_t *start, int64_t capacity,
+                              const double *vec, REAL *ev, REAL *er, uint8_t *mask, REAL *fc,
+                              REAL *phi) {
+    const int64_t ne = TO(to_entries)(n_centers, start, capacity);
+    nnpops__tn_shape s;
+    memset(&s, 0, sizeof s);
+    s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
+    TO_CAT(nnpops__tn_weights, SUF) w;
+    memset(&w, 0, sizeof w);
+    w.rbf_a = rbf_a, w.rbf_b = rbf_b;
+    for (int64_t e = 0; e < capacity; e++) {
+        REAL *ph = phi + (size_t)e * d->R;
+        for (int k = 0; k < d->R; k++) ph[k] = 0;
+        ev[3 * e] = ev[3 * e + 1] = ev[3 * e + 2] = 0;
+        er[e] = 0;
+        fc[e] = 0;
+        mask[e] = 0;
+        if (e >= ne) continue;
+        const double *v = vec + 3 * e;
+        const double r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+        for (int k = 0; k < 3; k++) ev[3 * e + k] = (REAL)(v[k] * d->inv_ell);
+        const double rm = r * d->inv_ell;
+        er[e] = (REAL)rm;
+        uint8_t m = 0;
+        if (r >= d->lo_A && r < d->hi_A) m |= NNPOPS__TN_EDGE;
+        if (r < d->zcut_A) m |= NNPOPS__TN_ZBLP;
+        mask[e] = m;
+        if (!(m & NNPOPS__TN_EDGE)) continue;
+        REAL dd;
+        fc[e] = TO(tn_fc)(d->lo, d->hi, er[e], &dd);
+        TO(tn_rbf)(&s, (const void *)&w, er[e], ph, NULL);
+    }
+}
+
+void TO(nnpops__tn_linear_cpu)(int64_t n, int in, int out, int trans, const REAL *W,
+                               const REAL *b, const REAL *X, double beta, REAL *Y) {
+    for (int64_t c = 0; c < n; c++) {
+        if (!trans) {
+            const REAL *x = X + (size_t)c * in;
+            REAL *y = Y + (size_t)c * out;
+            for (int o = 0; o < out; o++) {
+                REAL acc = b ? b[o] : (REAL)0;
+                const REAL *row = W + (size_t)o * in;
+                for (int i = 0; i < in; i++) acc += row[i] * x[i];
+                y[o] = beta != 0 ? y[o] + acc : acc;
+            }
+        } else {
+            const REAL *x = X + (size_t)c * out;
+            REAL *y = Y + (size_t)c * in;
+            for (int i = 0; i < in; i++) {
+                REAL acc = 0;
+                for (int o = 0; o < out; o++) acc += W[(size_t)o * in + i] * x[o];
+                y[i] = beta != 0 ? y[i] + acc : acc;
+            }
+        }
+    }
+}
+
+void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *bias, REAL *Z,
+                            const REAL *scale, REAL *A) {
+    for (int64_t c = 0; c < n; c++)
+        for (int o = 0; o < width; o++) {
+            const size_t k = (size_t)c * width + o;
+            if (bias) Z[k] += bias[o];
+            A[k] = TO(tn_act)(act, Z[k], NULL) * (scale ? scale[c] : (REAL)1);
+        }
+}
+
+void TO(nnpops__tn_act_back_cpu)(int act, int64_t n, int width, const REAL *Z, const REAL *scale,
+                                 REAL *G, REAL *gscale) {
+    for (int64_t c = 0; c < n; c++) {
+        REAL gs = 0;
+        for (int o = 0; o < width; o++) {
+            const size_t k = (size_t)c * width + o;
+            REAL dv;
+            REAL a = TO(tn_act)(act, Z[k], &dv);
+            gs += G[k] * a;
+            G[k] *= dv * (scale ? scale[c] : (REAL)1);
+        }
+        if (gscale) gscale[c] = gs;
+    }
+}
+
+/* The embedding's tensor of one edge for channel f added into X (9 entries, stride F). */
+static void TO(to_embed_add)(int F, int f, REAL cz, const REAL *dk, const REAL *u, REAL *X) {
+    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    const REAL f1 = cz * dk[f], f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
+    X[0 * F + f] += f1 + f3 * (u[0] * u[0] - uu / (REAL)3);
+    X[4 * F + f] += f1 + f3 * (u[1] * u[1] - uu / (REAL)3);
+    X[8 * F + f] += f1 + f3 * (u[2] * u[2] - uu / (REAL)3);
+    X[1 * F + f] += -f2 * u[2] + f3 * u[0] * u[1];
+    X[3 * F + f] += f2 * u[2] + f3 * u[0] * u[1];
+    X[2 * F + f] += f2 * u[1] + f3 * u[0] * u[2];
+    X[6 * F + f] += -f2 * u[1] + f3 * u[0] * u[2];
+    X[5 * F + f] += -f2 * u[0] + f3 * u[1] * u[2];
+    X[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
+}
+
+static void TO(to_unit)(const REAL *v, REAL r, REAL *u) {
+    u[0] = u[1] = u[2] = 0;
+    if (r > 0)
+        for (int k = 0; k < 3; k++) u[k] = v[k] / r;
+}
+
+void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start,
+                              const int32_t *pairs, int64_t capacity, const int32_t *species,
+                              const REAL *ptab1, const REAL *ptab2, REAL self_fc,
+                              const REAL *self_dk, const REAL *ev, const REAL *er,
+                              const uint8_t *mask, const int32_t *slot, const REAL *fc,
+                              const REAL *dk, REAL *X0) {
+    const int F = d->F;
+    const REAL zero[3] = {0, 0, 0};
+    for (int64_t c = 0; c < n_centers; c++) {
+        REAL *X = X0 + (size_t)c * 9 * F;
+        for (int k = 0; k < 9 * F; k++) X[k] = 0;
+        const REAL *p1 = ptab1 + (size_t)species[c] * F;
+        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+        for (int f = 0; f < F; f++) {
+            const REAL *p2 = ptab2 + (size_t)species[c] * F;
+            TO(to_embed_add)(F, f, self_fc * (p1[f] + p2[f]), self_dk, zero, X);
+        }
+        for (int64_t e = start[c]; e < e1; e++) {
+            if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
+            const REAL *p2 = ptab2 + (size_t)species[pairs[2 * e + 1]] * F;
+            REAL u[3];
+            TO(to_unit)(ev + 3 * e, er[e], u);
+            const int64_t q = slot ? slot[e] : e;
+            if (q < 0) continue;
+            for (int f = 0; f < F; f++)
+                TO(to_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
+        }
+    }
+}
+
+/* Per-atom scratch (a variable-length array on the stack): the largest op below needs about
+ * 130 F values. */
+#define TO_SCRATCH(F) (130 * (size_t)(F) + 64)
+
+void TO(nnpops__tn_atom_embed_cpu)(const nnpops__tn_dims *d, int64_t n, const REAL *X0,
+                                   const REAL *norm_w, const REAL *norm_b,
+                                   const REAL *const ls_w[2], const REAL *const ls_b[2],
+                                   const REAL *const lt[3], REAL *z1a, REAL *z2a, REAL *X1) {
+    const int F = d->F;
+    REAL tmp[TO_SCRATCH(d->F)];
+    for (int64_t a = 0; a < n; a++) {
+        REAL *t = tmp, *av = t + F, *s1 = av + F, *g = s1 + 2 * F, *c = g + 3 * F,
+             *cl = c + 10 * F;
+        const REAL *X = X0 + (size_t)a * 9 * F;
+        REAL *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F, mu, rstd;
+        TO(tn_norm2)(F, X, t);
+        TO(tn_layer_norm)(F, t, norm_w, norm_b, av, &mu, &rstd);
+        TO(tn_linear)(ls_w[0], ls_b[0], F, 2 * F, av, z1);
+        for (int k = 0; k < 2 * F; k++) s1[k] = TO(tn_act)(d->activation, z1[k], NULL);
+        TO(tn_linear)(ls_w[1], ls_b[1], 2 * F, 3 * F, s1, z2);
+        for (int k = 0; k < 3 * F; k++) g[k] = TO(tn_act)(d->activation, z2[k], NULL);
+        TO(tn_decomp)(F, X, c);
+        TO(tn_lin3)(F, lt, c, cl);
+        for (int k = 0; k < 10; k++) {
+            const REAL *gk = g + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
+            for (int f = 0; f < F; f++) cl[k * F + f] *= gk[f];
+        }
+        TO(tn_comp)(F, cl, X1 + (size_t)a * 9 * F);
+    }
+}
+
+void TO(nnpops__tn_atom_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n, const REAL *X0,
+                                        const REAL *norm_w, const REAL *norm_b,
+                                        const REAL *const ls_w[2], const REAL *const lt[3],
+                                        const REAL *z1a, const REAL *z2a, REAL *gall) {
+    const int F = d->F;
+    const size_t F10 = 10 * (size_t)F;
+    REAL tmp[TO_SCRATCH(d->F)];
+    for (int64_t a = 0; a < n; a++) {
+        REAL *g = gall + (size_t)a * 9 * F;
+        const REAL *X = X0 + (size_t)a * 9 * F;
+        const REAL *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F;
+        REAL *c = tmp, *cl = c + F10, *gc = cl + F10, *gcl = gc + F10, *gate = gcl + F10,
+             *ggate = gate + 3 * F, *gs1 = ggate + 3 * F, *t = gs1 + 2 * F, *av = t + F,
+             *ga = av + F, *gt = ga + F;
+        for (int k = 0; k < 3 * F; k++) gate[k] = TO(tn_act)(d->activation, z2[k], NULL);
+        TO(tn_decomp)(F, X, c);
+        TO(tn_lin3)(F, lt, c, cl);
+        TO(tn_comp_T)(F, g, gc);
+        for (int b = 0; b < 3 * F; b++) ggate[b] = 0;
+        for (int k = 0; k < 10; k++) {
+            int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
+            for (int f = 0; f < F; f++) {
+                ggate[blk * F + f] += gc[k * F + f] * cl[k * F + f];
+                gc[k * F + f] *= gate[blk * F + f];
+            }
+        }
+        TO(tn_lin3_T)(F, lt, gc, gcl);
+        for (int k = 0; k < 3 * F; k++) {
+            REAL dv;
+            TO(tn_act)(d->activation, z2[k], &dv);
+            ggate[k] *= dv;
+        }
+        TO(tn_linear_T)(ls_w[1], 2 * F, 3 * F, ggate, gs1, 0);
+        for (int k = 0; k < 2 * F; k++) {
+            REAL dv;
+            TO(tn_act)(d->activation, z1[k], &dv);
+            gs1[k] *= dv;
+        }
+        TO(tn_linear_T)(ls_w[0], F, 2 * F, gs1, ga, 0);
+        REAL mu, rstd;
+        TO(tn_norm2)(F, X, t);
+        TO(tn_layer_norm)(F, t, norm_w, norm_b, av, &mu, &rstd);
+        TO(tn_layer_norm_T)(F, t, norm_w, mu, rstd, ga, gt);
+        TO(tn_decomp_T)(F, gcl, g, 0);
+        for (size_t k = 0; k < 9 * (size_t)F; k++) g[k] += (REAL)2 * X[k] * gt[k % (size_t)F];
+    }
+}
+
+void TO(nnpops__tn_layer_pre_cpu)(const nnpops__tn_dims *d, int64_t n, const REAL *Xa,
+                                  const REAL *const lt[3], REAL *nrma, REAL *cYa) {
+    const int F = d->F;
+    REAL tmp[TO_SCRATCH(d->F)];
+    for (int64_t a = 0; a < n; a++) {
+        const REAL *X = Xa + (size_t)a * 9 * F;
+        REAL *xn = tmp, *c = xn + 9 * F;
+        REAL *nr = nrma + (size_t)a * F;
+        TO(tn_norm2)(F, X, nr);
+        for (int f = 0; f < F; f++) nr[f] += 1;
+        for (int e2 = 0; e2 < 9; e2++)
+            for (int f = 0; f < F; f++) xn[e2 * F + f] = X[e2 * F + f] / nr[f];
+        TO(tn_decomp)(F, xn, c);
+        TO(tn_lin3)(F, lt, c, cYa + (size_t)a * 10 * F);
+    }
+}
+
+void TO(nnpops__tn_layer_pre_back_cpu)(const nnpops__tn_dims *d, int64_t n, const REAL *Xa,
+                                       const REAL *nrma, const REAL *const lt[3],
+                                       const REAL *gcY, REAL *gall) {
+    const int F = d->F;
+    REAL tmp[TO_SCRATCH(d->F)];
+    for (int64_t a = 0; a < n; a++) {
+        REAL *g = gall + (size_t)a * 9 * F;
+        const REAL *X = Xa + (size_t)a * 9 * F;
+        const REAL *nr = nrma + (size_t)a * F;
+        TO(tn_lin3_T)(F, lt, gcY + (size_t)a * 10 * F, tmp);
+        TO(tn_decomp_T)(F, tmp, g, 1);
+        for (int f = 0; f < F; f++) {
+            REAL dot = 0;
+            for (int e2 = 0; e2 < 9; e2++) dot += g[e2 * F + f] * X[e2 * F + f];
+            REAL inv = (REAL)1 / nr[f];
+            for (int e2 = 0; e2 < 9; e2++)
+                g[e2 * F + f] = g[e2 * F + f] * inv - (REAL)2 * X[e2 * F + f] * dot * inv * inv;
+        }
+    }
+}
+
+/* out[k][f] (+)= h[blk(k)][f] y[k][f] over the ten components. */
+static void TO(to_hmul)(int F, const REAL *h, const REAL *y, REAL *out) {
+    for (int k = 0; k < 10; k++) {
+        const REAL *hk = h + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
+        for (int f = 0; f < F; f++) out[k * F + f] += hk[f] * y[k * F + f];
+    }
+}
+
+void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
+                                    const int32_t *pentry, const REAL *er, const REAL *fc,
+                                    const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP) {
+    for (int64_t p = 0; p < n_pairs; p++) {
+        const int32_t e = pentry[p];
+        erP[p] = e >= 0 ? er[e] : (REAL)0;
+        fcP[p] = e >= 0 ? fc[e] : (REAL)0;
+        for (int k = 0; k < d->R; k++)
+            phiP[(size_t)p * d->R + k] = e >= 0 ? phi[(size_t)e * d->R + k] : (REAL)0;
+    }
+}
+
+void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start,
+                                const int32_t *pairs, int64_t capacity, const uint8_t *mask,
+                                const int32_t *slot, const REAL *h, const REAL *self_h,
+                                const REAL *cY, REAL *cM) {
+    const int F = d->F;
+    for (int64_t c = 0; c < n_centers; c++) {
+        REAL *m = cM + (size_t)c * 10 * F;
+        for (int k = 0; k < 10 * F; k++) m[k] = 0;
+        TO(to_hmul)(F, self_h, cY + (size_t)c * 10 * F, m);
+        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+        for (int64_t e = start[c]; e < e1; e++)
+            if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
+                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
+                            cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
+    }
+}
+
+void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers,
+                                     const int64_t *start, const int32_t *pairs, int64_t capacity,
+                                     const uint8_t *mask, const int32_t *slot, int64_t n_pairs,
+                                     const int32_t *pentry, const REAL *h, const REAL *self_h,
+                                     const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH) {
+    const int F = d->F;
+    for (int64_t p = 0; p < n_pairs; p++) {
+        REAL *gh = GH + (size_t)p * 3 * F;
+        for (int k = 0; k < 3 * F; k++) gh[k] = 0;
+        const int32_t e = pentry[p];
+        if (e < 0) continue;
+        const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
+        const REAL *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
+        const REAL *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
+        for (int k = 0; k < 10; k++) {
+            const int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
+            for (int f = 0; f < F; f++)
+                gh[blk * F + f] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+        }
+    }
+    for (int64_t c = 0; c < n_centers; c++) {
+        REAL *gy = gcY + (size_t)c * 10 * F;
+        TO(to_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
+        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+        for (int64_t e = start[c]; e < e1; e++)
+            if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
+                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
+                            gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
+    }
+}
+
+static REAL TO(to_qf)(const double *charges, const int32_t *batch, int64_t a) {
+    return (REAL)(1.0 + 0.1 * (charges ? charges[batch[a]] : 0.0));
+}
+
+void TO(nnpops__tn_layer_post_cpu)(const nnpops__tn_dims *d, int64_t n, const double *charges,
+                                   const int32_t *batch, const REAL *Xa, const REAL *nrma,
+                                   const REAL *cYa, const REAL *cMa, const REAL *const lt[3],
+                                   REAL *Xouta) {
+    const int F = d->F;
+    const size_t F9 = 9 * (size_t)F, F10 = 10 * (size_t)F;
+    REAL tmp[TO_SCRATCH(d->F)];
+    for (int64_t a = 0; a < n; a++) {
+        const REAL qf = TO(to_qf)(charges, batch, a);
+        REAL *Y = tmp, *M = Y + F9, *c = M + F9, *cl = c + F10, *Cn = cl + F10, *Cc = Cn + F9,
+             *D = Cc + F9, *nn = D + F9;
+        TO(tn_comp)(F, cYa + (size_t)a * F10, Y);
+        TO(tn_comp)(F, cMa + (size_t)a * F10, M);
+        if (d->so3) {
+            TO(tn_mm)(F, Y, 0, M, 0, (REAL)2, Cc, 0);
+        } else {
+            TO(tn_mm)(F, M, 0, Y, 0, qf, Cc, 0);
+            TO(tn_mm)(F, Y, 0, M, 0, qf, Cc, 1);
+        }
+        TO(tn_norm2)(F, Cc, nn);
+        for (int f = 0; f < F; f++) nn[f] += 1;
+        for (int e2 = 0; e2 < 9; e2++)
+            for (int f = 0; f < F; f++) Cn[e2 * F + f] = Cc[e2 * F + f] / nn[f];
+        TO(tn_decomp)(F, Cn, c);
+        TO(tn_lin3)(F, lt, c, cl);
+        TO(tn_comp)(F, cl, D);
+        const REAL *X = Xa + (size_t)a * F9;
+        const REAL *nr = nrma + (size_t)a * F;
+        REAL *Xo = Xouta + (size_t)a * F9;
+        TO(tn_mm)(F, D, 0, D, 0, qf, Xo, 0);
+        for (int e2 = 0; e2 < 9; e2++)
+            for (int f = 0; f < F; f++)
+                Xo[e2 * F + f] += X[e2 * F + f] / nr[f] + D[e2 * F + f];
+    }
+}
+
+void TO(nnpops__tn_layer_post_back_cpu)(const nnpops__tn_dims *d, int64_t n,
+                                        const double *charges, const int32_t *batch,
+                                        const REAL *cYa, const REAL *cMa, const REAL *const lt[3],
+                                        const REAL *gall, REAL *gcYa, REAL *gcMa) {
+    const int F = d->F;
+    const size_t F9 = 9 * (size_t)F, F10 = 10 * (size_t)F;
+    REAL tmp[TO_SCRATCH(d->F)];
+    for (int64_t a = 0; a < n; a++) {
+        const REAL qf = TO(to_qf)(charges, batch, a);
+        const REAL *g = gall + (size_t)a * F9;
+        REAL *Y = tmp, *M = Y + F9, *Cc = M + F9, *nn = Cc + F9, *Cn = nn + F, *c = Cn + F9,
+             *cl = c + F10, *D = cl + F10, *gD = D + F9, *gc = gD + F9, *gcl = gc + F10,
+             *gC = gcl + F10, *gY = gC + F9, *gM = gY + F9;
+        /* the forward of this atom again: C, its norm, D */
+        TO(tn_comp)(F, cYa + (size_t)a * F10, Y);
+        TO(tn_comp)(F, cMa + (size_t)a * F10, M);
+        if (d->so3) {
+            TO(tn_mm)(F, Y, 0, M, 0, (REAL)2, Cc, 0);
+        } else {
+            TO(tn_mm)(F, M, 0, Y, 0, qf, Cc, 0);
+            TO(tn_mm)(F, Y, 0, M, 0, qf, Cc, 1);
+        }
+        TO(tn_norm2)(F, Cc, nn);
+        for (int f = 0; f < F; f++) nn[f] += 1;
+        for (int e2 = 0; e2 < 9; e2++)
+            for (int f = 0; f < F; f++) Cn[e2 * F + f] = Cc[e2 * F + f] / nn[f];
+        TO(tn_decomp)(F, Cn, c);
+        TO(tn_lin3)(F, lt, c, cl);
+        TO(tn_comp)(F, cl, D);
+        /* X_out = Xn + D + qf D D */
+        for (size_t k = 0; k < F9; k++) gD[k] = g[k];
+        TO(tn_mm)(F, g, 0, D, 1, qf, gD, 1);
+        TO(tn_mm)(F, D, 1, g, 0, qf, gD, 1);
+        TO(tn_comp_T)(F, gD, gc);
+        TO(tn_lin3_T)(F, lt, gc, gcl);
+        TO(tn_decomp_T)(F, gcl, gC, 0);
+        for (int f = 0; f < F; f++) {
+            REAL dot = 0;
+            for (int e2 = 0; e2 < 9; e2++) dot += gC[e2 * F + f] * Cc[e2 * F + f];
+            REAL inv = (REAL)1 / nn[f];
+            for (int e2 = 0; e2 < 9; e2++)
+                gC[e2 * F + f] = gC[e2 * F + f] * inv - (REAL)2 * Cc[e2 * F + f] * dot * inv * inv;
+        }
+        if (d->so3) {
+            TO(tn_mm)(F, gC, 0, M, 1, (REAL)2, gY, 0);
+            TO(tn_mm)(F, Y, 1, gC, 0, (REAL)2, gM, 0);
+        } else {
+            TO(tn_mm)(F, M, 1, gC, 0, qf, gY, 0);
+            TO(tn_mm)(F, gC, 0, M, 1, qf, gY, 1);
+            TO(tn_mm)(F, gC, 0, Y, 1, qf, gM, 0);
+            TO(tn_mm)(F, Y, 1, gC, 0, qf, gM, 1);
+        }
+        TO(tn_comp_T)(F, gY, gcYa + (size_t)a * F10);
+        TO(tn_comp_T)(F, gM, gcMa + (size_t)a * F10);
+    }
+}
+
+void TO(nnpops__tn_readout_cpu)(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local,
+                                const REAL *Xa, const REAL *norm_w, const REAL *norm_b,
+                                const REAL *lin_w, const REAL *lin_b, const REAL *const out_w[],
+                                const REAL *const out_b[], const int32_t *species,
+                                const REAL *atomref, double *atom_energy, REAL *g) {
+    nnpops__tn_shape s;
+    memset(&s, 0, sizeof s);
+    s.F = d->F, s.activation = d->activation, s.n_out = d->n_out, s.std = d->std;
+    for (int k = 0; k <= d->n_out; k++) s.out_width[k] = d->out_width[k];
+    TO_CAT(nnpops__tn_weights, SUF) w;
+    memset(&w, 0, sizeof w);
+    w.out_norm_w = norm_w, w.out_norm_b = norm_b, w.linear_w = lin_w, w.linear_b = lin_b;
+    for (int k = 0; k < d->n_out; k++) w.out_w[k] = out_w[k], w.out_b[k] = out_b[k];
+    REAL tmp[TO_SCRATCH(d->F) + 8 * d->F];
+    const size_t F9 = 9 * (size_t)d->F;
+    for (int64_t a = 0; a < n_atoms; a++) {
+        const int local = a < n_local;
+        REAL seed = (REAL)((local ? 1.0 : 0.0) * d->std);
+        REAL o = TO(tn_readout)(&s, (const void *)&w, Xa + (size_t)a * F9, seed,
+                                g ? g + (size_t)a * F9 : NULL, tmp);
+        double en = (double)o * d->std;
+        if (atomref) en += (double)atomref[species[a]];
+        atom_energy[a] = local ? en : 0.0;
+    }
+}
+
+/* One direction of a pair: entry e's dE/du into gu[e], its dE/d dk added into gd, dE/dfc
+ * returned. */
+static REAL TO(to_embed_back_entry)(int F, int64_t e, const int32_t *pairs,
+                                    const int32_t *species, const REAL *ptab1, const REAL *ptab2,
+                                    const REAL *ev, const REAL *er, REAL fce, const REAL *dke,
+                                    const REAL *g0, REAL *gd, REAL *gu) {
+    const int i = pairs[2 * e], j = pairs[2 * e + 1];
+    REAL u[3];
+    TO(to_unit)(ev + 3 * e, er[e], u);
+    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    const REAL *G = g0 + (size_t)i * 9 * F;
+    const REAL *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
+    REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
+    for (int f = 0; f < F; f++) {
+        REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
+        REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
+        REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
+        REAL tr = g00 + g11 + g22;
+        REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
+        REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
+        REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
+        REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
+        REAL gf1 = tr;
+        REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
+        REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
+        REAL zij = p1[f] + p2[f];
+        REAL cz = fce * zij;
+        REAL f2 = cz * dke[F + f], f3 = cz * dke[2 * F + f];
+        gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
+        gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
+        gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
+        gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
+        gd[f] += gf1 * cz;
+        gd[F + f] += gf2 * cz;
+        gd[2 * F + f] += gf3 * cz;
+    }
+    gu[3 * e] = gu0, gu[3 * e + 1] = gu1, gu[3 * e + 2] = gu2;
+    return gfc;
+}
+
+void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
+                                   const int32_t *pentry, const int32_t *pmirror,
+                                   const int32_t *pairs, const int32_t *species, const REAL *ptab1,
+                                   const REAL *ptab2, const REAL *ev, const REAL *er,
+                                   const REAL *fcP, const REAL *dk, const REAL *g0, REAL *gd,
+                                   REAL *gu, REAL *gfcv) {
+    const int F = d->F;
+    for (int64_t p = 0; p < n_pairs; p++) {
+        REAL *gdp = gd + (size_t)p * 3 * F;
+        for (int k = 0; k < 3 * F; k++) gdp[k] = 0;
+        REAL gfc = 0;
+        const REAL *dkp = dk + (size_t)p * 3 * F;
+        if (pentry[p] >= 0)
+            gfc += TO(to_embed_back_entry)(F, pentry[p], pairs, species, ptab1, ptab2, ev, er,
+                                           fcP[p], dkp, g0, gdp, gu);
+        if (pmirror[p] >= 0)
+            gfc += TO(to_embed_back_entry)(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er,
+                                           fcP[p], dkp, g0, gdp, gu);
+        gfcv[p] = gfc;
+    }
+}
+
+void TO(nnpops__tn_radial_back_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a,
+                                    const REAL *rbf_b, int64_t n_centers, const int64_t *start,
+                                    int64_t capacity, const REAL *er, const uint8_t *mask,
+                                    const int32_t *pentry, const REAL *gphi, const REAL *gfc,
+                                    int accumulate, REAL *gr) {
+    const int64_t ne = pentry ? capacity : TO(to_entries)(n_centers, start, capacity);
+    nnpops__tn_shape s;
+    memset(&s, 0, sizeof s);
+    s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
+    TO_CAT(nnpops__tn_weights, SUF) w;
+    memset(&w, 0, sizeof w);
+    w.rbf_a = rbf_a, w.rbf_b = rbf_b;
+    REAL phv[d->R > 0 ? d->R : 1], dphi[d->R > 0 ? d->R : 1];
+    for (int64_t e = 0; e < capacity; e++) {
+        if (pentry ? pentry[e] < 0 : e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
+            if (!accumulate) gr[e] = 0;
+            continue;
+        }
+        REAL fcd;
+        TO(tn_fc)(d->lo, d->hi, er[e], &fcd);
+        TO(tn_rbf)(&s, (const void *)&w, er[e], phv, dphi);
+        REAL g = gfc[e] * fcd;
+        for (int k = 0; k < d->R; k++) g += gphi[(size_t)e * d->R + k] * dphi[k];
+        gr[e] = accumulate ? gr[e] + g : g;
+    }
+}
+
+void TO(nnpops__tn_finish_cpu)(const nnpops__tn_dims *d, const nnpops__tn_zbl_dev *zbl,
+                               const int32_t *zbl_z, int64_t n_centers, int64_t n_local,
+                               const int64_t *start, const int32_t *pairs, int64_t capacity,
+                               const int32_t *species, const REAL *ev, const REAL *er,
+                               const uint8_t *mask, const REAL *gu, const REAL *gr,
+                               const int32_t *slot, const int32_t *pentry, const REAL *grP,
+                               double mean, const int32_t *batch, const int32_t *sys_count,
+                               double *atom_energy, double *pair_grad) {
+    for (int64_t c = 0; c < n_centers; c++) {
+        const int local = c < n_local;
+        double en = local ? atom_energy[c] : 0.0;
+        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+        for (int64_t e = start[c]; e < e1; e++) {
+            REAL g[3] = {0, 0, 0};
+            const REAL r = er[e];
+            if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad && (!slot || slot[e] >= 0)) {
+                REAL u[3], gdotu = 0;
+                for (int k = 0; k < 3; k++) {
+                    u[k] = ev[3 * e + k] / r;
+                    gdotu += gu[3 * e + k] * u[k];
+                }
+                REAL grv = gr ? gr[e] : (REAL)0;
+                if (grP && slot[e] >= 0 && pentry[slot[e]] == e) grv += grP[slot[e]];
+                for (int k = 0; k < 3; k++) g[k] = (gu[3 * e + k] - u[k] * gdotu) / r + u[k] * grv;
+            }
+            double gz[3] = {0, 0, 0};
+            if (mask[e] & NNPOPS__TN_ZBLP) {
+                const int32_t Zi = zbl_z[species[c]], Zj = zbl_z[species[pairs[2 * e + 1]]];
+                float sa = (float)pow((double)Zi, 0.23) + (float)pow((double)Zj, 0.23);
+                float af = ((float)1 / sa) * zbl->k_a;
+                REAL a = (REAL)af, ds = (REAL)zbl->ds, pref = (REAL)zbl->pref;
+                REAL dd = r * ds / a;
+                REAL x1 = (REAL)exp((REAL)-3.2 * dd), x2 = (REAL)exp((REAL)-0.9423 * dd);
+                REAL x3 = (REAL)exp((REAL)-0.4029 * dd), x4 = (REAL)exp((REAL)-0.2016 * dd);
+                REAL phi = (REAL)0.1818 * x1 + (REAL)0.5099 * x2 + (REAL)0.2802 * x3 +
+                           (REAL)0.02817 * x4;
+                REAL dphi = (REAL)-3.2 * (REAL)0.1818 * x1 - (REAL)0.9423 * (REAL)0.5099 * x2 -
+                            (REAL)0.4029 * (REAL)0.2802 * x3 - (REAL)0.2016 * (REAL)0.02817 * x4;
+                REAL fcd;
+                REAL fcz = TO(tn_fc)(0.0, d->zcut, r, &fcd);
+                REAL zz = (REAL)Zi * (REAL)Zj;
+                en += local ? (double)(pref * phi * fcz * zz / r) : 0.0;
+                if (local) {
+                    REAL dE = pref * zz *
+                              (dphi * ds / a * fcz / r + phi * fcd / r - phi * fcz / (r * r));
+                    for (int k = 0; k < 3; k++) gz[k] = (double)(dE * ev[3 * e + k] / r);
+                }
+            }
+            if (pair_grad)
+                for (int k = 0; k < 3; k++)
+                    pair_grad[3 * e + k] = d->inv_ell * ((double)g[k] + gz[k]);
+        }
+        if (local) atom_energy[c] = en + mean / (double)sys_count[batch[c]];
+    }
+}
+
+
+void TO(nnpops__tn_opmodel_fill)(const nnpops__tn_shape *s,
+                                 const TO_CAT(nnpops__tn_weights, SUF) *w,
+                                 int32_t n_species, const int32_t *species_z,
+                                 nnpops__tn_oplayout *lay, REAL *arena) {
+    const size_t F = (size_t)s->F, R = (size_t)s->R, S = (size_t)n_species;
+    const int L = s->L;
+    size_t o = 0;
+#define TO_TAKE(field, count)                                                                  \
+    do {                                                                                       \
+        lay->field = o;                                                                        \
+        o += ((size_t)(count) + 7) & ~(size_t)7;                                               \
+    } while (0)
+    TO_TAKE(self_fc, 1);
+    TO_TAKE(rbf_a, R);
+    TO_TAKE(rbf_b, s->rbf == NNPOPS__TN_GAUSS ? 1 : R);
+    TO_TAKE(ptab1, S * F);
+    TO_TAKE(ptab2, S * F);
+    TO_TAKE(self_dk, 3 * F);
+    TO_TAKE(dproj_w, 3 * F * R);
+    TO_TAKE(dproj_b, 3 * F);
+    TO_TAKE(norm_w, F);
+    TO_TAKE(norm_b, F);
+    TO_TAKE(emb_ls_w[0], 2 * F * F);
+    TO_TAKE(emb_ls_b[0], 2 * F);
+    TO_TAKE(emb_ls_w[1], 6 * F * F);
+    TO_TAKE(emb_ls_b[1], 3 * F);
+    for (int k = 0; k < 3; k++) TO_TAKE(emb_lt[k], F * F);
+    for (int l = 0; l < L; l++) {
+        TO_TAKE(ls_w[3 * l], F * R);
+        TO_TAKE(ls_b[3 * l], F);
+        TO_TAKE(ls_w[3 * l + 1], 2 * F * F);
+        TO_TAKE(ls_b[3 * l + 1], 2 * F);
+        TO_TAKE(ls_w[3 * l + 2], 6 * F * F);
+        TO_TAKE(ls_b[3 * l + 2], 3 * F);
+        for (int k = 0; k < 6; k++) TO_TAKE(lt[6 * l + k], F * F);
+        TO_TAKE(self_h[l], 3 * F);
+    }
+    TO_TAKE(lin_w, 3 * F * F);
+    TO_TAKE(lin_b, F);
+    TO_TAKE(out_norm_w, 3 * F);
+    TO_TAKE(out_norm_b, 3 * F);
+    for (int k = 0; k < s->n_out; k++) {
+        TO_TAKE(out_w[k], (size_t)s->out_width[k + 1] * s->out_width[k]);
+        TO_TAKE(out_b[k], s->out_width[k + 1]);
+    }
+    if (w->atomref) TO_TAKE(atomref, S);
+    else lay->atomref = SIZE_MAX;
+#undef TO_TAKE
+    lay->total = o;
+    if (!arena) return;
+    memset(arena, 0, o * sizeof(REAL));
+#define TO_PUT(field, src, count) memcpy(arena + lay->field, (src), (size_t)(count) * sizeof(REAL))
+    TO_PUT(rbf_a, w->rbf_a, R);
+    TO_PUT(rbf_b, w->rbf_b, s->rbf == NNPOPS__TN_GAUSS ? 1 : R);
+    for (int k = 0; k < 3; k++) {
+        TO_PUT(dproj_w + (size_t)k * F * R, w->dproj_w[k], F * R);
+        TO_PUT(dproj_b + (size_t)k * F, w->dproj_b[k], F);
+    }
+    TO_PUT(norm_w, w->init_norm_w, F);
+    TO_PUT(norm_b, w->init_norm_b, F);
+    TO_PUT(emb_ls_w[0], w->emb_ls_w[0], 2 * F * F);
+    TO_PUT(emb_ls_b[0], w->emb_ls_b[0], 2 * F);
+    TO_PUT(emb_ls_w[1], w->emb_ls_w[1], 6 * F * F);
+    TO_PUT(emb_ls_b[1], w->emb_ls_b[1], 3 * F);
+    for (int k = 0; k < 3; k++) TO_PUT(emb_lt[k], w->emb_lt[k], F * F);
+    for (int l = 0; l < L; l++) {
+        TO_PUT(ls_w[3 * l], w->layer_ls_w[3 * l], F * R);
+        TO_PUT(ls_b[3 * l], w->layer_ls_b[3 * l], F);
+        TO_PUT(ls_w[3 * l + 1], w->layer_ls_w[3 * l + 1], 2 * F * F);
+        TO_PUT(ls_b[3 * l + 1], w->layer_ls_b[3 * l + 1], 2 * F);
+        TO_PUT(ls_w[3 * l + 2], w->layer_ls_w[3 * l + 2], 6 * F * F);
+        TO_PUT(ls_b[3 * l + 2], w->layer_ls_b[3 * l + 2], 3 * F);
+        for (int k = 0; k < 6; k++) TO_PUT(lt[6 * l + k], w->layer_lt[6 * l + k], F * F);
+    }
+    TO_PUT(lin_w, w->linear_w, 3 * F * F);
+    TO_PUT(lin_b, w->linear_b, F);
+    TO_PUT(out_norm_w, w->out_norm_w, 3 * F);
+    TO_PUT(out_norm_b, w->out_norm_b, 3 * F);
+    for (int k = 0; k < s->n_out; k++) {
+        TO_PUT(out_w[k], w->out_w[k], (size_t)s->out_width[k + 1] * s->out_width[k]);
+        TO_PUT(out_b[k], w->out_b[k], s->out_width[k + 1]);
+    }
+#undef TO_PUT
+    /* the embedding's pair terms per species, as the CPU pass computes them per atom */
+    for (size_t sp = 0; sp < S; sp++) {
+        const int32_t z = species_z[sp];
+        if (z < 0 || z >= s->max_z) continue;
+        const REAL *em = w->emb + (size_t)z * F;
+        for (size_t q = 0; q < F; q++) {
+            const REAL *row = w->emb2_w + q * 2 * F;
+            REAL a = w->emb2_b[q], b = 0;
+            for (size_t i = 0; i < F; i++) {
+                a += row[i] * em[i];
+                b += row[F + i] * em[i];
+            }
+            arena[lay->ptab1 + sp * F + q] = a;
+            arena[lay->ptab2 + sp * F + q] = b;
+        }
+        if (w->atomref && z < s->atomref_len) arena[lay->atomref + sp] = w->atomref[z];
+    }
+    /* the self edge (r = 0) */
+    REAL phi0[R > 0 ? R : 1], dd;
+    TO(tn_rbf)(s, w, (REAL)0, phi0, NULL);
+    const REAL fc0 = TO(tn_fc)(s->cutoff_lower, s->cutoff_upper, (REAL)0, &dd);
+    arena[lay->self_fc] = fc0;
+    for (int k = 0; k < 3; k++)
+        TO(tn_linear)(w->dproj_w[k], w->dproj_b[k], (int)R, (int)F, phi0,
+                      arena + lay->self_dk + (size_t)k * F);
+    REAL z1[F > 0 ? F : 1], z2[2 * F > 0 ? 2 * F : 1], z3[3 * F > 0 ? 3 * F : 1];
+    for (int l = 0; l < L; l++) {
+        TO(tn_linear)(w->layer_ls_w[3 * l], w->layer_ls_b[3 * l], (int)R, (int)F, phi0, z1);
+        for (size_t k = 0; k < F; k++) z1[k] = TO(tn_act)(s->activation, z1[k], NULL);
+        TO(tn_linear)(w->layer_ls_w[3 * l + 1], w->layer_ls_b[3 * l + 1], (int)F, (int)(2 * F),
+                      z1, z2);
+        for (size_t k = 0; k < 2 * F; k++) z2[k] = TO(tn_act)(s->activation, z2[k], NULL);
+        TO(tn_linear)(w->layer_ls_w[3 * l + 2], w->layer_ls_b[3 * l + 2], (int)(2 * F),
+                      (int)(3 * F), z2, z3);
+        for (size_t k = 0; k < 3 * F; k++)
+            arena[lay->self_h[l] + k] = fc0 * TO(tn_act)(s->activation, z3[k], NULL);
+    }
+}
+
+#undef TO
+#undef TO_CAT
+#undef TO_CAT_
+#undef TO_SCRATCH

@@ -1,0 +1,274 @@
+/*
+ * tn_step_impl.h - the body of tn_step.c, included once per compute precision (REAL, SUF).  No
+ * include guard on purpose.
+ */
+
+#define TS_CAT_(a, b) a##b
+#define TS_CAT(a, b) TS_CAT_(a, b)
+#define TS(name) TS_CAT(name, SUF)
+#define OPM TS(nnpops__tn_opmodel)
+
+void TS(nnpops__tn_opmodel_bind)(const nnpops__tn_shape *s, const nnpops__tn_oplayout *lay,
+                                 const REAL *arena, REAL self_fc, double mean,
+                                 const nnpops__tn_zbl *zbl, const int32_t *zbl_z,
+                                 double length_to_A, OPM *m) {
+    memset(m, 0, sizeof *m);
+    m->self_fc = self_fc;
+    nnpops__tn_dims *d = &m->d;
+    d->F = s->F, d->R = s->R, d->activation = s->activation, d->rbf = s->rbf, d->so3 = s->so3;
+    d->n_out = s->n_out;
+    for (int k = 0; k <= s->n_out && k < 17; k++) d->out_width[k] = s->out_width[k];
+    d->lo = s->cutoff_lower, d->hi = s->cutoff_upper;
+    d->zcut = zbl ? zbl->cutoff : 0.0;
+    d->inv_ell = 1.0 / length_to_A;
+    d->lo_A = d->lo * length_to_A, d->hi_A = d->hi * length_to_A, d->zcut_A = d->zcut * length_to_A;
+    d->std = s->std;
+    m->L = s->L;
+    m->mean = mean;
+    m->has_zbl = zbl != NULL;
+    if (zbl) {
+        m->zbl.pref = 0.5 * 2.30707755e-28 / zbl->energy_scale / zbl->distance_scale;
+        m->zbl.ds = zbl->distance_scale;
+        m->zbl.k_a = (float)(0.8854 * 5.29177210903e-11);
+        m->zbl_z = zbl_z;
+    }
+    m->rbf_a = arena + lay->rbf_a, m->rbf_b = arena + lay->rbf_b;
+    m->ptab1 = arena + lay->ptab1, m->ptab2 = arena + lay->ptab2;
+    m->self_dk = arena + lay->self_dk;
+    m->dproj_w = arena + lay->dproj_w, m->dproj_b = arena + lay->dproj_b;
+    m->norm_w = arena + lay->norm_w, m->norm_b = arena + lay->norm_b;
+    for (int k = 0; k < 2; k++)
+        m->emb_ls_w[k] = arena + lay->emb_ls_w[k], m->emb_ls_b[k] = arena + lay->emb_ls_b[k];
+    for (int k = 0; k < 3; k++) m->emb_lt[k] = arena + lay->emb_lt[k];
+    for (int l = 0; l < s->L; l++) {
+        for (int k = 0; k < 3; k++)
+            m->ls_w[3 * l + k] = arena + lay->ls_w[3 * l + k],
+            m->ls_b[3 * l + k] = arena + lay->ls_b[3 * l + k];
+        for (int k = 0; k < 6; k++) m->lt[6 * l + k] = arena + lay->lt[6 * l + k];
+        m->self_h[l] = arena + lay->self_h[l];
+    }
+    m->lin_w = arena + lay->lin_w, m->lin_b = arena + lay->lin_b;
+    m->out_norm_w = arena + lay->out_norm_w, m->out_norm_b = arena + lay->out_norm_b;
+    for (int k = 0; k < s->n_out; k++)
+        m->out_w[k] = arena + lay->out_w[k], m->out_b[k] = arena + lay->out_b[k];
+    m->atomref = lay->atomref == SIZE_MAX ? NULL : arena + lay->atomref;
+}
+
+/* The work space's layout (byte offsets, each 256-aligned). */
+typedef struct {
+    size_t ev, er, fc, mask, phi, gu, slot;
+    size_t pentry, pmirror, pcount, erP, fcP, phiP, dk, Z1, A1, Z2, A2, Z3, h, GHP, G2, G1, gphiP,
+        gfcP, grP;
+    size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
+} TS(ts_work);
+
+/* Pairs of a step with `capacity` entries: each pair is two entries of symmetric lists. */
+static int64_t TS(ts_pairs)(int64_t capacity) { return (capacity + 1) / 2; }
+
+static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
+    TS(ts_work) p;
+    const size_t F = (size_t)m->d.F, R = (size_t)m->d.R, L = (size_t)m->L, n = (size_t)N,
+                 e = (size_t)E, r = sizeof(REAL), P = (size_t)TS(ts_pairs)(E);
+    size_t o = 0;
+#define TS_TAKE(field, bytes)                                                                  \
+    do {                                                                                       \
+        p.field = o;                                                                           \
+        o += ((size_t)(bytes) + 255) & ~(size_t)255;                                           \
+    } while (0)
+    TS_TAKE(ev, 3 * e * r);
+    TS_TAKE(er, e * r);
+    TS_TAKE(fc, e * r);
+    TS_TAKE(mask, e);
+    TS_TAKE(phi, e * R * r);
+    TS_TAKE(gu, 3 * e * r);
+    TS_TAKE(slot, e * sizeof(int32_t));
+    /* per pair: the embedding's projections and the edge networks */
+    TS_TAKE(pentry, P * sizeof(int32_t));
+    TS_TAKE(pmirror, P * sizeof(int32_t));
+    TS_TAKE(pcount, (n + 1) * sizeof(int32_t));
+    TS_TAKE(erP, P * r);
+    TS_TAKE(fcP, P * r);
+    TS_TAKE(phiP, P * R * r);
+    TS_TAKE(dk, P * 3 * F * r);
+    TS_TAKE(Z1, P * F * r);
+    TS_TAKE(A1, P * F * r);
+    TS_TAKE(Z2, P * 2 * F * r);
+    TS_TAKE(A2, P * 2 * F * r);
+    TS_TAKE(Z3, P * 3 * F * r);
+    TS_TAKE(h, L * P * 3 * F * r);
+    TS_TAKE(GHP, P * 3 * F * r);
+    /* (the backward's G2 and G1 take A2's and A1's place: their GEMMs read A2 and A1 last) */
+    p.G2 = p.A2, p.G1 = p.A1;
+    TS_TAKE(gphiP, P * R * r);
+    TS_TAKE(gfcP, P * r);
+    TS_TAKE(grP, P * r);
+    TS_TAKE(X0, n * 9 * F * r);
+    TS_TAKE(z1, n * 2 * F * r);
+    TS_TAKE(z2, n * 3 * F * r);
+    TS_TAKE(Xl, (L + 1) * n * 9 * F * r);
+    TS_TAKE(nrm, L * n * F * r);
+    TS_TAKE(cY, L * n * 10 * F * r);
+    TS_TAKE(cM, L * n * 10 * F * r);
+    TS_TAKE(gX, n * 9 * F * r);
+    TS_TAKE(gcY, n * 10 * F * r);
+    TS_TAKE(gcM, n * 10 * F * r);
+    TS_TAKE(count, (size_t)S * sizeof(int32_t));
+#undef TS_TAKE
+    p.total = o;
+    return p;
+}
+
+size_t TS(nnpops__tn_step_work_bytes)(const OPM *m, int64_t n_atoms, int64_t n_systems,
+                                      int64_t capacity) {
+    return TS(ts_plan)(m, n_atoms, n_systems, capacity).total;
+}
+
+/* One op on the chosen backend: X(name, args...) calls nnpops__tn_<name>_cpu<SUF>(args) or
+ * nnpops__tn_<name>_cuda<SUF>(args, stream). */
+#if TN_HAVE_CUDA
+#define X(name, ...)                                                                           \
+    do {                                                                                       \
+        if (cuda) {                                                                            \
+            NNPOPS__TRY(TS(nnpops__tn_##name##_cuda)(__VA_ARGS__, a->stream));                 \
+        } else {                                                                               \
+            TS(nnpops__tn_##name##_cpu)(__VA_ARGS__);                                          \
+        }                                                                                      \
+    } while (0)
+#define XLIN(n, in, out, trans, W, b, Xin, beta, Y)                                            \
+    do {                                                                                       \
+        if (cuda) {                                                                            \
+            NNPOPS__TRY(TS(nnpops__tn_linear_cuda)(n, in, out, trans, W, b, Xin, beta, Y,      \
+                                                   a->blas, a->stream));                       \
+        } else {                                                                               \
+            TS(nnpops__tn_linear_cpu)(n, in, out, trans, W, b, Xin, beta, Y);                  \
+        }                                                                                      \
+    } while (0)
+#else
+#define X(name, ...) TS(nnpops__tn_##name##_cpu)(__VA_ARGS__)
+#define XLIN(n, in, out, trans, W, b, Xin, beta, Y)                                            \
+    TS(nnpops__tn_linear_cpu)(n, in, out, trans, W, b, Xin, beta, Y)
+#endif
+
+nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, int cuda) {
+    if (cuda && !TN_HAVE_CUDA)
+        return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: a GPU step in a build without CUDA");
+    const nnpops__tn_dims *d = &m->d;
+    const int F = d->F, R = d->R, L = m->L, act = d->activation;
+    const int64_t N = a->n_atoms, E = a->capacity;
+    const TS(ts_work) p = TS(ts_plan)(m, N, a->n_systems, E);
+    unsigned char *base = a->work;
+#define W_(field, type) ((type *)(base + p.field))
+    REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL), *phi = W_(phi, REAL);
+    uint8_t *mask = W_(mask, uint8_t);
+    REAL *dk = W_(dk, REAL), *Z1 = W_(Z1, REAL), *A1 = W_(A1, REAL), *Z2 = W_(Z2, REAL);
+    REAL *A2 = W_(A2, REAL), *Z3 = W_(Z3, REAL), *h = W_(h, REAL);
+    REAL *G2 = W_(G2, REAL), *G1 = W_(G1, REAL);
+    int32_t *slot = W_(slot, int32_t), *pentry = W_(pentry, int32_t);
+    int32_t *pmirror = W_(pmirror, int32_t);
+    int32_t *pcount = W_(pcount, int32_t);
+    REAL *erP = W_(erP, REAL), *fcP = W_(fcP, REAL), *phiP = W_(phiP, REAL);
+    REAL *GHP = W_(GHP, REAL), *gphiP = W_(gphiP, REAL), *gfcP = W_(gfcP, REAL);
+    REAL *grP = W_(grP, REAL);
+    REAL *gu = W_(gu, REAL), *X0 = W_(X0, REAL), *z1 = W_(z1, REAL);
+    REAL *z2 = W_(z2, REAL), *Xl = W_(Xl, REAL), *nrm = W_(nrm, REAL), *cY = W_(cY, REAL);
+    REAL *cM = W_(cM, REAL), *gX = W_(gX, REAL), *gcY = W_(gcY, REAL), *gcM = W_(gcM, REAL);
+    int32_t *count = W_(count, int32_t);
+#undef W_
+    const size_t NF9 = (size_t)N * 9 * F, NF10 = (size_t)N * 10 * F, NF = (size_t)N * F;
+    const int64_t P = TS(ts_pairs)(E);
+    const size_t P3F = (size_t)P * 3 * F;
+    const REAL self_fc = m->self_fc;
+
+    /* ---- forward ---- */
+    if (cuda) {
+#if TN_HAVE_CUDA
+        NNPOPS__TRY(nnpops__tn_count_cuda(N, a->n_systems, a->batch, count, a->stream));
+#endif
+    } else {
+        nnpops__tn_count_cpu(N, a->n_systems, a->batch, count);
+    }
+    X(edges, d, m->rbf_a, m->rbf_b, N, a->start, E, a->vec, ev, er, mask, fc, phi);
+    if (cuda) {
+#if TN_HAVE_CUDA
+        NNPOPS__TRY(nnpops__tn_pairs_cuda(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry,
+                                          pmirror, pcount, a->stream));
+#endif
+    } else {
+        nnpops__tn_pairs_cpu(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry, pmirror,
+                             pcount);
+    }
+    X(pair_radial, d, P, pentry, er, fc, phi, erP, fcP, phiP);
+    XLIN(P, R, 3 * F, 0, m->dproj_w, m->dproj_b, phiP, 0.0, dk);
+    X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
+      er, mask, slot, fc, dk, X0);
+    X(atom_embed, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b, m->emb_lt, z1, z2, Xl);
+    for (int l = 0; l < L; l++) {
+        const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
+        REAL *hl = h + (size_t)l * P3F;
+        XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
+        X(act, act, P, F, bl[0], Z1, NULL, A1);
+        XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
+        X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
+        XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
+        X(act, act, P, 3 * F, bl[2], Z3, fcP, hl);
+        X(layer_pre, d, N, Xl + l * NF9, m->lt + 6 * l, nrm + l * NF, cY + l * NF10);
+        X(message, d, N, a->start, a->pairs, E, mask, slot, hl, m->self_h[l], cY + l * NF10,
+          cM + l * NF10);
+        X(layer_post, d, N, a->charges, a->batch, Xl + l * NF9, nrm + l * NF, cY + l * NF10,
+          cM + l * NF10, m->lt + 6 * l + 3, Xl + (l + 1) * NF9);
+    }
+    X(readout, d, N, a->n_local, Xl + (size_t)L * NF9, m->out_norm_w, m->out_norm_b, m->lin_w,
+      m->lin_b, m->out_w, m->out_b, a->species, m->atomref, a->atom_energy,
+      a->need_grad ? gX : NULL);
+    if (!a->need_grad) {
+        X(finish, d, &m->zbl, m->zbl_z, N, a->n_local, a->start, a->pairs, E, a->species, ev, er,
+          mask, NULL, NULL, NULL, NULL, NULL, m->mean, a->batch, count, a->atom_energy, NULL);
+        return NNPOPS_OK;
+    }
+
+    /* ---- backward ---- */
+    for (int l = L - 1; l >= 0; l--) {
+        const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
+        REAL *hl = h + (size_t)l * P3F;
+        X(layer_post_back, d, N, a->charges, a->batch, cY + l * NF10, cM + l * NF10,
+          m->lt + 6 * l + 3, gX, gcY, gcM);
+        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, hl, m->self_h[l],
+          cY + l * NF10, gcM, gcY, GHP);
+        /* the edge network again (the last layer's is still there), then back from dE/dh to
+         * dE/dr, per pair */
+        if (l < L - 1) {
+            XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
+            X(act, act, P, F, bl[0], Z1, NULL, A1);
+            XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
+            X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
+            XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
+            X(act, act, P, 3 * F, bl[2], Z3, fcP, hl); /* (hl again; read no more) */
+        }
+        X(act_back, act, P, 3 * F, Z3, fcP, GHP, gfcP);
+        XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
+        X(act_back, act, P, 2 * F, Z2, NULL, G2, NULL);
+        XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
+        X(act_back, act, P, F, Z1, NULL, G1, NULL);
+        XLIN(P, R, F, 1, Wl[0], NULL, G1, 0.0, gphiP);
+        X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP,
+          l < L - 1, grP);
+        X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
+    }
+    X(atom_embed_back, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt, z1, z2, gX);
+    /* the embedding's terms per pair (both directions; gu per entry), dE/dr into grP */
+    X(embed_back, d, P, pentry, pmirror, a->pairs, a->species, m->ptab1, m->ptab2, ev, er, fcP,
+      dk, gX, GHP, gu, gfcP);
+    XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, 0.0, gphiP);
+    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP, L > 0,
+      grP);
+    X(finish, d, &m->zbl, m->zbl_z, N, a->n_local, a->start, a->pairs, E, a->species, ev, er,
+      mask, gu, NULL, slot, pentry, grP, m->mean, a->batch, count, a->atom_energy, a->pair_grad);
+    return NNPOPS_OK;
+}
+
+#undef X
+#undef XLIN
+#undef OPM
+#undef TS
+#undef TS_CAT
+#undef TS_CAT_

@@ -1,0 +1,547 @@
+/* tensornet_cases.h - the cases of test_gpu_tensornet.c, included once per precision (REAL, SUF,
+ * TOL_A, TOL_R defined).  No include guard on purpose. */
+
+#define TC_CAT_(a, b) a##b
+#define TC_CAT(a, b) TC_CAT_(a, b)
+#define TC(name) TC_CAT(name, SUF)
+
+/* The model of a fixture as the ops read it: host arena (and device copy when dev). */
+typedef struct {
+    nnpops__tn_oplayout lay;
+    REAL *arena;
+    REAL *darena;
+    int32_t zbl_z[4];
+    int32_t *dzbl_z;
+    TC(nnpops__tn_opmodel) host, dev;
+} TC(opm);
+
+static const TC(nnpops__tn_weights) *TC(weights_of)(const fixture *fx) {
+    return (const TC(nnpops__tn_weights) *)(sizeof(REAL) == 8 ? (const void *)&fx->w64
+                                                              : (const void *)&fx->w32);
+}
+
+static void TC(make_opm)(const fixture *fx, TC(opm) *o, int dev) {
+    memset(o, 0, sizeof *o);
+    const TC(nnpops__tn_weights) *w = TC(weights_of)(fx);
+    TC(nnpops__tn_opmodel_fill)(&fx->s, w, fx->n_species, fx->species_z, &o->lay, NULL);
+    o->arena = malloc(sizeof(REAL) * o->lay.total);
+    TC(nnpops__tn_opmodel_fill)(&fx->s, w, fx->n_species, fx->species_z, &o->lay, o->arena);
+    for (int k = 0; k < fx->n_species; k++) o->zbl_z[k] = fx->zmap[fx->species_z[k]];
+    const nnpops__tn_zbl *zbl = fx->has_zbl ? &fx->zbl : NULL;
+    TC(nnpops__tn_opmodel_bind)(&fx->s, &o->lay, o->arena, o->arena[o->lay.self_fc], fx->mean, zbl,
+                                o->zbl_z, fx->ell, &o->host);
+    if (dev) {
+        o->darena = dup_to_device(o->arena, sizeof(REAL) * o->lay.total);
+        o->dzbl_z = dup_to_device(o->zbl_z, sizeof o->zbl_z);
+        TC(nnpops__tn_opmodel_bind)(&fx->s, &o->lay, o->darena, o->arena[o->lay.self_fc],
+                                    fx->mean, zbl, o->dzbl_z, fx->ell, &o->dev);
+    }
+}
+
+static void TC(free_opm)(TC(opm) *o) {
+    free(o->arena);
+    if (o->darena) cudaFree(o->darena);
+    if (o->dzbl_z) cudaFree(o->dzbl_z);
+}
+
+static double TC(cmp)(const char *what, const REAL *a, const REAL *b, size_t n, double atol,
+                      double rtol) {
+    double *x = malloc(sizeof(double) * (n ? n : 1)), *y = malloc(sizeof(double) * (n ? n : 1));
+    for (size_t k = 0; k < n; k++) x[k] = (double)a[k], y[k] = (double)b[k];
+    const double r = compare(what, x, y, n, atol, rtol);
+    free(x);
+    free(y);
+    return r;
+}
+
+/* ---- compose: the step of the CPU ops against the CPU pass ---- */
+
+static int TC(compose_one)(int variant, int F, int R, int n_per) {
+    fixture fx;
+    make_fixture(&fx, F, R, n_per, variant);
+    printf(" variant %d (F %d, R %d, %lld atoms, %lld entries)\n", variant, F, R, (long long)fx.n,
+           (long long)fx.n_entries);
+    const nnpops__tn_shape *s = &fx.s;
+    const int64_t n = fx.n, ne = fx.n_entries;
+    const double lo = s->cutoff_lower * fx.ell, hi = s->cutoff_upper * fx.ell;
+    const double zc = fx.has_zbl ? fx.zbl.cutoff * fx.ell : 0.0;
+    /* the CPU pass over the edges of the same lists */
+    int32_t *ei = malloc(sizeof(int32_t) * (n + ne)), *ej = malloc(sizeof(int32_t) * (n + ne));
+    int64_t *eentry = malloc(sizeof(int64_t) * (n + ne)), *zentry = malloc(sizeof(int64_t) * ne);
+    int32_t *zi = malloc(sizeof(int32_t) * ne), *zj = malloc(sizeof(int32_t) * ne);
+    REAL *ev = calloc(4 * (n + ne), sizeof(REAL)), *zv = calloc(4 * ne + 1, sizeof(REAL));
+    REAL *eg = calloc(3 * (n + ne), sizeof(REAL)), *zg = calloc(3 * ne + 1, sizeof(REAL));
+    int64_t m = 0, mz = 0;
+    for (int64_t c = 0; c < n; c++) {
+        eentry[m] = -1, ei[m] = ej[m] = (int32_t)c, m++;
+        for (int64_t e = fx.start[c]; e < fx.start[c + 1]; e++) {
+            const double *v = fx.vec + 3 * e;
+            const double r = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+            if (r >= lo && r < hi) {
+                eentry[m] = e, ei[m] = (int32_t)c, ej[m] = fx.pairs[2 * e + 1];
+                for (int k = 0; k < 3; k++) ev[3 * m + k] = (REAL)(v[k] / fx.ell);
+                ev[3 * (n + ne) + m] = (REAL)(r / fx.ell);
+                m++;
+            }
+            if (r < zc) {
+                zentry[mz] = e, zi[mz] = (int32_t)c, zj[mz] = fx.pairs[2 * e + 1];
+                for (int k = 0; k < 3; k++) zv[3 * mz + k] = (REAL)(v[k] / fx.ell);
+                zv[3 * ne + mz] = (REAL)(r / fx.ell);
+                mz++;
+            }
+        }
+    }
+    /* the edges' distances follow their vectors, at 3 (n + ne) */
+    REAL *edist = ev + 3 * (n + ne);
+    double *wgt = malloc(sizeof(double) * n), *q = malloc(sizeof(double) * n);
+    double *ref_e = calloc(n, sizeof(double));
+    int32_t count[2] = {0, 0};
+    for (int64_t i = 0; i < n; i++) {
+        wgt[i] = i < fx.n_local ? 1.0 : 0.0;
+        q[i] = fx.charges[fx.batch[i]];
+        count[fx.batch[i]]++;
+    }
+    size_t wb = sizeof(REAL) == 8 ? nnpops__tn_cpu_workspace_f64(s, n, m)
+                                  : nnpops__tn_cpu_workspace_f32(s, n, m);
+    void *ws = malloc(wb);
+    int64_t bad = -1;
+    const TC(nnpops__tn_weights) *w = TC(weights_of)(&fx);
+    CHECK(TC(nnpops__tn_cpu)(s, w, n, fx.z, q, m, ei, ej, ev, edist, wgt, ref_e, eg, ws, &bad) ==
+          NNPOPS__TN_OK);
+    if (fx.has_zbl)
+        CHECK(TC(nnpops__tn_zbl_cpu)(&fx.zbl, fx.z, mz, zi, zj, zv, zv + 3 * ne, wgt, ref_e, zg,
+                                     &bad) == NNPOPS__TN_OK);
+    double *ref_g = calloc(3 * ne, sizeof(double));
+    for (int64_t k = 0; k < m; k++)
+        if (eentry[k] >= 0)
+            for (int c = 0; c < 3; c++) ref_g[3 * eentry[k] + c] += (double)eg[3 * k + c] / fx.ell;
+    for (int64_t k = 0; k < mz; k++)
+        for (int c = 0; c < 3; c++) ref_g[3 * zentry[k] + c] += (double)zg[3 * k + c] / fx.ell;
+    for (int64_t i = 0; i < n; i++)
+        ref_e[i] = i < fx.n_local ? ref_e[i] + fx.mean / count[fx.batch[i]] : 0.0;
+
+    /* the composed step */
+    TC(opm) o;
+    TC(make_opm)(&fx, &o, 0);
+    const size_t bytes = TC(nnpops__tn_step_work_bytes)(&o.host, n, 2, fx.capacity);
+    void *work = aligned_alloc(256, (bytes + 255) / 256 * 256);
+    double *e = calloc(n, sizeof(double)), *g = calloc(3 * fx.capacity, sizeof(double));
+    nnpops__tn_step_args a = {n,       fx.n_local, 2,         fx.capacity, fx.start, fx.pairs,
+                              fx.vec,  fx.species, fx.batch,  fx.charges,  1,        e,
+                              g,       work,       NULL,      NULL};
+    CHECK_OK(TC(nnpops__tn_step)(&o.host, &a, 0));
+    int bad_cmp = 0;
+    bad_cmp |= compare("energies per atom", e, ref_e, n, TOL_A, TOL_R) > 1;
+    /* forces and virial as the core reduces the entries' gradients (the GPU step gives a pair's
+     * radial gradient to the entry that holds the pair, the CPU pass shares it between both) */
+    double *f = calloc(3 * n, sizeof(double)), *f_ref = calloc(3 * n, sizeof(double));
+    double vir[9] = {0}, vir_ref[9] = {0};
+    for (int64_t k = 0; k < ne; k++) {
+        const int32_t i = fx.pairs[2 * k], j = fx.pairs[2 * k + 1];
+        for (int c = 0; c < 3; c++) {
+            f[3 * i + c] += g[3 * k + c], f[3 * j + c] -= g[3 * k + c];
+            f_ref[3 * i + c] += ref_g[3 * k + c], f_ref[3 * j + c] -= ref_g[3 * k + c];
+            for (int c2 = 0; c2 < 3; c2++) {
+                vir[3 * c + c2] -= fx.vec[3 * k + c] * g[3 * k + c2];
+                vir_ref[3 * c + c2] -= fx.vec[3 * k + c] * ref_g[3 * k + c2];
+            }
+        }
+    }
+    bad_cmp |= compare("forces", f, f_ref, 3 * n, TOL_A, TOL_R) > 1;
+    bad_cmp |= compare("virial", vir, vir_ref, 9, TOL_A, TOL_R) > 1;
+    for (int64_t k = 3 * ne; k < 3 * fx.capacity; k++) bad_cmp |= g[k] != 0.0;
+    free(f), free(f_ref);
+    /* energies alone: the same values */
+    double *e2 = calloc(n, sizeof(double));
+    a.need_grad = 0, a.atom_energy = e2, a.pair_grad = NULL;
+    CHECK_OK(TC(nnpops__tn_step)(&o.host, &a, 0));
+    bad_cmp |= memcmp(e, e2, sizeof(double) * n) != 0;
+    free(e2), free(e), free(g), free(work), free(ws), free(ref_e), free(ref_g), free(wgt), free(q);
+    free(ei), free(ej), free(eentry), free(zentry), free(zi), free(zj), free(ev), free(zv);
+    free(eg), free(zg);
+    TC(free_opm)(&o);
+    free_fixture(&fx);
+    return bad_cmp;
+}
+
+static int TC(compose)(void) {
+    const int variants[] = {0, 1 | 8, 2 | 4, 16, 32 | 8, 1 | 2 | 4 | 8, 64, 64 | 4 | 8};
+    int bad = 0;
+    for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++)
+        bad |= TC(compose_one)(variants[k], 12, 6, 9);
+    return bad;
+}
+
+/* ---- ops: each CUDA twin against its CPU twin ---- */
+
+/* a host array of n random values in (-scale, scale) and its device copy */
+typedef struct {
+    size_t n;
+    REAL *h, *d, *back;
+} TC(arr);
+
+static TC(arr) TC(mk)(size_t n, double scale) {
+    TC(arr) x;
+    x.n = n;
+    x.h = malloc(sizeof(REAL) * (n ? n : 1));
+    x.back = malloc(sizeof(REAL) * (n ? n : 1));
+    for (size_t k = 0; k < n; k++) x.h[k] = (REAL)(scale * srand1());
+    x.d = dup_to_device(x.h, sizeof(REAL) * n);
+    return x;
+}
+static TC(arr) TC(mk_from)(const REAL *h, size_t n) {
+    TC(arr) x = TC(mk)(n, 0.0);
+    memcpy(x.h, h, sizeof(REAL) * n);
+    CUDA_CHECK(cudaMemcpy(x.d, x.h, sizeof(REAL) * n, cudaMemcpyHostToDevice));
+    return x;
+}
+static double TC(chk)(const char *what, TC(arr) *x) {
+    to_host(x->back, x->d, sizeof(REAL) * x->n);
+    return TC(cmp)(what, x->back, x->h, x->n, TOL_A, TOL_R);
+}
+static void TC(drop)(TC(arr) *x) {
+    free(x->h), free(x->back);
+    cudaFree(x->d);
+}
+
+static int TC(ops_one)(int variant, int F, int R, int n_per) {
+    fixture fx;
+    make_fixture(&fx, F, R, n_per, variant);
+    printf(" variant %d (F %d, R %d, %lld atoms, %lld entries)\n", variant, F, R, (long long)fx.n,
+           (long long)fx.n_entries);
+    TC(opm) o;
+    TC(make_opm)(&fx, &o, 1);
+    const TC(nnpops__tn_opmodel) *mh = &o.host, *md = &o.dev;
+    const nnpops__tn_dims *d = &mh->d;
+    const int64_t n = fx.n, E = fx.capacity;
+    const size_t Fz = (size_t)F;
+    void *st = (void *)g_stream;
+    cublasHandle_t blas;
+    CHECK(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS);
+    CHECK(cublasSetStream(blas, g_stream) == CUBLAS_STATUS_SUCCESS);
+    int64_t *dstart = dup_to_device(fx.start, sizeof(int64_t) * (n + 1));
+    int32_t *dpairs = dup_to_device(fx.pairs, sizeof(int32_t) * 2 * fx.n_entries);
+    double *dvec = dup_to_device(fx.vec, sizeof(double) * 3 * fx.n_entries);
+    int32_t *dspecies = dup_to_device(fx.species, sizeof(int32_t) * n);
+    int32_t *dbatch = dup_to_device(fx.batch, sizeof(int32_t) * n);
+    double *dcharges = dup_to_device(fx.charges, sizeof(double) * 2);
+    double worst = 0;
+#define WORST(x) worst = fmax(worst, (x))
+
+    /* edges (the real geometry of the lists; the tail beyond the entries zero) */
+    TC(arr) ev = TC(mk)(3 * E, 1), er = TC(mk)(E, 1), fc = TC(mk)(E, 1), phi = TC(mk)(E * R, 1);
+    uint8_t *mask = malloc(E), *mask_back = malloc(E), *dmask = dalloc(E);
+    memset(mask, 0xff, E);
+    TC(nnpops__tn_edges_cpu)(d, mh->rbf_a, mh->rbf_b, n, fx.start, E, fx.vec, ev.h, er.h, mask,
+                             fc.h, phi.h);
+    CHECK_OK(TC(nnpops__tn_edges_cuda)(d, md->rbf_a, md->rbf_b, n, dstart, E, dvec, ev.d, er.d,
+                                       dmask, fc.d, phi.d, st));
+    WORST(TC(chk)("edges: vectors", &ev));
+    WORST(TC(chk)("edges: distances", &er));
+    WORST(TC(chk)("edges: cutoff", &fc));
+    WORST(TC(chk)("edges: radial basis", &phi));
+    to_host(mask_back, dmask, E);
+    CHECK(memcmp(mask, mask_back, E) == 0);
+    int n_edge = 0;
+    for (int64_t e = 0; e < E; e++) n_edge += mask[e] & NNPOPS__TN_EDGE;
+    CHECK(n_edge > 0);
+
+    /* pairs: the same numbers (integers: exactly); each pair's two entries are mirrors */
+    const int64_t P = (E + 1) / 2;
+    int32_t *slot = malloc(sizeof(int32_t) * E), *pentry = malloc(sizeof(int32_t) * P);
+    int32_t *slot_b = malloc(sizeof(int32_t) * E), *pentry_b = malloc(sizeof(int32_t) * P);
+    int32_t *pmirror = malloc(sizeof(int32_t) * P), *pmirror_b = malloc(sizeof(int32_t) * P);
+    int32_t *dpmirror = dalloc(sizeof(int32_t) * P);
+    int32_t *cnt_scratch = malloc(sizeof(int32_t) * (n + 1));
+    int32_t *dslot = dalloc(sizeof(int32_t) * E), *dpentry = dalloc(sizeof(int32_t) * P);
+    int32_t *dcnt_scratch = dalloc(sizeof(int32_t) * (n + 1));
+    nnpops__tn_pairs_cpu(n, fx.start, fx.pairs, E, fx.vec, mask, P, slot, pentry, pmirror,
+                         cnt_scratch);
+    CHECK_OK(nnpops__tn_pairs_cuda(n, dstart, dpairs, E, dvec, dmask, P, dslot, dpentry,
+                                   dpmirror, dcnt_scratch, st));
+    to_host(slot_b, dslot, sizeof(int32_t) * E);
+    to_host(pentry_b, dpentry, sizeof(int32_t) * P);
+    to_host(pmirror_b, dpmirror, sizeof(int32_t) * P);
+    CHECK(memcmp(slot, slot_b, sizeof(int32_t) * E) == 0);
+    CHECK(memcmp(pentry, pentry_b, sizeof(int32_t) * P) == 0);
+    CHECK(memcmp(pmirror, pmirror_b, sizeof(int32_t) * P) == 0);
+    for (int64_t p = 0; p < P; p++) /* every held pair has its mirror entry */
+        CHECK((pentry[p] >= 0) == (pmirror[p] >= 0) &&
+              (pmirror[p] < 0 || slot[pmirror[p]] == p));
+    {
+        int64_t held = 0;
+        for (int64_t p = 0; p < P; p++) held += pentry[p] >= 0;
+        CHECK(2 * held == n_edge);
+        for (int64_t e = 0; e < E; e++) {
+            if (!(mask[e] & NNPOPS__TN_EDGE)) {
+                CHECK(slot[e] == -1);
+                continue;
+            }
+            CHECK(slot[e] >= 0 && slot[e] < P);
+            const int32_t h = pentry[slot[e]];
+            CHECK(h >= 0);
+            if (h != e) /* the mirror: the same two atoms the other way round */
+                CHECK(fx.pairs[2 * h] == fx.pairs[2 * e + 1] &&
+                      fx.pairs[2 * h + 1] == fx.pairs[2 * e]);
+        }
+        printf("  pairs: %lld held, slots and entries the same\n", (long long)held);
+    }
+    TC(arr) erP = TC(mk)(P, 1), fcP = TC(mk)(P, 1), phiP = TC(mk)(P * R, 1);
+    TC(nnpops__tn_pair_radial_cpu)(d, P, pentry, er.h, fc.h, phi.h, erP.h, fcP.h, phiP.h);
+    CHECK_OK(TC(nnpops__tn_pair_radial_cuda)(d, P, dpentry, er.d, fc.d, phi.d, erP.d, fcP.d,
+                                             phiP.d, st));
+    WORST(TC(chk)("pairs: distances", &erP));
+    WORST(TC(chk)("pairs: cutoff", &fcP));
+    WORST(TC(chk)("pairs: radial basis", &phiP));
+
+    /* linear: forward with bias over the entries, backward accumulating */
+    {
+        TC(arr) y = TC(mk)(E * 3 * Fz, 1), x = TC(mk)(E * Fz, 1);
+        TC(nnpops__tn_linear_cpu)(E, R, 3 * F, 0, mh->dproj_w, mh->dproj_b, phi.h, 0.0, y.h);
+        CHECK_OK(TC(nnpops__tn_linear_cuda)(E, R, 3 * F, 0, md->dproj_w, md->dproj_b, phi.d, 0.0,
+                                            y.d, blas, st));
+        WORST(TC(chk)("linear (bias)", &y));
+        TC(arr) g = TC(mk)(E * 2 * Fz, 1), gx = TC(mk)(E * Fz, 1);
+        TC(nnpops__tn_linear_cpu)(E, F, 2 * F, 1, mh->emb_ls_w[0], NULL, g.h, 1.0, gx.h);
+        CHECK_OK(TC(nnpops__tn_linear_cuda)(E, F, 2 * F, 1, md->emb_ls_w[0], NULL, g.d, 1.0, gx.d,
+                                            blas, st));
+        WORST(TC(chk)("linear transposed (accumulating)", &gx));
+        /* activations: forward with a scale, backward with its sum */
+        TC(arr) z = TC(mk)(E * 3 * Fz, 3), A = TC(mk)(E * 3 * Fz, 1), G = TC(mk)(E * 3 * Fz, 1),
+                gs = TC(mk)(E, 1);
+        TC(nnpops__tn_act_cpu)(d->activation, E, 3 * F, mh->ls_b[2], z.h, fc.h, A.h);
+        CHECK_OK(TC(nnpops__tn_act_cuda)(d->activation, E, 3 * F, md->ls_b[2], z.d, fc.d, A.d,
+                                         st));
+        WORST(TC(chk)("activation (bias added in place)", &z));
+        WORST(TC(chk)("activation", &A));
+        TC(nnpops__tn_act_back_cpu)(d->activation, E, 3 * F, z.h, fc.h, G.h, gs.h);
+        CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 3 * F, z.d, fc.d, G.d, gs.d, st));
+        WORST(TC(chk)("activation backward", &G));
+        WORST(TC(chk)("activation backward: scale gradient", &gs));
+        TC(drop)(&y), TC(drop)(&x), TC(drop)(&g), TC(drop)(&gx), TC(drop)(&z), TC(drop)(&A);
+        TC(drop)(&G), TC(drop)(&gs);
+    }
+    /* the embedding */
+    TC(arr) dk = TC(mk)(P * 3 * Fz, 1), X0 = TC(mk)(n * 9 * Fz, 1);
+    {
+        TC(nnpops__tn_embed_cpu)(d, n, fx.start, fx.pairs, E, fx.species, mh->ptab1, mh->ptab2,
+                                 mh->self_fc, mh->self_dk, ev.h, er.h, mask, slot, fc.h, dk.h,
+                                 X0.h);
+        CHECK_OK(TC(nnpops__tn_embed_cuda)(d, n, dstart, dpairs, E, dspecies, md->ptab1,
+                                           md->ptab2, md->self_fc, md->self_dk, ev.d, er.d, dmask,
+                                           dslot, fc.d, dk.d, X0.d, st));
+        WORST(TC(chk)("embedding X0", &X0));
+        TC(arr) z1 = TC(mk)(n * 2 * Fz, 1), z2 = TC(mk)(n * 3 * Fz, 1), X1 = TC(mk)(n * 9 * Fz, 1);
+        TC(nnpops__tn_atom_embed_cpu)(d, n, X0.h, mh->norm_w, mh->norm_b, mh->emb_ls_w,
+                                      mh->emb_ls_b, mh->emb_lt, z1.h, z2.h, X1.h);
+        CHECK_OK(TC(nnpops__tn_atom_embed_cuda)(d, n, X0.d, md->norm_w, md->norm_b, md->emb_ls_w,
+                                                md->emb_ls_b, md->emb_lt, z1.d, z2.d, X1.d, st));
+        WORST(TC(chk)("embedding gates z1", &z1));
+        WORST(TC(chk)("embedding gates z2", &z2));
+        WORST(TC(chk)("embedding X1", &X1));
+        TC(arr) g = TC(mk)(n * 9 * Fz, 1);
+        TC(nnpops__tn_atom_embed_back_cpu)(d, n, X0.h, mh->norm_w, mh->norm_b, mh->emb_ls_w,
+                                           mh->emb_lt, z1.h, z2.h, g.h);
+        CHECK_OK(TC(nnpops__tn_atom_embed_back_cuda)(d, n, X0.d, md->norm_w, md->norm_b,
+                                                     md->emb_ls_w, md->emb_lt, z1.d, z2.d, g.d,
+                                                     st));
+        WORST(TC(chk)("embedding gates backward", &g));
+        TC(arr) gd = TC(mk)(P * 3 * Fz, 1), gu = TC(mk)(3 * E, 1), gfc = TC(mk)(E, 1),
+                gfcq = TC(mk)(P, 1);
+        TC(nnpops__tn_embed_back_cpu)(d, P, pentry, pmirror, fx.pairs, fx.species, mh->ptab1,
+                                      mh->ptab2, ev.h, er.h, fcP.h, dk.h, g.h, gd.h, gu.h,
+                                      gfcq.h);
+        CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, P, dpentry, dpmirror, dpairs, dspecies,
+                                                md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d, g.d,
+                                                gd.d, gu.d, gfcq.d, st));
+        WORST(TC(chk)("embedding backward: projections (pairs)", &gd));
+        WORST(TC(chk)("embedding backward: unit vectors (entries)", &gu));
+        WORST(TC(chk)("embedding backward: cutoff (pairs)", &gfcq));
+        /* radial backward (written, then accumulated) */
+        TC(arr) gphi = TC(mk)(E * R, 1), gr = TC(mk)(E, 1);
+        for (int acc = 0; acc < 2; acc++) {
+            TC(nnpops__tn_radial_back_cpu)(d, mh->rbf_a, mh->rbf_b, n, fx.start, E, er.h, mask,
+                                           NULL, gphi.h, gfc.h, acc, gr.h);
+            CHECK_OK(TC(nnpops__tn_radial_back_cuda)(d, md->rbf_a, md->rbf_b, n, dstart, E, er.d,
+                                                     dmask, NULL, gphi.d, gfc.d, acc, gr.d, st));
+            WORST(TC(chk)(acc ? "radial backward (accumulating)" : "radial backward", &gr));
+        }
+        TC(arr) gphiP = TC(mk)(P * R, 1), gfcP = TC(mk)(P, 1), grP = TC(mk)(P, 1);
+        TC(nnpops__tn_radial_back_cpu)(d, mh->rbf_a, mh->rbf_b, n, fx.start, P, erP.h, mask,
+                                       pentry, gphiP.h, gfcP.h, 0, grP.h);
+        CHECK_OK(TC(nnpops__tn_radial_back_cuda)(d, md->rbf_a, md->rbf_b, n, dstart, P, erP.d,
+                                                 dmask, dpentry, gphiP.d, gfcP.d, 0, grP.d, st));
+        WORST(TC(chk)("radial backward per pair", &grP));
+        /* finish: ZBL, entry gradients, the mean */
+        int32_t cnt[2] = {0, 0}, *dcnt = dalloc(sizeof cnt), cnt_back[2];
+        nnpops__tn_count_cpu(n, 2, fx.batch, cnt);
+        CHECK_OK(nnpops__tn_count_cuda(n, 2, dbatch, dcnt, st));
+        to_host(cnt_back, dcnt, sizeof cnt);
+        CHECK(cnt[0] == cnt_back[0] && cnt[1] == cnt_back[1]);
+        double *en = malloc(sizeof(double) * n), *pg = malloc(sizeof(double) * 3 * E);
+        double *en_b = malloc(sizeof(double) * n), *pg_b = malloc(sizeof(double) * 3 * E);
+        for (int64_t i = 0; i < n; i++) en[i] = srand1();
+        for (int64_t k = 0; k < 3 * E; k++) pg[k] = 7.0;
+        double *den = dup_to_device(en, sizeof(double) * n);
+        double *dpg = dup_to_device(pg, sizeof(double) * 3 * E);
+        TC(nnpops__tn_finish_cpu)(d, &mh->zbl, mh->zbl_z, n, fx.n_local, fx.start, fx.pairs, E,
+                                  fx.species, ev.h, er.h, mask, gu.h, gr.h, slot, pentry, grP.h,
+                                  mh->mean, fx.batch, cnt, en, pg);
+        CHECK_OK(TC(nnpops__tn_finish_cuda)(d, &md->zbl, md->zbl_z, n, fx.n_local, dstart, dpairs,
+                                            E, dspecies, ev.d, er.d, dmask, gu.d, gr.d, dslot,
+                                            dpentry, grP.d, md->mean, dbatch, dcnt, den, dpg, st));
+        to_host(en_b, den, sizeof(double) * n);
+        to_host(pg_b, dpg, sizeof(double) * 3 * E);
+        WORST(compare("finish: energies", en_b, en, n, TOL_A, TOL_R));
+        WORST(compare("finish: entry gradients", pg_b, pg, 3 * E, TOL_A, TOL_R));
+        free(en), free(pg), free(en_b), free(pg_b);
+        cudaFree(den), cudaFree(dpg), cudaFree(dcnt);
+        TC(drop)(&z1), TC(drop)(&z2), TC(drop)(&X1), TC(drop)(&g), TC(drop)(&gd), TC(drop)(&gu);
+        TC(drop)(&gfc), TC(drop)(&gphi), TC(drop)(&gr), TC(drop)(&gphiP), TC(drop)(&gfcP);
+        TC(drop)(&gfcq);
+        TC(drop)(&grP);
+    }
+    /* a layer (layer 0's weights) */
+    if (mh->L > 0) {
+        TC(arr) X = TC(mk)(n * 9 * Fz, 1), nrm = TC(mk)(n * Fz, 1), cY = TC(mk)(n * 10 * Fz, 1);
+        TC(nnpops__tn_layer_pre_cpu)(d, n, X.h, mh->lt, nrm.h, cY.h);
+        CHECK_OK(TC(nnpops__tn_layer_pre_cuda)(d, n, X.d, md->lt, nrm.d, cY.d, st));
+        WORST(TC(chk)("layer: norms", &nrm));
+        WORST(TC(chk)("layer: Y", &cY));
+        TC(arr) h = TC(mk)(P * 3 * Fz, 1), cM = TC(mk)(n * 10 * Fz, 1);
+        TC(nnpops__tn_message_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, h.h, mh->self_h[0],
+                                   cY.h, cM.h);
+        CHECK_OK(TC(nnpops__tn_message_cuda)(d, n, dstart, dpairs, E, dmask, dslot, h.d,
+                                             md->self_h[0], cY.d, cM.d, st));
+        WORST(TC(chk)("layer: messages", &cM));
+        TC(arr) Xo = TC(mk)(n * 9 * Fz, 1);
+        TC(nnpops__tn_layer_post_cpu)(d, n, fx.charges, fx.batch, X.h, nrm.h, cY.h, cM.h,
+                                      mh->lt + 3, Xo.h);
+        CHECK_OK(TC(nnpops__tn_layer_post_cuda)(d, n, dcharges, dbatch, X.d, nrm.d, cY.d, cM.d,
+                                                md->lt + 3, Xo.d, st));
+        WORST(TC(chk)("layer: update", &Xo));
+        TC(arr) g = TC(mk)(n * 9 * Fz, 1), gcY = TC(mk)(n * 10 * Fz, 1),
+                gcM = TC(mk)(n * 10 * Fz, 1);
+        TC(nnpops__tn_layer_post_back_cpu)(d, n, fx.charges, fx.batch, cY.h, cM.h, mh->lt + 3,
+                                           g.h, gcY.h, gcM.h);
+        CHECK_OK(TC(nnpops__tn_layer_post_back_cuda)(d, n, dcharges, dbatch, cY.d, cM.d,
+                                                     md->lt + 3, g.d, gcY.d, gcM.d, st));
+        WORST(TC(chk)("layer backward: dE/dY (update)", &gcY));
+        WORST(TC(chk)("layer backward: dE/dM", &gcM));
+        TC(arr) GH = TC(mk)(P * 3 * Fz, 1);
+        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, h.h,
+                                        mh->self_h[0], cY.h, gcM.h, gcY.h, GH.h);
+        CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
+                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, gcY.d,
+                                                  GH.d, st));
+        WORST(TC(chk)("messages backward: dE/dh", &GH));
+        WORST(TC(chk)("messages backward: dE/dY", &gcY));
+        TC(nnpops__tn_layer_pre_back_cpu)(d, n, X.h, nrm.h, mh->lt, gcY.h, g.h);
+        CHECK_OK(TC(nnpops__tn_layer_pre_back_cuda)(d, n, X.d, nrm.d, md->lt, gcY.d, g.d, st));
+        WORST(TC(chk)("layer backward: dE/dX", &g));
+        TC(drop)(&X), TC(drop)(&nrm), TC(drop)(&cY), TC(drop)(&h), TC(drop)(&cM), TC(drop)(&Xo);
+        TC(drop)(&g), TC(drop)(&gcY), TC(drop)(&gcM), TC(drop)(&GH);
+    }
+    /* the readout (ghosts: no energy, no gradient) */
+    {
+        TC(arr) X = TC(mk)(n * 9 * Fz, 1), g = TC(mk)(n * 9 * Fz, 1);
+        double *en = malloc(sizeof(double) * n), *en_b = malloc(sizeof(double) * n);
+        double *den = dalloc(sizeof(double) * n);
+        TC(nnpops__tn_readout_cpu)(d, n, fx.n_local, X.h, mh->out_norm_w, mh->out_norm_b,
+                                   mh->lin_w, mh->lin_b, mh->out_w, mh->out_b, fx.species,
+                                   mh->atomref, en, g.h);
+        CHECK_OK(TC(nnpops__tn_readout_cuda)(d, n, fx.n_local, X.d, md->out_norm_w,
+                                             md->out_norm_b, md->lin_w, md->lin_b, md->out_w,
+                                             md->out_b, dspecies, md->atomref, den, g.d, st));
+        to_host(en_b, den, sizeof(double) * n);
+        WORST(compare("readout: energies", en_b, en, n, TOL_A, TOL_R));
+        WORST(TC(chk)("readout: gradient", &g));
+        free(en), free(en_b);
+        cudaFree(den);
+        TC(drop)(&X), TC(drop)(&g);
+    }
+#undef WORST
+    TC(drop)(&ev), TC(drop)(&er), TC(drop)(&fc), TC(drop)(&phi), TC(drop)(&dk), TC(drop)(&X0);
+    TC(drop)(&erP), TC(drop)(&fcP), TC(drop)(&phiP);
+    free(mask), free(mask_back), free(slot), free(pentry), free(slot_b), free(pentry_b);
+    free(pmirror), free(pmirror_b);
+    cudaFree(dpmirror);
+    free(cnt_scratch);
+    cudaFree(dslot), cudaFree(dpentry), cudaFree(dcnt_scratch);
+    cudaFree(dmask), cudaFree(dstart), cudaFree(dpairs), cudaFree(dvec), cudaFree(dspecies);
+    cudaFree(dbatch), cudaFree(dcharges);
+    cublasDestroy(blas);
+    TC(free_opm)(&o);
+    free_fixture(&fx);
+    return worst > 1.0;
+}
+
+static int TC(ops)(void) {
+    need_gpu();
+    int bad = TC(ops_one)(1 | 8 | 64, GPU_OR_EMU(40, 8), GPU_OR_EMU(12, 5), GPU_OR_EMU(30, 5));
+    bad |= TC(ops_one)(2 | 4, GPU_OR_EMU(40, 8), GPU_OR_EMU(12, 5), GPU_OR_EMU(30, 5));
+    if (!TEST_EMULATED) bad |= TC(ops_one)(0, 300, 16, 12); /* channels over several passes */
+    return bad;
+}
+
+/* ---- step: the CUDA ops against the CPU ops, and bitwise over repeats ---- */
+
+static int TC(step)(void) {
+    need_gpu();
+    int bad = 0;
+    const int variants[2] = {8 | 64, 1 | 2 | 4};
+    for (int vi = 0; vi < 2; vi++) {
+        fixture fx;
+        make_fixture(&fx, GPU_OR_EMU(64, 8), GPU_OR_EMU(16, 5), GPU_OR_EMU(40, 5), variants[vi]);
+        printf(" variant %d (%lld atoms, %lld entries)\n", variants[vi], (long long)fx.n,
+               (long long)fx.n_entries);
+        TC(opm) o;
+        TC(make_opm)(&fx, &o, 1);
+        const int64_t n = fx.n, E = fx.capacity;
+        const size_t bytes = TC(nnpops__tn_step_work_bytes)(&o.host, n, 2, E);
+        void *work = aligned_alloc(256, (bytes + 255) / 256 * 256);
+        void *dwork = dalloc(bytes);
+        double *e = calloc(n, sizeof(double)), *g = calloc(3 * E, sizeof(double));
+        nnpops__tn_step_args a = {n,      fx.n_local, 2,        E,          fx.start, fx.pairs,
+                                  fx.vec, fx.species, fx.batch, fx.charges, 1,        e,
+                                  g,      work,       NULL,     NULL};
+        CHECK_OK(TC(nnpops__tn_step)(&o.host, &a, 0));
+        cublasHandle_t blas;
+        CHECK(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS);
+        CHECK(cublasSetStream(blas, g_stream) == CUBLAS_STATUS_SUCCESS);
+        nnpops__tn_step_args b = a;
+        b.start = dup_to_device(fx.start, sizeof(int64_t) * (n + 1));
+        b.pairs = dup_to_device(fx.pairs, sizeof(int32_t) * 2 * fx.n_entries);
+        b.vec = dup_to_device(fx.vec, sizeof(double) * 3 * fx.n_entries);
+        b.species = dup_to_device(fx.species, sizeof(int32_t) * n);
+        b.batch = dup_to_device(fx.batch, sizeof(int32_t) * n);
+        b.charges = dup_to_device(fx.charges, sizeof(double) * 2);
+        b.atom_energy = dalloc(sizeof(double) * n);
+        b.pair_grad = dalloc(sizeof(double) * 3 * E);
+        b.work = dwork, b.blas = blas, b.stream = g_stream;
+        double *e1 = malloc(sizeof(double) * n), *g1 = malloc(sizeof(double) * 3 * E);
+        double *e2 = malloc(sizeof(double) * n), *g2 = malloc(sizeof(double) * 3 * E);
+        CHECK_OK(TC(nnpops__tn_step)(&o.dev, &b, 1));
+        to_host(e1, b.atom_energy, sizeof(double) * n);
+        to_host(g1, b.pair_grad, sizeof(double) * 3 * E);
+        bad |= compare("step: energies per atom", e1, e, n, TOL_A, TOL_R) > 1;
+        bad |= compare("step: gradients per entry", g1, g, 3 * E, TOL_A, TOL_R) > 1;
+        CHECK_OK(TC(nnpops__tn_step)(&o.dev, &b, 1));
+        to_host(e2, b.atom_energy, sizeof(double) * n);
+        to_host(g2, b.pair_grad, sizeof(double) * 3 * E);
+        CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
+        CHECK(memcmp(g1, g2, sizeof(double) * 3 * E) == 0);
+        free(e1), free(g1), free(e2), free(g2), free(e), free(g), free(work);
+        cudaFree((void *)b.start), cudaFree((void *)b.pairs), cudaFree((void *)b.vec);
+        cudaFree((void *)b.species), cudaFree((void *)b.batch), cudaFree((void *)b.charges);
+        cudaFree(b.atom_energy), cudaFree(b.pair_grad), cudaFree(dwork);
+        cublasDestroy(blas);
+        TC(free_opm)(&o);
+        free_fixture(&fx);
+    }
+    return bad;
+}
+
+#undef TC
+#undef TC_CAT
+#undef TC_CAT_
