@@ -44,6 +44,14 @@
  *                per atom there, 3.5 times an open system's test).  For small systems,
  *                where the launches of a cell list cost more than the tests.  Center mode: count,
  *                cub's scan (two launches), write (see "Launches" below).
+ *   one pass (NNPOPS__NBR_ONEPASS, center mode): the brute force's items (center, slice) and
+ *                tests (brute_item) in ONE launch of about 256 blocks of 256 threads: a block
+ *                takes a ticket, owns the center ids [ticket cpb, (ticket + 1) cpb) (cpb: centers
+ *                / 256 rounded up, at most 1024 items a block), counts its items a warp per item
+ *                into shared memory, scans them, takes the entries before it from the blocks with
+ *                smaller tickets (see "Launches"), writes start[] and then its entries.  The
+ *                center's position in `order` (its system) is order[c] == c in atom order,
+ *                otherwise the block finds its centers in one sweep of `order`.
  *   cell list:   per system, bins along the three fractional axes at least `reach` (cutoff plus a
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
@@ -120,8 +128,19 @@
  * where it can) and the emit kernel finishes the status.  The brute force always takes cub's scan,
  * its write kernel finishing the status (with graphs cub's two short launches cost less than the
  * last block's tail).  The small path does all of it in its one block.
+ * The one pass does the brute force's count, scan and write in one launch, its blocks ordered by
+ * tickets: the ticket word is status->n_entries (zero on entry), low 32 bits the tickets taken,
+ * high 32 bits the blocks that have cleared their two slots in the work space (sum of its own
+ * entries + 1, sum up to and including itself + 1; 0 = not published).  A block publishes its own
+ * sum once the two halves agree (every block with a ticket has cleared: no slot below its own still
+ * holds an earlier launch's sum, so the work space needs no zeroing), then walks back over the
+ * slots of smaller tickets, 32 at a time, adding own sums down to the nearest inclusive one (a slot
+ * not yet published is read again; it belongs to a block that has started, so this ends whatever
+ * the blocks' residency or order), publishes its inclusive sum and writes.  The last ticket
+ * writes start[n_centers] and the status (n_half from the ghost entries the blocks added to
+ * status->n_half first), when every block has published, i.e. none reads the ticket word again.
  * Either way the entries of a center are contiguous and the output needs no atomics; only the
- * counters of the status word use them.  The general cell list and half mode keep count, scan,
+ * counters of the status word (and the one pass's slots) use them.  The general cell list and half mode keep count, scan,
  * write and a finish kernel.
  *
  * Device work space (nnpops__nbr_cuda_work_bytes): counts and offsets [n_centers * slices + 1]
@@ -130,7 +149,8 @@
  * and wrap count, per bin a count and start (int32, at most 2 N + 27 ns bins), and the atoms in bin
  * order (id, wrap count, double position: wrapped for the general kernel, original for the fast
  * one, and the float position xr with the id in .w); the fast cell list's codes, FAST_K int32
- * per slot.
+ * per slot.  The one pass: counts, offsets and the scan's storage as the brute force (the half list
+ * runs it as the brute force), and two 64-bit sums per block.
  */
 #include <string.h>
 
@@ -938,25 +958,31 @@ __global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr
     __shared__ long long s_cnt[OP_ITEMS + 1];
     __shared__ int32_t s_kpos[OP_ITEMS]; /* the position in `order` of each center of the block */
     __shared__ long long s_warp[32];
-    __shared__ geom s_gw[OP_TB / 32];
+    __shared__ geom s_g;                /* one system: its frame, for every warp */
+    __shared__ geom s_gw[OP_TB / 32];   /* several: a warp's current system's */
     __shared__ int s_okw[OP_TB / 32];
+    __shared__ int s_ok;
     __shared__ unsigned long long s_ghosts;
     __shared__ long long s_excl;
     __shared__ long long s_ticket;
     unsigned long long *const tick = (unsigned long long *)&a.status->n_entries;
     unsigned long long *const agg = a.op_slots, *const incl = a.op_slots + gridDim.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const bool one_sys = a.n_systems == 1;
     if (threadIdx.x == 0) {
-        const long long t = (long long)(atomicAdd(tick, 1ull) & 0xffffffffull);
-        agg[t] = 0;
-        incl[t] = 0;
-        __threadfence(); /* the cleared slots, before the count of blocks that cleared */
-        atomicAdd(tick, 1ull << 32);
-        s_ticket = t;
+        const unsigned long long t = atomicAdd(tick, 1ull);
+        s_ok = one_sys && setup_frame(a, 0, s_g, true); /* (while the ticket comes) */
+        s_ticket = (long long)(t & 0xffffffffull);
         s_ghosts = 0;
     }
     __syncthreads();
     const long long ticket = s_ticket;
+    if (threadIdx.x == 0) { /* (the other warps go on meanwhile) */
+        agg[ticket] = 0;
+        incl[ticket] = 0;
+        __threadfence(); /* the cleared slots, before the count of blocks that cleared */
+        atomicAdd(tick, 1ull << 32);
+    }
     const int64_t c0 = ticket * a.op_cpb;
     const int64_t c1 = min(a.n_centers, c0 + a.op_cpb);
     const int nc = (int)(c1 - c0), S = a.slices, n_items = nc * S;
@@ -976,10 +1002,11 @@ __global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr
         }
         __syncthreads();
     }
-    /* count: a warp per item, the frame of the warp's current system in shared memory */
-    const geom &g = s_gw[warp];
-    int64_t gs = -1;
-    bool gok = false;
+    /* count: a warp per item, the frame in shared memory (one system: the block's; several: the
+     * warp's current system's) */
+    const geom &g = one_sys ? s_g : s_gw[warp];
+    int64_t gs = one_sys ? 0 : -1;
+    bool gok = one_sys && s_ok;
     long long ghosts = 0;
     for (int i = warp; i < n_items; i += nw) { /* warp-uniform */
         const int ci = i / S, w = i - ci * S;
@@ -2273,7 +2300,9 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  *              sum_s n_s^2 nimg_s (x3 for systems with images: their tests add the shift term)
  *              <= 2048;
  *   brute      when the largest n_s nimg_s is at most 8192 and the largest n_s^2 nimg_s (x3 with
- *              images) at most 6e6;
+ *              images) at most 6e6, as the one pass (NNPOPS__NBR_ONEPASS: the same tests and
+ *              items in one launch instead of four; the half list, which it does not serve, runs
+ *              as the brute force);
  *   cell       (general) when some periodic axis is thinner than reach (1 + 1e-6) (stencils of
  *              several bins; the margin keeps the device, whose widths may differ by an ulp, on
  *              stencils of at most 2 bins in the fast kernel should it be forced there);
