@@ -969,6 +969,11 @@ __global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr
     unsigned long long *const agg = a.op_slots, *const incl = a.op_slots + gridDim.x;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const bool one_sys = a.n_systems == 1;
+    /* launched programmatically (the step's chain): the next kernel may launch once every block
+     * has started (it waits for this one's end before it reads), and this one reads nothing,
+     * the status word included, before the kernel before it has completed */
+    pdl_trigger();
+    pdl_wait();
     if (threadIdx.x == 0) {
         const unsigned long long t = atomicAdd(tick, 1ull);
         s_ok = one_sys && setup_frame(a, 0, s_g, true); /* (while the ticket comes) */
@@ -2169,9 +2174,8 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         onepass_shape(a.n_centers, a.slices, cpb, blocks);
         a.op_cpb = cpb;
         a.op_slots = (unsigned long long *)(w + L.op_slots);
-        onepass_kernel<<<(unsigned)blocks, OP_TB, 0, st>>>(a);
-        NNPOPS__LAUNCH_CHECK("neighbor search (one pass)");
-        return NNPOPS_OK;
+        return launch_chain(onepass_kernel, dim3((unsigned)blocks), dim3(OP_TB), 0, st,
+                            "neighbor search (one pass)", (nbr_args)a);
     }
     if (alg == NNPOPS__NBR_BRUTE) {
         const unsigned grid = grid_for(a.n_atoms * a.slices * 32, TB);
