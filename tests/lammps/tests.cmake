@@ -20,9 +20,11 @@ nnpops_lammps_test(units test_units.py)
 nnpops_lammps_test(peratom test_peratom.py)
 nnpops_lammps_test(errors test_errors.py)
 nnpops_lammps_test(examples test_examples.py)
+nnpops_lammps_test(ensemble test_ensemble.py)
 # up to 4 ranks each
 set_tests_properties(lammps.mpi PROPERTIES PROCESSORS 4)
-set_tests_properties(lammps.lj lammps.peratom lammps.errors lammps.reference PROPERTIES PROCESSORS 2)
+set_tests_properties(lammps.lj lammps.peratom lammps.errors lammps.reference lammps.ensemble
+  PROPERTIES PROCESSORS 2)
 
 nnpops_lammps_test(nve_long test_nve.py::test_nve_long)
 set_tests_properties(lammps.nve_long PROPERTIES LABELS "lammps;slow" TIMEOUT 3000)
