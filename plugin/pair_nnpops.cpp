@@ -660,7 +660,12 @@ void PairNNPOPS::compute(int eflag, int vflag)
 #endif
   }
 
-  if (want_members) ensemble_spread(n_total);
+  if (want_members) {
+    ensemble_spread(n_total);
+  } else {
+    // one member: no spread, and its energy is the model's (this rank's share; compute pair sums)
+    pvec_[2] = energy_from_lib_ * energy;
+  }
 }
 
 /* ----------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """units real (kcal/mol) equals units metal (eV) after conversion, 1 eV = 23.060547830619
 kcal/mol: energy, forces and virial to 1e-12 relative (ANI-2x water, 30 atoms, periodic); and so
-do electron, si, cgs, micro and nano (energy, length, force, pressure), while lj is refused."""
+do electron, si, cgs, micro and nano (energy, length, force, pressure); units lj is refused
+(test_errors.py)."""
 import re
 
 import numpy as np
@@ -104,17 +105,3 @@ def test_unit_style_equals_metal(tmp_path, units):
     expected = nnpops_ctypes.Model("ani2x").cutoff + 0.5
     assert abs(float(cut.group(1)) * angstrom - expected) <= 1e-9 * expected
 
-
-def test_lj_is_refused(tmp_path):
-    ls.require_model("ani2x")
-    symbols, pos, cell, _ = prepare(reference("ani2x")["water8_pbc"])
-    elements = ls.write_data(tmp_path / "data.lmp", symbols, pos, cell)
-    script = f"""units lj
-atom_style atomic
-boundary p p p
-read_data data.lmp
-pair_style nnpops
-pair_coeff * * ani2x {' '.join(elements)}
-"""
-    run = ls.run_lammps(tmp_path, script, expect_error=True)
-    assert "Pair style nnpops does not support units lj" in run.text, ls.tail(run.text)
