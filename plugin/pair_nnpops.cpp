@@ -107,8 +107,8 @@ std::string with_atom_ids(const std::string &msg, long long n_packed, TagOf tag_
 PairNNPOPS::PairNNPOPS(LAMMPS *lmp) :
     Pair(lmp), device_("cpu"), precision_(NNPOPS_FLOAT64), model_(nullptr), context_(nullptr),
     cutoff_(0.0), range_(0.0), length_to_lib_(1.0), energy_from_lib_(1.0), spread_warning_(-1.0),
-    ensemble_size_(1), has_constant_(false), energy_std_(0.0), qbc_(0.0), charge_(0.0),
-    has_charge_(false)
+    ensemble_size_(1), has_constant_(false), energy_std_(0.0), qbc_(0.0), warned_step_(-1),
+    charge_(0.0), has_charge_(false)
 {
   single_enable = 0;
   restartinfo = 0;
@@ -691,7 +691,10 @@ void PairNNPOPS::ensemble_spread(double n_total)
   pvec_[1] = comm->me == 0 ? qbc_ : 0.0;
   for (int m = 0; m < ens; ++m) pvec_[2 + m] = members_[m];
 
-  if (spread_warning_ >= 0.0 && energy_std_ > spread_warning_ && comm->me == 0) {
+  // at most once per step (a minimizer's line search evaluates a step several times)
+  if (spread_warning_ >= 0.0 && energy_std_ > spread_warning_ && comm->me == 0 &&
+      update->ntimestep != warned_step_) {
+    warned_step_ = update->ntimestep;
     char line[256];
     std::snprintf(line, sizeof(line),
                   "Pair nnpops: step " BIGINT_FORMAT ": ensemble energy spread %.6g exceeds "

@@ -88,6 +88,7 @@ class PairNNPOPS : public Pair {
   bool has_constant_;                      // any of them nonzero
   double energy_std_;         // the last step's energy spread (LAMMPS energy), every rank
   double qbc_;                // energy_std_ / sqrt(N)
+  bigint warned_step_;        // the last step spread_warning warned on (rank 0)
   std::vector<double> pvec_;  // pvector storage [2 + K]
   double charge_;             // pair_style keyword charge: the total charge (elementary charges)
   bool has_charge_;           // charge given (else neutral: no charges passed)
