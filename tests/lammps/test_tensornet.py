@@ -16,8 +16,10 @@ system) is added once over all ranks.  Checked:
   model: no spread, the energy as its one member's);
 - per atom (energies and the nine virial components) equal to the library on the periodic
   system;
-- a short NVE run (tn_b, 192 waters' atoms) in which atoms cross sub-domain boundaries: 2 and 4
-  ranks equal 1 rank at every step (1e-10 relative), forces at the end 1e-9.
+- a short NVE run (tn_b, 64 waters) in which atoms cross sub-domain boundaries: 2 and 4
+  ranks equal 1 rank at every step (1e-10 relative), forces at the end 1e-9;
+- every periodic reference system of tn_a and tn_b: water_pbc_192 (tn_a on 1 rank), water8_x2_pbc
+  (tn_a, 2 ranks), water_triclinic_240 (tn_a on 4 ranks, tn_b on 2).
 
 Tolerances are those of the C and ASE TensorNet tests; float64 throughout.  The models are the
 smaller ones (tn_a: 2 layers, 5 A, range 15 A; tn_b: 1 layer, 4.5 A, range 9 A)."""
@@ -208,12 +210,14 @@ def test_md_across_ranks(tmp_path):
 
 
 @pytest.mark.parametrize("model,name,np_", [
+    ("tn_a", "water_pbc_192", 1),
     ("tn_a", "water8_x2_pbc", 2),
     ("tn_a", "water_triclinic_240", 4),
-    (TN_B, "water_triclinic_240", 1),
+    (TN_B, "water_triclinic_240", 2),
 ])
 def test_reference_systems(tmp_path, model, name, np_):
-    """The other periodic reference systems, one rank count each (single points)."""
+    """The other periodic reference systems of the two models, one rank count each (single
+    points; tn_a's 15 A range is longer than the 12.4 A box of water_pbc_192)."""
     ls.require_model(model)
     ref = tn_reference()
     run, symbols, pos, cell = run_system(tmp_path, model, ref["systems"][name], np_)
