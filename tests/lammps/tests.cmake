@@ -24,7 +24,10 @@ nnpops_lammps_test(ensemble test_ensemble.py)
 # TensorNet (tn_a, tn_b) on 1, 2 and 4 ranks against torchmd-net's values; -s prints the
 # agreement per system and rank count
 nnpops_lammps_test(tensornet test_tensornet.py -s)
-set_tests_properties(lammps.tensornet PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
+# (about 6 CPU-minutes: every rank holds thousands of ghost atoms; 8.5 min of wall time on a
+# busy 2-core machine)
+set_tests_properties(lammps.tensornet PROPERTIES FIXTURES_REQUIRED "models;tensornet_models"
+  TIMEOUT 1800)
 # up to 4 ranks each
 set_tests_properties(lammps.mpi lammps.tensornet PROPERTIES PROCESSORS 4)
 set_tests_properties(lammps.lj lammps.peratom lammps.errors lammps.reference lammps.ensemble
