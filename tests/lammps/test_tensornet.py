@@ -19,9 +19,10 @@ system) is added once over all ranks.  Checked:
 - a short NVE run (tn_b, 64 waters) in which atoms cross sub-domain boundaries: 2 and 4
   ranks equal 1 rank at every step (1e-10 relative), forces at the end 1e-9;
 - every periodic reference system of tn_a and tn_b: water_pbc_192 (tn_a on 1 rank), water8_x2_pbc
-  (tn_a, 2 ranks), water_triclinic_240 (tn_a on 4 ranks, tn_b on 2).
+  (tn_a, 2 ranks), water_triclinic_240 (tn_a on 4 ranks, tn_b on 2);
+- precision float32 (tn_b, 2 ranks) within the float32 bounds.
 
-Tolerances are those of the C and ASE TensorNet tests; float64 throughout.  The models are the
+Tolerances are those of the C and ASE TensorNet tests; float64 but for the float32 case.  The models are the
 smaller ones (tn_a: 2 layers, 5 A, range 15 A; tn_b: 1 layer, 4.5 A, range 9 A)."""
 import json
 import os
@@ -80,7 +81,7 @@ write_dump all custom end.dump id x y z fx fy fz modify sort id format float %.1
 """
 
 
-def run_system(tmp_path, model, system, np_, shift=0.0, md=False):
+def run_system(tmp_path, model, system, np_, shift=0.0, md=False, pair_args=""):
     symbols, pos, cell, R = prepare(system)
     assert np.allclose(R, np.eye(3)), "the reference cells are in LAMMPS's orientation"
     pos = ls.wrap_positions(pos + shift, cell)
@@ -92,7 +93,7 @@ atom_style atomic
 atom_modify map array sort 0 0.0
 boundary p p p
 read_data data.lmp
-pair_style nnpops
+pair_style nnpops {pair_args}
 pair_coeff * * {model} {' '.join(elements)}
 neighbor 0.3 bin
 neigh_modify every 1 delay 0 check no
@@ -224,3 +225,25 @@ def test_reference_systems(tmp_path, model, name, np_):
     dump = check_step0(run, model, name, ref, symbols, pos, cell, np_)
     if np_ == 1:
         check_library(dump, model, symbols, pos, cell)
+
+
+def test_float32_two_ranks(tmp_path):
+    """precision float32 on 2 ranks: the TensorNet tests' float32 bounds against torchmd-net's float64
+    values, |dE|/N <= max(5e-6 eV, twice torchmd-net's own float32 deviation) and max |dF| <=
+    max(5e-4 eV/A, twice its own) (the per-system constant is measured in float32 too)."""
+    ls.require_model(TN_B)
+    ref = tn_reference()
+    name = "water_pbc_192"
+    r = ref["models"][TN_B]["systems"][name]
+    run, symbols, _, _ = run_system(tmp_path, TN_B, ref["systems"][name], 2,
+                                    pair_args="precision float32")
+    n = len(symbols)
+    e = ls.last_row(run.thermo()[0])["PotEng"]
+    de = abs(e - r["energy_eV"]) / n
+    dump = run.read_dump("start.dump")
+    f = np.stack([dump["fx"], dump["fy"], dump["fz"]], axis=1)
+    df = np.abs(f - np.asarray(r["forces_eV_per_A"])).max()
+    print(f"{TN_B} {name} float32 np 2: |dE|/N = {de:.3g} eV, max |dF| = {df:.3g} eV/A")
+    assert de <= max(5e-6, 2 * r["torch_float32_dE_per_atom"])
+    assert df <= max(5e-4, 2 * r["torch_float32_dF_max"])
+    assert abs(ls.last_row(run.thermo()[0])["c_spe"] - e) <= 1e-12 * abs(e)
