@@ -49,9 +49,12 @@
  *                takes a ticket, owns the center ids [ticket cpb, (ticket + 1) cpb) (cpb: centers
  *                / 256 rounded up, at most 1024 items a block), counts its items a warp per item
  *                into shared memory, scans them, takes the entries before it from the blocks with
- *                smaller tickets (see "Launches"), writes start[] and then its entries.  The
- *                center's position in `order` (its system) is order[c] == c in atom order,
- *                otherwise the block finds its centers in one sweep of `order`.
+ *                smaller tickets (see "Launches"), writes start[] and then its entries: from the
+ *                accepted candidates its count pass recorded in shared memory (id and shift; the
+ *                vector from the original positions, the same expression), or for an item whose
+ *                record did not fit, by its tests again.  The center's position in `order` (its
+ *                system) is order[c] == c in atom order, otherwise the block finds its centers
+ *                in one sweep of `order`.
  *   cell list:   per system, bins along the three fractional axes at least `reach` (cutoff plus a
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
@@ -946,7 +949,9 @@ __global__ void __launch_bounds__(TB, BRUTE_MIN_BLOCKS) brute_kernel(const nbr_a
  * tickets, which have started: no deadlock whatever the order or number of resident blocks.  The
  * last ticket's block writes start[n_centers] and the status (n_entries over the ticket word,
  * n_half from the ghost entries the blocks added to status->n_half), once every block has
- * published (its look-back has seen them all), so no block still reads the ticket word. ---- */
+ * published (its look-back has seen them all), so no block still reads the ticket word.  The
+ * write pass takes its items' entries from what the count pass recorded (brute_rec) where the
+ * record is complete. ---- */
 const int OP_TB = 256;            /* threads per block */
 const int OP_ITEMS = 1024;        /* items (center, slice) a block counts: shared memory */
 const int OP_CODES = 2048;        /* accepted candidates a block records between its passes */
