@@ -72,8 +72,8 @@ typedef struct nnpops__nbr_plan {
     int32_t slices;     /* brute force and one pass: warps per center (1..32) */
     int32_t deterministic; /* 1: the atoms of each cell-list bin are put in atom order after
                             * placing, so the entries of a center come in the same order on every
-                            * run (brute force and the small path always do); set by the caller,
-                            * not by the plan */
+                            * run (brute force, the one pass and the small path always do); set
+                            * by the caller, not by the plan */
 } nnpops__nbr_plan;
 void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start_host,
                            const double *cells_host, const uint8_t *pbc_host, double cutoff,
