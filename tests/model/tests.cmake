@@ -84,6 +84,13 @@ if(NOT TARGET bench_cpu)
   target_include_directories(bench_cpu PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
 endif()
 
+# ---- TensorNet benchmark (an executable, not a test): build/tests/bench_tensornet_cpu ----------
+if(NOT TARGET bench_tensornet_cpu)
+  add_executable(bench_tensornet_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_tensornet_cpu.c)
+  target_link_libraries(bench_tensornet_cpu PRIVATE nnpops::nnpops m)
+  target_include_directories(bench_tensornet_cpu PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
+endif()
+
 # ---- TensorNet through the public API: the converted models against torchmd-net's values, finite
 # differences, the periodic replica, batches with charges, ghosts, broken model files (one program,
 # one CTest entry per case) ------------------------------------------------------------------------

@@ -196,9 +196,9 @@ def _eval(args, out):
                 energy_sum += r["energy"]
                 if per_frame_lines:
                     fmax = float(np.sqrt((forces ** 2).sum(axis=1)).max()) if len(forces) else 0.0
-                    out.write("frame %d: energy %.10f eV, max |F| %.6f eV/A%s\n"
-                              % (index, r["energy"], fmax,
-                                 ", spread %.6f eV" % r["energy_std"] if ensemble else ""))
+                    out.write("frame %d: energy %.10f eV%s, max |F| %.6f eV/A\n"
+                              % (index, r["energy"],
+                                 ", spread %.6f eV" % r["energy_std"] if ensemble else "", fmax))
                 if jw is not None:
                     doc = {"energy_eV": r["energy"], "forces_eV_per_A": forces.tolist(),
                            "stress_eV_per_A3": None if stress is None else stress.tolist(),
