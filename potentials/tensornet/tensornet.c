@@ -17,6 +17,13 @@
  * energies (atom weights 1 for local atoms, 0 for ghosts), written to the entry each edge came
  * from (self edges carry none).  The total charge of each system is handed to its atoms.
  *
+ * Ensembles.  A model file of M members (`ensemble_size`, tensors prefixed m{k}.) shares the
+ * shape and the ZBL prior; each member has its weights, `mean` and `std`.  A step computes ZBL once
+ * and every member over the same edges (only the chosen one with option ensemble_member, unless
+ * the members' energies are wanted): member_atom_energy[i M + m] is member m's atomic energy (its
+ * terms, its `mean` share, the ZBL halves), atom_energy their mean, and the gradients those of
+ * the mean (each member's scaled by 1/M) or of the chosen member.
+ *
  * Units.  The network runs in the model's length unit: vectors are scaled from angstrom on the way
  * in and gradients back on the way out when the units differ.
  *
