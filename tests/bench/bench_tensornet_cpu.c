@@ -8,9 +8,10 @@
  * SYSTEM: mol13, mol98 (mol_13_f0 and mol_98_f0 of $NNPOPS_SHARED_DIR/reference/tensornet/
  * reference.json, default ../shared), protein1hz5 ($NNPOPS_SHARED_DIR/structures/1hz5.pdb, 973
  * atoms, no cell) or water2199 (733 rigid waters on the lattice of tests/common/water.h, 0.05 A
- * jitter, 9 x 9 x 10 sites of 3.104 A, the last layer partly filled; periodic).  THREADS is the
- * context's option threads (0 = all).  One warm-up step, then steps until MIN_STEPS (default 5)
- * and at least 2 s; prints the median, minimum and mean wall time of a step.  The same structures
+ * jitter, 9 x 9 x 10 sites of 3.104 A, the last of the 9 planes partly filled; periodic).
+ * THREADS is the context's option threads (0 = all; printed as the processor count).  One
+ * warm-up step, then steps until MIN_STEPS (default 5) and at least 2 s; prints the median,
+ * minimum and mean wall time of a step.  The same structures
  * go to tests/bench/peer_tensornet_torchmdnet.py through --dump.
  */
 #define _POSIX_C_SOURCE 199309L
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "nnpops/nnpops.h"
@@ -212,9 +214,10 @@ int main(int argc, char **argv) {
     qsort(t, (size_t)steps, sizeof *t, cmp_double);
     nnpops_stats stats = {sizeof stats};
     nnpops_context_stats(ctx, &stats);
+    const int shown = threads ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     printf("nnpops %s %s atoms %lld %s threads %d (ran on %lld): median %.3f ms, min %.3f ms, "
            "mean %.3f ms over %d steps; energy %.10f eV\n",
-           model_name, s.name, (long long)s.n, f32 ? "float32" : "float64", threads,
+           model_name, s.name, (long long)s.n, f32 ? "float32" : "float64", shown,
            (long long)stats.cpu_threads, 1e3 * t[steps / 2], 1e3 * t[0], 1e3 * mean, steps, e);
     free(t), free(f), free(s.z), free(s.x);
     nnpops_context_destroy(ctx);
