@@ -109,8 +109,11 @@ static void from_pdb(const char *file, bsys *s) {
             s->x[3 * s->n + k] = atof(num);
         }
         int e = 0;
-        for (int c = 76; c < 78; c++)
-            if (line[c] != ' ') el[e++] = (char)(e == 0 ? line[c] : line[c] | 0x20);
+        for (int c = 76; c < 78; c++) {
+            if (line[c] == ' ') continue;
+            el[e] = (char)(e == 0 ? line[c] : line[c] | 0x20); /* "CL" -> "Cl" */
+            e++;
+        }
         s->z[s->n++] = symbol_to_z(el);
     }
     fclose(f);
@@ -212,7 +215,7 @@ int main(int argc, char **argv) {
     double mean = 0;
     for (int k = 0; k < steps; k++) mean += t[k] / steps;
     qsort(t, (size_t)steps, sizeof *t, cmp_double);
-    nnpops_stats stats = {sizeof stats};
+    nnpops_stats stats = {.struct_size = sizeof stats};
     nnpops_context_stats(ctx, &stats);
     const int shown = threads ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     printf("nnpops %s %s atoms %lld %s threads %d (ran on %lld): median %.3f ms, min %.3f ms, "

@@ -37,7 +37,7 @@ def main(ckpt, structures, name, prec, threads, min_steps=5):
 
     def step():
         energy, forces = model(z, pos, batch=batch, box=box)
-        return float(energy.sum()), forces
+        return float(energy.detach().sum()), forces
 
     e, _ = step()  # warm-up
     times = []
