@@ -81,6 +81,10 @@ def test_calculator(model):
         atoms2 = _atoms(ref, name)
         atoms2.calc = NNPOpsCalculator(model, charge=q)
         assert atoms2.get_potential_energy() == atoms.get_potential_energy()
+        # the Atoms' own charge wins over the keyword (torchmd-net's calculator reads info too)
+        atoms3 = _atoms(ref, name, charge=q)
+        atoms3.calc = NNPOpsCalculator(model, charge=q + 3)
+        assert atoms3.get_potential_energy() == atoms.get_potential_energy()
 
 
 def test_compute_batch_charges():
