@@ -1054,8 +1054,7 @@ int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
                 "usage: %s reference|fd|replica|batch|ghosts|bad_files|units|ensemble MODEL "
-                "[f64|f32 [DEVICE]]
-",
+                "[f64|f32 [DEVICE]]\n",
                 argv[0]);
         return 2;
     }
