@@ -929,6 +929,7 @@ void nnpops__tn_parts_of(const nnpops_model *model, nnpops__tn_parts *parts) {
     parts->w32 = p->arena32 ? &p->w32 : NULL;
     parts->mean = p->mean;
     parts->zbl = p->has_zbl ? &p->zbl : NULL;
+    parts->n_members = p->n_members;
 }
 
 const nnpops__potential_vt nnpops__tensornet_vt = {

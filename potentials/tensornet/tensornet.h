@@ -11,13 +11,15 @@
 #include "potentials/tensornet/cpu/tensornet_cpu.h"
 
 /* The parts of a loaded `type: tensornet` model (host, owned by model->impl): its shape, its
- * weights in float64 and (float32 models) float32, the `mean` and the ZBL prior (NULL without). */
+ * weights in float64 and (float32 models) float32, the `mean` and the ZBL prior (NULL without);
+ * of an ensemble, member 0's (n_members says how many there are). */
 typedef struct nnpops__tn_parts {
     const nnpops__tn_shape *shape;
     const nnpops__tn_weights_f64 *w64;
     const nnpops__tn_weights_f32 *w32; /* NULL for a float64 model */
     double mean;
     const nnpops__tn_zbl *zbl;
+    int32_t n_members;
 } nnpops__tn_parts;
 void nnpops__tn_parts_of(const nnpops_model *model, nnpops__tn_parts *parts);
 

@@ -54,6 +54,12 @@ nnpops_status nnpops__tn_upload(nnpops_model *model) {
     nnpops__tn_parts parts;
     nnpops__tn_parts_of(model, &parts);
     const nnpops__tn_shape *s = parts.shape;
+    /* the GPU step evaluates one set of weights: an ensemble file would silently give member 0 */
+    if (parts.n_members > 1)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "model '%s': a TensorNet ensemble (%d members) has no GPU path; "
+                            "load it on the CPU, or each member's own file on cuda",
+                            model->name, (int)parts.n_members);
     if (s->L > NNPOPS__TN_OPS_MAX_LAYERS || s->n_out > 16)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "model '%s': TensorNet on the GPU takes at most %d layers and 16 "

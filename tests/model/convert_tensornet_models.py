@@ -25,8 +25,14 @@ def main(out_dir):
         status |= convert.main(["--from-torchmdnet", path, "--output", out_dir])
     pair = [os.path.join(shared, "reference", "tensornet", m + ".ckpt")
             for m in ("tn_a", "tn_a_member2")]
-    status |= convert.main(["--from-torchmdnet"] + pair + ["--name", "tn_a_ens", "--output",
-                                                          out_dir])
+    if all(os.path.exists(p) for p in pair):
+        status |= convert.main(["--from-torchmdnet"] + pair + ["--name", "tn_a_ens", "--output",
+                                                              out_dir])
+    elif os.environ.get("CI") == "true":
+        print("the ensemble's checkpoints are missing: %s" % " ".join(pair), file=sys.stderr)
+        status = 1
+    else:  # a partial reference set (e.g. carried to a GPU machine): its ensemble tests skip
+        print("no tn_a_ens: %s missing" % " ".join(p for p in pair if not os.path.exists(p)))
     return status
 
 
