@@ -340,7 +340,7 @@ void PairNNPOPS::coeff(int narg, char **arg)
                             "': " + library_message(st));
   }
 
-  measure_system_constant(checked.empty() ? 0 : checked.front());
+  read_system_constant();
 
   // compute pair nnpops: [1] spread, [2] spread / sqrt(N), [3..2+K] member energies (a compute
   // pair keeps the length it found when it was made: the storage never shrinks).
@@ -430,46 +430,22 @@ void PairNNPOPS::set_units(const char *unit_style)
 
 /* ----------------------------------------------------------------------
    The model's constant energy per system (TensorNet's `mean`; 0 for ANI and LJ), for the ensemble
-   and each member, in the context's energy unit.  The library shares it evenly over the atoms of
-   a call, ghosts included (docs/model-format.md, 9.4): one isolated atom alone gets e + c, the
-   same atom with one ghost far out of range gets e + c / 2, so c = 2 (E1 - E2).
+   and each member, in the context's energy unit (nnpops_context_system_energy).  The library
+   shares it over the atoms of a call, ghosts included in the count; compute() moves each rank's
+   share to n_local / N of it, N the atoms over all ranks, so that it is added once.
 ------------------------------------------------------------------------- */
 
-void PairNNPOPS::measure_system_constant(int32_t z)
+void PairNNPOPS::read_system_constant()
 {
   const int ens = std::max(1, static_cast<int>(nnpops_model_ensemble_size(model_)));
   system_constant_.assign(1 + ens, 0.0);
   has_constant_ = false;
-  if (z <= 0) return;
-  // positions in the context's length unit; the ghost lies far beyond the interaction range
-  const double far = 4.0 * nnpops_model_interaction_range(model_) + 10.0;
-  const double positions[6] = {0.0, 0.0, 0.0, far, 0.0, 0.0};
-  const int32_t numbers[2] = {z, z};
-  double energy[2] = {0.0, 0.0};
-  std::vector<double> members(2 * ens, 0.0);
-  for (int k = 0; k < 2; ++k) {
-    nnpops_inputs in;
-    std::memset(&in, 0, sizeof(in));
-    in.struct_size = sizeof(in);
-    in.n_atoms = 1 + k;
-    in.n_local = 1;
-    in.n_systems = 1;
-    in.atomic_numbers = numbers;
-    in.positions = positions;
-    in.charges = has_charge_ ? &charge_ : nullptr;
-    nnpops_outputs out;
-    std::memset(&out, 0, sizeof(out));
-    out.struct_size = sizeof(out);
-    out.energies = &energy[k];
-    out.member_energies = ens > 1 ? &members[k * ens] : nullptr;
-    const nnpops_status st = nnpops_compute(context_, &in, &out);
+  for (int m = -1; m < (ens > 1 ? ens : 0); ++m) {
+    const nnpops_status st = nnpops_context_system_energy(context_, m, &system_constant_[1 + m]);
     if (st != NNPOPS_OK)
       error->all(FLERR, "Pair coeff nnpops: model '" + model_arg_ +
-                            "': evaluating an isolated atom failed: " + library_message(st));
+                            "': its energy per system: " + library_message(st));
   }
-  system_constant_[0] = 2.0 * (energy[0] - energy[1]);
-  for (int m = 0; m < ens && ens > 1; ++m)
-    system_constant_[1 + m] = 2.0 * (members[m] - members[ens + m]);
   for (double c : system_constant_) has_constant_ = has_constant_ || c != 0.0;
 }
 

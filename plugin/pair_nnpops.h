@@ -108,7 +108,7 @@ class PairNNPOPS : public Pair {
   void release_model();
   std::string resolve_device();
   void set_units(const char *unit_style);
-  void measure_system_constant(int32_t z);
+  void read_system_constant();
   void ensemble_spread(double n_total);
 };
 

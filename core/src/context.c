@@ -240,6 +240,20 @@ nnpops_status nnpops_context_stats(const nnpops_context *ctx, nnpops_stats *stat
     return NNPOPS_OK;
 }
 
+nnpops_status nnpops_context_system_energy(const nnpops_context *ctx, int32_t member,
+                                           double *energy) {
+    if (!ctx || !energy) return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT, "NULL argument");
+    const nnpops_model *m = ctx->model;
+    if (member < -1 || member >= m->ensemble_size)
+        return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
+                            "nnpops_context_system_energy: member %d of model '%s', which has %d "
+                            "(-1: the ensemble)",
+                            (int)member, m->name, (int)m->ensemble_size);
+    const double e = m->vt->system_energy ? m->vt->system_energy(m, member) : 0.0;
+    *energy = e * m->energy_to_eV * eV_to[(int)ctx->option[NNPOPS_OPTION_ENERGY_UNIT]];
+    return NNPOPS_OK;
+}
+
 const char *nnpops_context_last_warning(const nnpops_context *ctx) {
     return ctx ? ctx->warning : "";
 }

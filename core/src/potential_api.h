@@ -175,6 +175,10 @@ typedef struct nnpops__potential_vt {
      * (center) lists (nnpops__dstep): of the local atoms, or with ghost_centers = 1 of every
      * atom, ghosts too. */
     void (*neighbor_lists)(const nnpops_model *model, nnpops__nbr_choice *lists);
+    /* Optional (NULL: 0): the energy (model unit) the potential adds once per system whatever
+     * its atoms, which a step shares over the system's atoms; member -1: the ensemble's (the
+     * members' mean), else that member's (0 <= member < ensemble_size, checked by the core). */
+    double (*system_energy)(const nnpops_model *model, int32_t member);
     /* One step on the CPU (writes the step's outputs, descriptor_length among them).  Must not
      * keep pointers into `step` after returning. */
     nnpops_status (*compute_cpu)(const nnpops_model *model, nnpops__scratch *scratch,

@@ -922,6 +922,15 @@ static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *
     return NNPOPS_OK;
 }
 
+/* The model's `mean` (member -1: the members' mean), the energy each system gets once. */
+static double tn_system_energy(const nnpops_model *model, int32_t member) {
+    tn_impl *p = model->impl;
+    if (member >= 0) return *tn_member_view(p, member).mean;
+    double sum = 0.0;
+    for (int m = 0; m < p->n_members; m++) sum += *tn_member_view(p, m).mean;
+    return sum / p->n_members;
+}
+
 void nnpops__tn_parts_of(const nnpops_model *model, nnpops__tn_parts *parts) {
     const tn_impl *p = model->impl;
     parts->shape = &p->shape;
@@ -937,6 +946,7 @@ const nnpops__potential_vt nnpops__tensornet_vt = {
     .load = tn_load,
     .destroy = tn_destroy,
     .neighbor_lists = tn_lists,
+    .system_energy = tn_system_energy,
     .compute_cpu = tn_compute_cpu,
 #ifdef NNPOPS_HAVE_CUDA
     .upload = nnpops__tn_upload,

@@ -1050,10 +1050,62 @@ static int case_ensemble(void) {
     return fails ? 1 : 0;
 }
 
+/* nnpops_context_system_energy: the energy each system gets once (the model's `mean`), for the
+ * ensemble and each member, against what a step does with it: an atom alone gets e + c, the
+ * same atom beside a ghost far out of range e + c / 2 (the constant is shared over the atoms of
+ * the call, ghosts counted), so c = 2 (E1 - E2); in kcal/mol too; a member out of range is an
+ * error. */
+static int case_system_energy(void) {
+    nnpops_model *m;
+    nnpops_context *ctx;
+    if (!open_model(0, &m, &ctx)) return 1;
+    const int ens = nnpops_model_ensemble_size(m);
+    CHECK(ens >= 1 && ens <= 8);
+    const double far = 4.0 * nnpops_model_interaction_range(m) + 10.0;
+    const double x[6] = {0, 0, 0, far, 0, 0};
+    const int32_t z[2] = {8, 8};
+    double e[2], me[2][8];
+    for (int unit = 0; unit < 2; unit++) {
+        CHECK_OK(nnpops_context_set_option(ctx, NNPOPS_OPTION_ENERGY_UNIT, unit));
+        for (int k = 0; k < 2; k++) {
+            nnpops_inputs in = {sizeof in, 1 + k, 1, 1, z, x, NULL, NULL, NULL, NULL};
+            nnpops_outputs out = {sizeof out, &e[k], NULL, NULL, NULL, NULL, NULL};
+            out.member_energies = ens > 1 ? me[k] : NULL;
+            CHECK_OK(nnpops_compute(ctx, &in, &out));
+        }
+        double c;
+        CHECK_OK(nnpops_context_system_energy(ctx, -1, &c));
+        printf("%s: system energy %.12g (%s), from the step %.12g\n", g_model, c,
+               unit ? "kcal/mol" : "eV", 2 * (e[0] - e[1]));
+        CHECK(c != 0.0 && fabs(c - 2 * (e[0] - e[1])) <= 1e-9 * (1 + fabs(c)));
+        double sum = 0.0;
+        for (int k = 0; k < ens && ens > 1; k++) {
+            double ck;
+            CHECK_OK(nnpops_context_system_energy(ctx, k, &ck));
+            CHECK(fabs(ck - 2 * (me[0][k] - me[1][k])) <= 1e-9 * (1 + fabs(ck)));
+            sum += ck;
+        }
+        if (ens > 1) CHECK(fabs(sum / ens - c) <= 1e-12 * (1 + fabs(c)));
+        if (unit == 0) {
+            double c_eV = c;
+            CHECK_OK(nnpops_context_set_option(ctx, NNPOPS_OPTION_ENERGY_UNIT, 1));
+            CHECK_OK(nnpops_context_system_energy(ctx, -1, &c));
+            CHECK(fabs(c - 23.060547830619 * c_eV) <= 1e-12 * fabs(c));
+        }
+    }
+    double c;
+    CHECK(nnpops_context_system_energy(ctx, ens, &c) == NNPOPS_ERROR_INVALID_ARGUMENT);
+    CHECK(nnpops_context_system_energy(ctx, -2, &c) == NNPOPS_ERROR_INVALID_ARGUMENT);
+    CHECK(nnpops_context_system_energy(ctx, -1, NULL) == NNPOPS_ERROR_INVALID_ARGUMENT);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
-                "usage: %s reference|fd|replica|batch|ghosts|bad_files|units|ensemble MODEL "
+                "usage: %s reference|fd|replica|batch|ghosts|bad_files|units|ensemble|system_energy MODEL "
                 "[f64|f32 [DEVICE]]\n",
                 argv[0]);
         return 2;
@@ -1073,6 +1125,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "bad_files")) return case_bad_files();
     if (!strcmp(argv[1], "units")) return case_units();
     if (!strcmp(argv[1], "ensemble")) return case_ensemble();
+    if (!strcmp(argv[1], "system_energy")) return case_system_energy();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }

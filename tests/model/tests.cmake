@@ -112,7 +112,7 @@ if(NOT TARGET test_model_tensornet)
   list(APPEND _tn_cases fd.tn_a fd.tn_b_oldlayout_so3 fd.tn_c_gauss_lower_zbl replica.tn_a
     replica.tn_d_lightning_f32 batch.tn_a batch.tn_a.f32 batch.tn_c_gauss_lower_zbl ghosts.tn_a
     ghosts.tn_c_gauss_lower_zbl bad_files.tn_a bad_files.tn_c_gauss_lower_zbl units.tn_a
-    ensemble.tn_a_ens.f64 ensemble.tn_a_ens.f32)
+    ensemble.tn_a_ens.f64 ensemble.tn_a_ens.f32 system_energy.tn_a system_energy.tn_a_ens)
   foreach(c ${_tn_cases})
     string(REPLACE "." ";" _args ${c})
     add_test(NAME model.tensornet.${c} COMMAND test_model_tensornet ${_args})

@@ -246,6 +246,14 @@ nnpops_status nnpops_context_stats(const nnpops_context *context, nnpops_stats *
  * CUDA graph capture that failed (the step then ran eagerly and succeeded, stats.eager_fallbacks
  * counts it), with CUDA's reason.  "" when there has been none; owned by the context. */
 const char *nnpops_context_last_warning(const nnpops_context *context);
+/* Since 0.2.0.  The energy the model adds once per system, whatever its atoms (TensorNet's `mean`;
+ * 0 for ANI and LJ), in the context's energy unit: member -1 the ensemble's (the members' mean),
+ * k member k's.  nnpops_compute shares it evenly over the atoms of a system, ghosts included in
+ * the count, and gives the local atoms their shares; a caller that splits one system over several
+ * calls (a domain decomposition) corrects the shares so that it is added once (the LAMMPS plugin
+ * does).  A member outside -1 .. ensemble_size - 1 is NNPOPS_ERROR_INVALID_ARGUMENT. */
+nnpops_status nnpops_context_system_energy(const nnpops_context *context, int32_t member,
+                                           double *energy);
 
 /* Energy and whichever of forces, virials, per-atom terms the outputs ask for. */
 nnpops_status nnpops_compute(nnpops_context *context, const nnpops_inputs *inputs,
