@@ -30,7 +30,7 @@ fi
 
 # --- Python packages (for the python3 on PATH) -----------------------------
 PY=python3
-PIP_PACKAGES=(numpy cffi "ase>=3.23" "openmm>=8.6" openmmml pytest)
+PIP_PACKAGES=(numpy cffi "ase>=3.23" "openmm>=8.6" openmmml pytest matplotlib pyyaml)
 
 # Exits 0 when every package is importable and meets its minimum version. Uses find_spec and the
 # installed metadata instead of importing (importing openmm and ase takes seconds).
@@ -38,7 +38,7 @@ py_deps_ok() {
   "$PY" - <<'EOF' 2>/dev/null
 import importlib.util, importlib.metadata as md, re, sys
 need = {"numpy": None, "cffi": None, "pytest": None, "ase": (3, 23), "openmm": (8, 6),
-        "openmmml": None}
+        "openmmml": None, "matplotlib": None, "yaml": None}
 for mod, minver in need.items():
     if importlib.util.find_spec(mod) is None:
         sys.exit(1)

@@ -166,8 +166,8 @@ nnpops_status launch_pdl(void (*kern)(Args...), dim3 grid, dim3 block, size_t sm
     return launch_ex(true, 0, kern, grid, block, smem, st, what, args...);
 }
 
-/* The launches at the two ends of the step's chain (staging kernel, one-block neighbor search,
- * AEV forward, reductions) are programmatic too. */
+/* The launches at the two ends of the step's chain (staging kernel, one-block and one-pass
+ * neighbor searches, AEV forward, reductions) are programmatic too. */
 template <typename... Args>
 nnpops_status launch_chain(void (*kern)(Args...), dim3 grid, dim3 block, size_t smem,
                            cudaStream_t st, const char *what, Args... args) {

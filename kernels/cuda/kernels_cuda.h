@@ -41,6 +41,10 @@ extern "C" {
  *                          within the cutoff (warps split each center's atoms into `slices`; in a
  *                          cell whose periodic widths are all at least twice the reach, the one
  *                          image of each atom that can be within it);
+ *   NNPOPS__NBR_ONEPASS    the brute force's tests in one launch for center lists: each block
+ *                          counts a range of centers, takes its offset from the blocks before it
+ *                          (a chained scan in the work space) and writes the entries; the half list
+ *                          runs it as BRUTE;
  *   NNPOPS__NBR_CELL       cell list, a warp per center (bins in fractional coordinates, any
  *                          triclinic cell, stencils several bins wide when the cutoff exceeds the
  *                          cell width): the general one;
@@ -52,18 +56,20 @@ extern "C" {
  *                          periodic axis is at least a cutoff wide.
  * nnpops__nbr_cuda_plan picks one from host copies of the geometry (cells/pbc may be NULL); a
  * force_algorithm other than NNPOPS__NBR_AUTO is taken as is (tests).  Launchers fall back where a
- * plan's algorithm cannot serve the call, within the same work space: the half list runs SMALL as
- * BRUTE and CELL_FAST as CELL, and SMALL with more than 1024 atoms or centers runs as BRUTE. */
+ * plan's algorithm cannot serve the call, within the same work space: the half list runs SMALL and
+ * ONEPASS as BRUTE and CELL_FAST as CELL, and SMALL with more than 1024 atoms or centers runs as
+ * BRUTE. */
 enum {
     NNPOPS__NBR_AUTO = 0,
     NNPOPS__NBR_BRUTE = 1,
     NNPOPS__NBR_CELL = 2,
     NNPOPS__NBR_SMALL = 3,
-    NNPOPS__NBR_CELL_FAST = 4
+    NNPOPS__NBR_CELL_FAST = 4,
+    NNPOPS__NBR_ONEPASS = 5
 };
 typedef struct nnpops__nbr_plan {
     int32_t algorithm;  /* one of the NNPOPS__NBR_* above (not AUTO) */
-    int32_t slices;     /* brute force: warps per center (1..32) */
+    int32_t slices;     /* brute force and one pass: warps per center (1..32) */
     int32_t deterministic; /* 1: the atoms of each cell-list bin are put in atom order after
                             * placing, so the entries of a center come in the same order on every
                             * run (brute force and the small path always do); set by the caller,
@@ -72,7 +78,7 @@ typedef struct nnpops__nbr_plan {
 void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start_host,
                            const double *cells_host, const uint8_t *pbc_host, double cutoff,
                            int32_t force_algorithm, nnpops__nbr_plan *plan);
-/* "brute", "cell", "small", "cell-fast" (reports). */
+/* "brute", "cell", "small", "cell-fast", "onepass" (reports). */
 const char *nnpops__nbr_cuda_algorithm_name(int32_t algorithm);
 size_t nnpops__nbr_cuda_work_bytes(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
                                    const nnpops__nbr_plan *plan);

@@ -44,6 +44,14 @@
  *                per atom there, 3.5 times an open system's test).  For small systems,
  *                where the launches of a cell list cost more than the tests.  Center mode: count,
  *                cub's scan (two launches), write (see "Launches" below).
+ *   one pass (NNPOPS__NBR_ONEPASS, center mode): the brute force's items (center, slice) and
+ *                tests (brute_item) in ONE launch of about 256 blocks of 256 threads: a block
+ *                takes a ticket, owns the center ids [ticket cpb, (ticket + 1) cpb) (cpb: centers
+ *                / 256 rounded up, at most 1024 items a block), counts its items a warp per item
+ *                into shared memory, scans them, takes the entries before it from the blocks with
+ *                smaller tickets (see "Launches"), writes start[] and then its entries.  The
+ *                center's position in `order` (its system) is order[c] == c in atom order,
+ *                otherwise the block finds its centers in one sweep of `order`.
  *   cell list:   per system, bins along the three fractional axes at least `reach` (cutoff plus a
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
@@ -120,8 +128,19 @@
  * where it can) and the emit kernel finishes the status.  The brute force always takes cub's scan,
  * its write kernel finishing the status (with graphs cub's two short launches cost less than the
  * last block's tail).  The small path does all of it in its one block.
+ * The one pass does the brute force's count, scan and write in one launch, its blocks ordered by
+ * tickets: the ticket word is status->n_entries (zero on entry), low 32 bits the tickets taken,
+ * high 32 bits the blocks that have cleared their two slots in the work space (sum of its own
+ * entries + 1, sum up to and including itself + 1; 0 = not published).  A block publishes its own
+ * sum once the two halves agree (every block with a ticket has cleared: no slot below its own still
+ * holds an earlier launch's sum, so the work space needs no zeroing), then walks back over the
+ * slots of smaller tickets, 32 at a time, adding own sums down to the nearest inclusive one (a slot
+ * not yet published is read again; it belongs to a block that has started, so this ends whatever
+ * the blocks' residency or order), publishes its inclusive sum and writes.  The last ticket
+ * writes start[n_centers] and the status (n_half from the ghost entries the blocks added to
+ * status->n_half first), when every block has published, i.e. none reads the ticket word again.
  * Either way the entries of a center are contiguous and the output needs no atomics; only the
- * counters of the status word use them.  The general cell list and half mode keep count, scan,
+ * counters of the status word (and the one pass's slots) use them.  The general cell list and half mode keep count, scan,
  * write and a finish kernel.
  *
  * Device work space (nnpops__nbr_cuda_work_bytes): counts and offsets [n_centers * slices + 1]
@@ -130,7 +149,8 @@
  * and wrap count, per bin a count and start (int32, at most 2 N + 27 ns bins), and the atoms in bin
  * order (id, wrap count, double position: wrapped for the general kernel, original for the fast
  * one, and the float position xr with the id in .w); the fast cell list's codes, FAST_K int32
- * per slot.
+ * per slot.  The one pass: counts, offsets and the scan's storage as the brute force (the half list
+ * runs it as the brute force), and two 64-bit sums per block.
  */
 #include <string.h>
 
@@ -248,6 +268,10 @@ struct nbr_args {
     float4 *sorted_f4; /* fast cell list: float xr, id in .w */
     int64_t *n_bins_used;
     int64_t n_bins_bound;
+    /* one pass: centers per block, and the blocks' published sums ([0, grid): a block's own
+     * entries + 1, [grid, 2 grid): the entries up to and including the block + 1; 0: not yet) */
+    int64_t op_cpb;
+    unsigned long long *op_slots;
     nnpops__stage_job stage; /* the one-block path: staging done first (zero bytes: none) */
 };
 
@@ -885,6 +909,195 @@ __global__ void __launch_bounds__(TB, BRUTE_MIN_BLOCKS) brute_kernel(const nbr_a
     }
     if (!WRITE) count_epilogue(a, ghosts);
     else write_epilogue(a);
+}
+
+/* ---- one pass (NNPOPS__NBR_ONEPASS): the brute force's count, scan and write in one launch.  A
+ * block takes a ticket (the order in which blocks start) and owns centers [ticket cpb, + cpb) of
+ * the center ids, so the blocks' entries follow one another in ticket order; it counts its items
+ * (center, slice) as brute_kernel does into shared memory, scans them, takes the entries before
+ * it from the blocks with smaller tickets (decoupled look-back over the published sums), publishes
+ * its own, writes start[] and its entries.  Tickets and slot clearing share one word,
+ * status->n_entries (zero on entry, as the caller guarantees): its low 32 bits count the tickets
+ * taken, its high 32 bits the blocks that have cleared their two slots; a block reads any slot only
+ * once both halves are equal (every block that has a ticket has cleared its slots, so no slot
+ * before its own still holds a value of an earlier launch), and waits only on blocks with smaller
+ * tickets, which have started: no deadlock whatever the order or number of resident blocks.  The
+ * last ticket's block writes start[n_centers] and the status (n_entries over the ticket word,
+ * n_half from the ghost entries the blocks added to status->n_half), once every block has
+ * published (its look-back has seen them all), so no block still reads the ticket word. ---- */
+const int OP_TB = 256;            /* threads per block */
+const int OP_ITEMS = 1024;        /* items (center, slice) a block counts: shared memory */
+const int64_t OP_BLOCKS = 256;    /* blocks aimed at: about two per SM of an H100 or H200 */
+/* blocks per SM the one pass is compiled for: two, as the brute force's kernels reach without a
+ * bound (at most 128 registers; unbounded, its two inlined passes take 129, one block per SM) */
+const int OP_MIN_BLOCKS = 2;
+
+/* Centers per block and blocks of the one pass for n_centers centers of `slices` items each. */
+__host__ __device__ inline void onepass_shape(int64_t n_centers, int slices, int64_t &cpb,
+                                              int64_t &blocks) {
+    if (slices < 1) slices = 1;
+    cpb = (n_centers + OP_BLOCKS - 1) / OP_BLOCKS;
+    if (cpb > OP_ITEMS / slices) cpb = OP_ITEMS / slices;
+    if (cpb < 1) cpb = 1;
+    blocks = n_centers > 0 ? (n_centers + cpb - 1) / cpb : 1;
+}
+
+/* A word another block writes with atomics, read without caching in L1 (the emulation: an atomic
+ * read, which is what its race model orders). */
+__device__ __forceinline__ unsigned long long load_shared_word(unsigned long long *p) {
+#if defined(__CUDA_ARCH__)
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+    return v;
+#else
+    return atomicAdd(p, 0ull);
+#endif
+}
+
+__global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr_args a) {
+    __shared__ long long s_cnt[OP_ITEMS + 1];
+    __shared__ int32_t s_kpos[OP_ITEMS]; /* the position in `order` of each center of the block */
+    __shared__ long long s_warp[32];
+    __shared__ geom s_g;                /* one system: its frame, for every warp */
+    __shared__ geom s_gw[OP_TB / 32];   /* several: a warp's current system's */
+    __shared__ int s_okw[OP_TB / 32];
+    __shared__ int s_ok;
+    __shared__ unsigned long long s_ghosts;
+    __shared__ long long s_excl;
+    __shared__ long long s_ticket;
+    unsigned long long *const tick = (unsigned long long *)&a.status->n_entries;
+    unsigned long long *const agg = a.op_slots, *const incl = a.op_slots + gridDim.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const bool one_sys = a.n_systems == 1;
+    /* launched programmatically (the step's chain): the next kernel may launch once every block
+     * has started (it waits for this one's end before it reads), and this one reads nothing,
+     * the status word included, before the kernel before it has completed */
+    pdl_trigger();
+    pdl_wait();
+    if (threadIdx.x == 0) {
+        const unsigned long long t = atomicAdd(tick, 1ull);
+        s_ok = one_sys && setup_frame(a, 0, s_g, true); /* (while the ticket comes) */
+        s_ticket = (long long)(t & 0xffffffffull);
+        s_ghosts = 0;
+    }
+    __syncthreads();
+    const long long ticket = s_ticket;
+    if (threadIdx.x == 0) { /* (the other warps go on meanwhile) */
+        agg[ticket] = 0;
+        incl[ticket] = 0;
+        __threadfence(); /* the cleared slots, before the count of blocks that cleared */
+        atomicAdd(tick, 1ull << 32);
+    }
+    const int64_t c0 = ticket * a.op_cpb;
+    const int64_t c1 = min(a.n_centers, c0 + a.op_cpb);
+    const int nc = (int)(c1 - c0), S = a.slices, n_items = nc * S;
+    /* the centers' positions in `order`: order[c] == c where the atoms are in system order (one
+     * system, or a batch given system by system), else a sweep of `order` */
+    int miss = 0;
+    for (int i = threadIdx.x; i < nc; i += blockDim.x) {
+        const int64_t c = c0 + i;
+        const bool same = c < a.n_atoms && a.order[c] == c;
+        s_kpos[i] = same ? (int32_t)c : -1;
+        miss |= !same;
+    }
+    if (__syncthreads_or(miss)) {
+        for (int64_t k = threadIdx.x; k < a.n_atoms; k += blockDim.x) {
+            const int64_t c = a.order[k];
+            if (c >= c0 && c < c1) s_kpos[c - c0] = (int32_t)k;
+        }
+        __syncthreads();
+    }
+    /* count: a warp per item, the frame in shared memory (one system: the block's; several: the
+     * warp's current system's) */
+    const geom &g = one_sys ? s_g : s_gw[warp];
+    int64_t gs = one_sys ? 0 : -1;
+    bool gok = one_sys && s_ok;
+    long long ghosts = 0;
+    for (int i = warp; i < n_items; i += nw) { /* warp-uniform */
+        const int ci = i / S, w = i - ci * S;
+        const int64_t k = s_kpos[ci];
+        int64_t count = 0, gh = 0;
+        if (k >= 0) {
+            const int64_t s = system_of(a.sys_start, a.n_systems, k);
+            if (s != gs) {
+                gs = s;
+                gok = warp_frame(a, s, s_gw[warp], s_okw[warp], true);
+            }
+            if (gok) brute_item<false>(a, a.pos, a.order, g, s, c0 + ci, w, S, 0, count, gh);
+        }
+        if (lane == 0) {
+            s_cnt[i] = count;
+            ghosts += gh;
+        }
+    }
+    if (ghosts) atomicAdd(&s_ghosts, (unsigned long long)ghosts);
+    if (threadIdx.x == 0) s_cnt[n_items] = 0;
+    __syncthreads();
+    block_scan_shared(s_cnt, n_items + 1, s_warp); /* s_cnt[n_items]: the block's entries */
+    const long long own = s_cnt[n_items];
+    if (warp == 0) {
+        if (lane == 0) {
+            if (s_ghosts && a.ghost_nhalf)
+                atomicAdd((unsigned long long *)&a.status->n_half, s_ghosts);
+            /* every block with a ticket has cleared its slots */
+            for (;;) {
+                const unsigned long long v = load_shared_word(tick);
+                if ((v >> 32) == (v & 0xffffffffull)) break;
+            }
+            __threadfence(); /* the ghost entries before the sum, the clearing before the reads */
+            atomicAdd(ticket == 0 ? incl : agg + ticket, (unsigned long long)own + 1ull);
+        }
+        __syncwarp();
+        long long excl = 0;
+        /* look-back: a window of 32 blocks below the last one read, lane l at p = top - l; each
+         * published block adds its sum (its own entries) until the nearest one that published
+         * the entries up to itself, which ends the walk; a window with a block before that one
+         * that has not published yet is read again */
+        for (long long top = ticket - 1; top >= 0;) {
+            const long long p = top - lane;
+            unsigned long long vi = 0, va = 0;
+            if (p >= 0) {
+                vi = load_shared_word(incl + p);
+                if (!vi) va = load_shared_word(agg + p);
+            }
+            const unsigned bp = __ballot_sync(NNPOPS__FULL_MASK, vi != 0);
+            const unsigned bx = __ballot_sync(NNPOPS__FULL_MASK, p >= 0 && !vi && !va);
+            const int fp = bp ? __ffs(bp) - 1 : 32;
+            const unsigned upto = fp >= 31 ? 0xffffffffu : (2u << fp) - 1u; /* lanes 0 .. fp */
+            if (bx & upto) continue;
+            const long long v = lane <= fp && p >= 0 ? (long long)((vi ? vi : va) - 1ull) : 0;
+            excl += warp_sum(v);
+            if (fp < 32) break;
+            top -= 32;
+        }
+        if (lane == 0) {
+            __threadfence(); /* what the look-back saw, before this block's total */
+            if (ticket > 0) atomicAdd(incl + ticket, (unsigned long long)(excl + own) + 1ull);
+            s_excl = excl;
+            if (ticket == (long long)gridDim.x - 1) {
+                if (a.start) a.start[a.n_centers] = excl + own;
+                finish_status(a, excl + own);
+            }
+        }
+    }
+    __syncthreads();
+    const long long excl = s_excl;
+    if (a.start)
+        for (int i = threadIdx.x; i < nc; i += blockDim.x) a.start[c0 + i] = excl + s_cnt[i * S];
+    /* write: the same items, from the offsets */
+    for (int i = warp; i < n_items; i += nw) {
+        const int ci = i / S, w = i - ci * S;
+        const int64_t k = s_kpos[ci];
+        if (k < 0) continue;
+        const int64_t s = system_of(a.sys_start, a.n_systems, k);
+        if (s != gs) {
+            gs = s;
+            gok = warp_frame(a, s, s_gw[warp], s_okw[warp], false);
+        }
+        int64_t count = 0, gh = 0;
+        if (gok)
+            brute_item<true>(a, a.pos, a.order, g, s, c0 + ci, w, S, excl + s_cnt[i], count, gh);
+    }
 }
 
 /* ---- the one-block path: positions, order and counts in shared memory, block scan, entries;
@@ -1795,7 +2008,7 @@ __global__ void __launch_bounds__(FAST_EMIT_TB, FAST_EMIT_MIN_BLOCKS *(TB / FAST
 struct nbr_layout {
     size_t counts, offs, scan_tmp, scan_tmp_bytes, g, bbox, atom_bin, atom_sys, atom_rank,
         atom_wrap, bin_count, bin_start, sorted_id, sorted_wrap, sorted_xd, sorted_f4, n_bins_used,
-        fast_ids, total;
+        fast_ids, op_slots, total;
     int64_t n_items, n_bins_bound;
 };
 
@@ -1804,14 +2017,14 @@ bool is_cell(int32_t alg) { return alg == NNPOPS__NBR_CELL || alg == NNPOPS__NBR
 /* A plan's algorithm as the launchers use it (unknown values: the general cell list) and slices. */
 void sanitize(nnpops__nbr_plan &p) {
     if (p.algorithm != NNPOPS__NBR_BRUTE && p.algorithm != NNPOPS__NBR_SMALL &&
-        p.algorithm != NNPOPS__NBR_CELL_FAST)
+        p.algorithm != NNPOPS__NBR_CELL_FAST && p.algorithm != NNPOPS__NBR_ONEPASS)
         p.algorithm = NNPOPS__NBR_CELL;
     if (p.slices < 1) p.slices = 1;
     if (p.slices > 32) p.slices = 32;
 }
 
 /* The layout of a (sanitized) plan; it also serves the algorithm the launcher may fall back to
- * (small -> brute force, fast -> general cell list). */
+ * (small and one pass -> brute force, fast -> general cell list). */
 nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
                      const nnpops__nbr_plan *plan) {
     nbr_layout L;
@@ -1853,6 +2066,11 @@ nbr_layout layout_of(int64_t n_atoms, int64_t n_systems, int64_t n_centers,
         if (plan->algorithm == NNPOPS__NBR_CELL_FAST && fast_codes_fit(n_atoms))
             L.fast_ids = take(sizeof(int32_t) * (size_t)FAST_K * (size_t)n_atoms);
     }
+    if (plan->algorithm == NNPOPS__NBR_ONEPASS) {
+        int64_t cpb, blocks;
+        onepass_shape(n_centers, slices, cpb, blocks);
+        L.op_slots = take(sizeof(unsigned long long) * 2 * (size_t)blocks);
+    }
     L.total = cur;
     return L;
 }
@@ -1893,7 +2111,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     /* the algorithm that runs: the small and fast paths serve center mode only; the small path
      * holds at most SMALL_MAX centers and atoms */
     int32_t alg = plan.algorithm;
-    if (half && alg == NNPOPS__NBR_SMALL) alg = NNPOPS__NBR_BRUTE;
+    if (half && (alg == NNPOPS__NBR_SMALL || alg == NNPOPS__NBR_ONEPASS)) alg = NNPOPS__NBR_BRUTE;
     if (half && alg == NNPOPS__NBR_CELL_FAST) alg = NNPOPS__NBR_CELL;
     if (alg == NNPOPS__NBR_SMALL && (in->n_atoms > SMALL_MAX || n_centers > SMALL_MAX))
         alg = NNPOPS__NBR_BRUTE;
@@ -1920,7 +2138,7 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     a.min_d2 = min_distance > 0 ? min_distance * min_distance : -1.0;
     a.max_images = in->max_images;
     a.half = half;
-    a.slices = alg == NNPOPS__NBR_BRUTE ? plan.slices : 1;
+    a.slices = alg == NNPOPS__NBR_BRUTE || alg == NNPOPS__NBR_ONEPASS ? plan.slices : 1;
     a.fast = alg == NNPOPS__NBR_CELL_FAST;
     a.n_items = n_centers * a.slices;
     a.capacity = capacity;
@@ -1940,7 +2158,8 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
     const bool newflow = !half && alg != NNPOPS__NBR_CELL;
     if (newflow) {
         a.ghost_nhalf = 1;
-        a.lb_scan = alg != NNPOPS__NBR_BRUTE && a.n_items + 1 <= LB_SCAN_MAX;
+        a.lb_scan = (alg == NNPOPS__NBR_SMALL || alg == NNPOPS__NBR_CELL_FAST) &&
+                    a.n_items + 1 <= LB_SCAN_MAX;
         a.prefix_in_write = alg == NNPOPS__NBR_BRUTE && a.n_items <= BRUTE_PREFIX_MAX;
         a.finish_in_write = !a.lb_scan && !a.prefix_in_write;
         if (start && a.slices == 1) a.offs = start; /* the scan writes start[] itself */
@@ -1949,6 +2168,14 @@ nnpops_status run_search(const nnpops__nbr_in *in, int64_t n_centers, int half,
         if (own_stage) a.stage = *stage;
         return launch_chain(small_kernel, dim3(1), dim3(SMALL_TB), 0, st,
                           "neighbor search (one block)", (nbr_args)a);
+    }
+    if (alg == NNPOPS__NBR_ONEPASS) {
+        int64_t cpb, blocks;
+        onepass_shape(a.n_centers, a.slices, cpb, blocks);
+        a.op_cpb = cpb;
+        a.op_slots = (unsigned long long *)(w + L.op_slots);
+        return launch_chain(onepass_kernel, dim3((unsigned)blocks), dim3(OP_TB), 0, st,
+                            "neighbor search (one pass)", (nbr_args)a);
     }
     if (alg == NNPOPS__NBR_BRUTE) {
         const unsigned grid = grid_for(a.n_atoms * a.slices * 32, TB);
@@ -2077,7 +2304,9 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  *              sum_s n_s^2 nimg_s (x3 for systems with images: their tests add the shift term)
  *              <= 2048;
  *   brute      when the largest n_s nimg_s is at most 8192 and the largest n_s^2 nimg_s (x3 with
- *              images) at most 6e6;
+ *              images) at most 6e6, as the one pass (NNPOPS__NBR_ONEPASS: the same tests and
+ *              items in one launch instead of four; the half list, which it does not serve, runs
+ *              as the brute force);
  *   cell       (general) when some periodic axis is thinner than reach (1 + 1e-6) (stencils of
  *              several bins; the margin keeps the device, whose widths may differ by an ulp, on
  *              stencils of at most 2 bins in the fast kernel should it be forced there);
@@ -2140,8 +2369,11 @@ extern "C" void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_star
         plan->algorithm = NNPOPS__NBR_BRUTE;
     else
         plan->algorithm = thin ? NNPOPS__NBR_CELL : NNPOPS__NBR_CELL_FAST;
+    /* the brute force's choice is served in one launch (the launcher runs the half list, which the
+     * one pass does not serve, as the brute force) */
+    if (plan->algorithm == NNPOPS__NBR_BRUTE) plan->algorithm = NNPOPS__NBR_ONEPASS;
     if (force == NNPOPS__NBR_BRUTE || force == NNPOPS__NBR_CELL || force == NNPOPS__NBR_SMALL ||
-        force == NNPOPS__NBR_CELL_FAST)
+        force == NNPOPS__NBR_CELL_FAST || force == NNPOPS__NBR_ONEPASS)
         plan->algorithm = force;
     int sl = (int)ceil(max_cand / PLAN_BRUTE_CAND_PER_WARP);
     const int sl_par = total_n > 0 ? (int)ceil(PLAN_BRUTE_MIN_WARPS / total_n) : 1;
@@ -2158,6 +2390,7 @@ extern "C" const char *nnpops__nbr_cuda_algorithm_name(int32_t algorithm) {
     case NNPOPS__NBR_CELL: return "cell";
     case NNPOPS__NBR_SMALL: return "small";
     case NNPOPS__NBR_CELL_FAST: return "cell-fast";
+    case NNPOPS__NBR_ONEPASS: return "onepass";
     default: return "auto";
     }
 }

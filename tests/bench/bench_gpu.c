@@ -19,7 +19,7 @@
  * the whole search (every kernel, scan and memset it enqueues), timed with CUDA events.  Written:
  * the center lists' pairs (int32) and vectors (float64); distances too (float64, "+dist" after
  * the algorithm) with NNPOPS_BENCH_NBR_DIST=1.  The algorithm column names the plan's choice
- * (small, brute, cell, cell-fast: kernels/cuda/neighbors.cu); NNPOPS_BENCH_NBR_ALG=<name> forces
+ * (small, brute, onepass, cell, cell-fast: kernels/cuda/neighbors.cu); NNPOPS_BENCH_NBR_ALG=<name> forces
  * one.
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
@@ -354,10 +354,10 @@ static void bench_neighbors(int64_t n, FILE *md) {
     uint8_t pbc[3] = {1, 1, 1};
     if (g_nbr_open) pbc[0] = pbc[1] = pbc[2] = 0; /* the same points as an open cluster */
     nnpops__nbr_plan plan;
-    /* NNPOPS_BENCH_NBR_ALG=brute|cell|small|cell-fast forces an algorithm (comparisons) */
+    /* NNPOPS_BENCH_NBR_ALG=brute|cell|small|cell-fast|onepass forces an algorithm (comparisons) */
     int32_t force = NNPOPS__NBR_AUTO;
     const char *fa = getenv("NNPOPS_BENCH_NBR_ALG");
-    for (int32_t k = NNPOPS__NBR_BRUTE; fa && k <= NNPOPS__NBR_CELL_FAST; k++)
+    for (int32_t k = NNPOPS__NBR_BRUTE; fa && k <= NNPOPS__NBR_ONEPASS; k++)
         if (!strcmp(fa, nnpops__nbr_cuda_algorithm_name(k))) force = k;
     nnpops__nbr_cuda_plan(1, ss, cell, pbc, cutoff, force, &plan);
     const int64_t cap = 80 * n;

@@ -16,6 +16,7 @@
 #   the kernels in every ncu run: ncu flushes them by default), PROFILE_NBR_HOT="N|kernel name" the
 #   kernel's hottest instructions by warp stall samples (ncu_hot.py); soak: GPU soak runs of
 #   tests/slow/soak.c.
+#   tnbench: bench_gpu --tensornet (its model made by make_tensornet_bench.py).
 #   nbr: the neighbor list alone at 256 .. 10^6 atoms, then torchmd-net's (NBR_SIZES); tnpeer:
 #   torchmd-net's TensorNet (TNPEER_ARGS).  Both peers come from _carry_gpu/shared/peers/.
 #   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS).
@@ -85,9 +86,15 @@ done
 
 # models: converted from the carried NeuroChem archives, in the background while building
 models=$root/_carry_gpu/models
-if [ ! -f "$models/ani2x.yaml" ] || [ ! -f "$models/ani1x.yaml" ]; then
+# (the models whose archives were carried: the GPU tests of a missing one skip)
+to_convert=
+for m in ani2x ani1x; do
+  [ -f "$models/$m.yaml" ] && continue
+  [ -f "$root/_carry_gpu/neurochem/ani-${m#ani}_8x.tar.xz" ] && to_convert="$to_convert $m"
+done
+if [ -n "$to_convert" ]; then
   (PYTHONPATH=$root/wrappers python3 -m nnpops convert --source "$root/_carry_gpu/neurochem" \
-     --output "$models" ani2x ani1x > "$out/convert.log" 2>&1; echo "convert rc=$?" >> "$out/convert.log") &
+     --output "$models" $to_convert > "$out/convert.log" 2>&1; echo "convert rc=$?" >> "$out/convert.log") &
   conv_pid=$!
 else
   conv_pid=
@@ -119,7 +126,7 @@ build_variant() {
 configure_cuda "$build" "" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 case "$what" in
   *model*|all) targets="";;
-  *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 bench_gpu test_slow_soak";;
+  *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 test_gpu_tensornet test_model_tensornet bench_gpu test_slow_soak";;
 esac
 case "$what" in *cpu*) [ -n "$targets" ] && targets="$targets bench_cpu";; esac
 cmake --build "$build" -j"$(nproc)" $targets \
@@ -181,6 +188,17 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
       done
     done
   done
+fi
+# tnbench: TensorNet on the GPU (bench_gpu --tensornet) with the benchmark model made here
+case "$what" in *tnbench*) run_tnbench=1;; *) run_tnbench=0;; esac
+if [ $run_tnbench = 1 ]; then
+  echo "== bench_gpu --tensornet"
+  python3 "$root/tests/bench/make_tensornet_bench.py" "$models" > "$out/tn-model.log" 2>&1 ||
+    tail -5 "$out/tn-model.log"
+  timeout "${BENCH_TIMEOUT:-300}" "$build/tests/bench_gpu" --tensornet --md "$out/bench-tn.md" \
+    > "$out/bench-tn.log" 2>&1
+  echo "bench rc=$?"
+  cat "$out/bench-tn.log"
 fi
 # nbr: the neighbor list alone (bench_gpu --nbr-only) at the sizes of the peer's benchmark, then
 # the peer (_carry_gpu/shared/peers/neighbors_peer.py: torchmd-net's Triton kernels) on the same GPU

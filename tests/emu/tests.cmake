@@ -105,8 +105,8 @@ endfunction()
 
 set(gpu_src ${PROJECT_SOURCE_DIR}/tests/gpu)
 nnpops_emu_program(plain ops ${gpu_src}/test_gpu_ops.c neighbors_center neighbors_half
-  neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce reduce_step
-  small_gemm sg_tail stage lj lj_model lj_ghost_centers ani_columns)
+  neighbors_overflow neighbors_onepass neighbors_errors center_lists aev dense celu fused reduce
+  reduce_step small_gemm sg_tail stage lj lj_model lj_ghost_centers ani_columns)
 set(emu_model_cases)
 foreach(model ani2x ani1x)
   foreach(prec f64 f32)
@@ -172,7 +172,7 @@ target_compile_options(nnpops_emu_race PUBLIC -fsanitize=thread -g -fno-omit-fra
 target_link_options(nnpops_emu_race PUBLIC -fsanitize=thread)
 
 nnpops_emu_program(race ops ${gpu_src}/test_gpu_ops.c neighbors_center
-  neighbors_half neighbors_overflow neighbors_errors center_lists aev dense celu fused reduce
+  neighbors_half neighbors_overflow neighbors_onepass neighbors_errors center_lists aev dense celu fused reduce
   reduce_step small_gemm sg_tail stage)
 nnpops_emu_program(race model ${gpu_src}/test_gpu_model.c
   "reference ani2x f32" "reference ani1x f64" "cpu_match ani1x f32" batch_f32 ghosts errors fd

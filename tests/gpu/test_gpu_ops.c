@@ -4,7 +4,8 @@
  * GPU.
  *
  *   neighbors_center   center lists against nnpops__center_neighbors_cpu, every algorithm forced
- *                      (small = one block, brute force, general cell list, fast cell list): a
+ *                      (small = one block, brute force, one pass, general cell list, fast cell
+ *                      list): a
  *                      fixed batch (non-periodic cluster, orthorhombic box with atoms outside the
  *                      cell, triclinic box, a cell thinner than the cutoff (images), mixed
  *                      periodicity, an empty system; ghosts; shuffled atom order), random batches
@@ -14,7 +15,13 @@
  *                      (compared as sorted sets), start[], vectors and distances (bitwise on
  *                      x86-64), n_half; with the deterministic option twice, bitwise the same
  *   neighbors_half     the half list (nnpops__neighbors_cuda) against nnpops__neighbors_cpu, every
- *                      plan (small and fast fall back to brute force and the general cell list)
+ *                      plan (small, one pass and fast fall back to brute force and the general
+ *                      cell list)
+ *   neighbors_onepass  the one pass where the plan chooses it: a periodic box of 256 atoms (the
+ *                      benchmark's size) in atom order and shuffled, a batch of molecules and
+ *                      boxes above 256 centers (several centers a block), overflow, and two
+ *                      launches on one work space with different counts (its published sums
+ *                      must not outlive a launch)
  *   neighbors_overflow capacity below the need, every algorithm: flag, total count, n_half,
  *                      complete start[], entries in range; then the retry with the reported total
  *   neighbors_errors   singular cell, too many images, too-close atoms, every algorithm
@@ -540,15 +547,15 @@ static void check_batch(const char *label, const batchset *b, const int *algs, i
     free_dbatch(&d);
 }
 
-static const int all_algs[4] = {NNPOPS__NBR_BRUTE, NNPOPS__NBR_CELL, NNPOPS__NBR_SMALL,
-                                NNPOPS__NBR_CELL_FAST};
+static const int all_algs[5] = {NNPOPS__NBR_BRUTE, NNPOPS__NBR_CELL, NNPOPS__NBR_SMALL,
+                                NNPOPS__NBR_CELL_FAST, NNPOPS__NBR_ONEPASS};
 
 static int case_neighbors_center(void) {
     /* the fixed batch (1,096 atoms: the small path falls back to brute force), every algorithm,
      * also deterministic */
     batchset b = make_batch();
-    check_batch("fixed batch", &b, all_algs, 4, 0);
-    check_batch("fixed batch", &b, all_algs, 4, 1);
+    check_batch("fixed batch", &b, all_algs, 5, 0);
+    check_batch("fixed batch", &b, all_algs, 5, 1);
     free_batch(&b);
     /* random small batches (at most 1024 atoms: the one-block path runs), molecules far from the
      * origin, thin cells */
@@ -559,13 +566,13 @@ static int case_neighbors_center(void) {
          * 1024) */
         const int atoms = (trial < 4 ? 300 : 900) / GPU_OR_EMU(1, 3);
         batchset r = random_batch(atoms, 1 + trial, 0.1, trial % 2, trial >= 6 ? 2e4 : 30);
-        check_batch(label, &r, all_algs, 4, trial == 3);
+        check_batch(label, &r, all_algs, 5, trial == 3);
         free_batch(&r);
     }
     /* tiny molecules (the ANI 13-atom case), one and many systems */
     for (int trial = 0; trial < 2; trial++) {
         batchset r = random_batch(trial ? 13 * 40 : 13, trial ? 40 : 1, 0.05, 0, 0);
-        check_batch(trial ? "40 small molecules" : "one 13-atom molecule", &r, all_algs, 4, 0);
+        check_batch(trial ? "40 small molecules" : "one 13-atom molecule", &r, all_algs, 5, 0);
         free_batch(&r);
     }
     /* larger systems for the cell lists: fast with the last-block scan (< 8192 centers) and with
@@ -630,7 +637,7 @@ static int case_neighbors_center(void) {
     {
         /* (emulated: 3,000 atoms, above the one-block path's 1,024) */
         batchset r = random_batch(GPU_OR_EMU(30000, 3000), 12, 0.1, 1, 1e3);
-        check_batch(GPU_OR_EMU("random batch 30,000", "random batch 3,000"), &r, all_algs, 4, 0);
+        check_batch(GPU_OR_EMU("random batch 30,000", "random batch 3,000"), &r, all_algs, 5, 0);
         free_batch(&r);
     }
     return 0;
@@ -651,8 +658,8 @@ static int case_neighbors_half(void) {
     CHECK_OK(nnpops__neighbors_cpu(&in, &sc, &out));
     ent *ref = gather(out.n_pairs, pairs, shifts, vec, dist);
     printf("half list: CPU %lld pairs\n", (long long)out.n_pairs);
-    /* small and fast plans run as brute force and the general cell list in half mode */
-    for (int k = 0; k < 4; k++) {
+    /* small, one-pass and fast plans run as brute force and the general cell list in half mode */
+    for (int k = 0; k < 5; k++) {
         const int alg = all_algs[k];
         nnpops__nbr_plan plan;
         nnpops__nbr_cuda_plan(b.ns, b.sys_start, b.cells, b.pbc, b.cutoff, alg, &plan);
@@ -725,16 +732,130 @@ static void overflow_one(const char *label, const batchset *b, int alg) {
 
 static int case_neighbors_overflow(void) {
     batchset b = make_batch();
-    for (int k = 0; k < 4; k++) overflow_one("fixed batch", &b, all_algs[k]);
+    for (int k = 0; k < 5; k++) overflow_one("fixed batch", &b, all_algs[k]);
     free_batch(&b);
     batchset r = random_batch(600, 5, 0.1, 1, 30);
-    for (int k = 0; k < 4; k++) overflow_one("random batch", &r, all_algs[k]);
+    for (int k = 0; k < 5; k++) overflow_one("random batch", &r, all_algs[k]);
     free_batch(&r);
     /* above 8192 centers (the scan by cub); emulated at a third of the density */
     batchset big = big_system(GPU_OR_EMU(20000, 8600), GPU_OR_EMU(0.1, 0.033), 0.2, 1);
     CHECK(big.n_centers > 8192);
     overflow_one(GPU_OR_EMU("periodic 20,000", "periodic 8,600"), &big, NNPOPS__NBR_CELL_FAST);
     free_batch(&big);
+    return 0;
+}
+
+/* The batch with its atoms renumbered in system order (order[] the identity, the one pass's fast
+ * way to its centers' systems); the ghosts are the last ids. */
+static void identity_order(batchset *b) {
+    double *x = malloc(sizeof(double) * 3 * (b->n ? b->n : 1));
+    for (int64_t k = 0; k < b->n; k++)
+        for (int d = 0; d < 3; d++) x[3 * k + d] = b->x[3 * b->order[k] + d];
+    for (int64_t k = 0; k < b->n; k++) b->order[k] = (int32_t)k;
+    free(b->x);
+    b->x = x;
+}
+
+/* Two launches of the one pass on one work space (garbage first): the first with a cutoff 1.2
+ * times larger (other counts per block), the second with the batch's own, checked against the
+ * CPU: a block must never take a sum the first launch published. */
+static void onepass_reuse(const char *label, const batchset *b) {
+    dbatch d = upload_batch(b);
+    cl_ref ref = cpu_center_lists(b, 0.0);
+    nnpops__nbr_plan plan;
+    nnpops__nbr_cuda_plan(b->ns, b->sys_start, b->cells, b->pbc, b->cutoff, NNPOPS__NBR_ONEPASS,
+                          &plan);
+    const size_t wb = nnpops__nbr_cuda_work_bytes(b->n, b->ns, b->n_centers, &plan);
+    void *work = dalloc(wb);
+    const int64_t cap = 3 * ref.total + 100;
+    int64_t *dstart = dalloc(sizeof(int64_t) * (b->n_centers + 1));
+    int32_t *dpairs = dalloc(sizeof(int32_t) * 2 * cap), *dshifts = dalloc(sizeof(int32_t) * 3 * cap);
+    double *dvec = dalloc(sizeof(double) * 3 * cap), *ddist = dalloc(sizeof(double) * cap);
+    nnpops__dev_status *dst = dalloc(sizeof(nnpops__dev_status));
+    CUDA_CHECK(cudaMemset(work, 0xa5, wb));
+    int64_t first = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        nnpops__nbr_in in = dev_in(b, &d);
+        if (pass == 0) in.cutoff *= 1.2;
+        CUDA_CHECK(cudaMemset(dst, 0, sizeof(nnpops__dev_status)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        nnpops__center_out out = {cap, dstart, dpairs, dshifts, dvec, ddist, dst};
+        CHECK_OK(nnpops__center_neighbors_cuda(&in, b->n_centers, 0.0, &plan, &out, work, wb,
+                                               g_stream));
+        CUDA_CHECK(cudaStreamSynchronize(g_stream));
+        if (pass == 0) {
+            nnpops__dev_status st;
+            to_host(&st, dst, sizeof st);
+            first = st.n_entries;
+        }
+    }
+    gpu_raw g;
+    to_host(&g.st, dst, sizeof g.st);
+    printf("  %s: %lld entries at 1.2 x the cutoff, then %lld (CPU %lld)\n", label,
+           (long long)first, (long long)g.st.n_entries, (long long)ref.total);
+    CHECK(first > ref.total);
+    g.n = g.st.n_entries < cap && g.st.n_entries > 0 ? g.st.n_entries : 0;
+    g.start = malloc(sizeof(int64_t) * (b->n_centers + 1));
+    g.pairs = malloc(sizeof(int32_t) * 2 * (g.n + 1));
+    g.shifts = malloc(sizeof(int32_t) * 3 * (g.n + 1));
+    g.vec = malloc(sizeof(double) * 3 * (g.n + 1));
+    g.dist = malloc(sizeof(double) * (g.n + 1));
+    to_host(g.start, dstart, sizeof(int64_t) * (b->n_centers + 1));
+    to_host(g.pairs, dpairs, sizeof(int32_t) * 2 * g.n);
+    to_host(g.shifts, dshifts, sizeof(int32_t) * 3 * g.n);
+    to_host(g.vec, dvec, sizeof(double) * 3 * g.n);
+    to_host(g.dist, ddist, sizeof(double) * g.n);
+    char what[128];
+    snprintf(what, sizeof what, "%s, one pass, second launch", label);
+    check_against(what, b, &ref, &g);
+    free_raw(&g);
+    cudaFree(work);
+    cudaFree(dstart);
+    cudaFree(dpairs);
+    cudaFree(dshifts);
+    cudaFree(dvec);
+    cudaFree(ddist);
+    cudaFree(dst);
+    free_ref(&ref);
+    free_dbatch(&d);
+}
+
+/* The inputs where the plan chooses the one pass (its rule: the brute force's; center lists). */
+static int case_neighbors_onepass(void) {
+    const int op[1] = {NNPOPS__NBR_ONEPASS};
+    nnpops__nbr_plan p;
+    /* a periodic box of 256 atoms with about 60 neighbors each (widths 13.7 >= 2 x 5.2: a wide
+     * cell), shuffled and in atom order; 2 % ghosts */
+    batchset box = big_system(256, 0.1, 0.0, 1);
+    nnpops__nbr_cuda_plan(box.ns, box.sys_start, box.cells, box.pbc, box.cutoff, NNPOPS__NBR_AUTO,
+                          &p);
+    CHECK(p.algorithm == NNPOPS__NBR_ONEPASS);
+    check_batch("box of 256, shuffled", &box, op, 1, 0);
+    identity_order(&box);
+    check_batch("box of 256, atom order", &box, op, 1, 1);
+    overflow_one("box of 256", &box, NNPOPS__NBR_ONEPASS);
+    onepass_reuse("box of 256", &box);
+    free_batch(&box);
+    /* a triclinic box (side 14.4, tilted: still at least twice the cutoff wide), ghosts */
+    batchset tri = big_system(300, 0.1, 0.3, 1);
+    nnpops__nbr_cuda_plan(tri.ns, tri.sys_start, tri.cells, tri.pbc, tri.cutoff, NNPOPS__NBR_AUTO,
+                          &p);
+    CHECK(p.algorithm == NNPOPS__NBR_ONEPASS);
+    check_batch("triclinic box", &tri, op, 1, 0);
+    free_batch(&tri);
+    /* a batch of molecules and boxes (thin ones too: images) with 1,200 atoms and ghosts in both
+     * orders: more centers than the one pass's 256 blocks, so blocks of several centers */
+    batchset bat = random_batch(1200, 8, 0.1, 1, 30);
+    nnpops__nbr_cuda_plan(bat.ns, bat.sys_start, bat.cells, bat.pbc, bat.cutoff, NNPOPS__NBR_AUTO,
+                          &p);
+    CHECK(p.algorithm == NNPOPS__NBR_ONEPASS);
+    CHECK(bat.n_centers > 256);
+    check_batch("batch of 8", &bat, op, 1, 0);
+    overflow_one("batch of 8", &bat, NNPOPS__NBR_ONEPASS);
+    identity_order(&bat);
+    check_batch("batch of 8, system order", &bat, op, 1, 0);
+    onepass_reuse("batch of 8", &bat);
+    free_batch(&bat);
     return 0;
 }
 
@@ -769,7 +890,7 @@ static int case_neighbors_errors(void) {
         dbatch d = upload_batch(&b);
         nnpops__nbr_in in = dev_in(&b, &d);
         in.max_images = which == 1 ? 1 : 64;
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 5; k++) {
             const int alg = all_algs[k];
             nnpops__nbr_plan plan;
             nnpops__nbr_cuda_plan(b.ns, b.sys_start, b.cells, b.pbc, b.cutoff, alg, &plan);
@@ -2441,6 +2562,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "neighbors_center")) r = case_neighbors_center();
     else if (!strcmp(c, "neighbors_half")) r = case_neighbors_half();
     else if (!strcmp(c, "neighbors_overflow")) r = case_neighbors_overflow();
+    else if (!strcmp(c, "neighbors_onepass")) r = case_neighbors_onepass();
     else if (!strcmp(c, "reduce_step")) r = case_reduce_step();
     else if (!strcmp(c, "neighbors_errors")) r = case_neighbors_errors();
     else if (!strcmp(c, "center_lists")) r = case_center_lists();

@@ -25,9 +25,9 @@ endfunction()
 
 add_executable(test_gpu_ops ${CMAKE_CURRENT_LIST_DIR}/test_gpu_ops.c)
 nnpops_gpu_internal_program(test_gpu_ops)
-foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_errors center_lists aev
-             dense celu fused reduce reduce_step small_gemm sg_tail stage lj lj_model
-             lj_ghost_centers ani_columns)
+foreach(case neighbors_center neighbors_half neighbors_overflow neighbors_onepass neighbors_errors
+             center_lists aev dense celu fused reduce reduce_step small_gemm sg_tail stage lj
+             lj_model lj_ghost_centers ani_columns)
   add_test(NAME gpu.ops.${case} COMMAND test_gpu_ops ${case})
   set_tests_properties(gpu.ops.${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")

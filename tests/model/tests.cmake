@@ -37,6 +37,13 @@ if(NOT TEST model.tensornet_convert)
   nnpops_py_test(tensornet_reference model tests/model/test_tensornet_reference.py)
 endif()
 
+# ---- nnpops analyze: roundings, models with known stage scales, determinism, ANI-2x and TensorNet
+# smoke runs (pytest; needs the ANI and TensorNet fixtures) ---------------------------------------
+if(NOT TEST model.analyze)
+  nnpops_py_test(analyze model tests/model/test_analyze.py)
+  set_tests_properties(model.analyze PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
+endif()
+
 # ---- TensorNet: the CPU functions (potentials/tensornet/cpu) against torchmd-net's values, finite
 # differences and a periodic replica; the models converted once by the fixture below -------------
 if(NOT TEST model.convert_tensornet)

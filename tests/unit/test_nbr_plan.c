@@ -4,10 +4,10 @@
  * stated there, worked out by hand in each case: a system's candidates per center are its atoms
  * times its image shifts ((2 ceil(cutoff / w_k) + 1) per periodic axis k), or its atoms alone in a
  * wide cell (every periodic width w_k >= 2 reach); its cost is atoms x candidates, x 3 with image
- * shifts, x 3.5 in a wide cell; brute force when the largest candidate count is <= 8192 and the
- * largest cost <= 6e6, the one-block path below a total cost of 2048 (<= 1024 atoms), otherwise
- * the fast cell list (the general one when a periodic width is below the reach).  Built with the
- * CUDA backend only (label unit: no GPU needed).
+ * shifts, x 3.5 in a wide cell; the brute force's tests (in one pass: "onepass") when the largest
+ * candidate count is <= 8192 and the largest cost <= 6e6, the one-block path below a total cost of
+ * 2048 (<= 1024 atoms), otherwise the fast cell list (the general one when a periodic width is
+ * below the reach).  Built with the CUDA backend only (label unit: no GPU needed).
  *
  *   wide_box        256 atoms in the neighbor bench's cube (6.84, cutoff 2.67): brute force, 8 slices
  *   wide_water      648 atoms, cube 18.62, cutoff 5.2 (water 6^3): brute force (27 images would be
@@ -78,7 +78,7 @@ static int expect(const plan_case *pc, int32_t alg) {
 static int case_wide_box(void) {
     const double rho = 0.8, cutoff = cbrt(3.0 * 64 / (4 * 3.14159265358979323846 * rho));
     const plan_case pc = cube(256, cbrt(256 / rho), cutoff);
-    if (expect(&pc, NNPOPS__NBR_BRUTE)) return 1;
+    if (expect(&pc, NNPOPS__NBR_ONEPASS)) return 1;
     /* 256 candidates a center: one slice by the candidates, 2048 warps wanted -> 8, at most
      * ceil(256 / 32) = 8 */
     CHECK(plan_of(&pc, NNPOPS__NBR_AUTO).slices == 8);
@@ -87,7 +87,7 @@ static int case_wide_box(void) {
 
 static int case_wide_water(void) {
     const plan_case pc = cube(648, 6 * 3.104, 5.2);
-    return expect(&pc, NNPOPS__NBR_BRUTE);
+    return expect(&pc, NNPOPS__NBR_ONEPASS);
 }
 
 static int case_wide_large(void) {
@@ -104,14 +104,14 @@ static int case_triclinic_wide(void) {
     plan_case pc = cube(600, 1.0, 5.2);
     const double h[9] = {20, 0, 0, 5, 19, 0, -3, 4, 18};
     memcpy(pc.cells[0], h, sizeof h);
-    return expect(&pc, NNPOPS__NBR_BRUTE);
+    return expect(&pc, NNPOPS__NBR_ONEPASS);
 }
 
 static int case_mixed(void) {
     plan_case pc = cube(500, 15.0, 5.2);
     pc.cells[0][8] = 40.0;
     pc.pbc[0][2] = 0;
-    return expect(&pc, NNPOPS__NBR_BRUTE);
+    return expect(&pc, NNPOPS__NBR_ONEPASS);
 }
 
 static int case_batch(void) {
@@ -126,7 +126,7 @@ static int case_batch(void) {
      * with the 300-atom one the largest cost is 7.3e6 */
     if (expect(&pc, NNPOPS__NBR_CELL_FAST)) return 1;
     pc.ns = 1;
-    return expect(&pc, NNPOPS__NBR_BRUTE);
+    return expect(&pc, NNPOPS__NBR_ONEPASS);
 }
 
 static int case_tiny(void) {
@@ -141,9 +141,9 @@ static int case_tiny(void) {
 static int case_very_thin(void) {
     const plan_case pc = cube(2000, 3.0, 5.2);
     if (expect(&pc, NNPOPS__NBR_CELL)) return 1;
-    const int32_t forced[4] = {NNPOPS__NBR_BRUTE, NNPOPS__NBR_CELL, NNPOPS__NBR_SMALL,
-                               NNPOPS__NBR_CELL_FAST};
-    for (int k = 0; k < 4; k++) CHECK(plan_of(&pc, forced[k]).algorithm == forced[k]);
+    const int32_t forced[5] = {NNPOPS__NBR_BRUTE, NNPOPS__NBR_CELL, NNPOPS__NBR_SMALL,
+                               NNPOPS__NBR_CELL_FAST, NNPOPS__NBR_ONEPASS};
+    for (int k = 0; k < 5; k++) CHECK(plan_of(&pc, forced[k]).algorithm == forced[k]);
     return 0;
 }
 

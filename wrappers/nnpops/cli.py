@@ -6,6 +6,8 @@
                 [--xyz OUT] [--json OUT] [--batch-size K] [--format FMT] [--quiet]
                                                                   energies and forces of every frame
     nnpops info [MODEL]                                           a model's (or the library's) facts
+    nnpops analyze MODEL FILE [--plot OUT.png] [--json OUT.json]  per-stage scales and rounding
+                                                                  errors (docs/analyze.md)
 
 ``eval`` reads the frames of FILE one batch at a time with ``ase.io.iread`` (extxyz with Lattice
 and pbc, xyz, pdb, ...; the file is never held in memory whole), evaluates each batch of K frames
@@ -62,6 +64,11 @@ def _parser():
                    help="frames per library call (default 64)")
     e.add_argument("--format", help="file format for ase.io (default: from the name)")
     e.add_argument("--quiet", action="store_true", help="no per-frame lines, progress or summary")
+    a = sub.add_parser("analyze", help="per-stage value scales of a model over the frames of a "
+                       "structure file, and the energy and force errors of rounding each stage to "
+                       "float32, TF32 or bfloat16 (float64 NumPy, CPU)")
+    from .analyze import add_arguments
+    add_arguments(a)
     i = sub.add_parser("info", help="describe a model (or, without MODEL, the library)")
     i.add_argument("model", metavar="MODEL", nargs="?", help="model name or YAML path")
     i.add_argument("--device", default="auto")
@@ -299,6 +306,9 @@ def main(argv=None):
             return _eval(args, out)
         if args.command == "info":
             return _info(args, out)
+        if args.command == "analyze":
+            from .analyze import run
+            return run(args, out)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
