@@ -10,7 +10,12 @@
  *            per-atom energies / virials into eatom / vatom, ghosts included (LAMMPS
  *            reverse-communicates them when newton is on)
  *
- * Units: metal (eV, angstrom) and real (kcal/mol, angstrom); the library converts once.
+ *   correct  each rank's share of a per-system constant (TensorNet's mean) from
+ *            n_local / (packed atoms) to n_local / N, N = the model's atoms over all ranks
+ *   ensemble the member energies summed over ranks: spread, QBC, pvector, spread_warning
+ *
+ * Units: metal, real and electron through the library's unit options; si, cgs, micro and nano
+ * through the library's angstrom and eV and the plugin's own factors (set_units).
  */
 #include "pair_nnpops.h"
 
@@ -101,7 +106,9 @@ std::string with_atom_ids(const std::string &msg, long long n_packed, TagOf tag_
 
 PairNNPOPS::PairNNPOPS(LAMMPS *lmp) :
     Pair(lmp), device_("cpu"), precision_(NNPOPS_FLOAT64), model_(nullptr), context_(nullptr),
-    cutoff_(0.0), range_(0.0), charge_(0.0), has_charge_(false)
+    cutoff_(0.0), range_(0.0), length_to_lib_(1.0), energy_from_lib_(1.0), spread_warning_(-1.0),
+    ensemble_size_(1), has_constant_(false), energy_std_(0.0), qbc_(0.0), warned_step_(-1),
+    charge_(0.0), has_charge_(false)
 {
   single_enable = 0;
   restartinfo = 0;
@@ -110,7 +117,7 @@ PairNNPOPS::PairNNPOPS(LAMMPS *lmp) :
   no_virial_fdotr_compute = 1;    // the library returns the virial itself
   reinitflag = 0;
 #if NNPOPS_LAMMPS_VERSION >= 20200630
-  centroidstressflag = CENTROID_NOTAVAIL;
+  centroidstressflag = CENTROID_AVAIL;    // from the library's nine per-atom components
 #endif
 }
 
@@ -162,13 +169,14 @@ void PairNNPOPS::settings(int narg, char **arg)
   int precision = NNPOPS_FLOAT64;
   double charge = 0.0;
   bool has_charge = false;
+  double spread_warning = -1.0;
   std::vector<std::pair<std::string, std::string>> options;
 
   if (narg % 2 != 0)
     error->all(FLERR,
                std::string("Illegal pair_style nnpops command: keywords come in pairs "
                            "(device cpu|cuda|cuda:N, precision float32|float64, charge Q, "
-                           "or a context option NAME VALUE)"));
+                           "spread_warning DE, or a context option NAME VALUE)"));
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i], value = arg[i + 1];
     if (key == "device") {
@@ -183,6 +191,13 @@ void PairNNPOPS::settings(int narg, char **arg)
         error->all(FLERR, "Pair style nnpops: charge must be a number (the total charge in "
                           "elementary charges), not '" + value + "'");
       has_charge = true;
+    } else if (key == "spread_warning") {
+      char *end = nullptr;
+      spread_warning = std::strtod(value.c_str(), &end);
+      if (end == value.c_str() || *end != '\0' || !std::isfinite(spread_warning) ||
+          spread_warning < 0.0)
+        error->all(FLERR, "Pair style nnpops: spread_warning must be a number >= 0 (an energy "
+                          "in the units of the units command), not '" + value + "'");
     } else if (key == "precision") {
       if (value == "float32")
         precision = NNPOPS_FLOAT32;
@@ -194,7 +209,7 @@ void PairNNPOPS::settings(int narg, char **arg)
     } else {
       nnpops_option option;
       if (nnpops_option_from_name(key.c_str(), &option) != NNPOPS_OK) {
-        std::string known = "device, precision, charge";
+        std::string known = "device, precision, charge, spread_warning";
         for (int o = 0; o < NNPOPS_OPTION_COUNT_; ++o) {
           const char *name = nnpops_option_name(static_cast<nnpops_option>(o));
           if (name && *name) known += std::string(", ") + name;
@@ -202,8 +217,7 @@ void PairNNPOPS::settings(int narg, char **arg)
         error->all(FLERR, "Pair style nnpops: unknown keyword '" + key + "' (known: " + known + ")");
       }
       if (option == NNPOPS_OPTION_LENGTH_UNIT || option == NNPOPS_OPTION_ENERGY_UNIT)
-        error->all(FLERR, "Pair style nnpops: '" + key +
-                              "' is set from the LAMMPS units command (metal or real)");
+        error->all(FLERR, "Pair style nnpops: '" + key + "' is set from the LAMMPS units command");
       options.emplace_back(key, value);
     }
   }
@@ -214,6 +228,7 @@ void PairNNPOPS::settings(int narg, char **arg)
   options_ = options;
   charge_ = charge;
   has_charge_ = has_charge;
+  spread_warning_ = spread_warning;
   release_model();
   if (allocated) {
     const int n = atom->ntypes;
@@ -268,14 +283,10 @@ void PairNNPOPS::coeff(int narg, char **arg)
   }
 
   const char *unit_style = update->unit_style;
-  int energy_unit;    // NNPOPS_OPTION_ENERGY_UNIT value
-  if (std::strcmp(unit_style, "metal") == 0)
-    energy_unit = 0;    // eV
-  else if (std::strcmp(unit_style, "real") == 0)
-    energy_unit = 1;    // kcal/mol
-  else
-    error->all(FLERR, "Pair style nnpops supports units metal and real only, not '" +
-                          std::string(unit_style) + "'");
+  if (std::strcmp(unit_style, "lj") == 0)
+    error->all(FLERR, std::string("Pair style nnpops does not support units lj (a model has "
+                                  "physical units; use metal, real, electron, si, cgs, micro or "
+                                  "nano)"));
 
   release_model();
   model_arg_ = arg[2];
@@ -288,12 +299,7 @@ void PairNNPOPS::coeff(int narg, char **arg)
   st = nnpops_context_create(model_, &context_);
   if (st != NNPOPS_OK)
     error->all(FLERR, "Pair coeff nnpops: cannot create a context: " + library_message(st));
-  st = nnpops_context_set_option(context_, NNPOPS_OPTION_LENGTH_UNIT, 0.0);    // angstrom
-  if (st == NNPOPS_OK)
-    st = nnpops_context_set_option(context_, NNPOPS_OPTION_ENERGY_UNIT, energy_unit);
-  if (st != NNPOPS_OK)
-    error->all(FLERR, "Pair coeff nnpops: cannot set units " + std::string(unit_style) + ": " +
-                          library_message(st));
+  set_units(unit_style);
   for (const auto &kv : options_) {
     st = nnpops_context_set_option_by_name(context_, kv.first.c_str(), kv.second.c_str());
     if (st != NNPOPS_OK)
@@ -301,8 +307,6 @@ void PairNNPOPS::coeff(int narg, char **arg)
                             library_message(st));
   }
   unit_style_ = unit_style;
-  cutoff_ = nnpops_model_cutoff(model_);
-  range_ = nnpops_model_interaction_range(model_);
 
   // Each element once through the library (one isolated atom): an element the model does not
   // describe is refused here, with the library's own message, instead of at the first step.
@@ -336,6 +340,18 @@ void PairNNPOPS::coeff(int narg, char **arg)
                             "': " + library_message(st));
   }
 
+  measure_system_constant(checked.empty() ? 0 : checked.front());
+
+  // compute pair nnpops: [1] spread, [2] spread / sqrt(N), [3..2+K] member energies (a compute
+  // pair keeps the length it found when it was made: the storage never shrinks).
+  ensemble_size_ = std::max(1, static_cast<int>(nnpops_model_ensemble_size(model_)));
+  nextra = 2 + ensemble_size_;
+  if (pvec_.size() < static_cast<size_t>(nextra)) pvec_.resize(nextra);
+  std::fill(pvec_.begin(), pvec_.end(), 0.0);
+  pvector = pvec_.data();
+  members_.assign(ensemble_size_, 0.0);
+  members_all_.assign(ensemble_size_, 0.0);
+
   type_z_ = type_z;
   int count = 0;
   for (int i = 1; i <= ntypes; ++i)
@@ -349,10 +365,11 @@ void PairNNPOPS::coeff(int narg, char **arg)
   if (comm->me == 0) {
     char line[512];
     std::snprintf(line, sizeof(line),
-                  "nnpops: model %s (%s, %s), %d species, cutoff %.4g A, device %s, %s, "
-                  "units %s, library %s\n",
+                  "nnpops: model %s (%s, %s), %d species, cutoff %.4g A, interaction range "
+                  "%.4g A, device %s, %s, units %s, library %s\n",
                   nnpops_model_name(model_), nnpops_model_type(model_), nnpops_model_path(model_),
-                  (int) nnpops_model_num_species(model_), cutoff_, nnpops_model_device(model_),
+                  (int) nnpops_model_num_species(model_), nnpops_model_cutoff(model_),
+                  nnpops_model_interaction_range(model_), nnpops_model_device(model_),
                   nnpops_model_precision(model_) == NNPOPS_FLOAT32 ? "float32" : "float64",
                   unit_style, nnpops_version_string());
     std::string msg(line);
@@ -364,6 +381,96 @@ void PairNNPOPS::coeff(int narg, char **arg)
     }
     utils::logmesg(lmp, msg);
   }
+}
+
+/* ----------------------------------------------------------------------
+   Units of the context and the plugin's own factors.  The library speaks angstrom, nm, bohr and
+   eV, kcal/mol, kJ/mol, hartree; the other LAMMPS styles go through angstrom and eV.
+------------------------------------------------------------------------- */
+
+void PairNNPOPS::set_units(const char *unit_style)
+{
+  constexpr double kEV = 1.602176634e-19;    // J (exact, SI 2019)
+  struct Style {
+    const char *name;
+    int length_unit, energy_unit;    // the context's options
+    double length_to_lib;            // LAMMPS length -> the context's length unit
+    double energy_from_lib;          // the context's energy -> LAMMPS energy
+  };
+  const Style styles[] = {
+      {"metal", 0, 0, 1.0, 1.0},                // angstrom, eV
+      {"real", 0, 1, 1.0, 1.0},                 // angstrom, kcal/mol
+      {"electron", 2, 3, 1.0, 1.0},             // bohr, hartree
+      {"si", 0, 0, 1.0e10, kEV},                // m, J
+      {"cgs", 0, 0, 1.0e8, kEV / 1.0e-7},       // cm, erg
+      {"micro", 0, 0, 1.0e4, kEV / 1.0e-15},    // um, pg um^2 / us^2
+      {"nano", 0, 0, 10.0, kEV / 1.0e-21},      // nm, ag nm^2 / ns^2
+  };
+  const Style *found = nullptr;
+  for (const Style &u : styles)
+    if (std::strcmp(unit_style, u.name) == 0) found = &u;
+  if (!found)
+    error->all(FLERR, "Pair style nnpops does not support units '" + std::string(unit_style) +
+                          "' (metal, real, electron, si, cgs, micro, nano)");
+  nnpops_status st =
+      nnpops_context_set_option(context_, NNPOPS_OPTION_LENGTH_UNIT, found->length_unit);
+  if (st == NNPOPS_OK)
+    st = nnpops_context_set_option(context_, NNPOPS_OPTION_ENERGY_UNIT, found->energy_unit);
+  if (st != NNPOPS_OK)
+    error->all(FLERR, "Pair coeff nnpops: cannot set units " + std::string(unit_style) + ": " +
+                          library_message(st));
+  length_to_lib_ = found->length_to_lib;
+  energy_from_lib_ = found->energy_from_lib;
+  // The model's lengths are in angstrom; one LAMMPS length unit is this many angstrom.
+  const double angstrom_per_unit =
+      found->length_unit == 2 ? 0.52917721092 : found->length_to_lib;    // the library's bohr
+  cutoff_ = nnpops_model_cutoff(model_) / angstrom_per_unit;
+  range_ = nnpops_model_interaction_range(model_) / angstrom_per_unit;
+}
+
+/* ----------------------------------------------------------------------
+   The model's constant energy per system (TensorNet's `mean`; 0 for ANI and LJ), for the ensemble
+   and each member, in the context's energy unit.  The library shares it evenly over the atoms of
+   a call, ghosts included (docs/model-format.md, 9.4): one isolated atom alone gets e + c, the
+   same atom with one ghost far out of range gets e + c / 2, so c = 2 (E1 - E2).
+------------------------------------------------------------------------- */
+
+void PairNNPOPS::measure_system_constant(int32_t z)
+{
+  const int ens = std::max(1, static_cast<int>(nnpops_model_ensemble_size(model_)));
+  system_constant_.assign(1 + ens, 0.0);
+  has_constant_ = false;
+  if (z <= 0) return;
+  // positions in the context's length unit; the ghost lies far beyond the interaction range
+  const double far = 4.0 * nnpops_model_interaction_range(model_) + 10.0;
+  const double positions[6] = {0.0, 0.0, 0.0, far, 0.0, 0.0};
+  const int32_t numbers[2] = {z, z};
+  double energy[2] = {0.0, 0.0};
+  std::vector<double> members(2 * ens, 0.0);
+  for (int k = 0; k < 2; ++k) {
+    nnpops_inputs in;
+    std::memset(&in, 0, sizeof(in));
+    in.struct_size = sizeof(in);
+    in.n_atoms = 1 + k;
+    in.n_local = 1;
+    in.n_systems = 1;
+    in.atomic_numbers = numbers;
+    in.positions = positions;
+    in.charges = has_charge_ ? &charge_ : nullptr;
+    nnpops_outputs out;
+    std::memset(&out, 0, sizeof(out));
+    out.struct_size = sizeof(out);
+    out.energies = &energy[k];
+    out.member_energies = ens > 1 ? &members[k * ens] : nullptr;
+    const nnpops_status st = nnpops_compute(context_, &in, &out);
+    if (st != NNPOPS_OK)
+      error->all(FLERR, "Pair coeff nnpops: model '" + model_arg_ +
+                            "': evaluating an isolated atom failed: " + library_message(st));
+  }
+  system_constant_[0] = 2.0 * (energy[0] - energy[1]);
+  for (int m = 0; m < ens && ens > 1; ++m)
+    system_constant_[1 + m] = 2.0 * (members[m] - members[ens + m]);
+  for (double c : system_constant_) has_constant_ = has_constant_ || c != 0.0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -379,10 +486,12 @@ void PairNNPOPS::init_style()
     error->all(FLERR, "Pair style nnpops: units changed from " + unit_style_ + " to " +
                           std::string(update->unit_style) + " after pair_coeff");
 
-  // The library finds neighbours itself; LAMMPS expects a list, so ask for a full one.
 #if NNPOPS_LAMMPS_VERSION >= 20220324
-  neighbor->add_request(this, NeighConst::REQ_FULL);
+  // The library finds neighbours itself: no LAMMPS list is requested (a full list out to the
+  // interaction range of a message-passing model would hold thousands of pairs per atom for
+  // nothing).  The ghost shell follows the pair cutoff (init_one) all the same.
 #else
+  // This LAMMPS generation expects a list: ask for a full one (unused).
   const int irequest = neighbor->request(this, instance_me);
   neighbor->requests[irequest]->half = 0;
   neighbor->requests[irequest]->full = 1;
@@ -419,6 +528,13 @@ void PairNNPOPS::compute(int eflag, int vflag)
   const int *const type = atom->type;
   double **const x = atom->x;
   double **const f = atom->f;
+  const int ens = ensemble_size_;
+  const bool want_members = ens > 1;
+#if NNPOPS_LAMMPS_VERSION >= 20200630
+  const bool want_centroid = cvflag_atom != 0;
+#else
+  const bool want_centroid = false;
+#endif
 
   // Pack the atoms nnpops handles: local ones first (LAMMPS stores local before ghost).
   index_.clear();
@@ -431,84 +547,173 @@ void PairNNPOPS::compute(int eflag, int vflag)
     if (i < nlocal) ++n_local;
     index_.push_back(i);
     numbers_.push_back(z);
-    positions_.push_back(x[i][0]);
-    positions_.push_back(x[i][1]);
-    positions_.push_back(x[i][2]);
+    positions_.push_back(x[i][0] * length_to_lib_);
+    positions_.push_back(x[i][1] * length_to_lib_);
+    positions_.push_back(x[i][2] * length_to_lib_);
   }
-  // No local atom here: no energy, and nothing acts on the ghosts either.
-  if (n_local == 0) return;
-
   const int64_t n = static_cast<int64_t>(index_.size());
-  if (forces_.size() < static_cast<size_t>(3 * n)) forces_.resize(3 * n);
-  if (eflag_atom && atom_energy_.size() < static_cast<size_t>(n)) atom_energy_.resize(n);
-  if (vflag_atom && atom_virial_.size() < static_cast<size_t>(9 * n)) atom_virial_.resize(9 * n);
+
+  // The model's atoms over all ranks: the per-system constant's share and the QBC's sqrt(N).
+  double n_total = static_cast<double>(n_local);
+  if (has_constant_ || want_members) {
+    const double mine = static_cast<double>(n_local);
+    MPI_Allreduce(&mine, &n_total, 1, MPI_DOUBLE, MPI_SUM, world);
+  }
 
   double energy = 0.0;
   double w[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  std::fill(members_.begin(), members_.end(), 0.0);
 
-  nnpops_inputs in;
-  std::memset(&in, 0, sizeof(in));
-  in.struct_size = sizeof(in);
-  in.n_atoms = n;
-  in.n_local = n_local;
-  in.n_systems = 1;
-  in.atomic_numbers = numbers_.data();
-  in.positions = positions_.data();
-  in.batch = nullptr;
-  in.cells = nullptr;    // no periodicity: the ghosts are the images
-  in.pbc = nullptr;
-  in.charges = has_charge_ ? &charge_ : nullptr;    // the whole system's total charge
+  // No local atom here: no energy, and nothing acts on the ghosts either (the ensemble's sums
+  // below still need this rank).
+  if (n_local > 0) {
+    if (forces_.size() < static_cast<size_t>(3 * n)) forces_.resize(3 * n);
+    if (eflag_atom && atom_energy_.size() < static_cast<size_t>(n)) atom_energy_.resize(n);
+    if ((vflag_atom || want_centroid) && atom_virial_.size() < static_cast<size_t>(9 * n))
+      atom_virial_.resize(9 * n);
 
-  nnpops_outputs out;
-  std::memset(&out, 0, sizeof(out));
-  out.struct_size = sizeof(out);
-  out.energies = &energy;
-  out.forces = forces_.data();
-  out.virials = vflag_global ? w : nullptr;
-  out.atomic_energies = eflag_atom ? atom_energy_.data() : nullptr;
-  out.atomic_virials = vflag_atom ? atom_virial_.data() : nullptr;
+    nnpops_inputs in;
+    std::memset(&in, 0, sizeof(in));
+    in.struct_size = sizeof(in);
+    in.n_atoms = n;
+    in.n_local = n_local;
+    in.n_systems = 1;
+    in.atomic_numbers = numbers_.data();
+    in.positions = positions_.data();
+    in.batch = nullptr;
+    in.cells = nullptr;    // no periodicity: the ghosts are the images
+    in.pbc = nullptr;
+    in.charges = has_charge_ ? &charge_ : nullptr;    // the whole system's total charge
 
-  const nnpops_status st = nnpops_compute(context_, &in, &out);
-  if (st != NNPOPS_OK) {
-    std::string detail = library_message(st);
-    if (atom->tag_enable && atom->tag)
-      detail = with_atom_ids(detail, static_cast<long long>(n), [this](long long p) {
-        return static_cast<long long>(atom->tag[index_[p]]);
-      });
-    error->one(FLERR, "Pair nnpops: compute failed on rank " + std::to_string(comm->me) + " (" +
-                          std::to_string(n_local) + " local, " + std::to_string(n - n_local) +
-                          " ghost atoms): " + detail);
-  }
+    nnpops_outputs out;
+    std::memset(&out, 0, sizeof(out));
+    out.struct_size = sizeof(out);
+    out.energies = &energy;
+    out.forces = forces_.data();
+    out.virials = vflag_global ? w : nullptr;
+    out.atomic_energies = eflag_atom ? atom_energy_.data() : nullptr;
+    out.atomic_virials = (vflag_atom || want_centroid) ? atom_virial_.data() : nullptr;
+    out.member_energies = want_members ? members_.data() : nullptr;
 
-  for (int64_t p = 0; p < n; ++p) {
-    double *fi = f[index_[p]];
-    fi[0] += forces_[3 * p + 0];
-    fi[1] += forces_[3 * p + 1];
-    fi[2] += forces_[3 * p + 2];
-  }
-  if (eflag_global) eng_vdwl += energy;
-  if (vflag_global) {
-    // row-major 3x3 -> LAMMPS Voigt order xx yy zz xy xz yz
-    virial[0] += w[0];
-    virial[1] += w[4];
-    virial[2] += w[8];
-    virial[3] += w[1];
-    virial[4] += w[2];
-    virial[5] += w[5];
-  }
-  if (eflag_atom)
-    for (int64_t p = 0; p < n; ++p) eatom[index_[p]] += atom_energy_[p];
-  if (vflag_atom)
-    for (int64_t p = 0; p < n; ++p) {
-      const double *v = &atom_virial_[9 * p];
-      double *va = vatom[index_[p]];
-      va[0] += v[0];
-      va[1] += v[4];
-      va[2] += v[8];
-      va[3] += v[1];
-      va[4] += v[2];
-      va[5] += v[5];
+    const nnpops_status st = nnpops_compute(context_, &in, &out);
+    if (st != NNPOPS_OK) {
+      std::string detail = library_message(st);
+      if (atom->tag_enable && atom->tag)
+        detail = with_atom_ids(detail, static_cast<long long>(n), [this](long long p) {
+          return static_cast<long long>(atom->tag[index_[p]]);
+        });
+      error->one(FLERR, "Pair nnpops: compute failed on rank " + std::to_string(comm->me) + " (" +
+                            std::to_string(n_local) + " local, " + std::to_string(n - n_local) +
+                            " ghost atoms): " + detail);
     }
+
+    // The library gave each local atom constant / n; its share is constant / N.
+    const double share = has_constant_ ? 1.0 / n_total - 1.0 / static_cast<double>(n) : 0.0;
+    if (has_constant_) {
+      energy += system_constant_[0] * share * static_cast<double>(n_local);
+      for (int m = 0; m < ens && want_members; ++m)
+        members_[m] += system_constant_[1 + m] * share * static_cast<double>(n_local);
+    }
+
+    const double ef = energy_from_lib_, ff = energy_from_lib_ * length_to_lib_;
+    for (int64_t p = 0; p < n; ++p) {
+      double *fi = f[index_[p]];
+      fi[0] += ff * forces_[3 * p + 0];
+      fi[1] += ff * forces_[3 * p + 1];
+      fi[2] += ff * forces_[3 * p + 2];
+    }
+    if (eflag_global) eng_vdwl += ef * energy;
+    if (vflag_global) {
+      // row-major 3x3 (row: position, column: force) -> LAMMPS Voigt order xx yy zz xy xz yz
+      virial[0] += ef * w[0];
+      virial[1] += ef * w[4];
+      virial[2] += ef * w[8];
+      virial[3] += ef * w[1];
+      virial[4] += ef * w[2];
+      virial[5] += ef * w[5];
+    }
+    if (eflag_atom)
+      for (int64_t p = 0; p < n; ++p) {
+        const double constant = p < n_local ? system_constant_[0] * share : 0.0;
+        eatom[index_[p]] += ef * (atom_energy_[p] + constant);
+      }
+    if (vflag_atom)
+      for (int64_t p = 0; p < n; ++p) {
+        const double *v = &atom_virial_[9 * p];
+        double *va = vatom[index_[p]];
+        va[0] += ef * v[0];
+        va[1] += ef * v[4];
+        va[2] += ef * v[8];
+        va[3] += ef * v[1];
+        va[4] += ef * v[2];
+        va[5] += ef * v[5];
+      }
+#if NNPOPS_LAMMPS_VERSION >= 20200630
+    if (want_centroid)
+      // LAMMPS's order: xx yy zz xy xz yz yx zx zy (first index: position, second: force)
+      for (int64_t p = 0; p < n; ++p) {
+        const double *v = &atom_virial_[9 * p];
+        double *cv = cvatom[index_[p]];
+        static const int from[9] = {0, 4, 8, 1, 2, 5, 3, 6, 7};
+        for (int k = 0; k < 9; ++k) cv[k] += ef * v[from[k]];
+      }
+#endif
+  }
+
+  if (want_members) {
+    ensemble_spread(n_total);
+  } else {
+    // one member: no spread, and its energy is the model's (this rank's share; compute pair sums)
+    pvec_[2] = energy_from_lib_ * energy;
+  }
+}
+
+/* ----------------------------------------------------------------------
+   The members' system energies summed over ranks: the spread (standard deviation, ddof 1),
+   QBC = spread / sqrt(N), pvector, and the spread_warning check
+------------------------------------------------------------------------- */
+
+void PairNNPOPS::ensemble_spread(double n_total)
+{
+  const int ens = ensemble_size_;
+  for (int m = 0; m < ens; ++m) members_[m] *= energy_from_lib_;
+  MPI_Allreduce(members_.data(), members_all_.data(), ens, MPI_DOUBLE, MPI_SUM, world);
+  double mean = 0.0;
+  for (int m = 0; m < ens; ++m) mean += members_all_[m];
+  mean /= ens;
+  double sq = 0.0;
+  for (int m = 0; m < ens; ++m) sq += (members_all_[m] - mean) * (members_all_[m] - mean);
+  energy_std_ = std::sqrt(sq / (ens - 1));
+  qbc_ = n_total > 0.0 ? energy_std_ / std::sqrt(n_total) : 0.0;
+
+  // compute pair sums pvector over the ranks: the spread on rank 0, each rank's member shares
+  pvec_[0] = comm->me == 0 ? energy_std_ : 0.0;
+  pvec_[1] = comm->me == 0 ? qbc_ : 0.0;
+  for (int m = 0; m < ens; ++m) pvec_[2 + m] = members_[m];
+
+  // at most once per step (a minimizer's line search evaluates a step several times)
+  if (spread_warning_ >= 0.0 && energy_std_ > spread_warning_ && comm->me == 0 &&
+      update->ntimestep != warned_step_) {
+    warned_step_ = update->ntimestep;
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "Pair nnpops: step " BIGINT_FORMAT ": ensemble energy spread %.6g exceeds "
+                  "spread_warning %.6g (QBC %.6g per sqrt(atom), %d members)",
+                  update->ntimestep, energy_std_, spread_warning_, qbc_, ens);
+    error->warning(FLERR, std::string(line));
+  }
+}
+
+/* ----------------------------------------------------------------------
+   extract: "nnpops/energy_std", "nnpops/qbc" (dimension 0, the last step's values)
+------------------------------------------------------------------------- */
+
+void *PairNNPOPS::extract(const char *name, int &dim)
+{
+  dim = 0;
+  if (std::strcmp(name, "nnpops/energy_std") == 0) return static_cast<void *>(&energy_std_);
+  if (std::strcmp(name, "nnpops/qbc") == 0) return static_cast<void *>(&qbc_);
+  return nullptr;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -518,7 +723,7 @@ double PairNNPOPS::memory_usage()
   double bytes = Pair::memory_usage();
   bytes += index_.capacity() * sizeof(int) + numbers_.capacity() * sizeof(int32_t);
   bytes += (positions_.capacity() + forces_.capacity() + atom_energy_.capacity() +
-            atom_virial_.capacity()) *
+            atom_virial_.capacity() + members_.capacity() + members_all_.capacity()) *
       sizeof(double);
   return bytes;
 }

@@ -1,15 +1,36 @@
-/* pair_nnpops.h - LAMMPS pair style "nnpops": ANI (and LJ) potentials evaluated by libnnpops.
+/* pair_nnpops.h - LAMMPS pair style "nnpops": ANI, TensorNet (and LJ) potentials evaluated by
+ * libnnpops.
  *
  * A thin layer over the C API of core/include/nnpops/nnpops.h.  Each step hands the library the
  * local and ghost atoms whose type maps to an element, with no periodicity (the ghosts are the
- * periodic images); the library searches neighbours itself, returns the energy of the local atoms,
+ * periodic images); the library searches neighbours itself (ghost centres and ghost-ghost pairs
+ * included where a message-passing model needs them), returns the energy of the local atoms,
  * forces on local and ghost atoms (LAMMPS folds the ghost forces back, newton_pair on), the virial
- * and per-atom terms.  The LAMMPS neighbour list is requested only because LAMMPS expects one.
+ * and per-atom terms.  The ghost shell is the model's interaction range
+ * (nnpops_model_interaction_range: the cutoff for ANI, (layers + 1) x cutoff for TensorNet).
  *
- *   pair_style nnpops [device cpu|cuda|cuda:N] [precision float32|float64] [NAME VALUE ...]
+ *   pair_style nnpops [device cpu|cuda|cuda:N] [precision float32|float64] [charge Q]
+ *                     [spread_warning DE] [NAME VALUE ...]
  *   pair_coeff * * MODEL El1 El2 ... (one element symbol or NULL per atom type)
  *
  * NAME VALUE: any context option of the library by name (cuda_graphs on, min_distance 0.05, ...).
+ * spread_warning DE: a LAMMPS warning (rank 0, at most once per step) when the ensemble's energy
+ * spread (the standard deviation of the members' energies, ddof 1) exceeds DE (energy units).
+ *
+ * Per-system constants.  A model's energy may hold a constant per system (TensorNet's `mean`); the
+ * library shares it over the atoms of a call, ghosts included, so a rank's local energy holds
+ * mean x n_local / (n_local + n_ghost).  The plugin measures the constant once (pair_coeff) and
+ * moves each rank's share to mean x n_local / N (N: the model's atoms over all ranks), so that the
+ * ranks add it up once.
+ *
+ * Ensembles.  compute pair nnpops gives a vector: [1] the energy spread (standard deviation of
+ * the members' system energies, ddof 1, as torchani's QBC), [2] that spread / sqrt(N), [3..2+K]
+ * the K members' system energies.  extract("nnpops/energy_std") and extract("nnpops/qbc") (pair
+ * extract, dimension 0) give [1] and [2] of the last step on every rank.
+ *
+ * Units: every LAMMPS unit style but lj.  metal, real and electron are the library's own units;
+ * si, cgs, micro and nano are converted by the plugin from angstrom and eV (1 eV =
+ * 1.602176634e-19 J).
  *
  * NNPOPS_LAMMPS_VERSION (yyyymmdd) selects between API generations of LAMMPS; the build derives it
  * from the LAMMPS_VERSION string of the host tree's version.h (plugin/lammps_version.cmake).
@@ -44,6 +65,7 @@ class PairNNPOPS : public Pair {
   double init_one(int, int) override;
   void setup() override;
   double memory_usage() override;
+  void *extract(const char *, int &) override;
 
  private:
   // pair_style settings
@@ -56,8 +78,18 @@ class PairNNPOPS : public Pair {
   nnpops_context *context_;
   std::string model_arg_;
   std::string unit_style_;    // LAMMPS unit style the context was set up for
-  double cutoff_;             // angstrom (metal and real both use angstrom)
-  double range_;              // the model's interaction range (angstrom): the ghost shell
+  double cutoff_;             // the model's cutoff (LAMMPS length units)
+  double range_;              // the model's interaction range (LAMMPS length units): ghost shell
+  double length_to_lib_;      // LAMMPS length -> the context's length unit
+  double energy_from_lib_;    // the context's energy unit -> LAMMPS energy
+  double spread_warning_;     // pair_style spread_warning (LAMMPS energy), < 0 = none
+  int ensemble_size_;         // K
+  std::vector<double> system_constant_;    // [1 + K] per-system constant: ensemble, members
+  bool has_constant_;                      // any of them nonzero
+  double energy_std_;         // the last step's energy spread (LAMMPS energy), every rank
+  double qbc_;                // energy_std_ / sqrt(N)
+  bigint warned_step_;        // the last step spread_warning warned on (rank 0)
+  std::vector<double> pvec_;  // pvector storage [2 + K]
   double charge_;             // pair_style keyword charge: the total charge (elementary charges)
   bool has_charge_;           // charge given (else neutral: no charges passed)
   std::vector<int> type_z_;   // [ntypes+1] atomic number per type, 0 = NULL (not ours)
@@ -69,10 +101,15 @@ class PairNNPOPS : public Pair {
   std::vector<double> forces_;       // [n][3]
   std::vector<double> atom_energy_;  // [n]
   std::vector<double> atom_virial_;  // [n][9]
+  std::vector<double> members_;      // [K] this rank's member energies
+  std::vector<double> members_all_;  // [K] summed over ranks
 
   void allocate();
   void release_model();
   std::string resolve_device();
+  void set_units(const char *unit_style);
+  void measure_system_constant(int32_t z);
+  void ensemble_spread(double n_total);
 };
 
 }    // namespace LAMMPS_NS

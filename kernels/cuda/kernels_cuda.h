@@ -72,8 +72,8 @@ typedef struct nnpops__nbr_plan {
     int32_t slices;     /* brute force and one pass: warps per center (1..32) */
     int32_t deterministic; /* 1: the atoms of each cell-list bin are put in atom order after
                             * placing, so the entries of a center come in the same order on every
-                            * run (brute force and the small path always do); set by the caller,
-                            * not by the plan */
+                            * run (brute force, the one pass and the small path always do); set
+                            * by the caller, not by the plan */
 } nnpops__nbr_plan;
 void nnpops__nbr_cuda_plan(int64_t n_systems, const int64_t *sys_start_host,
                            const double *cells_host, const uint8_t *pbc_host, double cutoff,
@@ -129,7 +129,7 @@ nnpops_status nnpops__center_lists_cuda(int64_t n_centers, int64_t n_pairs, cons
                                         void *stream);
 
 
-/* ---- dense layers, CELU and the fused network ops (mlp.cu) ----------------------------------- *
+/* ---- dense layers, CELU and the fused activation steps (mlp.cu) ------------------------------ *
  * Twins of kernels.h (dense_forward/backward through cuBLAS in plain FP32 / FP64 compute,
  * CUBLAS_COMPUTE_32F / _64F, never TF32) and of kernels/cpu/fused.h. */
 nnpops_status nnpops__dense_forward_cuda_f32(int64_t n, int64_t in, int64_t out, const float *W,
@@ -155,8 +155,7 @@ nnpops_status nnpops__celu_backward_cuda_f32(int64_t n, int64_t width, double al
 nnpops_status nnpops__celu_backward_cuda_f64(int64_t n, int64_t width, double alpha,
                                              const double *Z, int64_t ldz, const double *dA,
                                              int64_t ldda, double *dZ, int64_t lddz, void *stream);
-/* fused.h twins.  nnpops__ani_output_cuda_* ADDS each member's share to args->atom_energy with
- * atomics (the buffer must be zero on entry; the CPU twin writes it). */
+/* fused.h twins. */
 nnpops_status nnpops__bias_celu_cuda_f32(int64_t n, int64_t width, double alpha, const float *b,
                                          float *Z, int64_t ldz, void *stream);
 nnpops_status nnpops__bias_celu_cuda_f64(int64_t n, int64_t width, double alpha, const double *b,
@@ -167,30 +166,6 @@ nnpops_status nnpops__celu_backward_act_cuda_f32(int64_t n, int64_t width, doubl
 nnpops_status nnpops__celu_backward_act_cuda_f64(int64_t n, int64_t width, double alpha,
                                                  const double *dA, int64_t ldda, double *A,
                                                  int64_t lda, void *stream);
-nnpops_status nnpops__ani_output_cuda_f32(const nnpops__ani_output_args *args, const float *w,
-                                          const float *b, float *A, void *stream);
-nnpops_status nnpops__ani_output_cuda_f64(const nnpops__ani_output_args *args, const double *w,
-                                          const double *b, double *A, void *stream);
-
-/* Twin of nnpops__small_gemm_cpu_f32 (fused.h): a group of small-n float32 GEMMs with fused
- * epilogues, plain FP32 FMA (no cuBLAS, no tensor cores), ONE launch per kind (trans 0, trans 1)
- * and NNPOPS__SG_PER_LAUNCH problems: each output is summed within one block, in a fixed order
- * (deterministic, no second pass; a k split's slices are summed by separate blocks into their
- * own copies of C, a slice per block).  Only the n real columns are computed (chunks of 8 or 16).
- * NNPOPS__SG_BIAS_CELU_OUT adds each block's part of the output layer's energies with atomics
- * (the entry's atom and member energies zero on entry; not deterministic: refused with
- * out.deterministic set).
- * work / work_bytes are unused (nnpops__small_gemm_work_bytes is 0; NULL is fine).  Used by the
- * ANI networks of species with at most NNPOPS__SG_MAX_COLS atoms (potentials/ani/ani_cuda.c). */
-nnpops_status nnpops__small_gemm_cuda_f32(const nnpops__sg_group *g, void *work,
-                                          size_t work_bytes, void *stream);
-/* The output layers of `count` networks in one launch (per NNPOPS__SG_PER_LAUNCH entries and per
- * kind: entries with args[q].deterministic run the one-thread-per-column kernel): entry q is
- * nnpops__ani_output_cuda_f32(&args[q], w[q], b[q], A[q]), with its atomics / determinism. */
-nnpops_status nnpops__ani_output_group_cuda_f32(int32_t count, const nnpops__ani_output_args *args,
-                                                const float *const *w, const float *const *b,
-                                                float *const *A, void *stream);
-
 /* C = op(A) op(B) (+ beta C) over `batch` strided problems, column-major (cuBLAS conventions),
  * precision NNPOPS_FLOAT32 (CUBLAS_COMPUTE_32F), NNPOPS_FLOAT64 (CUBLAS_COMPUTE_64F) or
  * NNPOPS__GEMM_FAST_TF32 (float32 data, CUBLAS_COMPUTE_32F_FAST_TF32: the tensor cores, inputs

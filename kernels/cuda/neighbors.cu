@@ -49,9 +49,12 @@
  *                takes a ticket, owns the center ids [ticket cpb, (ticket + 1) cpb) (cpb: centers
  *                / 256 rounded up, at most 1024 items a block), counts its items a warp per item
  *                into shared memory, scans them, takes the entries before it from the blocks with
- *                smaller tickets (see "Launches"), writes start[] and then its entries.  The
- *                center's position in `order` (its system) is order[c] == c in atom order,
- *                otherwise the block finds its centers in one sweep of `order`.
+ *                smaller tickets (see "Launches"), writes start[] and then its entries: from the
+ *                accepted candidates its count pass recorded in shared memory (id and shift; the
+ *                vector from the original positions, the same expression), or for an item whose
+ *                record did not fit, by its tests again.  The center's position in `order` (its
+ *                system) is order[c] == c in atom order, otherwise the block finds its centers
+ *                in one sweep of `order`.
  *   cell list:   per system, bins along the three fractional axes at least `reach` (cutoff plus a
  *                rounding margin) thick (periodic axes span [0, 1), non-periodic axes the atoms'
  *                range, found with a min/max reduction); at most 2 n_s + 27 bins per system
@@ -697,15 +700,35 @@ __device__ __forceinline__ void finish_center(const nbr_args &a, emit_state &es,
  * within cutoff (1 + 1e-9) plus a bound of its rounding (mj below).  Count pass: count and ghost
  * entries (warp-uniform); write pass: entries from `base`.  g: the (valid) frame of system s.
  * A system without periodic axes has one image, and the exact test alone. ---- */
+/* The one pass's record of an item's accepted candidates in its count pass, in the order the write
+ * pass would write them: codes[q] = {j, shift (10 bits a component, +512)} for entry q < cap;
+ * bad (per lane): an entry past cap or a shift component outside [-512, 512). */
+struct brute_rec {
+    int2 *codes;
+    int cap, bad;
+};
+__host__ __device__ constexpr bool rec_shift_fits(int s0, int s1, int s2) {
+    return s0 >= -512 && s0 < 512 && s1 >= -512 && s1 < 512 && s2 >= -512 && s2 < 512;
+}
+
 /* One test of a warp's lanes (acc: accepted): the count pass counts the entries and those whose
- * neighbor is a ghost (warp-uniform), the write pass writes them from e on. */
-template <bool WRITE>
+ * neighbor is a ghost (warp-uniform), with REC recording them in rec; the write pass writes them
+ * from e on. */
+template <bool WRITE, bool REC = false>
 __device__ __forceinline__ void brute_emit(const nbr_args &a, bool acc, int64_t c, int64_t j,
                                            int s0, int s1, int s2, const double r[3], double d2,
-                                           int64_t &e, int64_t &count, int64_t &ghosts) {
+                                           int64_t &e, int64_t &count, int64_t &ghosts,
+                                           brute_rec &rec) {
     const int lane = threadIdx.x & 31;
     const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, acc);
     if (!WRITE) {
+        if (REC && acc) {
+            const int64_t q = count + __popc(b & ((1u << lane) - 1u));
+            if (q < rec.cap && rec_shift_fits(s0, s1, s2))
+                rec.codes[q] = make_int2((int32_t)j, (s0 + 512) | (s1 + 512) << 10 | (s2 + 512) << 20);
+            else
+                rec.bad = 1;
+        }
         count += __popc(b);
         ghosts += __popc(__ballot_sync(NNPOPS__FULL_MASK, acc && j >= a.n_centers));
     } else {
@@ -718,10 +741,10 @@ __device__ __forceinline__ void brute_emit(const nbr_args &a, bool acc, int64_t 
     }
 }
 
-template <bool WRITE>
+template <bool WRITE, bool REC = false>
 __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *order, const geom &g,
                            int64_t s, int64_t c, int w, int slices, int64_t base, int64_t &count,
-                           int64_t &ghosts) {
+                           int64_t &ghosts, brute_rec &rec) {
     const int lane = threadIdx.x & 31;
     count = 0;
     ghosts = 0;
@@ -745,7 +768,7 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
                 pair_vector(g.h, xc, xj, 0, 0, 0, r, d2);
                 acc = j != c && d2 < a.cut2 && keep_pair(a, c, j, 0, 0, 0);
             }
-            brute_emit<WRITE>(a, acc, c, j, 0, 0, 0, r, d2, e, count, ghosts);
+            brute_emit<WRITE, REC>(a, acc, c, j, 0, 0, 0, r, d2, e, count, ghosts, rec);
         }
         return;
     }
@@ -785,7 +808,7 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
                     acc = d2 < a.cut2 && keep_pair(a, c, j, sh[0], sh[1], sh[2]);
                 }
             }
-            brute_emit<WRITE>(a, acc, c, j, sh[0], sh[1], sh[2], r, d2, e, count, ghosts);
+            brute_emit<WRITE, REC>(a, acc, c, j, sh[0], sh[1], sh[2], r, d2, e, count, ghosts, rec);
         }
         return;
     }
@@ -834,7 +857,7 @@ __device__ void brute_item(const nbr_args &a, const double *pos, const int32_t *
                         acc = d2 < a.cut2 && keep_pair(a, c, j, s0, s1, s2);
                     }
                     for (int d = 0; d < 3; d++) v[d] = dadd(v[d], g.h[6 + d]);
-                    brute_emit<WRITE>(a, acc, c, j, s0, s1, s2, r, d2, e, count, ghosts);
+                    brute_emit<WRITE, REC>(a, acc, c, j, s0, s1, s2, r, d2, e, count, ghosts, rec);
                 }
             }
         }
@@ -900,7 +923,9 @@ __global__ void __launch_bounds__(TB, BRUTE_MIN_BLOCKS) brute_kernel(const nbr_a
             }
             const int64_t off = WRITE ? item_offset(a, slot) : 0;
             if (WRITE && a.prefix_in_write && w == 0 && lane == 0 && a.start) a.start[c] = off;
-            if (ok) brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices, off, count, gh);
+            brute_rec none = {nullptr, 0, 0};
+            if (ok)
+                brute_item<WRITE>(a, a.pos, a.order, *gp, s, c, w, a.slices, off, count, gh, none);
             if (!WRITE && lane == 0) {
                 a.counts[slot] = count;
                 ghosts = gh;
@@ -924,9 +949,12 @@ __global__ void __launch_bounds__(TB, BRUTE_MIN_BLOCKS) brute_kernel(const nbr_a
  * tickets, which have started: no deadlock whatever the order or number of resident blocks.  The
  * last ticket's block writes start[n_centers] and the status (n_entries over the ticket word,
  * n_half from the ghost entries the blocks added to status->n_half), once every block has
- * published (its look-back has seen them all), so no block still reads the ticket word. ---- */
+ * published (its look-back has seen them all), so no block still reads the ticket word.  The
+ * write pass takes its items' entries from what the count pass recorded (brute_rec) where the
+ * record is complete. ---- */
 const int OP_TB = 256;            /* threads per block */
 const int OP_ITEMS = 1024;        /* items (center, slice) a block counts: shared memory */
+const int OP_CODES = 2048;        /* accepted candidates a block records between its passes */
 const int64_t OP_BLOCKS = 256;    /* blocks aimed at: about two per SM of an H100 or H200 */
 /* blocks per SM the one pass is compiled for: two, as the brute force's kernels reach without a
  * bound (at most 128 registers; unbounded, its two inlined passes take 129, one block per SM) */
@@ -957,6 +985,8 @@ __device__ __forceinline__ unsigned long long load_shared_word(unsigned long lon
 __global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr_args a) {
     __shared__ long long s_cnt[OP_ITEMS + 1];
     __shared__ int32_t s_kpos[OP_ITEMS]; /* the position in `order` of each center of the block */
+    __shared__ int2 s_codes[OP_CODES];   /* the items' accepted candidates (brute_rec) */
+    __shared__ unsigned char s_bad[OP_ITEMS]; /* an item whose record is incomplete */
     __shared__ long long s_warp[32];
     __shared__ geom s_g;                /* one system: its frame, for every warp */
     __shared__ geom s_gw[OP_TB / 32];   /* several: a warp's current system's */
@@ -1013,20 +1043,25 @@ __global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr
     int64_t gs = one_sys ? 0 : -1;
     bool gok = one_sys && s_ok;
     long long ghosts = 0;
+    const int cap = OP_CODES / n_items; /* codes an item may record */
     for (int i = warp; i < n_items; i += nw) { /* warp-uniform */
         const int ci = i / S, w = i - ci * S;
         const int64_t k = s_kpos[ci];
         int64_t count = 0, gh = 0;
+        brute_rec rec = {s_codes + i * cap, cap, 0};
         if (k >= 0) {
             const int64_t s = system_of(a.sys_start, a.n_systems, k);
             if (s != gs) {
                 gs = s;
                 gok = warp_frame(a, s, s_gw[warp], s_okw[warp], true);
             }
-            if (gok) brute_item<false>(a, a.pos, a.order, g, s, c0 + ci, w, S, 0, count, gh);
+            if (gok)
+                brute_item<false, true>(a, a.pos, a.order, g, s, c0 + ci, w, S, 0, count, gh, rec);
         }
+        const bool bad = __any_sync(NNPOPS__FULL_MASK, rec.bad);
         if (lane == 0) {
             s_cnt[i] = count;
+            s_bad[i] = bad;
             ghosts += gh;
         }
     }
@@ -1084,7 +1119,9 @@ __global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr
     const long long excl = s_excl;
     if (a.start)
         for (int i = threadIdx.x; i < nc; i += blockDim.x) a.start[c0 + i] = excl + s_cnt[i * S];
-    /* write: the same items, from the offsets */
+    /* write: the same items, from the offsets; an item with a complete record writes its
+     * entries from it (the vector from the original positions and the shift: the same
+     * expression and bits as the tests), the others run their tests again */
     for (int i = warp; i < n_items; i += nw) {
         const int ci = i / S, w = i - ci * S;
         const int64_t k = s_kpos[ci];
@@ -1094,9 +1131,27 @@ __global__ void __launch_bounds__(OP_TB, OP_MIN_BLOCKS) onepass_kernel(const nbr
             gs = s;
             gok = warp_frame(a, s, s_gw[warp], s_okw[warp], false);
         }
-        int64_t count = 0, gh = 0;
-        if (gok)
-            brute_item<true>(a, a.pos, a.order, g, s, c0 + ci, w, S, excl + s_cnt[i], count, gh);
+        if (!gok) continue;
+        const int64_t c = c0 + ci, base = excl + s_cnt[i];
+        if (s_bad[i]) {
+            int64_t count = 0, gh = 0;
+            brute_rec none = {nullptr, 0, 0};
+            brute_item<true>(a, a.pos, a.order, g, s, c, w, S, base, count, gh, none);
+            continue;
+        }
+        const int cnt = (int)(s_cnt[i + 1] - s_cnt[i]);
+        double xc[3];
+        load3(a.pos, c, xc);
+        for (int q = lane; q < cnt; q += 32) {
+            const int2 code = s_codes[i * cap + q];
+            const int s0 = (code.y & 1023) - 512, s1 = ((code.y >> 10) & 1023) - 512,
+                      s2 = ((code.y >> 20) & 1023) - 512;
+            double xj[3], r[3], d2;
+            load3(a.pos, code.x, xj);
+            pair_vector(g.h, xc, xj, s0, s1, s2, r, d2);
+            if (base + q < a.capacity) write_entry(a, base + q, c, code.x, s0, s1, s2, r, d2);
+            if (d2 < a.min_d2) record_close(a, c, code.x, d2);
+        }
     }
 }
 
@@ -1122,8 +1177,10 @@ __device__ __forceinline__ void small_pass(const nbr_args &a, const double *s_po
             gok = warp_frame(a, s, s_gw[warp], s_okw[warp], !WRITE);
         }
         int64_t count = 0, gh = 0;
+        brute_rec none = {nullptr, 0, 0};
         if (gok)
-            brute_item<WRITE>(a, s_pos, s_order, g, s, c, 0, 1, WRITE ? s_off[c] : 0, count, gh);
+            brute_item<WRITE>(a, s_pos, s_order, g, s, c, 0, 1, WRITE ? s_off[c] : 0, count, gh,
+                              none);
         if (!WRITE && lane == 0) {
             s_off[c] = count;
             ghosts += gh;
@@ -1878,6 +1935,7 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
     bin_coords(a, g, c, b0, b1, b2);
     const int64_t R = (int64_t)(2 * g.r[0] + 1) * (2 * g.r[1] + 1) * (2 * g.r[2] + 1);
     int64_t unused_count = 0, unused_ghosts = 0;
+    brute_rec no_rec = {nullptr, 0, 0};
     for (int64_t idx = 0; idx < R; idx++) {
         int64_t tb;
         int hh[3];
@@ -1906,7 +1964,8 @@ __device__ __noinline__ void fast_rescan(const nbr_args &a, const geom &g, int64
                     }
                 }
             }
-            brute_emit<true>(a, acc, c, j, s0, s1, s2, r, d2, e, unused_count, unused_ghosts);
+            brute_emit<true>(a, acc, c, j, s0, s1, s2, r, d2, e, unused_count, unused_ghosts,
+                             no_rec);
         }
     }
 }

@@ -144,7 +144,8 @@ typedef struct ani_set {
 #define ANI_BLAS_WORK_BYTES ((size_t)32 << 20)
 
 /* ANI's GPU state of one context (vt->cuda_prepare): the species sets seen, and the side streams
- * (created by the first step that has branches on them, n_side = ANI_SIDE_STREAMS then). */
+ * 0 .. n_side - 1 (each created, with its handle, work space and join event, by the first step
+ * that has a branch on it; never freed before the state). */
 typedef struct ani_state {
     int n;
     ani_set set[ANI_MAX_SETS];
@@ -152,7 +153,7 @@ typedef struct ani_state {
     cudaStream_t side[ANI_SIDE_STREAMS];
     cublasHandle_t side_blas[ANI_SIDE_STREAMS];
     cudaEvent_t fork_event, join_event[ANI_SIDE_STREAMS];
-    void *side_work; /* the side handles' cuBLAS work spaces */
+    void *side_work[ANI_SIDE_STREAMS]; /* the side handles' cuBLAS work spaces */
 } ani_state;
 
 /* ANI's host sizes of a step (nnpops__dstep.pot_sizes, written by cuda_prepare): [s] the local
@@ -404,43 +405,44 @@ static nnpops_status stack_set_species(const nnpops_model *model, ani_set *S, in
 static int use_tc(const nnpops__ani *a, const ani_step *st, int s);
 static int ani_side_streams(const nnpops__ani *a, const ani_step *st);
 
-/* The side streams, their cuBLAS handles and work spaces, and the fork / join events. */
-static nnpops_status create_sides(ani_state *S, const char *device_name) {
-    cudaError_t e = cudaMalloc(&S->side_work, ANI_SIDE_STREAMS * ANI_BLAS_WORK_BYTES);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->fork_event, cudaEventDisableTiming);
+/* Side streams n_side .. need - 1 with their cuBLAS handles, work spaces and join events (and
+ * the fork event with the first). */
+static nnpops_status create_sides(ani_state *S, int need, const char *device_name) {
+    cudaError_t e = cudaSuccess;
     cublasStatus_t b = CUBLAS_STATUS_SUCCESS;
-    for (int k = 0; k < ANI_SIDE_STREAMS && e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS; k++) {
-        e = cudaStreamCreateWithFlags(&S->side[k], cudaStreamNonBlocking);
-        if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&S->join_event[k], cudaEventDisableTiming);
-        if (e != cudaSuccess) break;
+    if (!S->fork_event) e = cudaEventCreateWithFlags(&S->fork_event, cudaEventDisableTiming);
+    while (S->n_side < need && e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) {
+        const int k = S->n_side;
+        cudaStream_t stream = NULL;
+        cudaEvent_t join = NULL;
+        cublasHandle_t h = NULL;
+        void *work = NULL;
+        e = cudaMalloc(&work, ANI_BLAS_WORK_BYTES);
+        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
         /* plain FP32 / FP64 arithmetic, the stream set before the work space (setting a stream
          * resets a handle's work space) */
-        b = cublasCreate(&S->side_blas[k]);
-        if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetMathMode(S->side_blas[k], CUBLAS_DEFAULT_MATH);
-        if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(S->side_blas[k], S->side[k]);
-        if (b == CUBLAS_STATUS_SUCCESS)
-            b = cublasSetWorkspace(S->side_blas[k],
-                                   (char *)S->side_work + (size_t)k * ANI_BLAS_WORK_BYTES,
-                                   ANI_BLAS_WORK_BYTES);
+        if (e == cudaSuccess) b = cublasCreate(&h);
+        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(h, stream);
+        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetWorkspace(h, work, ANI_BLAS_WORK_BYTES);
+        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) {
+            S->side[k] = stream;
+            S->side_blas[k] = h;
+            S->join_event[k] = join;
+            S->side_work[k] = work;
+            S->n_side++;
+            continue;
+        }
+        if (h) cublasDestroy(h);
+        if (join) cudaEventDestroy(join);
+        if (stream) cudaStreamDestroy(stream);
+        if (work) cudaFree(work);
     }
-    if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) {
-        S->n_side = ANI_SIDE_STREAMS;
-        return NNPOPS_OK;
-    }
+    if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) return NNPOPS_OK;
     (void)cudaGetLastError();
-    for (int k = 0; k < ANI_SIDE_STREAMS; k++) {
-        if (S->side_blas[k]) cublasDestroy(S->side_blas[k]);
-        if (S->side[k]) cudaStreamDestroy(S->side[k]);
-        if (S->join_event[k]) cudaEventDestroy(S->join_event[k]);
-        S->side_blas[k] = NULL;
-        S->side[k] = NULL;
-        S->join_event[k] = NULL;
-    }
-    if (S->fork_event) cudaEventDestroy(S->fork_event);
-    S->fork_event = NULL;
-    if (S->side_work) cudaFree(S->side_work);
-    S->side_work = NULL;
     if (b != CUBLAS_STATUS_SUCCESS)
         return nnpops__fail(NNPOPS_ERROR_CUDA, "%s:%d: cuBLAS handle of an ANI side stream: %s",
                             __FILE__, __LINE__, cublasGetStatusString(b));
@@ -485,9 +487,9 @@ nnpops_status nnpops__ani_cuda_prepare(const nnpops_model *model, nnpops__dstep 
     for (int s = 0; set && s < a->n_species; s++)
         if (set->w0[s] && !set->stk_mem[s] && v.col_count[s] > 0 && use_tc(a, &v, s))
             NNPOPS__TRY(stack_set_species(model, set, s, (cudaStream_t)st->stream));
-    /* the side streams, the first time a step has branches on them */
-    if (S->n_side == 0 && ani_side_streams(a, &v) > 0)
-        NNPOPS__TRY(create_sides(S, model->device_name));
+    /* the side streams this step has branches on, the first time a step needs them */
+    const int sides = ani_side_streams(a, &v);
+    if (sides > S->n_side) NNPOPS__TRY(create_sides(S, sides, model->device_name));
     return NNPOPS_OK;
 }
 
@@ -505,11 +507,9 @@ void nnpops__ani_cuda_release_state(void *state) {
         cublasDestroy(S->side_blas[k]);
         cudaStreamDestroy(S->side[k]);
         cudaEventDestroy(S->join_event[k]);
+        cudaFree(S->side_work[k]);
     }
-    if (S->n_side) {
-        cudaEventDestroy(S->fork_event);
-        cudaFree(S->side_work);
-    }
+    if (S->fork_event) cudaEventDestroy(S->fork_event);
     free(S);
 }
 

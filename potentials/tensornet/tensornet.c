@@ -17,6 +17,13 @@
  * energies (atom weights 1 for local atoms, 0 for ghosts), written to the entry each edge came
  * from (self edges carry none).  The total charge of each system is handed to its atoms.
  *
+ * Ensembles.  A model file of M members (`ensemble_size`, tensors prefixed m{k}.) shares the
+ * shape and the ZBL prior; each member has its weights, `mean` and `std`.  A step computes ZBL once
+ * and every member over the same edges (only the chosen one with option ensemble_member, unless
+ * the members' energies are wanted): member_atom_energy[i M + m] is member m's atomic energy (its
+ * terms, its `mean` share, the ZBL halves), atom_energy their mean, and the gradients those of
+ * the mean (each member's scaled by 1/M) or of the chosen member.
+ *
  * Units.  The network runs in the model's length unit: vectors are scaled from angstrom on the way
  * in and gradients back on the way out when the units differ.
  *
@@ -41,21 +48,56 @@
 #include "potentials/tensornet/tensornet.h"
 
 #define TN_MAX_LAYERS 64
-#define TN_MAX_TENSORS (40 + 9 * TN_MAX_LAYERS)
+#define TN_MAX_TENSORS (40 + 9 * TN_MAX_LAYERS) /* of one member */
 
+#define TN_MAX_MEMBERS 64
+
+/* An ensemble member beyond the first: its shape (the members' shapes differ in std only), its
+ * `mean` and its weights. */
+typedef struct tn_member {
+    nnpops__tn_shape shape;
+    double mean;
+    nnpops__tn_weights_f64 w64;
+    nnpops__tn_weights_f32 w32;
+    const double *ls64[3 * TN_MAX_LAYERS], *lb64[3 * TN_MAX_LAYERS], *lt64[6 * TN_MAX_LAYERS];
+    const float *ls32[3 * TN_MAX_LAYERS], *lb32[3 * TN_MAX_LAYERS], *lt32[6 * TN_MAX_LAYERS];
+} tn_member;
+
+/* shape, mean and the weights are member 0's; members 1 .. n_members-1 are in more[]. */
 typedef struct tn_impl {
     nnpops__tn_shape shape;
     double mean;
     int has_zbl;
     nnpops__tn_zbl zbl;
     int32_t *zbl_map;
-    double *arena64; /* every tensor, float64 */
+    double *arena64; /* every tensor of every member, float64 */
     float *arena32;  /* float32 models: the same, rounded */
     nnpops__tn_weights_f64 w64;
     nnpops__tn_weights_f32 w32;
     const double *ls64[3 * TN_MAX_LAYERS], *lb64[3 * TN_MAX_LAYERS], *lt64[6 * TN_MAX_LAYERS];
     const float *ls32[3 * TN_MAX_LAYERS], *lb32[3 * TN_MAX_LAYERS], *lt32[6 * TN_MAX_LAYERS];
+    int32_t n_members; /* the ensemble size, >= 1 */
+    tn_member *more;   /* [n_members - 1] */
 } tn_impl;
+
+/* Where one member's numbers are (member 0: in tn_impl itself). */
+typedef struct tn_view {
+    nnpops__tn_shape *shape;
+    double *mean;
+    nnpops__tn_weights_f64 *w64;
+    nnpops__tn_weights_f32 *w32;
+    const double **ls64, **lb64, **lt64;
+    const float **ls32, **lb32, **lt32;
+} tn_view;
+
+static tn_view tn_member_view(tn_impl *p, int m) {
+    if (m == 0)
+        return (tn_view){&p->shape, &p->mean, &p->w64, &p->w32, p->ls64, p->lb64, p->lt64,
+                         p->ls32, p->lb32, p->lt32};
+    tn_member *q = &p->more[m - 1];
+    return (tn_view){&q->shape, &q->mean, &q->w64, &q->w32, q->ls64, q->lb64, q->lt64,
+                     q->ls32, q->lb32, q->lt32};
+}
 
 static nnpops_status tn_error(const nnpops__cfg *cfg, nnpops__node node, const char *fmt,
                               const char *a, const char *b) {
@@ -158,15 +200,19 @@ static void add_tensor(tn_list *l, const double **d64, const float **d32, int64_
     l->total += (size_t)(d0 * (d1 > 0 ? d1 : 1));
 }
 
-/* The tensors of docs/model-format.md 9.3 for the model's shape, with where each pointer goes. */
-static void list_tensors(tn_impl *p, const char *atomref_name, tn_list *l) {
-    const nnpops__tn_shape *s = &p->shape;
+/* The tensors of docs/model-format.md 9.3 for the model's shape, with where each pointer goes:
+ * one member's, named with its prefix (`m{k}.` in an ensemble, else none), placed in the arenas
+ * from offset `base` on. */
+static void list_tensors(tn_view v, const char *pre, size_t base, const char *atomref_name,
+                         tn_list *l) {
+    const nnpops__tn_shape *s = v.shape;
     const int64_t F = s->F, R = s->R;
-    const char *P = "representation_model.";
-    nnpops__tn_weights_f64 *a = &p->w64;
-    nnpops__tn_weights_f32 *b = &p->w32;
+    char P[64];
+    snprintf(P, sizeof P, "%srepresentation_model.", pre);
+    nnpops__tn_weights_f64 *a = v.w64;
+    nnpops__tn_weights_f32 *b = v.w32;
     l->n = 0;
-    l->total = 0;
+    l->total = base;
     if (s->rbf == NNPOPS__TN_GAUSS) {
         add_tensor(l, &a->rbf_a, &b->rbf_a, R, 0, "%sdistance_expansion.offset", P);
         add_tensor(l, &a->rbf_b, &b->rbf_b, 1, 0, "%sdistance_expansion.coeff", P);
@@ -198,13 +244,13 @@ static void list_tensors(tn_impl *p, const char *atomref_name, tn_list *l) {
     const int64_t in_w[3] = {R, F, 2 * F}, out_w[3] = {F, 2 * F, 3 * F};
     for (int ly = 0; ly < s->L; ly++) {
         for (int k = 0; k < 3; k++) {
-            add_tensor(l, &p->ls64[3 * ly + k], &p->ls32[3 * ly + k], out_w[k], in_w[k],
+            add_tensor(l, &v.ls64[3 * ly + k], &v.ls32[3 * ly + k], out_w[k], in_w[k],
                        "%slayers.%d.linears_scalar.%d.weight", P, ly, k);
-            add_tensor(l, &p->lb64[3 * ly + k], &p->lb32[3 * ly + k], out_w[k], 0,
+            add_tensor(l, &v.lb64[3 * ly + k], &v.lb32[3 * ly + k], out_w[k], 0,
                        "%slayers.%d.linears_scalar.%d.bias", P, ly, k);
         }
         for (int k = 0; k < 6; k++)
-            add_tensor(l, &p->lt64[6 * ly + k], &p->lt32[6 * ly + k], F, F,
+            add_tensor(l, &v.lt64[6 * ly + k], &v.lt32[6 * ly + k], F, F,
                        "%slayers.%d.linears_tensor.%d.weight", P, ly, k);
     }
     add_tensor(l, &a->linear_w, &b->linear_w, F, 3 * F, "%slinear.weight", P);
@@ -213,12 +259,12 @@ static void list_tensors(tn_impl *p, const char *atomref_name, tn_list *l) {
     add_tensor(l, &a->out_norm_b, &b->out_norm_b, 3 * F, 0, "%sout_norm.bias", P);
     for (int k = 0; k < s->n_out; k++) {
         add_tensor(l, &a->out_w[k], &b->out_w[k], s->out_width[k + 1], s->out_width[k],
-                   "output_model.output_network.layers.%d.weight", 2 * k);
+                   "%soutput_model.output_network.layers.%d.weight", pre, 2 * k);
         add_tensor(l, &a->out_b[k], &b->out_b[k], s->out_width[k + 1], 0,
-                   "output_model.output_network.layers.%d.bias", 2 * k);
+                   "%soutput_model.output_network.layers.%d.bias", pre, 2 * k);
     }
     if (atomref_name)
-        add_tensor(l, &a->atomref, &b->atomref, s->atomref_len, 1, "%s", atomref_name);
+        add_tensor(l, &a->atomref, &b->atomref, s->atomref_len, 1, "%s%s", pre, atomref_name);
 }
 
 /* ---- loading --------------------------------------------------------------------------------- */
@@ -330,12 +376,49 @@ static nnpops_status load_priors(nnpops_model *model, tn_impl *p, const nnpops__
     return NNPOPS_OK;
 }
 
+/* `ensemble_size` (optional, default 1) and each member's `mean` and `std`: numbers for one
+ * member, lists of one number per member for an ensemble. */
+static nnpops_status get_ensemble(const nnpops__cfg *cfg, nnpops__node tn, tn_impl *p) {
+    nnpops__node n;
+    nnpops_status st;
+    int32_t M = 1;
+    if ((st = nnpops__cfg_get(cfg, tn, "ensemble_size", 0, &n)) != NNPOPS_OK) return st;
+    if (n && (st = get_int(cfg, tn, "ensemble_size", 1, TN_MAX_MEMBERS, &M)) != NNPOPS_OK)
+        return st;
+    p->n_members = M;
+    if (M == 1)
+        return (st = get_double(cfg, tn, "mean", "tensornet.mean", &p->mean)) != NNPOPS_OK
+                   ? st
+                   : get_double(cfg, tn, "std", "tensornet.std", &p->shape.std);
+    p->more = calloc((size_t)(M - 1), sizeof *p->more);
+    if (!p->more)
+        return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for a TensorNet ensemble");
+    static const char *const keys[] = {"mean", "std"};
+    for (int k = 0; k < 2; k++) {
+        double v[TN_MAX_MEMBERS];
+        char what[64];
+        snprintf(what, sizeof what, "tensornet.%s (one per ensemble member)", keys[k]);
+        if ((st = nnpops__cfg_get(cfg, tn, keys[k], 1, &n)) != NNPOPS_OK ||
+            (st = nnpops__cfg_doubles(cfg, n, what, v, M, 1, NULL)) != NNPOPS_OK)
+            return st;
+        for (int m = 0; m < M; m++) {
+            if (!isfinite(v[m]))
+                return tn_error(cfg, n, "%s must be finite%s", what, 0);
+            double *dst = k == 0 ? (m ? &p->more[m - 1].mean : &p->mean)
+                                 : (m ? &p->more[m - 1].shape.std : &p->shape.std);
+            *dst = v[m];
+        }
+    }
+    return NNPOPS_OK;
+}
+
 static void tn_destroy(nnpops_model *model) {
     tn_impl *p = model->impl;
     if (!p) return;
     free(p->zbl_map);
     free(p->arena64);
     free(p->arena32);
+    free(p->more);
     free(p);
     model->impl = NULL;
 }
@@ -346,7 +429,8 @@ static nnpops_status tn_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
         "source", "dtype", "embedding_dimension", "num_layers", "num_rbf", "rbf_type",
         "trainable_rbf", "activation", "cutoff_lower", "cutoff_upper", "max_z",
         "equivariance_invariance_group", "output_model", "reduce_op", "output_widths", "mean",
-        "std", "box_vecs", "old_layout_remapped", "priors", "hyper_parameters", NULL};
+        "std", "box_vecs", "old_layout_remapped", "priors", "hyper_parameters", "ensemble_size",
+        NULL};
     static const char *const rbf_words[] = {"expnorm", "gauss", NULL};
     static const char *const act_words[] = {"ssp", "silu", "tanh", "sigmoid", "swish", "mish",
                                             NULL};
@@ -395,8 +479,7 @@ static nnpops_status tn_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
             NNPOPS_OK ||
         (st = get_double(cfg, tn, "cutoff_upper", "tensornet.cutoff_upper", &s->cutoff_upper)) !=
             NNPOPS_OK ||
-        (st = get_double(cfg, tn, "mean", "tensornet.mean", &p->mean)) != NNPOPS_OK ||
-        (st = get_double(cfg, tn, "std", "tensornet.std", &s->std)) != NNPOPS_OK)
+        (st = get_ensemble(cfg, tn, p)) != NNPOPS_OK)
         return st;
     if (!(s->cutoff_lower >= 0) || !(s->cutoff_upper > s->cutoff_lower)) {
         nnpops__cfg_get(cfg, tn, "cutoff_upper", 1, &n);
@@ -443,8 +526,16 @@ static nnpops_status tn_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
                             0, 0);
     }
     if ((st = nnpops__cfg_get(cfg, tn, "source", 0, &n)) != NNPOPS_OK) return st;
-    if (n && !nnpops__cfg_is_map(cfg, n))
+    if (n && p->n_members == 1 && !nnpops__cfg_is_map(cfg, n))
         return tn_error(cfg, n, "tensornet.source must be a mapping {file, sha256}%s%s", 0, 0);
+    if (n && p->n_members > 1) {
+        int ok = nnpops__cfg_is_seq(cfg, n) && nnpops__cfg_len(cfg, n) == p->n_members;
+        for (int64_t k = 0; ok && k < p->n_members; k++)
+            ok = nnpops__cfg_is_map(cfg, nnpops__cfg_item(cfg, n, k));
+        if (!ok)
+            return tn_error(cfg, n, "tensornet.source of an ensemble must be a list of one "
+                            "mapping {file, sha256} per member%s%s", 0, 0);
+    }
     if ((st = nnpops__cfg_get(cfg, tn, "max_z", 1, &n)) != NNPOPS_OK) return st;
     for (int sp = 0; sp < model->n_species; sp++)
         if (model->species_z[sp] >= s->max_z)
@@ -457,51 +548,76 @@ static nnpops_status tn_load(nnpops_model *model, const nnpops__cfg *cfg, nnpops
     const char *atomref_name = NULL;
     if ((st = load_priors(model, p, cfg, tn, &atomref_name)) != NNPOPS_OK) return st;
 
-    /* the weights, read into one float64 arena (and rounded once for a float32 model) */
+    /* the weights of every member, read into one float64 arena (and rounded once for a float32
+     * model); an ensemble's members share the shape (their files' tensors must have it) and
+     * differ in their weights, `mean` and `std` */
+    const int M = p->n_members;
+    for (int m = 1; m < M; m++) {
+        const double std_m = p->more[m - 1].shape.std;
+        p->more[m - 1].shape = p->shape;
+        p->more[m - 1].shape.std = std_m;
+    }
     tn_list *l = malloc(sizeof *l);
     if (!l) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for a TensorNet model");
-    list_tensors(p, atomref_name, l);
-    p->arena64 = malloc(sizeof(double) * (l->total ? l->total : 1));
+    size_t total = 0;
+    for (int m = 0; m < M; m++) { /* the sizes first */
+        char pre[16] = "";
+        if (M > 1) snprintf(pre, sizeof pre, "m%d.", m);
+        list_tensors(tn_member_view(p, m), pre, total, atomref_name, l);
+        total = l->total;
+    }
+    p->arena64 = malloc(sizeof(double) * (total ? total : 1));
     if (!p->arena64) {
         free(l);
         return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for TensorNet weights");
     }
-    for (int k = 0; k < l->n; k++) {
-        const tn_tensor *t = &l->t[k];
-        if ((st = nnpops__weights_read(weights, t->name, t->ndim, t->shape,
-                                       p->arena64 + t->offset)) != NNPOPS_OK) {
-            free(l);
-            return st;
-        }
-        const int64_t count = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
-        for (int64_t v = 0; v < count; v++)
-            if (!isfinite(p->arena64[t->offset + v])) {
-                st = nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s: tensor '%s' has a non-finite "
-                                  "value", file, t->name);
-                free(l);
-                return st;
-            }
-        *t->dst64 = p->arena64 + t->offset;
-    }
     if (model->precision == NNPOPS_FLOAT32) {
-        p->arena32 = malloc(sizeof(float) * (l->total ? l->total : 1));
+        p->arena32 = malloc(sizeof(float) * (total ? total : 1));
         if (!p->arena32) {
             free(l);
             return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory for TensorNet weights");
         }
-        for (size_t v = 0; v < l->total; v++) p->arena32[v] = (float)p->arena64[v];
-        for (int k = 0; k < l->n; k++) *l->t[k].dst32 = p->arena32 + l->t[k].offset;
+    }
+    total = 0;
+    for (int m = 0; m < M; m++) {
+        char pre[16] = "";
+        if (M > 1) snprintf(pre, sizeof pre, "m%d.", m);
+        tn_view v = tn_member_view(p, m);
+        list_tensors(v, pre, total, atomref_name, l);
+        total = l->total;
+        for (int k = 0; k < l->n; k++) {
+            const tn_tensor *t = &l->t[k];
+            if ((st = nnpops__weights_read(weights, t->name, t->ndim, t->shape,
+                                           p->arena64 + t->offset)) != NNPOPS_OK) {
+                free(l);
+                return st;
+            }
+            const int64_t count = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+            for (int64_t c = 0; c < count; c++)
+                if (!isfinite(p->arena64[t->offset + c])) {
+                    st = nnpops__fail(NNPOPS_ERROR_MODEL_FORMAT, "%s: tensor '%s' has a "
+                                      "non-finite value", file, t->name);
+                    free(l);
+                    return st;
+                }
+            *t->dst64 = p->arena64 + t->offset;
+            if (p->arena32) {
+                for (int64_t c = 0; c < count; c++)
+                    p->arena32[t->offset + c] = (float)p->arena64[t->offset + c];
+                *t->dst32 = p->arena32 + t->offset;
+            }
+        }
+        v.w64->layer_ls_w = v.ls64, v.w64->layer_ls_b = v.lb64, v.w64->layer_lt = v.lt64;
+        v.w32->layer_ls_w = v.ls32, v.w32->layer_ls_b = v.lb32, v.w32->layer_lt = v.lt32;
     }
     free(l);
-    p->w64.layer_ls_w = p->ls64, p->w64.layer_ls_b = p->lb64, p->w64.layer_lt = p->lt64;
-    p->w32.layer_ls_w = p->ls32, p->w32.layer_ls_b = p->lb32, p->w32.layer_lt = p->lt32;
 
     const double ell = model->length_to_A;
     const double zcut = p->has_zbl ? p->zbl.cutoff : 0.0;
     model->cutoff = fmax(s->cutoff_upper, zcut) * ell;
     model->interaction_range = fmax((s->L + 1) * s->cutoff_upper, zcut) * ell;
     model->uses_charge = 1;
-    model->ensemble_size = 1;
+    model->ensemble_size = M;
     return NNPOPS_OK;
 }
 
@@ -566,9 +682,10 @@ static void tn_share(void *arg, int share, int thread) {
     int32_t *e_i = (int32_t *)(e_entry + n_edges), *e_j = e_i + n_edges;
     int64_t *z_entry = ts->slot[SLOT_ZBL_IDX].ptr;
     int32_t *z_i = (int32_t *)(z_entry + n_zbl), *z_j = z_i + n_zbl;
+    const int M = p->n_members;
     double *a_w = ts->slot[SLOT_ATOM].ptr;
-    double *a_q = a_w + na, *a_e = a_q + na;
-    int32_t *a_z = (int32_t *)(a_e + na);
+    double *a_q = a_w + na, *a_zbl = a_q + na, *a_e = a_zbl + na; /* a_e: [M][na] */
+    int32_t *a_z = (int32_t *)(a_e + (size_t)M * na);
     void *ev = ts->slot[SLOT_EDGE_VEC].ptr, *zv = ts->slot[SLOT_ZBL_VEC].ptr;
     void *eg = ts->slot[SLOT_EDGE_GRAD].ptr, *zg = ts->slot[SLOT_ZBL_GRAD].ptr;
     int any_ghost = 0;
@@ -578,7 +695,7 @@ static void tn_share(void *arg, int share, int thread) {
         a_w[a] = i < step->n_local ? 1.0 : 0.0;
         any_ghost |= i >= step->n_local;
         a_q[a] = step->charges ? step->charges[step->batch[i]] : 0.0;
-        a_e[a] = 0.0;
+        a_zbl[a] = 0.0;
     }
     /* edges: per center its self edge, then its entries within the network's cutoffs */
     int64_t ne = 0, nz = 0;
@@ -616,44 +733,63 @@ static void tn_share(void *arg, int share, int thread) {
     const int need_grad = step->need_grad;
     void *work = ts->slot[SLOT_WORK].ptr;
     int64_t bad = -1;
-    int rc;
-    if (f32) {
-        rc = nnpops__tn_cpu_f32(&p->shape, &p->w32, na, a_z, q, n_edges, e_i, e_j,
-                                (const float *)ev, (const float *)ev + 3 * n_edges, w, a_e,
-                                need_grad ? (float *)eg : NULL, work, &bad);
-        if (rc == NNPOPS__TN_OK && p->has_zbl)
-            rc = nnpops__tn_zbl_cpu_f32(&p->zbl, a_z, n_zbl, z_i, z_j, (const float *)zv,
-                                        (const float *)zv + 3 * n_zbl, w, a_e,
-                                        need_grad ? (float *)zg : NULL, &bad);
-    } else {
-        rc = nnpops__tn_cpu_f64(&p->shape, &p->w64, na, a_z, q, n_edges, e_i, e_j,
-                                (const double *)ev, (const double *)ev + 3 * n_edges, w, a_e,
-                                need_grad ? (double *)eg : NULL, work, &bad);
-        if (rc == NNPOPS__TN_OK && p->has_zbl)
-            rc = nnpops__tn_zbl_cpu_f64(&p->zbl, a_z, n_zbl, z_i, z_j, (const double *)zv,
-                                        (const double *)zv + 3 * n_zbl, w, a_e,
-                                        need_grad ? (double *)zg : NULL, &bad);
+    int rc = NNPOPS__TN_OK;
+    /* ZBL (the same for every member) once, then each member's network: all members when the
+     * ensemble mean or the members' energies are wanted, else the chosen one; gradients of the
+     * members that make the result (the mean: each with weight 1/M) */
+    if (p->has_zbl)
+        rc = f32 ? nnpops__tn_zbl_cpu_f32(&p->zbl, a_z, n_zbl, z_i, z_j, (const float *)zv,
+                                          (const float *)zv + 3 * n_zbl, w, a_zbl,
+                                          need_grad ? (float *)zg : NULL, &bad)
+                 : nnpops__tn_zbl_cpu_f64(&p->zbl, a_z, n_zbl, z_i, z_j, (const double *)zv,
+                                          (const double *)zv + 3 * n_zbl, w, a_zbl,
+                                          need_grad ? (double *)zg : NULL, &bad);
+    const int all = step->member < 0 || step->member_atom_energy != NULL;
+    const double gscale = j->inv_ell / (step->member < 0 ? (double)M : 1.0);
+    for (int m = 0; m < M && rc == NNPOPS__TN_OK; m++) {
+        if (!all && m != step->member) continue;
+        const int grad_m = need_grad && (step->member < 0 || m == step->member);
+        tn_view v = tn_member_view((tn_impl *)p, m);
+        double *e_m = a_e + (size_t)m * na;
+        rc = f32 ? nnpops__tn_cpu_f32(v.shape, v.w32, na, a_z, q, n_edges, e_i, e_j,
+                                      (const float *)ev, (const float *)ev + 3 * n_edges, w, e_m,
+                                      grad_m ? (float *)eg : NULL, work, &bad)
+                 : nnpops__tn_cpu_f64(v.shape, v.w64, na, a_z, q, n_edges, e_i, e_j,
+                                      (const double *)ev, (const double *)ev + 3 * n_edges, w,
+                                      e_m, grad_m ? (double *)eg : NULL, work, &bad);
+        if (rc != NNPOPS__TN_OK || !grad_m) continue;
+        /* gradients per entry (self edges carry none), back to angstrom; the entries of this
+         * system's centers are written by this share only */
+        for (int64_t e = 0; e < n_edges; e++) {
+            if (e_entry[e] < 0) continue;
+            double *g = step->pair_grad + 3 * e_entry[e];
+            for (int k = 0; k < 3; k++)
+                g[k] += gscale * (f32 ? (double)((const float *)eg)[3 * e + k]
+                                      : ((const double *)eg)[3 * e + k]);
+        }
     }
     j->rc[share] = rc;
     if (rc != NNPOPS__TN_OK) {
         j->bad[share] = rc == NNPOPS__TN_BAD_Z && bad >= 0 && bad < na ? j->order[s0 + bad] : -1;
         return;
     }
-    /* energies: the local atoms' terms plus their share of `mean` */
+    /* energies: a member's are its terms plus its share of its `mean`, plus the ZBL halves; the
+     * ensemble's their mean (summed in member order) */
     for (int64_t a = 0; a < na; a++) {
         const int32_t i = j->order[s0 + a];
-        if (i < step->n_local) step->atom_energy[i] = a_e[a] + p->mean / (double)na;
+        if (i >= step->n_local) continue;
+        double sum = 0.0;
+        for (int m = 0; m < M; m++) {
+            if (!all && m != step->member) continue;
+            const double mean_m = m ? p->more[m - 1].mean : p->mean;
+            const double e = (a_e[(size_t)m * na + a] + a_zbl[a]) + mean_m / (double)na;
+            if (step->member_atom_energy) step->member_atom_energy[(size_t)i * M + m] = e;
+            if (m == step->member) step->atom_energy[i] = e;
+            sum += e;
+        }
+        if (step->member < 0) step->atom_energy[i] = M == 1 ? sum : sum / M;
     }
-    if (!need_grad) return;
-    /* gradients per entry (self edges carry none), back to angstrom; the entries of this
-     * system's centers are written by this share only */
-    for (int64_t e = 0; e < n_edges; e++) {
-        if (e_entry[e] < 0) continue;
-        double *g = step->pair_grad + 3 * e_entry[e];
-        for (int k = 0; k < 3; k++)
-            g[k] += j->inv_ell * (f32 ? (double)((const float *)eg)[3 * e + k]
-                                      : ((const double *)eg)[3 * e + k]);
-    }
+    if (!need_grad || !p->has_zbl) return;
     for (int64_t e = 0; e < n_zbl; e++) {
         double *g = step->pair_grad + 3 * z_entry[e];
         for (int k = 0; k < 3; k++)
@@ -681,7 +817,8 @@ static nnpops_status tn_thread_buffers(const tn_impl *p, int f32, nnpops__scratc
         {SLOT_ZBL_IDX, idx * (size_t)nz, "ZBL pairs"},
         {SLOT_ZBL_VEC, real * 4 * (size_t)nz, "ZBL pair vectors"},
         {SLOT_ZBL_GRAD, real * 3 * (size_t)nz, "ZBL pair gradients"},
-        {SLOT_ATOM, (3 * sizeof(double) + sizeof(int32_t)) * (size_t)na, "TensorNet atoms"},
+        {SLOT_ATOM, ((size_t)(3 + p->n_members) * sizeof(double) + sizeof(int32_t)) * (size_t)na,
+         "TensorNet atoms"},
         {SLOT_WORK, work, "TensorNet workspace"},
     };
     for (int k = 0; k < TN_THREAD_SLOTS; k++) {
@@ -695,11 +832,10 @@ static nnpops_status tn_thread_buffers(const tn_impl *p, int f32, nnpops__scratc
 static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *scratch,
                                     nnpops__step *step) {
     const tn_impl *p = model->impl;
-    if (step->member > 0)
+    if (step->member >= p->n_members)
         return nnpops__fail(NNPOPS_ERROR_INVALID_ARGUMENT,
-                            "ensemble_member %d is out of range (a tensornet model has one member, "
-                            "0)",
-                            (int)step->member);
+                            "ensemble_member %d is out of range (-1 or 0..%d for model %s)",
+                            (int)step->member, (int)p->n_members - 1, model->name);
     if (!step->lists.full || step->n_centers != step->n_atoms || !step->center_start)
         return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: the step has no full lists of "
                             "every atom");
@@ -783,8 +919,6 @@ static nnpops_status tn_compute_cpu(const nnpops_model *model, nnpops__scratch *
         return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: a bad edge in system %lld",
                             (long long)k);
     }
-    if (step->member_atom_energy)
-        for (int64_t i = 0; i < n; i++) step->member_atom_energy[i] = step->atom_energy[i];
     return NNPOPS_OK;
 }
 

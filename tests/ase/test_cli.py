@@ -49,8 +49,13 @@ def test_eval_matches_calculator(two_frames, tmp_path):
     assert lines[0].startswith("frame 0: energy ") and "eV, max |F| " in lines[0]
     assert lines[0].endswith(" eV/A")
     for k, (atoms, f, w) in enumerate(zip(frames, doc["frames"], written)):
+        # ANI-2x is an ensemble of 8: each frame also has its members' energies and spread
         assert set(f) == {"energy_eV", "forces_eV_per_A", "stress_eV_per_A3",
-                          "atomic_energies_eV"}
+                          "atomic_energies_eV", "member_energies_eV", "energy_std_eV"}
+        assert len(f["member_energies_eV"]) == 8
+        assert f["energy_eV"] == pytest.approx(np.mean(f["member_energies_eV"]), rel=1e-12)
+        assert f["energy_std_eV"] == pytest.approx(np.std(f["member_energies_eV"], ddof=1),
+                                                   rel=1e-12)
         atoms.calc = calc
         e = atoms.get_potential_energy()
         assert f["energy_eV"] == pytest.approx(e, rel=1e-10)

@@ -1,5 +1,7 @@
-"""TensorNet models from Python: ``Context.compute(..., charges=)``, the ASE calculator and
-``nnpops info`` against torchmd-net 3.1.0's values (../shared/reference/tensornet/reference.json).
+"""TensorNet models from Python: ``Context.compute(..., charges=)``, the ASE calculator,
+``nnpops eval`` and ``nnpops info`` against torchmd-net 3.1.0's values
+(../shared/reference/tensornet/reference.json), and the ensemble tn_a_ens (tn_a and
+tn_a_member2) against its members' values.
 
 The models are the converted ones (fixture model.convert_tensornet writes them into
 NNPOPS_MODEL_PATH).  Tolerances (float64) as tests/model/test_tensornet.c argues them:
@@ -79,6 +81,10 @@ def test_calculator(model):
         atoms2 = _atoms(ref, name)
         atoms2.calc = NNPOpsCalculator(model, charge=q)
         assert atoms2.get_potential_energy() == atoms.get_potential_energy()
+        # the Atoms' own charge wins over the keyword (torchmd-net's calculator reads info too)
+        atoms3 = _atoms(ref, name, charge=q)
+        atoms3.calc = NNPOpsCalculator(model, charge=q + 3)
+        assert atoms3.get_potential_energy() == atoms.get_potential_energy()
 
 
 def test_compute_batch_charges():
@@ -112,3 +118,112 @@ def test_info():
                  "  activation: tanh", "  cutoff_lower: 0.5", "  cutoff_upper: 6.0",
                  "  priors: Atomref, ZBL"):
         assert line in text, (line, text)
+
+
+def _run_cli(*args):
+    r = subprocess.run([sys.executable, "-m", "nnpops"] + list(args), capture_output=True,
+                       text=True, env=dict(os.environ), check=False)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_cli_eval_charge(tmp_path):
+    """nnpops eval: a frame's own charge= key, else --charge; against the reference batch."""
+    import ase.io
+
+    ref = _reference()
+    batch = ref["models"]["tn_a"]["systems"]["batch_q0_q1_qm1"]
+    frames = []
+    for name, q in zip(batch["members"], batch["charges"]):
+        frames.append(_atoms(ref, name, charge=q if q < 0 else None))
+    path = str(tmp_path / "batch.traj")  # positions and info as they are (extxyz rounds)
+    ase.io.write(path, frames)
+    # frame 0 (q 0) and frame 1 (q 1) take --charge; frame 2 carries charge=-1
+    doc = json.loads(_run_cli("eval", path, "--model", "tn_a", "--charge", "1", "--json", "-",
+                              "--quiet"))
+    e = [f["energy_eV"] for f in doc["frames"]]
+    n = [len(a) for a in frames]
+    assert abs(e[1] - batch["energies_eV"][1]) / n[1] <= 1e-8
+    assert abs(e[2] - batch["energies_eV"][2]) / n[2] <= 1e-8
+    assert abs(e[0] - batch["energies_eV"][0]) / n[0] > 1e-6  # charge 1, not the reference's 0
+    for a, q in zip(frames, batch["charges"]):  # every frame with its own charge
+        a.info["charge"] = q
+    path = str(tmp_path / "charged.traj")
+    ase.io.write(path, frames)
+    doc = json.loads(_run_cli("eval", path, "--model", "tn_a", "--charge", "5", "--json", "-",
+                              "--quiet"))
+    for k in range(3):
+        assert abs(doc["frames"][k]["energy_eV"] - batch["energies_eV"][k]) / n[k] <= 1e-8
+        _check_forces(np.asarray(doc["frames"][k]["forces_eV_per_A"]),
+                      np.asarray(batch["forces_eV_per_A"]).reshape(-1, 3)[sum(n[:k]):sum(n[:k + 1])])
+    assert doc["ensemble_size"] == 1 and "energy_std_eV" not in doc["frames"][0]
+
+
+def _members(ref, name):
+    names = ref["ensembles"]["tn_a+tn_a_member2"]["members"]
+    return [ref["models"][m]["systems"][name] for m in names]
+
+
+def test_ensemble_calculator():
+    """ASE: energy and forces the members' mean, member_energies each member's value, the spread
+    energy_std = sample standard deviation (ddof=1) as for ANI ensembles; ensemble_member=k."""
+    ref = _reference()
+    calc = NNPOpsCalculator("tn_a_ens")
+    assert calc.model.ensemble_size == 2
+    for name in ("mol_13_f0", "water_triclinic_240"):
+        r = _members(ref, name)
+        atoms = _atoms(ref, name)
+        atoms.calc = calc
+        n = len(atoms)
+        e_m = [x["energy_eV"] for x in r]
+        assert abs(atoms.get_potential_energy() - np.mean(e_m)) / n <= 1e-8
+        _check_forces(atoms.get_forces(), 0.5 * (np.asarray(r[0]["forces_eV_per_A"])
+                                                 + np.asarray(r[1]["forces_eV_per_A"])))
+        members = calc.results["member_energies"]
+        assert np.all(np.abs(members - np.array(e_m)) / n <= 1e-8)
+        assert calc.get_energy_std(atoms) == pytest.approx(np.std(members, ddof=1), rel=1e-12)
+        assert abs(calc.results["energy_std"] - abs(e_m[0] - e_m[1]) / np.sqrt(2)) <= 1e-8 * n
+        assert abs(atoms.get_potential_energies().sum() - np.mean(e_m)) <= 1e-8 * n
+        if atoms.pbc.all():
+            atoms.get_stress()
+        for k in range(2):
+            a2 = _atoms(ref, name)
+            a2.calc = NNPOpsCalculator("tn_a_ens", ensemble_member=k)
+            assert abs(a2.get_potential_energy() - e_m[k]) / n <= 1e-8
+            _check_forces(a2.get_forces(), r[k]["forces_eV_per_A"])
+
+
+def test_ensemble_cli(tmp_path):
+    """nnpops eval of an ensemble: member energies and the spread per frame; --member K; nnpops
+    info shows the ensemble."""
+    import ase.io
+
+    ref = _reference()
+    names = ("mol_13_f0", "mol_98_f0")
+    frames = [_atoms(ref, x) for x in names]
+    path = str(tmp_path / "two.traj")
+    ase.io.write(path, frames)
+    doc = json.loads(_run_cli("eval", path, "--model", "tn_a_ens", "--json", "-", "--quiet"))
+    assert doc["ensemble_size"] == 2
+    for name, a, f in zip(names, frames, doc["frames"]):
+        e_m = [x["energy_eV"] for x in _members(ref, name)]
+        n = len(a)
+        assert abs(f["energy_eV"] - np.mean(e_m)) / n <= 1e-8
+        assert np.all(np.abs(np.array(f["member_energies_eV"]) - e_m) / n <= 1e-8)
+        assert abs(f["energy_std_eV"] - np.std(f["member_energies_eV"], ddof=1)) <= 1e-12
+    out = str(tmp_path / "out.xyz")
+    _run_cli("eval", path, "--model", "tn_a_ens", "--xyz", out, "--quiet")
+    back = ase.io.read(out, index=":")
+    assert back[1].info["energy_std"] == pytest.approx(doc["frames"][1]["energy_std_eV"],
+                                                       rel=1e-8)
+    doc1 = json.loads(_run_cli("eval", path, "--model", "tn_a_ens", "--member", "1", "--json",
+                               "-", "--quiet"))
+    for name, a, f in zip(names, frames, doc1["frames"]):
+        r = _members(ref, name)[1]
+        assert abs(f["energy_eV"] - r["energy_eV"]) / len(a) <= 1e-8
+        assert "member_energies_eV" not in f
+    lines = _run_cli("eval", path, "--model", "tn_a_ens")
+    assert lines.count(", spread ") == 2
+    text = _run_cli("info", "tn_a_ens")
+    assert "ensemble size: 2" in text and "  ensemble_size: 2" in text
+    assert "  mean: [" in text

@@ -18,10 +18,11 @@
  *                      plan (small, one pass and fast fall back to brute force and the general
  *                      cell list)
  *   neighbors_onepass  the one pass where the plan chooses it: a periodic box of 256 atoms (the
- *                      benchmark's size) in atom order and shuffled, a batch of molecules and
- *                      boxes above 256 centers (several centers a block), overflow, and two
- *                      launches on one work space with different counts (its published sums
- *                      must not outlive a launch)
+ *                      benchmark's size) in atom order and shuffled, with atoms far outside the
+ *                      cell, a dense cluster (items above what the count pass records), a
+ *                      triclinic box, a batch of molecules and boxes above 256 centers (several
+ *                      centers a block), overflow, and two launches on one work space with
+ *                      different counts (its published sums must not outlive a launch)
  *   neighbors_overflow capacity below the need, every algorithm: flag, total count, n_half,
  *                      complete start[], entries in range; then the retry with the reported total
  *   neighbors_errors   singular cell, too many images, too-close atoms, every algorithm
@@ -371,14 +372,22 @@ static cl_ref cpu_center_lists(const batchset *b, double min_d) {
     nnpops__scratch sc;
     memset(&sc, 0, sizeof sc);
     nnpops__nbr_in in = host_in(b);
-    const int64_t cap = 200 * b->n + 16;
-    int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap), *shifts = malloc(sizeof(int32_t) * 3 * cap);
-    double *vec = malloc(sizeof(double) * 3 * cap), *dist = malloc(sizeof(double) * cap);
+    int64_t cap = 200 * b->n + 16;
+    int32_t *pairs = NULL, *shifts = NULL;
+    double *vec = NULL, *dist = NULL;
     cl_ref r;
     r.start = malloc(sizeof(int64_t) * (b->n_centers + 1));
     nnpops__dev_status st;
-    nnpops__center_out out = {cap, r.start, pairs, shifts, vec, dist, &st};
-    CHECK_OK(nnpops__center_neighbors_cpu(&in, b->n_centers, min_d, &sc, &out));
+    for (int attempt = 0; attempt < 2; attempt++) { /* (denser inputs: again with their total) */
+        pairs = realloc(pairs, sizeof(int32_t) * 2 * cap);
+        shifts = realloc(shifts, sizeof(int32_t) * 3 * cap);
+        vec = realloc(vec, sizeof(double) * 3 * cap);
+        dist = realloc(dist, sizeof(double) * cap);
+        nnpops__center_out out = {cap, r.start, pairs, shifts, vec, dist, &st};
+        CHECK_OK(nnpops__center_neighbors_cpu(&in, b->n_centers, min_d, &sc, &out));
+        if (!(st.flags & NNPOPS__ST_OVERFLOW)) break;
+        cap = st.n_entries;
+    }
     CHECK(!(st.flags & NNPOPS__ST_OVERFLOW));
     r.total = st.n_entries;
     r.n_half = st.n_half;
@@ -835,7 +844,24 @@ static int case_neighbors_onepass(void) {
     check_batch("box of 256, atom order", &box, op, 1, 1);
     overflow_one("box of 256", &box, NNPOPS__NBR_ONEPASS);
     onepass_reuse("box of 256", &box);
+    /* two atoms 600 and 700 cells away: shifts beyond what the count pass records (10 bits a
+     * component), so their centers' items run their tests again in the write pass */
+    for (int d = 0; d < 3; d++) {
+        box.x[3 * 5 + d] += 600.0 * box.cells[d];
+        box.x[3 * 7 + d] -= 700.0 * box.cells[3 + d];
+    }
+    check_batch("box of 256, two atoms far away", &box, op, 1, 0);
     free_batch(&box);
+    /* a dense cluster of 2,000 atoms (about 265 neighbors inside, 8 slices of 250 atoms, 8
+     * centers and 64 items a block): an item may record 2048 / 64 = 32 entries, about what a
+     * center inside has in a slice and more than those near the surface have, so both writes
+     * run */
+    batchset dense = big_system(2000, 0.45, 0.0, 0);
+    nnpops__nbr_cuda_plan(dense.ns, dense.sys_start, dense.cells, dense.pbc, dense.cutoff,
+                          NNPOPS__NBR_AUTO, &p);
+    CHECK(p.algorithm == NNPOPS__NBR_ONEPASS && p.slices == 8);
+    check_batch("dense cluster of 2,000", &dense, op, 1, 0);
+    free_batch(&dense);
     /* a triclinic box (side 14.4, tilted: still at least twice the cutoff wide), ghosts */
     batchset tri = big_system(300, 0.1, 0.3, 1);
     nnpops__nbr_cuda_plan(tri.ns, tri.sys_start, tri.cells, tri.pbc, tri.cutoff, NNPOPS__NBR_AUTO,

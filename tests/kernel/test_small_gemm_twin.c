@@ -1,6 +1,6 @@
 /*
  * test_small_gemm_twin.c - the CPU twin of the grouped small-n GEMM (nnpops__small_gemm_cpu_f32,
- * kernels/cpu/fused.c), which the GPU tests compare the CUDA kernels with: its k split
+ * potentials/ani/cpu/networks.c), which the GPU tests compare the CUDA kernels with: its k split
  * (nnpops__sg_problem.split) against the same problem unsplit, computed here in double.
  *
  * Case split: backward problems (trans 1, plain store) of several shapes, batches and slice
@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "kernels/cpu/fused.h"
+#include "potentials/ani/ani_ops.h"
 
 static uint64_t g_seed = 0x9e3779b97f4a7c15ull;
 static float frand(void) {

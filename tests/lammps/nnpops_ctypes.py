@@ -73,6 +73,8 @@ def lib():
         L.nnpops_model_destroy.argtypes = [ctypes.c_void_p]
         L.nnpops_model_cutoff.argtypes = [ctypes.c_void_p]
         L.nnpops_model_cutoff.restype = ctypes.c_double
+        L.nnpops_model_ensemble_size.argtypes = [ctypes.c_void_p]
+        L.nnpops_model_ensemble_size.restype = ctypes.c_int32
         L.nnpops_context_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
         L.nnpops_context_destroy.argtypes = [ctypes.c_void_p]
         L.nnpops_context_set_option.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_double]
@@ -110,6 +112,10 @@ class Model:
     def cutoff(self):
         return lib().nnpops_model_cutoff(self._model)
 
+    @property
+    def ensemble_size(self):
+        return lib().nnpops_model_ensemble_size(self._model)
+
     def close(self):
         L = lib()
         if self._ctx:
@@ -125,8 +131,10 @@ class Model:
         except Exception:
             pass
 
-    def compute(self, numbers, positions, cell=None, pbc=None, n_local=None, per_atom=True):
-        """Energy, forces [n,3], virial [3,3] and per-atom energies / virials [n,3,3]."""
+    def compute(self, numbers, positions, cell=None, pbc=None, n_local=None, per_atom=True,
+                members=False):
+        """Energy, forces [n,3], virial [3,3], per-atom energies / virials [n,3,3] and, with
+        members, each ensemble member's energy [K]."""
         numbers = np.ascontiguousarray(numbers, dtype=np.int32)
         positions = np.ascontiguousarray(positions, dtype=np.float64).reshape(-1, 3)
         n = len(numbers)
@@ -155,9 +163,11 @@ class Model:
         out.virials = _dp(virial)
         out.atomic_energies = _dp(ae)
         out.atomic_virials = _dp(av)
+        me = np.zeros(self.ensemble_size) if members else None
+        out.member_energies = _dp(me)
         _check(lib().nnpops_compute(self._ctx, ctypes.byref(inp), ctypes.byref(out)))
         return {"energy": float(energy[0]), "forces": forces, "virial": virial,
-                "atomic_energies": ae, "atomic_virials": av}
+                "atomic_energies": ae, "atomic_virials": av, "member_energies": me}
 
 
 def load_error(name, device="cpu", precision="float64"):

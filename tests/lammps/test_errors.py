@@ -66,7 +66,12 @@ def test_model_not_found(tmp_path):
 def test_units_lj_refused(tmp_path):
     msg, _ = expect_error(tmp_path, WATER.replace("units metal", "units lj") +
                           "pair_style nnpops\npair_coeff * * ani2x O H\n")
-    assert "supports units metal and real only, not 'lj'" in msg
+    assert "Pair style nnpops does not support units lj" in msg
+
+
+def test_spread_warning_value(tmp_path):
+    msg, _ = expect_error(tmp_path, WATER + "pair_style nnpops spread_warning -1\n")
+    assert "spread_warning must be a number >= 0" in msg
 
 
 def test_unknown_keyword(tmp_path):

@@ -20,9 +20,18 @@ nnpops_lammps_test(units test_units.py)
 nnpops_lammps_test(peratom test_peratom.py)
 nnpops_lammps_test(errors test_errors.py)
 nnpops_lammps_test(examples test_examples.py)
+nnpops_lammps_test(ensemble test_ensemble.py)
+# TensorNet (tn_a, tn_b) on 1, 2 and 4 ranks against torchmd-net's values; -s prints the
+# agreement per system and rank count
+nnpops_lammps_test(tensornet test_tensornet.py -s)
+# (about 6 CPU-minutes: every rank holds thousands of ghost atoms; 8.5 min of wall time on a
+# busy 2-core machine)
+set_tests_properties(lammps.tensornet PROPERTIES FIXTURES_REQUIRED "models;tensornet_models"
+  TIMEOUT 1800)
 # up to 4 ranks each
-set_tests_properties(lammps.mpi PROPERTIES PROCESSORS 4)
-set_tests_properties(lammps.lj lammps.peratom lammps.errors lammps.reference PROPERTIES PROCESSORS 2)
+set_tests_properties(lammps.mpi lammps.tensornet PROPERTIES PROCESSORS 4)
+set_tests_properties(lammps.lj lammps.peratom lammps.errors lammps.reference lammps.ensemble
+  PROPERTIES PROCESSORS 2)
 
 nnpops_lammps_test(nve_long test_nve.py::test_nve_long)
 set_tests_properties(lammps.nve_long PROPERTIES LABELS "lammps;slow" TIMEOUT 3000)

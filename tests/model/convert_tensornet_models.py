@@ -1,6 +1,7 @@
 """Test fixture: convert every torchmd-net checkpoint of the TensorNet reference set
 ($NNPOPS_SHARED_DIR/reference/tensornet/*.ckpt) into the directory given, with the converter of
-this tree (python3 -m nnpops convert --from-torchmdnet).  A missing reference directory fails
+this tree (python3 -m nnpops convert --from-torchmdnet), and the ensemble tn_a_ens of tn_a and
+tn_a_member2 (one architecture, two trainings).  A missing reference directory fails
 under CI=true and skips (exit 77) elsewhere."""
 
 import glob
@@ -22,6 +23,10 @@ def main(out_dir):
     status = 0
     for path in ckpts:
         status |= convert.main(["--from-torchmdnet", path, "--output", out_dir])
+    pair = [os.path.join(shared, "reference", "tensornet", m + ".ckpt")
+            for m in ("tn_a", "tn_a_member2")]
+    status |= convert.main(["--from-torchmdnet"] + pair + ["--name", "tn_a_ens", "--output",
+                                                          out_dir])
     return status
 
 

@@ -23,6 +23,12 @@
  *                                           the model file
  *   test_tensornet units MODEL              the model file in nm, in kcal/mol: the same results
  *                                           in the caller's units
+ *   test_tensornet ensemble MODEL f64|f32   an ensemble model (the reference set's "ensembles"
+ *                                           entry of that name's members): the energy and forces
+ *                                           are the members' means, member_energies each
+ *                                           member's reference, ensemble_member k gives member
+ *                                           k's energies and forces; an inconsistent ensemble
+ *                                           file is a named error
  *
  * An optional fourth argument names the device (default cpu): `reference tn_a f32 cuda` runs the
  * same checks on the GPU (tests/gpu/tests.cmake, tests/emu/tests.cmake register those).
@@ -929,11 +935,126 @@ static int case_units(void) {
     return 0;
 }
 
+/* The ensemble model g_model (tn_a_ens: members tn_a, tn_a_member2, as reference.json's
+ * "ensembles" entry "tn_a+tn_a_member2" lists them) against its members' reference values:
+ * energies |dE|/N and forces at the reference bounds, for the mean, each member energy and each
+ * member selected with option ensemble_member. */
+static int case_ensemble(void) {
+    char path[4096];
+    jval *root = load_reference(path, sizeof path);
+    if (!root) return test_missing_data(path);
+    const jval *ens = jget(jget(root, "ensembles"), "tn_a+tn_a_member2");
+    CHECK(ens != NULL);
+    const jval *names = jget(ens, "members");
+    CHECK(names != NULL && names->n == 2);
+    enum { M = 2 };
+    const jval *mref[M];
+    for (int k = 0; k < M; k++) {
+        mref[k] = jget(jget(jget(root, "models"), names->items[k]->str), "systems");
+        CHECK(mref[k] != NULL);
+    }
+    nnpops_model *m;
+    nnpops_context *ctx, *one[M];
+    if (!open_model(g_f32, &m, &ctx)) return 1;
+    CHECK(nnpops_model_ensemble_size(m) == M);
+    CHECK(!strcmp(nnpops_model_type(m), "tensornet"));
+    for (int k = 0; k < M; k++) {
+        CHECK_OK(nnpops_context_create(m, &one[k]));
+        CHECK_OK(nnpops_context_set_option(one[k], NNPOPS_OPTION_ENSEMBLE_MEMBER, k));
+    }
+    /* out of range */
+    CHECK(nnpops_context_set_option(ctx, NNPOPS_OPTION_ENSEMBLE_MEMBER, M) ==
+          NNPOPS_ERROR_INVALID_ARGUMENT);
+    int fails = 0, compared = 0;
+    double worst_e = 0, worst_f = 0;
+    for (int si = 0; si < mref[0]->n; si++) {
+        const char *name = mref[0]->keys[si];
+        const jval *r[M] = {mref[0]->items[si], jget(mref[1], name)};
+        if (!r[1] || jget(r[0], "members")) continue; /* systems of both members, no batches */
+        sys S;
+        load_sys(root, name, &S);
+        const int N = S.n;
+        double eref[M], *fref[M], tol_e = 1e-8, tol_f = 1e-7;
+        for (int k = 0; k < M; k++) {
+            eref[k] = jget(r[k], "energy_eV")->num;
+            fref[k] = ref_numbers(r[k], "forces_eV_per_A", 3 * N);
+            if (g_f32) {
+                const jval *te = jget(r[k], "torch_float32_dE_per_atom");
+                const jval *tf = jget(r[k], "torch_float32_dF_max");
+                tol_e = fmax(tol_e, fmax(5e-6, te ? 2 * te->num : 0));
+                tol_f = fmax(tol_f, fmax(5e-4, tf ? 2 * tf->num : 0));
+            }
+        }
+        uint8_t pbc[3] = {1, 1, 1};
+        nnpops_inputs in = {.struct_size = sizeof in, .n_atoms = N, .n_local = -1,
+                            .n_systems = 1, .atomic_numbers = S.z, .positions = S.x,
+                            .cells = S.periodic ? S.cell : NULL, .pbc = S.periodic ? pbc : NULL};
+        double e, em[M], *f = calloc(3 * (size_t)N, sizeof(double));
+        double *ae = calloc((size_t)N, sizeof(double));
+        nnpops_outputs out = {.struct_size = sizeof out, .energies = &e, .forces = f,
+                              .atomic_energies = ae, .member_energies = em};
+        CHECK_OK(nnpops_compute(ctx, &in, &out));
+        int ok = 1;
+        double de = fabs(e - 0.5 * (eref[0] + eref[1])) / N, df = 0, sum = 0;
+        for (int k = 0; k < M; k++) de = fmax(de, fabs(em[k] - eref[k]) / N);
+        if (fabs(e - 0.5 * (em[0] + em[1])) > 1e-12 * (1 + fabs(e))) ok = 0;
+        for (int i = 0; i < N; i++) sum += ae[i];
+        if (fabs(sum - e) > 1e-9 * N) ok = 0;
+        for (int i = 0; i < 3 * N; i++) {
+            const double fm = 0.5 * (fref[0][i] + fref[1][i]), d = fabs(f[i] - fm);
+            df = fmax(df, d);
+            if (d > tol_f + (g_f32 ? 0.0 : 1e-7 * fabs(fm))) ok = 0;
+        }
+        for (int k = 0; k < M; k++) {
+            nnpops_outputs o1 = {.struct_size = sizeof o1, .energies = &e, .forces = f};
+            CHECK_OK(nnpops_compute(one[k], &in, &o1));
+            de = fmax(de, fabs(e - eref[k]) / N);
+            for (int i = 0; i < 3 * N; i++) {
+                const double d = fabs(f[i] - fref[k][i]);
+                df = fmax(df, d);
+                if (d > tol_f + (g_f32 ? 0.0 : 1e-7 * fabs(fref[k][i]))) ok = 0;
+            }
+        }
+        if (de > tol_e) ok = 0;
+        printf("%-22s %5d |dE|/N %.3e  max|dF| %.3e %s\n", name, N, de, df, ok ? "" : "FAIL");
+        worst_e = fmax(worst_e, de), worst_f = fmax(worst_f, df);
+        fails += !ok;
+        compared++;
+        free(f), free(ae);
+        for (int k = 0; k < M; k++) free(fref[k]);
+        sys_free(&S);
+    }
+    printf("worst %s %s over %d systems: |dE|/N %.3e eV, max |dF| %.3e eV/A\n", g_model,
+           g_f32 ? "float32" : "float64", compared, worst_e, worst_f);
+    CHECK(compared >= 5);
+    if (!g_f32) { /* an ensemble file that does not hold together */
+        size_t len;
+        char *yaml = read_text(nnpops_model_path(m), &len);
+        CHECK(yaml != NULL);
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", nnpops_model_path(m));
+        *strrchr(dir, '/') = '\0';
+        fails += expect_fail(yaml, dir, "\n  ensemble_size: 2\n", "\n  ensemble_size: 3\n",
+                             NNPOPS_ERROR_MODEL_FORMAT, "expected exactly 3 numbers", -1);
+        fails += expect_fail(yaml, dir, "\n  ensemble_size: 2\n", "\n  ensemble_size: 0\n",
+                             NNPOPS_ERROR_MODEL_FORMAT, "tensornet.ensemble_size = 0 is out of range",
+                             line_of(yaml, "\n  ensemble_size: ") + 1);
+        fails += expect_fail(yaml, dir, "\n  ensemble_size: 2\n", "\n  ensemble_size: 1\n",
+                             NNPOPS_ERROR_MODEL_FORMAT, "tensornet.mean", -1);
+        free(yaml);
+    }
+    for (int k = 0; k < M; k++) nnpops_context_destroy(one[k]);
+    nnpops_context_destroy(ctx);
+    nnpops_model_destroy(m);
+    jfree(root);
+    return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr,
-                "usage: %s reference|fd|replica|batch|ghosts|bad_files|units MODEL [f64|f32 "
-                "[DEVICE]]\n",
+                "usage: %s reference|fd|replica|batch|ghosts|bad_files|units|ensemble MODEL "
+                "[f64|f32 [DEVICE]]\n",
                 argv[0]);
         return 2;
     }
@@ -951,6 +1072,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "ghosts")) return case_ghosts();
     if (!strcmp(argv[1], "bad_files")) return case_bad_files();
     if (!strcmp(argv[1], "units")) return case_units();
+    if (!strcmp(argv[1], "ensemble")) return case_ensemble();
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
 }

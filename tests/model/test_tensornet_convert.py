@@ -549,3 +549,111 @@ def test_hostile_archives(tmp_path):
         assert "bytes" in convert_err(p, tmp_path)
     finally:
         torchzip.MAX_STORAGE_BYTES = saved
+
+
+# ---- ensembles ----------------------------------------------------------------------------------
+
+def test_ensemble_of_checkpoints(tmp_path):
+    """Two checkpoints of one architecture: one model, each member's tensors under m{k}., the
+    members' mean and std as lists in member order; the same model from torchmd-net's zip of
+    checkpoints (top-level *.ckpt files, name order) and from the command line."""
+    pair = [ckpt_path("tn_a"), ckpt_path("tn_a_member2")]
+    status, yaml_path, detail = convert_tensornet.convert_tensornet(pair, str(tmp_path),
+                                                                    name="ens")
+    assert status == "written" and "ensemble of 2" in detail
+    text = open(yaml_path, encoding="ascii").read()
+    assert "\n  ensemble_size: 2\n" in text
+    shas = [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in pair]
+    assert ('source: [{file: tn_a.ckpt, sha256: "%s"}, {file: tn_a_member2.ckpt, sha256: "%s"}]'
+            % tuple(shas)) in text
+    parts = [load_parts(n) for n in ("tn_a", "tn_a_member2")]
+    means = [float(p[1]["model.mean"]) for p in parts]
+    stds = [float(p[1]["model.std"]) for p in parts]
+    assert re.search(r"^  mean: \[(.*)\]$", text, re.M).group(1).split(", ") == \
+        [repr(m) for m in means]
+    assert [float(x) for x in re.search(r"^  std: \[(.*)\]$", text, re.M).group(1)
+            .split(", ")] == stds
+    _, weights, _ = read_weights(tmp_path / "ens.safetensors")
+    single = {}
+    for k, n in enumerate(("tn_a", "tn_a_member2")):
+        convert_tensornet.convert_tensornet(ckpt_path(n), str(tmp_path / "one"))
+        _, w1, _ = read_weights(tmp_path / "one" / (n + ".safetensors"))
+        for t, a in w1.items():
+            np.testing.assert_array_equal(weights["m%d.%s" % (k, t)], a)
+        single[k] = w1
+    assert len(weights) == len(single[0]) + len(single[1])
+    # torchmd-net's zip of checkpoints: names sorted, so b_... after a_...
+    zpath = tmp_path / "ensemble.zip"
+    with zipfile.ZipFile(zpath, "w") as z:
+        z.write(pair[1], "b_member2.ckpt")
+        z.write(pair[0], "a_first.ckpt")
+        z.writestr("README.txt", "not a member")
+    status, zyaml, _ = convert_tensornet.convert_tensornet(str(zpath), str(tmp_path / "z"))
+    assert status == "written" and zyaml.endswith("ensemble.yaml")
+    _, zweights, _ = read_weights(tmp_path / "z" / "ensemble.safetensors")
+    assert sorted(zweights) == sorted(weights)
+    for t in weights:
+        np.testing.assert_array_equal(zweights[t], weights[t])
+    ztext = open(zyaml, encoding="ascii").read()
+    assert "{file: a_first.ckpt, sha256: \"%s\"}" % shas[0] in ztext
+    # the command line: several files after --from-torchmdnet
+    env = dict(os.environ, PYTHONPATH=WRAPPERS)
+    r = subprocess.run([sys.executable, "-m", "nnpops", "convert", "--from-torchmdnet"] + pair
+                       + ["--output", str(tmp_path / "cli"), "--name", "ens"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert open(tmp_path / "cli" / "ens.yaml").read() == text
+    r = subprocess.run([sys.executable, "-m", "nnpops", "convert", "--from-torchmdnet"] + pair
+                       + ["--output", str(tmp_path / "cli"), "--name", "ens"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("up to date")
+
+
+@pytest.mark.parametrize("other, setting", [
+    ("tn_c_gauss_lower_zbl", "embedding_dimension"),
+    ("tn_b_oldlayout_so3", "embedding_dimension"),
+])
+def test_ensemble_architectures_differ(tmp_path, other, setting):
+    with pytest.raises(convert_tensornet.EnsembleMismatchError) as info:
+        convert_tensornet.convert_tensornet([ckpt_path("tn_a"), ckpt_path(other)],
+                                            str(tmp_path))
+    msg = str(info.value)
+    assert "ensemble members must share the architecture" in msg and setting in msg, msg
+    assert not os.path.exists(tmp_path / "tn_a.yaml")
+
+
+@pytest.mark.parametrize("hp_change, setting", [
+    ({"activation": "tanh"}, "activation = silu, x.ckpt has tanh"),
+    ({"cutoff_upper": 4.5}, "cutoff_upper = 5.0, x.ckpt has 4.5"),
+    ({"num_rbf": 16}, None),  # the tensors' shapes then differ: the checkpoint itself is refused
+    ({"equivariance_invariance_group": "SO(3)"}, "group"),
+])
+def test_ensemble_hyperparameters_differ(tmp_path, hp_change, setting):
+    """A member whose hyperparameters differ (weights alike) is a named error; one that differs
+    only in a training option (the seed, the learning rate) is a member like any other."""
+    odd = rewrite(tmp_path, "tn_a_member2", hp_change=hp_change)
+    with pytest.raises(ConvertError) as info:
+        convert_tensornet.convert_tensornet([ckpt_path("tn_a"), odd], str(tmp_path / "out"))
+    if setting is not None:
+        assert isinstance(info.value, convert_tensornet.EnsembleMismatchError)
+        assert setting in str(info.value), str(info.value)
+    seeded = rewrite(tmp_path, "tn_a_member2", hp_change={"seed": 7, "lr": 1e-3},
+                     fname="seeded.ckpt")
+    status, _, detail = convert_tensornet.convert_tensornet([ckpt_path("tn_a"), seeded],
+                                                            str(tmp_path / "ok"), name="ok")
+    assert status == "written" and "ensemble of 2" in detail
+
+
+def test_ensemble_zip_errors(tmp_path):
+    zpath = tmp_path / "bad.zip"
+    with zipfile.ZipFile(zpath, "w") as z:
+        z.write(ckpt_path("tn_a"), "a.ckpt")
+        z.writestr("b.ckpt", b"not a checkpoint")
+    msg = convert_err(zpath, tmp_path)
+    assert "bad.zip:b.ckpt" in msg, msg
+    with zipfile.ZipFile(tmp_path / "mixed.zip", "w") as z:
+        z.write(ckpt_path("tn_a"), "a.ckpt")
+        z.write(ckpt_path("tn_c_gauss_lower_zbl"), "c.ckpt")
+    with pytest.raises(convert_tensornet.EnsembleMismatchError) as info:
+        convert_tensornet.convert_tensornet(str(tmp_path / "mixed.zip"), str(tmp_path / "o"))
+    assert "a.ckpt has embedding_dimension = 64, c.ckpt has" in str(info.value)

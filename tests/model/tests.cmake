@@ -91,6 +91,13 @@ if(NOT TARGET bench_cpu)
   target_include_directories(bench_cpu PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
 endif()
 
+# ---- TensorNet benchmark (an executable, not a test): build/tests/bench_tensornet_cpu ----------
+if(NOT TARGET bench_tensornet_cpu)
+  add_executable(bench_tensornet_cpu ${PROJECT_SOURCE_DIR}/tests/bench/bench_tensornet_cpu.c)
+  target_link_libraries(bench_tensornet_cpu PRIVATE nnpops::nnpops m)
+  target_include_directories(bench_tensornet_cpu PRIVATE ${PROJECT_SOURCE_DIR}/tests/common)
+endif()
+
 # ---- TensorNet through the public API: the converted models against torchmd-net's values, finite
 # differences, the periodic replica, batches with charges, ghosts, broken model files (one program,
 # one CTest entry per case) ------------------------------------------------------------------------
@@ -104,7 +111,8 @@ if(NOT TARGET test_model_tensornet)
   endforeach()
   list(APPEND _tn_cases fd.tn_a fd.tn_b_oldlayout_so3 fd.tn_c_gauss_lower_zbl replica.tn_a
     replica.tn_d_lightning_f32 batch.tn_a batch.tn_a.f32 batch.tn_c_gauss_lower_zbl ghosts.tn_a
-    ghosts.tn_c_gauss_lower_zbl bad_files.tn_a bad_files.tn_c_gauss_lower_zbl units.tn_a)
+    ghosts.tn_c_gauss_lower_zbl bad_files.tn_a bad_files.tn_c_gauss_lower_zbl units.tn_a
+    ensemble.tn_a_ens.f64 ensemble.tn_a_ens.f32)
   foreach(c ${_tn_cases})
     string(REPLACE "." ";" _args ${c})
     add_test(NAME model.tensornet.${c} COMMAND test_model_tensornet ${_args})

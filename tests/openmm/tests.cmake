@@ -30,11 +30,19 @@ set(_nnpops_openmm_cases
   "openmmml:test_create_mixed_system"
   "openmmml:test_create_mixed_system_interpolating"
   "openmmml:test_bond_force_from_topology"
-  "openmmml:test_unknown_name")
+  "openmmml:test_unknown_name"
+  "tensornet:test_force_matches_reference"
+  "tensornet:test_charge"
+  "tensornet:test_ensemble"
+  "tensornet:test_openmmml_model_file")
 foreach(_case ${_nnpops_openmm_cases})
   string(REPLACE ":" ";" _parts "${_case}")
   list(GET _parts 0 _file)
   list(GET _parts 1 _func)
   string(REGEX REPLACE "^test_" "" _name "${_func}")
   nnpops_py_test(${_file}.${_name} openmm tests/openmm/test_${_file}.py::${_func})
+endforeach()
+# The TensorNet cases need the converted TensorNet models.
+foreach(_c force_matches_reference charge ensemble openmmml_model_file)
+  set_tests_properties(openmm.tensornet.${_c} PROPERTIES FIXTURES_REQUIRED "models;tensornet_models")
 endforeach()

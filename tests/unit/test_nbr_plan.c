@@ -9,14 +9,14 @@
  * 2048 (<= 1024 atoms), otherwise the fast cell list (the general one when a periodic width is
  * below the reach).  Built with the CUDA backend only (label unit: no GPU needed).
  *
- *   wide_box        256 atoms in the neighbor bench's cube (6.84, cutoff 2.67): brute force, 8 slices
- *   wide_water      648 atoms, cube 18.62, cutoff 5.2 (water 6^3): brute force (27 images would be
+ *   wide_box        256 atoms in the neighbor bench's cube (6.84, cutoff 2.67): one pass, 8 slices
+ *   wide_water      648 atoms, cube 18.62, cutoff 5.2 (water 6^3): one pass (27 images would be
  *                   17,496 candidates: the cell list)
  *   wide_large      1,536 atoms, cube 24.83: cost 8.3e6 -> fast cell list
  *   thin            300 atoms, cube 7.2, cutoff 3.7 (not wide: 27 images, 8,100 candidates, cost
  *                   7.3e6) -> fast cell list
- *   triclinic_wide  600 atoms in a skewed cell with widths 18-19 (cutoff 5.2): brute force
- *   mixed           500 atoms, periodic x and y (15 x 15), z open: brute force (as images 9, cost
+ *   triclinic_wide  600 atoms in a skewed cell with widths 18-19 (cutoff 5.2): one pass
+ *   mixed           500 atoms, periodic x and y (15 x 15), z open: one pass (as images 9, cost
  *                   6.75e6: the cell list)
  *   batch           the 256-atom box beside the thin 300-atom one: the thin one decides (cell list)
  *   tiny            13 atoms, no cell: the one-block path

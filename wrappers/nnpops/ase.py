@@ -10,8 +10,8 @@ changes.  Stress = -sym(W)/V (Voigt xx yy zz yz xz xy) from the library's virial
 whenever all three cell vectors are non-zero (any periodicity; no cell raises
 ``PropertyNotImplementedError``).
 
-Extra results: ``energy_std`` (the standard deviation of the system energy over the ensemble
-members, ddof=1 as torchani's QBC), ``qbc`` (``energy_std / sqrt(n_atoms)``, torchani's
+Extra results (ensembles: ANI, TensorNet ensembles): ``energy_std`` (the standard deviation of
+the system energy over the ensemble members, ddof=1 as torchani's QBC and torchmd-net's Ensemble), ``qbc`` (``energy_std / sqrt(n_atoms)``, torchani's
 ``energies_qbcs`` value) and ``member_energies`` (each member's energy, eV).  Set
 ``ensemble_member=k`` to evaluate one member only.
 """
@@ -89,8 +89,10 @@ class NNPOpsCalculator(Calculator):
     arguments are context options (``min_distance``, ``ensemble_member``, ``max_neighbors``,
     ``cuda_graphs``, ``threads`` (CPU: threads of a step, 0 = all; the same results), ...).
     ``charge``: the total charge (elementary charges) of the systems this calculator evaluates;
-    an Atoms object's ``atoms.info["charge"]`` takes precedence.  None (default): neutral.  A model
-    that does not use a charge (ANI, LJ) raises for a nonzero one.
+    an Atoms object's ``atoms.info["charge"]`` takes precedence (torchmd-net's calculator reads
+    the charge from there too; the keyword is the default for Atoms without one).  None (default):
+    neutral.  A model that does not use a charge (ANI, LJ) raises ``UnsupportedError`` for a
+    nonzero one, from either source: a charged system is never evaluated as a neutral one.
     ``atoms`` attaches the calculator to an Atoms object.
     """
 

@@ -3,8 +3,8 @@
     nnpops convert [MODEL ...] [--download | --source PATH] ...    NeuroChem files -> nnpops models
     nnpops convert --from-torchmdnet FILE.ckpt [--name NAME] ...   a TensorNet checkpoint -> a model
     nnpops eval FILE [--model ani2x] [--device auto|cpu|cuda|cuda:N] [--precision float64|float32]
-                [--xyz OUT] [--json OUT] [--batch-size K] [--format FMT] [--quiet]
-                                                                  energies and forces of every frame
+                [--charge Q] [--member K] [--xyz OUT] [--json OUT] [--batch-size K]
+                [--format FMT] [--quiet]                          energies and forces of every frame
     nnpops info [MODEL]                                           a model's (or the library's) facts
     nnpops analyze MODEL FILE [--plot OUT.png] [--json OUT.json]  per-stage scales and rounding
                                                                   errors (docs/analyze.md)
@@ -18,6 +18,14 @@ in one library call and writes each result as soon as it is known:
   ``ase.io.read(OUT, index=":")``;
 * ``--json OUT``: ``{"model", ..., "frames": [{"energy_eV", "forces_eV_per_A",
   "stress_eV_per_A3" (3x3, -W/V; null unless fully periodic), "atomic_energies_eV"}]}``;
+
+Charge: a frame's total charge is its ``charge`` key (``atoms.info["charge"]``, the extxyz
+comment's ``charge=``), else ``--charge`` (default neutral), as the ASE calculator takes it; a
+model that does not use a charge (ANI) refuses a nonzero one.  Ensembles (ANI, TensorNet ensembles):
+each frame also gets its members' energies and their spread (the standard deviation over the
+members, ddof=1, as the ASE calculator's ``energy_std``): JSON ``member_energies_eV`` and
+``energy_std_eV``, extended XYZ ``member_energies`` and ``energy_std``; ``--member K`` evaluates
+member K only.
 
 ``-`` writes to standard output.  Without an output file every frame's energy and largest force
 are printed (one line each); with one, a progress line (frames, frames per second) is shown on
@@ -57,6 +65,11 @@ def _parser():
     e.add_argument("--precision", default="float64", choices=["float64", "float32"])
     e.add_argument("--device", default="auto",
                    help="auto, cpu, cuda or cuda:N (default auto: CUDA when built and present)")
+    e.add_argument("--charge", metavar="Q", type=float,
+                   help="total charge (elementary charges) of frames without their own 'charge' "
+                        "key (default neutral)")
+    e.add_argument("--member", metavar="K", type=int,
+                   help="evaluate ensemble member K only (default: the ensemble mean)")
     e.add_argument("--xyz", metavar="OUT",
                    help="write the frames with their results as extended XYZ to OUT ('-': stdout)")
     e.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT ('-': stdout)")
@@ -159,7 +172,8 @@ def _eval(args, out):
     if args.format:
         kw["format"] = args.format
     model = _lib.Model(args.model, device=args.device, precision=args.precision)
-    ctx = _lib.Context(model)
+    ctx = _lib.Context(model, **({} if args.member is None else {"ensemble_member": args.member}))
+    ensemble = model.ensemble_size > 1 and args.member is None
     per_frame_lines = not (args.xyz or args.json) and not args.quiet
     progress = _Progress(sys.stderr if not args.quiet and not per_frame_lines else None)
     with contextlib.ExitStack() as stack:
@@ -169,6 +183,7 @@ def _eval(args, out):
             jw = _JsonWriter(_open_out(args.json, stack),
                              {"model": model.name, "model_path": model.path,
                               "precision": model.precision, "device": model.device,
+                              "ensemble_size": model.ensemble_size,
                               "units": {"energy": "eV", "length": "angstrom"}})
         xyz = _open_out(args.xyz, stack) if args.xyz else None
         index = 0
@@ -178,6 +193,8 @@ def _eval(args, out):
                 # A frame without a cell (all zero) or with pbc all False is not periodic.
                 if not np.any(atoms.pbc) or not np.any(atoms.cell.array):
                     atoms.pbc = False
+                if args.charge is not None and "charge" not in atoms.info:
+                    atoms.info["charge"] = args.charge
             for atoms, r in zip(chunk, evaluate_batch(chunk, ctx)):
                 forces = np.asarray(r["forces"])
                 energies = np.asarray(r["energies"])
@@ -186,17 +203,25 @@ def _eval(args, out):
                 energy_sum += r["energy"]
                 if per_frame_lines:
                     fmax = float(np.sqrt((forces ** 2).sum(axis=1)).max()) if len(forces) else 0.0
-                    out.write("frame %d: energy %.10f eV, max |F| %.6f eV/A\n"
-                              % (index, r["energy"], fmax))
+                    out.write("frame %d: energy %.10f eV%s, max |F| %.6f eV/A\n"
+                              % (index, r["energy"],
+                                 ", spread %.6f eV" % r["energy_std"] if ensemble else "", fmax))
                 if jw is not None:
-                    jw.frame({"energy_eV": r["energy"], "forces_eV_per_A": forces.tolist(),
-                              "stress_eV_per_A3": None if stress is None else stress.tolist(),
-                              "atomic_energies_eV": energies.tolist()})
+                    doc = {"energy_eV": r["energy"], "forces_eV_per_A": forces.tolist(),
+                           "stress_eV_per_A3": None if stress is None else stress.tolist(),
+                           "atomic_energies_eV": energies.tolist()}
+                    if ensemble:
+                        doc["member_energies_eV"] = np.asarray(r["member_energies"]).tolist()
+                        doc["energy_std_eV"] = r["energy_std"]
+                    jw.frame(doc)
                 if xyz is not None:
                     results = {"energy": r["energy"], "free_energy": r["energy"],
                                "forces": forces, "energies": energies}
                     if stress is not None:
                         results["stress"] = stress
+                    if ensemble:
+                        atoms.info["member_energies"] = np.asarray(r["member_energies"])
+                        atoms.info["energy_std"] = r["energy_std"]
                     atoms.calc = SinglePointCalculator(atoms, **results)
                     ase.io.write(xyz, atoms, format="extxyz")
                 index += 1
@@ -252,7 +277,8 @@ def _info(args, out):
 _TENSORNET_SHOWN = ("source", "dtype", "embedding_dimension", "num_layers", "num_rbf", "rbf_type",
                     "trainable_rbf", "activation", "cutoff_lower", "cutoff_upper", "max_z",
                     "equivariance_invariance_group", "output_model", "reduce_op",
-                    "output_widths", "mean", "std", "box_vecs", "old_layout_remapped")
+                    "output_widths", "mean", "std", "box_vecs", "old_layout_remapped",
+                    "ensemble_size")
 
 
 def _tensornet_keys(path):

@@ -949,9 +949,10 @@ def _build_parser():
     p.add_argument("--member", metavar="K", type=int,
                    help="write only ensemble member K, as model NAME-mK")
     p.add_argument("--force", action="store_true", help="convert even if the output is up to date")
-    p.add_argument("--from-torchmdnet", metavar="FILE",
+    p.add_argument("--from-torchmdnet", metavar="FILE", nargs="+",
                    help="convert a torchmd-net TensorNet checkpoint (.ckpt) instead of the "
-                        "NeuroChem files")
+                        "NeuroChem files; several checkpoints of one architecture, or "
+                        "torchmd-net's zip of checkpoints, become one ensemble model")
     p.add_argument("--name", metavar="NAME",
                    help="with --from-torchmdnet: the model's name (default: the file name "
                         "without .ckpt)")
@@ -1016,7 +1017,8 @@ def main(argv=None):
 
 
 def _main_torchmdnet(args, output_dir):
-    """``convert --from-torchmdnet FILE``: one TensorNet checkpoint (convert_tensornet.py)."""
+    """``convert --from-torchmdnet FILE [FILE ...]``: one TensorNet checkpoint, or an ensemble of
+    several (or of a zip of them) (convert_tensornet.py)."""
     if args.models or args.member is not None or args.source is not None:
         print("nnpops convert: error: --from-torchmdnet takes no MODEL, --member or --source",
               file=sys.stderr)
@@ -1029,7 +1031,8 @@ def _main_torchmdnet(args, output_dir):
     start = time.monotonic()
     try:
         result, path, detail = convert_tensornet.convert_tensornet(
-            args.from_torchmdnet, output_dir, name=args.name, units=args.units, force=args.force)
+            args.from_torchmdnet if len(args.from_torchmdnet) > 1 else args.from_torchmdnet[0],
+            output_dir, name=args.name, units=args.units, force=args.force)
     except ConvertError as exc:
         print("nnpops convert: error: %s" % exc, file=sys.stderr)
         return 2

@@ -2,6 +2,12 @@
 
     python3 -m nnpops convert --from-torchmdnet FILE.ckpt [--name NAME] [--output DIR]
                               [--units eV,A] [--force]
+    python3 -m nnpops convert --from-torchmdnet A.ckpt B.ckpt ... | ENSEMBLE.zip [...]
+
+Several checkpoints (or torchmd-net's zip of checkpoints, whose top-level *.ckpt files are the
+members, in name order) become ONE ensemble model: the members must share the architecture and
+every hyperparameter that shapes the model (EnsembleMismatchError names the first that differs);
+their weights are stored with the prefix ``m{k}.``, their ``mean`` and ``std`` as lists.
 
 The checkpoint is read by ``nnpops.torchzip`` (a restricted unpickler that runs nothing); its
 ``hyper_parameters`` are checked one by one against what nnpops implements (anything else is an
@@ -17,6 +23,8 @@ import json
 import os
 import re
 import struct
+import tempfile
+import zipfile
 
 import numpy as np
 
@@ -518,13 +526,30 @@ def _yaml_value(v):
     return json.dumps(repr(v))
 
 
-def model_yaml(name, ck, units, weights_file, sha256, source_name, source_sha256):
+def model_yaml(name, ck, units, weights_file, sha256, source_name, source_sha256, members=None):
+    """The model file's text.  members: for an ensemble, [(checkpoint, file name, sha256)] of
+    every member in order (ck is member 0's); None for one checkpoint."""
     cfg = ck.cfg
     e_name, _, l_name, _ = units
     maxz = min(cfg["max_z"] - 1, len(_ELEMENTS))
     species = _ELEMENTS[:maxz]
     description = ("TensorNet %s, %d layers, %d channels, converted from torchmd-net checkpoint %s"
                    % (cfg["group"], cfg["num_layers"], cfg["embedding_dimension"], source_name))
+    if members:
+        description = ("TensorNet ensemble of %d, %s, %d layers, %d channels, converted from "
+                       "torchmd-net checkpoints %s"
+                       % (len(members), cfg["group"], cfg["num_layers"],
+                          cfg["embedding_dimension"], ", ".join(m[1] for m in members)))
+    if members:
+        source_line = "  source: [%s]" % ", ".join(
+            "{file: %s, sha256: \"%s\"}" % (yaml_str(m[1]), m[2]) for m in members)
+        mean_line = "  mean: [%s]" % ", ".join(yaml_float(m[0].mean) for m in members)
+        std_line = "  std: [%s]" % ", ".join(yaml_float(m[0].std) for m in members)
+    else:
+        source_line = "  source: {file: %s, sha256: \"%s\"}" % (yaml_str(source_name),
+                                                              source_sha256)
+        mean_line = "  mean: %s" % yaml_float(ck.mean)
+        std_line = "  std: %s" % yaml_float(ck.std)
     lines = [
         "# nnpops model file (format: docs/model-format.md), written by"
         " 'python3 -m nnpops convert --from-torchmdnet'",
@@ -539,7 +564,7 @@ def model_yaml(name, ck, units, weights_file, sha256, source_name, source_sha256
         "  file: %s" % yaml_str(weights_file),
         '  sha256: "%s"' % sha256,
         "tensornet:",
-        "  source: {file: %s, sha256: \"%s\"}" % (yaml_str(source_name), source_sha256),
+        source_line,
         "  dtype: %s" % ck.dtype,
         "  embedding_dimension: %d" % cfg["embedding_dimension"],
         "  num_layers: %d" % cfg["num_layers"],
@@ -554,12 +579,15 @@ def model_yaml(name, ck, units, weights_file, sha256, source_name, source_sha256
         "  output_model: Scalar",
         "  reduce_op: sum",
         "  output_widths: [%s]" % ", ".join(str(w) for w in ck.output_widths),
-        "  mean: %s" % yaml_float(ck.mean),
-        "  std: %s" % yaml_float(ck.std),
+        mean_line,
+        std_line,
         "  box_vecs: %s" % ("null" if cfg["box_vecs"] is None
                             else _yaml_value(cfg["box_vecs"].tolist())),
-        "  old_layout_remapped: %s" % ("true" if ck.old_layout else "false"),
+        "  old_layout_remapped: %s" % ("true" if (any(m[0].old_layout for m in members)
+                                                  if members else ck.old_layout) else "false"),
     ]
+    if members:
+        lines.append("  ensemble_size: %d" % len(members))
     if not cfg["priors"]:
         lines.append("  priors: []")
     else:
@@ -595,32 +623,148 @@ def _file_sha256(path):
     return digest.hexdigest()
 
 
+# The settings that make two checkpoints the same architecture (members of one ensemble must
+# agree on all of them; training options such as the seed or the learning rate may differ).
+_ARCHITECTURE = ("embedding_dimension", "num_layers", "num_rbf", "rbf_type", "trainable_rbf",
+                 "activation", "cutoff_lower", "cutoff_upper", "max_z", "group", "box_vecs",
+                 "priors")
+_MAX_MEMBERS = 64
+
+
+class EnsembleMismatchError(ConvertError):
+    """Checkpoints given as one ensemble that differ in architecture or hyperparameters."""
+
+
+def _architecture(ck):
+    """(key, value) pairs that must agree between ensemble members."""
+    cfg = ck.cfg
+    rows = []
+    for key in _ARCHITECTURE:
+        v = cfg[key]
+        if key == "box_vecs" and v is not None:
+            v = np.asarray(v).tolist()
+        if key == "priors":
+            v = [{k: x for k, x in p.items()} for p in v]
+        rows.append((key, v))
+    rows.append(("output_widths", list(ck.output_widths)))
+    rows.append(("dtype", ck.dtype))
+    return rows
+
+
+def check_ensemble(members):
+    """members: [(checkpoint, name)]; raises EnsembleMismatchError naming the first setting in
+    which a member differs from the first one."""
+    first, first_name = members[0]
+    arch = _architecture(first)
+    for ck, name in members[1:]:
+        for (key, a), (_, b) in zip(arch, _architecture(ck)):
+            if a != b:
+                raise EnsembleMismatchError(
+                    "ensemble members must share the architecture and hyperparameters: %s has "
+                    "%s = %s, %s has %s" % (first_name, key, _yaml_value(a), name,
+                                            _yaml_value(b)))
+
+
+def _ensemble_zip_members(path):
+    """The top-level *.ckpt files of a zip that holds checkpoints (torchmd-net's ensemble
+    archive, as its load_ensemble reads it), sorted by name; None when the file is not such a
+    zip (a torch checkpoint is a zip too, with its pickle under a folder)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+    found = sorted(n for n in names if n.endswith(".ckpt") and "/" not in n.rstrip("/"))
+    return found or None
+
+
+_ZIP_MEMBER_LIMIT = 8 << 30
+
+
+def _extract_members(path, names, tmpdir):
+    """Copies the named zip members into tmpdir (each at most 8 GiB); returns their paths."""
+    out = []
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for name in names:
+                info = zf.getinfo(name)
+                if info.file_size > _ZIP_MEMBER_LIMIT:
+                    raise ConvertError("%s: member %s is larger than 8 GiB" % (path, name))
+                dest = os.path.join(tmpdir, "%03d.ckpt" % len(out))
+                copied = 0
+                with zf.open(info) as src, open(dest, "wb") as dst:
+                    for chunk in iter(lambda: src.read(1 << 20), b""):
+                        copied += len(chunk)
+                        if copied > _ZIP_MEMBER_LIMIT:
+                            raise ConvertError("%s: member %s is larger than 8 GiB"
+                                               % (path, name))
+                        dst.write(chunk)
+                out.append(dest)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
+        raise ConvertError("%s: cannot read the zip of checkpoints: %s" % (path, exc)) from None
+    return out
+
+
+def _default_name(path):
+    base = os.path.basename(path)
+    for ext in (".ckpt", ".pt", ".pth", ".zip"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+            break
+    return _sanitize_name(base)
+
+
 def convert_tensornet(ckpt_path, output_dir, name=None, units="eV,A", force=False):
-    """Convert one checkpoint; returns (status, yaml_path, detail) like convert_model."""
+    """Convert one checkpoint, or an ensemble into one model: ckpt_path a list of checkpoints
+    (two or more) or a zip of checkpoints (torchmd-net's ensemble archive).  Returns (status,
+    yaml_path, detail) like convert_model."""
+    paths = [ckpt_path] if isinstance(ckpt_path, (str, os.PathLike)) else list(ckpt_path)
+    if not paths:
+        raise ConvertError("no checkpoint given")
     unit_info = parse_units(units)
     if name is None:
-        base = os.path.basename(ckpt_path)
-        for ext in (".ckpt", ".pt", ".pth"):
-            if base.endswith(ext):
-                base = base[: -len(ext)]
-                break
-        name = _sanitize_name(base)
+        name = _default_name(paths[0])
     elif not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ConvertError("--name %r: only letters, digits, '_', '.' and '-' are allowed" % name)
-    if not os.path.isfile(ckpt_path):
-        raise ConvertError("%s: no such file" % ckpt_path)
+    for path in paths:
+        if not os.path.isfile(path):
+            raise ConvertError("%s: no such file" % path)
     yaml_path = os.path.join(output_dir, name + ".yaml")
     weights_file = name + ".safetensors"
     weights_path = os.path.join(output_dir, weights_file)
     stamp_path = os.path.join(output_dir, name + ".stamp")
     try:
-        source_sha256 = _file_sha256(ckpt_path)
+        shas = [_file_sha256(path) for path in paths]
     except OSError as exc:
-        raise ConvertError("cannot read %s: %s" % (ckpt_path, exc.strerror or exc)) from None
+        raise ConvertError("cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    source_sha256 = shas[0] if len(paths) == 1 else hashlib.sha256(
+        "".join(shas).encode("ascii")).hexdigest()
     if not force and _up_to_date(yaml_path, weights_path, stamp_path, source_sha256, units):
         return "up to date", yaml_path, ""
 
-    ck = read_tensornet(ckpt_path)
+    zip_names = _ensemble_zip_members(paths[0]) if len(paths) == 1 else None
+    with tempfile.TemporaryDirectory(prefix="nnpops-ensemble-") as tmpdir:
+        if zip_names:
+            if len(zip_names) > _MAX_MEMBERS:
+                raise ConvertError("%s holds %d checkpoints; at most %d ensemble members"
+                                   % (paths[0], len(zip_names), _MAX_MEMBERS))
+            files = _extract_members(paths[0], zip_names, tmpdir)
+            members = []
+            for f, zname in zip(files, zip_names):
+                try:
+                    ck = read_tensornet(f)
+                except ConvertError as exc:
+                    raise ConvertError(str(exc).replace(f, "%s:%s" % (paths[0], zname))) from None
+                members.append((ck, zname, _file_sha256(f)))
+        else:
+            if len(paths) > _MAX_MEMBERS:
+                raise ConvertError("%d checkpoints; at most %d ensemble members"
+                                   % (len(paths), _MAX_MEMBERS))
+            members = [(read_tensornet(path), os.path.basename(path), sha)
+                       for path, sha in zip(paths, shas)]
+    if len(members) > 1:
+        check_ensemble([(m[0], m[1]) for m in members])
+    ck = members[0][0]
     e_name, joules, l_name, metres = unit_info
     for p in ck.cfg["priors"]:
         if p["type"] != "ZBL":
@@ -629,17 +773,27 @@ def convert_tensornet(ckpt_path, output_dir, name=None, units="eV,A", force=Fals
             raise ConvertError(
                 "%s: the ZBL prior's energy_scale %r J and distance_scale %r m say the model's "
                 "units are not %s and %s (%r J, %r m); pass the right --units"
-                % (ckpt_path, p["energy_scale"], p["distance_scale"], e_name, l_name, joules,
+                % (paths[0], p["energy_scale"], p["distance_scale"], e_name, l_name, joules,
                    metres))
 
+    if len(members) > 1:
+        tensors = {"m%d.%s" % (k, t): a for k, m in enumerate(members)
+                   for t, a in m[0].tensors.items()}
+    else:
+        tensors = ck.tensors
+    source_names = ", ".join(m[1] for m in members) if not zip_names else (
+        "%s (%s)" % (os.path.basename(paths[0]), ", ".join(zip_names)))
     metadata = {"format": "nnpops", "format_version": str(FORMAT_VERSION), "model": name,
-                "source": os.path.basename(ckpt_path), "type": "tensornet"}
+                "source": source_names, "type": "tensornet"}
+    if len(members) > 1:
+        metadata["ensemble_size"] = str(len(members))
     try:
         os.makedirs(output_dir, exist_ok=True)
-        sha256 = _write_atomic(weights_path, safetensors_chunks(ck.tensors, metadata))
+        sha256 = _write_atomic(weights_path, safetensors_chunks(tensors, metadata))
         st = os.stat(weights_path)
         text = model_yaml(name, ck, unit_info, weights_file, sha256,
-                          os.path.basename(ckpt_path), source_sha256)
+                          os.path.basename(paths[0]), source_sha256,
+                          members if len(members) > 1 else None)
         _write_atomic(yaml_path, [text])
         stamp = {
             "converter_version": CONVERTER_VERSION,
@@ -649,7 +803,7 @@ def convert_tensornet(ckpt_path, output_dir, name=None, units="eV,A", force=Fals
             "weights_sha256": sha256,
             "weights_size": st.st_size,
             "weights_mtime_ns": st.st_mtime_ns,
-            "source_file": os.path.basename(ckpt_path),
+            "source_file": ", ".join(os.path.basename(p) for p in paths),
             "source_sha256": source_sha256,
             "units": units,
         }
@@ -657,8 +811,10 @@ def convert_tensornet(ckpt_path, output_dir, name=None, units="eV,A", force=Fals
                                    .encode("ascii")])
     except OSError as exc:
         raise ConvertError("cannot write %s: %s" % (output_dir, exc)) from None
-    return "written", yaml_path, "%s, %d bytes, %d tensors, %s" % (
-        weights_file, st.st_size, len(ck.tensors), ck.dtype)
+    detail = "%s, %d bytes, %d tensors, %s" % (weights_file, st.st_size, len(tensors), ck.dtype)
+    if len(members) > 1:
+        detail += ", ensemble of %d" % len(members)
+    return "written", yaml_path, detail
 
 
 def _up_to_date(yaml_path, weights_path, stamp_path, source_sha256, units):

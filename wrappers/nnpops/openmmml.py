@@ -5,6 +5,7 @@ Registered through the entry point group ``openmmml.potentials`` (see pyproject.
     nnpops-ani2x = "nnpops.openmmml:NNPOpsPotentialImplFactory"
     nnpops-ani1x = "nnpops.openmmml:NNPOpsPotentialImplFactory"
     nnpops-ani1ccx = "nnpops.openmmml:NNPOpsPotentialImplFactory"
+    nnpops-tensornet = "nnpops.openmmml:NNPOpsPotentialImplFactory"
 
 so that, once the package is installed,
 
@@ -12,6 +13,13 @@ so that, once the package is installed,
     potential = MLPotential("nnpops-ani2x")                  # or device="cuda", precision=...
     system = potential.createSystem(topology)
     mixed = potential.createMixedSystem(topology, mm_system, ml_atoms)
+
+A model file (a TensorNet model converted from a torchmd-net checkpoint, or any other) goes by
+``nnpops-tensornet`` with its path, the way openmm-ml's own ``torchmdnet`` potential takes one, and
+the total charge of the ML atoms as openmm-ml's charged potentials take it:
+
+    potential = MLPotential("nnpops-tensornet", modelPath="models/aceff.yaml")
+    system = potential.createSystem(topology, charge=-1)
 
 Without installing the package, register the factory by hand:
 
@@ -23,7 +31,9 @@ built.
 
 Arguments (to ``MLPotential(...)`` or, overriding those, to ``createSystem`` /
 ``createMixedSystem``): ``device`` ("cpu", "cuda", "cuda:N"), ``precision`` ("float64",
-"float32"), ``model`` (another model name or YAML path), ``modelIndex`` (one ensemble member, as
+"float32"), ``model`` or ``modelPath`` (another model name or YAML path; ``nnpops-tensornet``
+needs one), ``charge`` (the total charge of the ML atoms, elementary charges; default neutral; a
+model that does not use a charge refuses a nonzero one), ``modelIndex`` (one ensemble member, as
 openmm-ml's own ANI potential takes it), ``periodic`` (default: the Topology has a box or the
 System is periodic), ``forces_dtype``, ``add_bond_force`` (a zero-energy bond force over the
 Topology's bonds between ML atoms, so that MonteCarloBarostat keeps the ML molecules whole),
@@ -37,14 +47,18 @@ except ImportError:  # openmm-ml absent: the classes still work by duck typing
     MLPotentialImplFactory = object
 
 __all__ = ["NNPOpsPotentialImplFactory", "NNPOpsPotentialImpl", "MODEL_OF_NAME",
-           "ENTRY_POINTS", "register"]
+           "MODEL_FILE_NAMES", "ENTRY_POINTS", "register"]
 
 #: openmm-ml potential name -> nnpops model name.
 MODEL_OF_NAME = {"nnpops-ani2x": "ani2x", "nnpops-ani1x": "ani1x",
                  "nnpops-ani1ccx": "ani1ccx"}
 
+#: openmm-ml potential names that evaluate the model file given as ``modelPath`` (or ``model``).
+MODEL_FILE_NAMES = ("nnpops-tensornet",)
+
 #: The entry points of group ``openmmml.potentials`` that the package declares.
-ENTRY_POINTS = {name: "nnpops.openmmml:NNPOpsPotentialImplFactory" for name in MODEL_OF_NAME}
+ENTRY_POINTS = {name: "nnpops.openmmml:NNPOpsPotentialImplFactory"
+                for name in list(MODEL_OF_NAME) + list(MODEL_FILE_NAMES)}
 
 # Arguments that openmm-ml's embeddings pass on to addForces and that are not ours.
 _OPENMMML_ARGS = frozenset(["mlLongRange", "linkAtomDistances"])
@@ -58,11 +72,19 @@ class NNPOpsPotentialImplFactory(MLPotentialImplFactory):
 
 
 class NNPOpsPotentialImpl(MLPotentialImpl):
-    """An nnpops model (ANI-2x, ANI-1x, ANI-1ccx) evaluated through :func:`nnpops.openmm.create_force`."""
+    """An nnpops model (ANI-2x, ANI-1x, ANI-1ccx, or a model file such as a converted TensorNet)
+    evaluated through :func:`nnpops.openmm.create_force`."""
 
-    def __init__(self, name, model=None, **args):
+    def __init__(self, name, model=None, modelPath=None, **args):
         self.name = name
         if model is None:
+            model = modelPath
+        elif modelPath is not None and modelPath != model:
+            raise ValueError("model=%r and modelPath=%r disagree: give one" % (model, modelPath))
+        if model is None:
+            if name in MODEL_FILE_NAMES:
+                raise ValueError("potential %r evaluates a model file: pass modelPath= (the "
+                                 "model's YAML path or name)" % name)
             if name in MODEL_OF_NAME:
                 model = MODEL_OF_NAME[name]
             elif name.startswith("nnpops-"):
@@ -80,7 +102,8 @@ class NNPOpsPotentialImpl(MLPotentialImpl):
         kw.update(args)
         for key in _OPENMMML_ARGS:
             kw.pop(key, None)
-        model = kw.pop("model", self.model)
+        model = kw.pop("model", None) or kw.pop("modelPath", None) or self.model
+        kw.pop("modelPath", None)
         device = kw.pop("device", "cpu")
         precision = kw.pop("precision", "float64")
         model_index = kw.pop("modelIndex", None)
@@ -119,7 +142,8 @@ class NNPOpsPotentialImpl(MLPotentialImpl):
                      force_group=forceGroup, **kw)
 
     def getMLLongRange(self):
-        # ANI interactions end at the model cutoff (5.2 angstrom): no long-range part.
+        # nnpops' models end at their interaction range (ANI: the 5.2 angstrom cutoff;
+        # TensorNet: (layers + 1) cutoffs): no long-range part.
         return False
 
 
@@ -128,6 +152,6 @@ def register(names=None):
     from openmmml.mlpotential import MLPotential
 
     factory = NNPOpsPotentialImplFactory()
-    for name in (names or MODEL_OF_NAME):
+    for name in (names or list(MODEL_OF_NAME) + list(MODEL_FILE_NAMES)):
         MLPotential.registerImplFactory(name, factory)
     return factory

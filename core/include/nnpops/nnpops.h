@@ -135,7 +135,8 @@ typedef struct nnpops_outputs {
     double *virials;               /* [n_systems][9] row-major */
     double *atomic_energies;       /* [n_atoms] (ghost atoms get 0) */
     double *atomic_virials;        /* [n_atoms][9] */
-    double *member_energies;       /* [n_systems][ensemble_size]: each member's energy (ANI) */
+    double *member_energies;       /* [n_systems][ensemble_size]: each member's energy (ANI,
+                                    * TensorNet ensembles); their mean is the energy */
 } nnpops_outputs;
 
 /* Counters that show which path a context took. */

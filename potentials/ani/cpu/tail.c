@@ -2,7 +2,7 @@
  * tail.c - the CPU twin of the tails of small species' networks (potentials/ani/ani_ops.h,
  * nnpops__sg_tail_cpu_f32; the CUDA twin is potentials/ani/cuda/tail.cu): hidden layers 1 .. h-1,
  * the output layer and the backward pass down to dE/dZ of hidden layer 0, as a sequence of the
- * small grouped GEMMs of kernels/cpu/fused.c.
+ * small grouped GEMMs of potentials/ani/cpu/networks.c.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -44,7 +44,7 @@ extern "C" {
 #include "kernels/cuda/kernels_cuda.h"
 #include "potentials/ani/ani_ops.h"
 }
-#include "kernels/cuda/nets.cuh"
+#include "potentials/ani/cuda/nets.cuh"
 
 using namespace nnpops_cuda;
 namespace cgx = cooperative_groups;

@@ -1,10 +1,10 @@
 /*
- * nets.cuh - device helpers shared by the network kernels (mlp.cu, tail.cu): the output layer's
- * backward seed and each member's share of the energies, asynchronous global -> shared copies.
- * Include after kernels_cuda.h.
+ * nets.cuh - device helpers shared by ANI's network kernels (networks.cu, tail.cu): the output
+ * layer's backward seed and each member's share of the energies, asynchronous global -> shared
+ * copies.  Include after potentials/ani/ani_ops.h.
  */
-#ifndef NNPOPS_KERNELS_CUDA_NETS_CUH
-#define NNPOPS_KERNELS_CUDA_NETS_CUH
+#ifndef NNPOPS_POTENTIALS_ANI_CUDA_NETS_CUH
+#define NNPOPS_POTENTIALS_ANI_CUDA_NETS_CUH
 
 namespace {
 
@@ -97,4 +97,4 @@ __device__ __forceinline__ void cp_async16(float *dst, const float *src, bool ok
 
 } // namespace
 
-#endif /* NNPOPS_KERNELS_CUDA_NETS_CUH */
+#endif /* NNPOPS_POTENTIALS_ANI_CUDA_NETS_CUH */
