@@ -4,6 +4,8 @@
  * precision, the embedding's pair terms per species, the self edge's terms), and the step: the
  * ops of tn_ops.h composed by nnpops__tn_step over the step's center lists, every atom a center.
  *
+ * One member: an ensemble file (ensemble_size > 1) is refused at load on "cuda".
+ *
  * The lists: every atom a center, ghosts too (tn_lists in tensornet.c asks for ghost centers), so
  * the lists are symmetric and a ghost's features feed the local atoms' energies through the
  * layers.  No per-context state; the work space holds every intermediate of the step
@@ -54,6 +56,12 @@ nnpops_status nnpops__tn_upload(nnpops_model *model) {
     nnpops__tn_parts parts;
     nnpops__tn_parts_of(model, &parts);
     const nnpops__tn_shape *s = parts.shape;
+    /* the tables are member 0's: an ensemble's other members would be left out */
+    if (model->ensemble_size > 1)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
+                            "model '%s': a TensorNet ensemble (%d members) has no GPU path; load "
+                            "it on \"cpu\", or each member as its own model on \"cuda\"",
+                            model->name, (int)model->ensemble_size);
     if (s->L > NNPOPS__TN_OPS_MAX_LAYERS || s->n_out > 16)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "model '%s': TensorNet on the GPU takes at most %d layers and 16 "
