@@ -4,6 +4,8 @@
  * precision, the embedding's pair terms per species, the self edge's terms), and the step: the
  * ops of tn_ops.h composed by nnpops__tn_step over the step's center lists, every atom a center.
  *
+ * One member: an ensemble file (ensemble_size > 1) is refused at load on "cuda".
+ *
  * The lists: every atom a center, ghosts too (tn_lists in tensornet.c asks for ghost centers), so
  * the lists are symmetric and a ghost's features feed the local atoms' energies through the
  * layers.  No per-context state; the work space holds every intermediate of the step

@@ -362,7 +362,8 @@ NNPOPS__TN_STEP_DECLS(_f64, double)
  * entry: the entry of j's list with neighbor c nearest to -v), -1 for other entries;
  * pentry[p] (p < n_pairs) = the entry holding pair p, pmirror[p] = its mirror entry (-1 for
  * none, and past the count; pairs past n_pairs get no slot: a truncated list).  count: scratch
- * of n_centers + 1 values. */
+ * of n_centers + 1 values.  The CUDA twin numbers the pairs in one block up to 65,536 centers,
+ * else in three kernels (count, scan, numbers); path 1 / 2 forces one of them (tests), 0 picks. */
 void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                           int64_t capacity, const double *vec, const uint8_t *mask,
                           int64_t n_pairs, int32_t *slot, int32_t *pentry, int32_t *pmirror,
@@ -370,7 +371,7 @@ void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t
 nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, int32_t *slot, int32_t *pentry,
-                                    int32_t *pmirror, int32_t *count, void *stream);
+                                    int32_t *pmirror, int32_t *count, int path, void *stream);
 
 /* tn_count: sys_count[s] = the atoms of system s among the n atoms (sys_count zeroed here). */
 void nnpops__tn_count_cpu(int64_t n, int64_t n_systems, const int32_t *batch, int32_t *sys_count);

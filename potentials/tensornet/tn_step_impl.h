@@ -191,7 +191,7 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     if (cuda) {
 #if TN_HAVE_CUDA
         NNPOPS__TRY(nnpops__tn_pairs_cuda(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry,
-                                          pmirror, pcount, a->stream));
+                                          pmirror, pcount, 0, a->stream));
 #endif
     } else {
         nnpops__tn_pairs_cpu(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry, pmirror,

@@ -185,6 +185,7 @@ set_tests_properties(tsan.emu.model.fd tsan.emu.model.member tsan.emu.graphs.sha
 nnpops_emu_program(race device ${gpu_src}/test_gpu_device.c capture batch
   errors capture_failure)
 nnpops_emu_program(race tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm)
+nnpops_emu_program(race tensornet ${gpu_src}/test_gpu_tensornet.c ops_f32 ops_f64 step_f32)
 
 # The race model's own check (race_selftest.cu): each case without its ordering must be reported,
 # with it must run clean.

@@ -257,14 +257,16 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     int32_t *dcnt_scratch = dalloc(sizeof(int32_t) * (n + 1));
     nnpops__tn_pairs_cpu(n, fx.start, fx.pairs, E, fx.vec, mask, P, slot, pentry, pmirror,
                          cnt_scratch);
-    CHECK_OK(nnpops__tn_pairs_cuda(n, dstart, dpairs, E, dvec, dmask, P, dslot, dpentry,
-                                   dpmirror, dcnt_scratch, st));
-    to_host(slot_b, dslot, sizeof(int32_t) * E);
-    to_host(pentry_b, dpentry, sizeof(int32_t) * P);
-    to_host(pmirror_b, dpmirror, sizeof(int32_t) * P);
-    CHECK(memcmp(slot, slot_b, sizeof(int32_t) * E) == 0);
-    CHECK(memcmp(pentry, pentry_b, sizeof(int32_t) * P) == 0);
-    CHECK(memcmp(pmirror, pmirror_b, sizeof(int32_t) * P) == 0);
+    for (int path = 2; path >= 1; path--) { /* three kernels, then one block (what a step uses) */
+        CHECK_OK(nnpops__tn_pairs_cuda(n, dstart, dpairs, E, dvec, dmask, P, dslot, dpentry,
+                                       dpmirror, dcnt_scratch, path, st));
+        to_host(slot_b, dslot, sizeof(int32_t) * E);
+        to_host(pentry_b, dpentry, sizeof(int32_t) * P);
+        to_host(pmirror_b, dpmirror, sizeof(int32_t) * P);
+        CHECK(memcmp(slot, slot_b, sizeof(int32_t) * E) == 0);
+        CHECK(memcmp(pentry, pentry_b, sizeof(int32_t) * P) == 0);
+        CHECK(memcmp(pmirror, pmirror_b, sizeof(int32_t) * P) == 0);
+    }
     for (int64_t p = 0; p < P; p++) /* every held pair has its mirror entry */
         CHECK((pentry[p] >= 0) == (pmirror[p] >= 0) &&
               (pmirror[p] < 0 || slot[pmirror[p]] == p));

@@ -40,7 +40,8 @@
  *   errors                too-close atoms, a singular cell, too many images; the context keeps
  *                         working afterwards; zero atoms and zero local atoms
  *   thread                the same context driven from another thread
- *   tensornet             a tensornet model (tn_a) on "cuda": a charged batch against the CPU
+ *   tensornet             a tensornet model (tn_a) on "cuda": a charged batch against the CPU;
+ *                         an ensemble (tn_a_ens) refused at load
  * On the emulated GPU (tests/emu, emulated.h) the reference, cpu_match, batch, ghosts and member
  * cases take a subset of the reference systems (runs_system) and fd a smaller molecule.
  */
@@ -643,7 +644,7 @@ static int case_errors(void) {
 
 /* A tensornet model on "cuda" (its GPU path, potentials/tensornet/tensornet_cuda.c): loads, and
  * a batch of two molecules with total charges 0 and -1 equals the CPU model (float64 1e-10
- * relative, float32 1e-5); the charge changes the energy. */
+ * relative, float32 1e-5); the charge changes the energy.  An ensemble file is refused. */
 static int case_tensornet(void) {
     for (int prec = 0; prec < 2; prec++) {
         const nnpops_precision p = prec ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64;

@@ -9,6 +9,9 @@
 #   gpu.device.* the experimental device-pointer entry nnpops_compute_device (its plans, the
 #                caller's graph captures, device-side checks, overflow) and a provoked capture
 #                failure of the library's own graphs (test_gpu_device.c)
+#   gpu.tensornet.* TensorNet's ops over center lists against their CPU twins, the composed step
+#                against the CPU pass (test_gpu_tensornet.c); gpu.tensornet_model.* the TensorNet
+#                reference models on "cuda" (tests/model/test_tensornet.c)
 # The benchmark bench_gpu (tests/bench/bench_gpu.c) is built here too (not a test).
 if(NOT NNPOPS_ENABLE_CUDA)
   return()

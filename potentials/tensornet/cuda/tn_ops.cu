@@ -1094,14 +1094,12 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
     if (local) atom_energy[c] = en + mean / (double)sys_count[batch[c]];
 }
 
-/* ==== tn_count ==== */
-__global__ void count_kernel(int64_t n, const int32_t *batch, int32_t *sys_count) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) atomicAdd(&sys_count[batch[i]], 1); /* integer: the order does not matter */
-}
-__global__ void zero_i32_kernel(int64_t n, int32_t *x) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = 0;
+/* ==== tn_count: one block (zero, barrier, count; integer atomics: any order gives the same) ==== */
+__global__ void count_kernel(int64_t n, int64_t n_systems, const int32_t *batch,
+                             int32_t *sys_count) {
+    for (int64_t s = threadIdx.x; s < n_systems; s += blockDim.x) sys_count[s] = 0;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&sys_count[batch[i]], 1);
 }
 
 /* ==== tn_pair_radial ==== */
@@ -1181,6 +1179,54 @@ __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, con
                 pmirror[p] = -1;
             } else {
                 slot[e] = -1;
+            }
+            p++;
+        }
+    }
+}
+
+/* count, scan and numbering in one block of 1024 threads, each over a contiguous chunk of
+ * centers (the lists of up to PAIRS_ONE_BLOCK centers; the same numbers as the three kernels) */
+#define PAIRS_ONE_BLOCK 65536
+__global__ void pairs_one_block_kernel(int64_t n_centers, const int64_t *start,
+                                       const int32_t *pairs, int64_t capacity, const double *vec,
+                                       const uint8_t *mask, int64_t n_pairs, int32_t *base,
+                                       int32_t *slot, int32_t *pentry, int32_t *pmirror) {
+    __shared__ int32_t part[1024];
+    const int64_t chunk = (n_centers + 1023) / 1024;
+    const int64_t b = threadIdx.x * chunk, e = b + chunk < n_centers ? b + chunk : n_centers;
+    int32_t k = 0;
+    for (int64_t c = b; c < e; c++) {
+        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+        for (int64_t q = start[c]; q < e1; q++)
+            k += (mask[q] & NNPOPS__TN_EDGE) &&
+                 holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q);
+    }
+    part[threadIdx.x] = k;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t run = 0;
+        for (int t = 0; t < 1024; t++) {
+            const int32_t v = part[t];
+            part[t] = run;
+            run += v;
+        }
+        base[n_centers] = run;
+    }
+    __syncthreads();
+    int64_t p = part[threadIdx.x];
+    for (int64_t c = b; c < e; c++) {
+        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+        for (int64_t q = start[c]; q < e1; q++) {
+            if (!(mask[q] & NNPOPS__TN_EDGE) ||
+                !holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q))
+                continue;
+            if (p < n_pairs) {
+                slot[q] = (int32_t)p;
+                pentry[p] = (int32_t)q;
+                pmirror[p] = -1;
+            } else {
+                slot[q] = -1;
             }
             p++;
         }
@@ -1487,10 +1533,7 @@ TN_CU_TWINS(_f64, double)
 extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,
                                                int32_t *sys_count, void *stream) {
     if (n_systems <= 0) return NNPOPS_OK;
-    zero_i32_kernel<<<grid_for(n_systems, 256), 256, 0, as_stream(stream)>>>(n_systems, sys_count);
-    NNPOPS__LAUNCH_CHECK("tensornet atoms per system (zero)");
-    if (n <= 0) return NNPOPS_OK;
-    count_kernel<<<grid_for(n, 256), 256, 0, as_stream(stream)>>>(n, batch, sys_count);
+    count_kernel<<<1, 1024, 0, as_stream(stream)>>>(n, n_systems, batch, sys_count);
     NNPOPS__LAUNCH_CHECK("tensornet atoms per system");
     return NNPOPS_OK;
 }
@@ -1499,17 +1542,24 @@ extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t 
                                                const int32_t *pairs, int64_t capacity,
                                                const double *vec, const uint8_t *mask,
                                                int64_t n_pairs, int32_t *slot, int32_t *pentry,
-                                               int32_t *pmirror, int32_t *count, void *stream) {
+                                               int32_t *pmirror, int32_t *count, int path,
+                                               void *stream) {
     if (n_centers <= 0) return NNPOPS_OK;
     cudaStream_t st = as_stream(stream);
-    pairs_count_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(n_centers, start, pairs,
-                                                                  capacity, vec, mask, count);
-    NNPOPS__LAUNCH_CHECK("tensornet pairs (count)");
-    pairs_scan_kernel<<<1, 1024, 0, st>>>(n_centers, count);
-    NNPOPS__LAUNCH_CHECK("tensornet pairs (scan)");
-    pairs_assign_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(
-        n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
-    NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers)");
+    if (path == 1 || (path == 0 && n_centers <= PAIRS_ONE_BLOCK)) {
+        pairs_one_block_kernel<<<1, 1024, 0, st>>>(n_centers, start, pairs, capacity, vec, mask,
+                                                   n_pairs, count, slot, pentry, pmirror);
+        NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers, one block)");
+    } else {
+        pairs_count_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(n_centers, start, pairs,
+                                                                      capacity, vec, mask, count);
+        NNPOPS__LAUNCH_CHECK("tensornet pairs (count)");
+        pairs_scan_kernel<<<1, 1024, 0, st>>>(n_centers, count);
+        NNPOPS__LAUNCH_CHECK("tensornet pairs (scan)");
+        pairs_assign_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(
+            n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
+        NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers)");
+    }
     const int64_t m = capacity > n_pairs ? capacity : n_pairs;
     if (m > 0) {
         pairs_mirror_kernel<<<grid_for(m, 128), 128, 0, st>>>(n_centers, start, pairs, capacity,
