@@ -142,7 +142,7 @@ case "$what" in *profile*|all) run_profile=1;; *) run_profile=0;; esac
 case "$what" in *model*|all) run_model=1;; *) run_model=0;; esac
 if [ $run_tests = 1 ]; then
   echo "== ctest -L gpu"
-  (cd "$build" && ctest -L gpu ${TESTS_REGEX:+-R "$TESTS_REGEX"} -FA models --output-on-failure -V --timeout 150 -j 3 \
+  (cd "$build" && ctest -L gpu ${TESTS_REGEX:+-R "$TESTS_REGEX"} -FA "^models$" --output-on-failure -V --timeout 150 -j 3 \
      > "$out/ctest.log" 2>&1; echo "ctest rc=$?" >> "$out/ctest.log")
   grep -E "Test +#|tests passed|tests failed|ctest rc|\*\*\*" "$out/ctest.log"
 fi
@@ -288,7 +288,7 @@ if [ $run_soak = 1 ]; then
 fi
 if [ $run_model = 1 ]; then
   echo "== ctest -L \"unit|kernel|model\" (CUDA-ON build)"
-  (cd "$build" && timeout 200 ctest -L "unit|kernel|model" -LE "slow|lammps|fuzz" -FA models --timeout 120 \
+  (cd "$build" && timeout 200 ctest -L "unit|kernel|model" -LE "slow|lammps|fuzz" -FA "^models$" --timeout 120 \
      -j "$(nproc)" > "$out/ctest-model.log" 2>&1; echo "ctest rc=$?" >> "$out/ctest-model.log")
   grep -E "tests passed|tests failed|ctest rc|\*\*\*|Failed|Not Run" "$out/ctest-model.log" | head -40
 fi
