@@ -179,6 +179,7 @@ static int replay_run(nnpops_precision p, int det, double tol, const char *label
     double worst = 0;
     int fail = 0;
     const int steps = 8;
+    int64_t rebuilds_warm = 0; /* neighbor capacity growths by the end of the first warm-up */
     for (int k = 0; k < steps; k++) {
         moved(s, k, x);
         step(cg, s, x, &a, 0);
@@ -189,6 +190,7 @@ static int replay_run(nnpops_precision p, int det, double tol, const char *label
             fprintf(stderr, "%s: a capture during warm-up (step %d)\n", label, k + 1);
             fail = 1;
         }
+        if (k == 1) rebuilds_warm = st.neighbor_rebuilds;
     }
     /* the same shape with every output (another key: captured again after its warm-up) */
     for (int k = 0; k < 5; k++) {
@@ -202,9 +204,19 @@ static int replay_run(nnpops_precision p, int det, double tol, const char *label
            "|graph - eager| %.3e (tolerance %.0e)\n",
            label, (long long)st.steps, (long long)st.graph_captures, (long long)st.graph_replays,
            (long long)st.eager_fallbacks, worst, tol);
-    if (st.graph_captures != 2 || st.graph_replays != (steps - 3) + 2 || st.eager_fallbacks != 0) {
-        fprintf(stderr, "%s: expected 2 captures, %d replays, 0 fallbacks (warning \"%s\")\n",
-                label, steps - 3 + 2, nnpops_context_last_warning(cg));
+    /* A growth of the neighbor capacity after the warm-up (the moved atoms need more entries) is
+     * a new shape: its step is recomputed, and the new shape warms up and is captured again, two
+     * replays fewer and one capture more per growth. */
+    const int64_t regrown = st.neighbor_rebuilds - rebuilds_warm;
+    const int64_t want_captures = 2 + regrown, want_replays = (steps - 3) + 2 - 2 * regrown;
+    if (regrown) printf("%-34s %lld neighbor capacity growths after the warm-up\n", label,
+                        (long long)regrown);
+    if (st.graph_captures != want_captures || st.graph_replays != want_replays ||
+        st.eager_fallbacks != 0) {
+        fprintf(stderr,
+                "%s: expected %lld captures, %lld replays, 0 fallbacks (warning \"%s\")\n",
+                label, (long long)want_captures, (long long)want_replays,
+                nnpops_context_last_warning(cg));
         fail = 1;
     }
     if (strcmp(nnpops_context_last_warning(cg), "") != 0) {
