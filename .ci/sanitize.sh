@@ -45,11 +45,12 @@ phase_end() {
 }
 
 # Entries that load libnnpops into a process without the ASan runtime (python3 through cffi; the
-# install check's consumer program); the pure-Python tests (model.converter, model.download,
+# install check's consumer program; model.analyze compares its NumPy evaluation with the library's
+# through cffi); the pure-Python tests (model.converter, model.download,
 # model.tensornet_convert, model.tensornet_reference: the Release run ran them, nothing of them
 # is instrumented here).  The conversion itself (model.convert) stays: it is the fixture of the
 # rest.
-asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.(converter|download|tensornet_convert|tensornet_reference))$'
+asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.(converter|download|tensornet_convert|tensornet_reference|analyze))$'
 
 run_asan() {
   phase_start "ASan+UBSan build"
