@@ -19,7 +19,8 @@
  *
  * Per-system constants.  A model's energy may hold a constant per system (TensorNet's `mean`); the
  * library shares it over the atoms of a call, ghosts included, so a rank's local energy holds
- * mean x n_local / (n_local + n_ghost).  The plugin measures the constant once (pair_coeff) and
+ * mean x n_local / (n_local + n_ghost).  The plugin reads the constant once (pair_coeff, through
+ * nnpops_context_system_energy) and
  * moves each rank's share to mean x n_local / N (N: the model's atoms over all ranks), so that the
  * ranks add it up once.
  *
