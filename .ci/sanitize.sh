@@ -50,7 +50,9 @@ phase_end() {
 # model.tensornet_convert, model.tensornet_reference: the Release run ran them, nothing of them
 # is instrumented here).  The conversion itself (model.convert) stays: it is the fixture of the
 # rest.
-asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.(converter|download|tensornet_convert|tensornet_reference|analyze))$'
+# Also the TensorNet cases that repeat a code path another ASan case takes (minutes under ASan):
+# tn_a_member2 has tn_a's architecture, and the ensemble's float32 run its float64 run's code.
+asan_exclude='^(kernel\.neighbors_ase|unit\.install|model\.(converter|download|tensornet_convert|tensornet_reference|analyze)|model\.tensornet(_cpu)?\.reference\.tn_a_member2\..*|model\.tensornet\.ensemble\.tn_a_ens\.f32)$'
 
 run_asan() {
   phase_start "ASan+UBSan build"
