@@ -24,14 +24,15 @@
  *
  * Usage: bench_gpu [--quick] [--skip-million] [--no-neighbors] [--no-graphs] [--only NAME]
  *                  [--small] [--steps K] [--md FILE] [--tc-compare off|on] [--no-tc-compare]
- *                  [--nbr-only N [--nbr-open]] [--latency] [--tensornet]
+ *                  [--nbr-only N [--nbr-open]] [--latency] [--tensornet [--f32]]
  * --only NAME: the system of that exact name, else every system whose name holds NAME.
  * --small: only the small rows (13 and 98 atoms, the 1,000 x 13 batch, 1hz5, water 10^3), no
  * neighbor-list part.  --latency: the small molecules' latency breakdown (bench_latency) only.
  * --nbr-only N [--nbr-open]: the neighbor list alone at one size (with
  * --nbr-open the same points without periodic axes, as a molecule is searched).
  * --tensornet: part 3 alone (TensorNet; see its comment), needs the model tn_bench made by
- * tests/bench/make_tensornet_bench.py in a directory of NNPOPS_MODEL_PATH.
+ * tests/bench/make_tensornet_bench.py in a directory of NNPOPS_MODEL_PATH; with it, --only NAME
+ * keeps the systems whose names hold NAME and --f32 the float32 model alone.
  * (needs NNPOPS_MODEL_PATH with ani2x and NNPOPS_SHARED_DIR with reference/ and structures/)
  */
 #include <math.h>
@@ -512,7 +513,7 @@ static void bench_tn_system(const nnpops_model *m, const bsys *s, int steps, int
     free(f);
 }
 
-static int bench_tensornet(int quick, int steps_opt, FILE *md) {
+static int bench_tensornet(int quick, int steps_opt, const char *only, int f32_only, FILE *md) {
     const char *dir = getenv("NNPOPS_SHARED_DIR");
     bsys list[8];
     int ns = 0;
@@ -535,6 +536,7 @@ static int bench_tensornet(int quick, int steps_opt, FILE *md) {
     const double targets[2] = {1.6, 0};
     for (int k = 0; k < 2; k++) {
         if (quick && sides[k] > 9) continue;
+        if (only && sides[k] > 9 && !strstr("water 32^3 (periodic)", only)) continue;
         bsys b = {NULL, 0, NULL, NULL, 1, {0}, peers[k], targets[k], 0, NULL};
         char *name = malloc(32);
         b.n = water_box(sides[k], 1000 + sides[k], &b.z, &b.x, b.cell);
@@ -548,7 +550,7 @@ static int bench_tensornet(int quick, int steps_opt, FILE *md) {
                       "|---|---|---|---|---|---|---|---|---|---|---|";
     printf("\n%s\n", hdr);
     if (md) fprintf(md, "\n%s\n", hdr);
-    for (int prec = 0; prec < 2; prec++) {
+    for (int prec = 0; prec < (f32_only ? 1 : 2); prec++) {
         const size_t base = used_device_bytes();
         nnpops_model *m;
         const nnpops_precision p = prec ? NNPOPS_FLOAT64 : NNPOPS_FLOAT32;
@@ -561,6 +563,7 @@ static int bench_tensornet(int quick, int steps_opt, FILE *md) {
         printf("model tn_bench %s: %.1f MB of device memory after loading\n",
                prec ? "float64" : "float32", (used_device_bytes() - base) / 1e6);
         for (int k = 0; k < ns; k++) {
+            if (only && !strstr(list[k].name, only)) continue;
             const int steps = steps_opt > 0 ? steps_opt : (list[k].n > 50000 ? 20 : 50);
             bench_tn_system(m, &list[k], steps, 128, 32, 2, md);
         }
@@ -571,7 +574,7 @@ static int bench_tensornet(int quick, int steps_opt, FILE *md) {
 
 int main(int argc, char **argv) {
     int quick = 0, skip_million = 0, no_nbr = 0, steps_opt = 0, small = 0, latency = 0;
-    int tensornet = 0;
+    int tensornet = 0, f32_only = 0;
     int64_t nbr_only = 0;
     const char *md_path = NULL, *only = NULL;
     for (int k = 1; k < argc; k++) {
@@ -590,6 +593,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[k], "--nbr-open")) g_nbr_open = 1;
         else if (!strcmp(argv[k], "--latency")) latency = 1;
         else if (!strcmp(argv[k], "--tensornet")) tensornet = 1;
+        else if (!strcmp(argv[k], "--f32")) f32_only = 1;
     }
     if (nnpops_cuda_device_count() == 0) {
         printf("no CUDA device\n");
@@ -604,7 +608,7 @@ int main(int argc, char **argv) {
     if (md) fprintf(md, "GPU: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
 
     if (tensornet) { /* part 3 alone */
-        const int rc = bench_tensornet(quick, steps_opt, md);
+        const int rc = bench_tensornet(quick, steps_opt, only, f32_only, md);
         if (md) fclose(md);
         return rc;
     }

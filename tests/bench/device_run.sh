@@ -2,7 +2,7 @@
 # device_run.sh - one run on a GPU machine: build with CUDA, run the GPU tests (ctest -L gpu) and
 # the GPU benchmark, and write the logs under $OUT (default ./device-out).  Run from the repository
 # root.  Inputs that are not in the repository come from _carry_gpu/ (git-ignored):
-#   _carry_gpu/neurochem/   ani-2x_8x / ani-1x_8x archives + .info  (converted here into _carry_gpu/models)
+#   _carry_gpu/neurochem/   ani-2x_8x / ani-1x_8x archives + .info  (converted here into build-gpu-models/)
 #   _carry_gpu/shared/      reference/*.json and structures/*.pdb (or *.pdb.xz, unpacked here)
 #                           (NNPOPS_SHARED_DIR)
 #   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
@@ -21,6 +21,8 @@
 #   torchmd-net's TensorNet (TNPEER_ARGS).  Both peers come from _carry_gpu/shared/peers/.
 #   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS).
 #   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
+#   tnprof: the same for TensorNet float32 steps, per system (TNPROF_SYSTEMS).
+#   NBR_ALGS: the nbr part once per algorithm named (auto: the plan's choice).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against builds of other trees (see
 #   below).  TESTS_REGEX: only the GPU tests whose names match (ctest -R).
@@ -84,8 +86,10 @@ for f in "$root"/_carry_gpu/shared/structures/*.pdb.xz; do
   python3 -c "import lzma, sys; open(sys.argv[1][:-3], 'wb').write(lzma.open(sys.argv[1]).read())" "$f"
 done
 
-# models: converted from the carried NeuroChem archives, in the background while building
-models=$root/_carry_gpu/models
+# models: converted from the carried NeuroChem archives, in the background while building, into a
+# folder outside _carry_gpu (build-gpu-models, git-ignored) so that a later call on the same warm
+# machine finds them without carrying the archives again
+models=${NNPOPS_DEVICE_MODELS:-$root/build-gpu-models}
 # (the models whose archives were carried: the GPU tests of a missing one skip)
 to_convert=
 for m in ani2x ani1x; do
@@ -205,8 +209,13 @@ fi
 case "$what" in *nbr*) run_nbr=1;; *) run_nbr=0;; esac
 if [ $run_nbr = 1 ]; then
   echo "== neighbor list alone: nnpops (bench_gpu --nbr-only N)"
-  for n in ${NBR_SIZES:-256 512 1024 2048 4096 8192 16384 32768 65536 131072 262144 524288 1000000}; do
-    timeout 60 "$build/tests/bench_gpu" --nbr-only "$n" 2>&1 | grep -E "^\| [0-9]"
+  # NBR_ALGS="auto onepass cell-fast ...": the plan's choice (auto) and each forced algorithm in turn
+  for alg in ${NBR_ALGS:-auto}; do
+    [ "$alg" = auto ] && fa= || fa=$alg
+    [ -n "$fa" ] && echo "-- forced: $fa"
+    for n in ${NBR_SIZES:-256 512 1024 2048 4096 8192 16384 32768 65536 131072 262144 524288 1000000}; do
+      NNPOPS_BENCH_NBR_ALG=$fa timeout 60 "$build/tests/bench_gpu" --nbr-only "$n" 2>&1 | grep -E "^\| [0-9]"
+    done
   done
   peer=$root/_carry_gpu/shared/peers/neighbors_peer.py
   if [ -f "$peer" ]; then
@@ -222,6 +231,29 @@ if [ $run_tnpeer = 1 ]; then
   peer=$root/_carry_gpu/shared/peers/tensornet_peer.py
   echo "== TensorNet peer ($peer ${TNPEER_ARGS:-})"
   timeout "${TNPEER_TIMEOUT:-500}" python3 "$peer" "$out" ${TNPEER_ARGS:-} 2>&1 | tail -30
+fi
+# tnprof: nsys GPU trace of TensorNet float32 steps (graphs, then eager) per system (TNPROF_SYSTEMS,
+# names as bench_gpu --tensornet --only takes them): one graph replay op by op (timeline.py) and the
+# kernels' total time
+case "$what" in *tnprof*) run_tnprof=1;; *) run_tnprof=0;; esac
+if [ $run_tnprof = 1 ]; then
+  nsys_bin=$(command -v nsys || ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+  [ -f "$models/tn_bench.yaml" ] ||
+    python3 "$root/tests/bench/make_tensornet_bench.py" "$models" > "$out/tn-model.log" 2>&1
+  IFS='|' read -r -a tsys <<< "${TNPROF_SYSTEMS:-13_f0|98_f0|1hz5|water 9^3}"
+  for sy in "${tsys[@]}"; do
+    echo "== tnprof: $sy"
+    [ -n "$nsys_bin" ] || { echo "nsys not found"; break; }
+    timeout 200 "$nsys_bin" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o "$out/tp" \
+      "$build/tests/bench_gpu" --tensornet --f32 --only "$sy" --steps 60 > "$out/tnprof-run.log" 2>&1
+    echo "nsys rc=$?"; grep -E "^\| [a-z]" "$out/tnprof-run.log"
+    if [ -f "$out/tp.nsys-rep" ]; then
+      "$nsys_bin" stats -r cuda_gpu_trace -f csv -o "$out/tp" "$out/tp.nsys-rep" > /dev/null 2>&1
+      python3 "$root/tests/bench/timeline.py" "$out"/tp_cuda_gpu_trace.csv 8000 50 | tee -a "$out/tnprof.log" | tail -120
+      "$nsys_bin" stats -r cuda_gpu_kern_sum "$out/tp.nsys-rep" 2>/dev/null | head -45 | cut -c1-200
+    fi
+    rm -f "$out"/tp.nsys-rep "$out"/tp.qdstrm "$out"/tp.sqlite "$out"/tp_cuda_gpu_trace.csv
+  done
 fi
 case "$what" in *timeline*) run_timeline=1;; *) run_timeline=0;; esac
 if [ $run_timeline = 1 ]; then
