@@ -21,7 +21,8 @@
 #   torchmd-net's TensorNet (TNPEER_ARGS).  Both peers come from _carry_gpu/shared/peers/.
 #   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS).
 #   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
-#   tnprof: the same for TensorNet float32 steps, per system (TNPROF_SYSTEMS).
+#   tnprof: the same for TensorNet float32 steps, per system (TNPROF_SYSTEMS); tnncu: ncu's time
+#   per TensorNet kernel (ncu_summary.py).
 #   NBR_ALGS: the nbr part once per algorithm named (auto: the plan's choice).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against builds of other trees (see
@@ -254,6 +255,24 @@ if [ $run_tnprof = 1 ]; then
     fi
     rm -f "$out"/tp.nsys-rep "$out"/tp.qdstrm "$out"/tp.sqlite "$out"/tp_cuda_gpu_trace.csv
   done
+fi
+# tnncu: ncu's GPU time of every TensorNet float32 kernel per system (TNPROF_SYSTEMS): the sum
+# over the kernels' launches (summary per kernel name) of a bench run of 4 steps with graphs
+# and 4 eager (3 warm-up + 1 each)
+case "$what" in *tnncu*) run_tnncu=1;; *) run_tnncu=0;; esac
+if [ $run_tnncu = 1 ] && command -v ncu >/dev/null 2>&1; then
+  [ -f "$models/tn_bench.yaml" ] ||
+    python3 "$root/tests/bench/make_tensornet_bench.py" "$models" > "$out/tn-model.log" 2>&1
+  IFS='|' read -r -a tsys <<< "${TNPROF_SYSTEMS:-13_f0|98_f0|1hz5|water 9^3}"
+  for sy in "${tsys[@]}"; do
+    echo "== tnncu: $sy"
+    timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      --launch-count "${TNNCU_LAUNCHES:-2000}" "$build/tests/bench_gpu" --tensornet --f32 --only "$sy" --steps 1 \
+      > "$out/tnncu-run.log" 2>&1
+    echo "ncu rc=$?"
+    python3 "$root/tests/bench/ncu_summary.py" "$out/tnncu-run.log" | tee -a "$out/tnncu.log"
+  done
+  rm -f "$out/tnncu-run.log"
 fi
 case "$what" in *timeline*) run_timeline=1;; *) run_timeline=0;; esac
 if [ $run_timeline = 1 ]; then
