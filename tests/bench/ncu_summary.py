@@ -8,7 +8,8 @@ Usage: ncu_summary.py NCU_OUTPUT.txt [ROWS]
 import re
 import sys
 
-UNIT_US = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+UNIT_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
+           "second": 1e6, "s": 1e6}
 
 
 def short(name):
@@ -31,9 +32,9 @@ def main():
     rows = int(sys.argv[2]) if len(sys.argv) > 2 else 40
     kernels, cur, unread = {}, None, []
     for line in open(sys.argv[1], errors="replace"):
-        if "Context" in line and "Device" in line and "CC " in line:
+        if ", Device " in line and "CC " in line and "Invocations" in line:
             m = re.search(r"Invocations\s*[:=]?\s*(\d+)", line)
-            cur = [short(line.split(", Context")[0]), int(m.group(1)) if m else 1]
+            cur = [short(re.split(r", (?:Context|Device) ", line)[0]), int(m.group(1)) if m else 1]
             continue
         if cur and line.strip().startswith("gpu__time_duration.sum"):
             parts = line.split()
