@@ -219,10 +219,11 @@ __host__ __device__ constexpr int32_t fast_shift_code(int h0, int h1, int h2) {
 const int64_t PLAN_SMALL_MAX_COST = 2048;
 const double PLAN_BRUTE_MAX_CAND = 8192;
 const double PLAN_BRUTE_MAX_COST = 6e6;     /* tests of one system (x3 with images) */
-/* cost of a wide cell's test against an open system's: it puts the crossover of brute force and
- * the fast cell list on periodic boxes with 64 neighbors per atom near 1,300 atoms, where their
- * times cross */
-const double PLAN_WIDE_FACTOR = 3.5;
+/* cost of a wide cell's test against an open system's: it puts the crossover of the one pass and
+ * the fast cell list on periodic boxes with 64 neighbors per atom near 1,730 atoms, where their
+ * times cross on an H100 (graph replay: 0.049 against 0.056 ms at 1,536 atoms, 0.074 against
+ * 0.048 ms at 2,048) */
+const double PLAN_WIDE_FACTOR = 2.0;
 const double PLAN_BRUTE_CAND_PER_WARP = 256; /* candidates a warp sweeps for a center */
 const double PLAN_BRUTE_MIN_WARPS = 2048;     /* ... unless that leaves fewer warps than this */
 
@@ -2363,7 +2364,7 @@ __global__ void cl_fill_kernel(int64_t n_centers, int64_t n_pairs, const int32_t
  *              sum_s n_s^2 nimg_s (x3 for systems with images: their tests add the shift term)
  *              <= 2048;
  *   brute      when the largest n_s nimg_s is at most 8192 and the largest n_s^2 nimg_s (x3 with
- *              images) at most 6e6, as the one pass (NNPOPS__NBR_ONEPASS: the same tests and
+ *              images; in a wide cell n_s^2 x PLAN_WIDE_FACTOR) at most 6e6, as the one pass (NNPOPS__NBR_ONEPASS: the same tests and
  *              items in one launch instead of four; the half list, which it does not serve, runs
  *              as the brute force);
  *   cell       (general) when some periodic axis is thinner than reach (1 + 1e-6) (stencils of

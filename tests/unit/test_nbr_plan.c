@@ -4,7 +4,7 @@
  * stated there, worked out by hand in each case: a system's candidates per center are its atoms
  * times its image shifts ((2 ceil(cutoff / w_k) + 1) per periodic axis k), or its atoms alone in a
  * wide cell (every periodic width w_k >= 2 reach); its cost is atoms x candidates, x 3 with image
- * shifts, x 3.5 in a wide cell; the brute force's tests (in one pass: "onepass") when the largest
+ * shifts, x 2 in a wide cell; the brute force's tests (in one pass: "onepass") when the largest
  * candidate count is <= 8192 and the largest cost <= 6e6, the one-block path below a total cost of
  * 2048 (<= 1024 atoms), otherwise the fast cell list (the general one when a periodic width is
  * below the reach).  Built with the CUDA backend only (label unit: no GPU needed).
@@ -12,7 +12,8 @@
  *   wide_box        256 atoms in the neighbor bench's cube (6.84, cutoff 2.67): one pass, 8 slices
  *   wide_water      648 atoms, cube 18.62, cutoff 5.2 (water 6^3): one pass (27 images would be
  *                   17,496 candidates: the cell list)
- *   wide_large      1,536 atoms, cube 24.83: cost 8.3e6 -> fast cell list
+ *   wide_mid        1,536 atoms, cube 24.83: cost 4.7e6 -> one pass
+ *   wide_large      2,048 atoms, cube 27.33: cost 8.4e6 -> fast cell list
  *   thin            300 atoms, cube 7.2, cutoff 3.7 (not wide: 27 images, 8,100 candidates, cost
  *                   7.3e6) -> fast cell list
  *   triclinic_wide  600 atoms in a skewed cell with widths 18-19 (cutoff 5.2): one pass
@@ -90,8 +91,13 @@ static int case_wide_water(void) {
     return expect(&pc, NNPOPS__NBR_ONEPASS);
 }
 
-static int case_wide_large(void) {
+static int case_wide_mid(void) {
     const plan_case pc = cube(1536, 8 * 3.104, 5.2);
+    return expect(&pc, NNPOPS__NBR_ONEPASS);
+}
+
+static int case_wide_large(void) {
+    const plan_case pc = cube(2048, 27.33, 5.2);
     return expect(&pc, NNPOPS__NBR_CELL_FAST);
 }
 
@@ -149,7 +155,7 @@ static int case_very_thin(void) {
 
 static const test_case cases[] = {
     {"wide_box", case_wide_box},   {"wide_water", case_wide_water},
-    {"wide_large", case_wide_large}, {"thin", case_thin},
+    {"wide_mid", case_wide_mid},   {"wide_large", case_wide_large}, {"thin", case_thin},
     {"triclinic_wide", case_triclinic_wide}, {"mixed", case_mixed},
     {"batch", case_batch},         {"tiny", case_tiny},
     {"very_thin", case_very_thin},

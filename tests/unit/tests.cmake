@@ -72,5 +72,5 @@ if(NNPOPS_ENABLE_CUDA)
     protein water small one_large float64 single work)
   # The GPU neighbor search's choice of algorithm (kernels/cuda/neighbors.cu, host code).
   nnpops_cuda_host_cases(nbr_plan ${CMAKE_CURRENT_LIST_DIR}/test_nbr_plan.c
-    wide_box wide_water wide_large thin triclinic_wide mixed batch tiny very_thin)
+    wide_box wide_water wide_mid wide_large thin triclinic_wide mixed batch tiny very_thin)
 endif()
