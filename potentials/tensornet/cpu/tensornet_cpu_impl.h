@@ -294,6 +294,70 @@ static void FN(tn_hmul)(int F, const REAL *h, const REAL *y, REAL *out) {
     }
 }
 
+/* u = v / r, or 0 at r = 0 (no direction). */
+static void FN(tn_unit)(const REAL *v, REAL r, REAL *u) {
+    u[0] = u[1] = u[2] = 0;
+    if (r > 0)
+        for (int k = 0; k < 3; k++) u[k] = v[k] / r;
+}
+
+/* The embedding's tensor of one edge for channel f added into X (9 entries, stride F):
+ * cz (dk0 1 + dk1 [u]x + dk2 (u u^T - |u|^2 / 3 1)) with dk the edge's three projections (3 F). */
+static void FN(tn_embed_add)(int F, int f, REAL cz, const REAL *dk, const REAL *u, REAL *X) {
+    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    const REAL f1 = cz * dk[f], f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
+    X[0 * F + f] += f1 + f3 * (u[0] * u[0] - uu / (REAL)3);
+    X[4 * F + f] += f1 + f3 * (u[1] * u[1] - uu / (REAL)3);
+    X[8 * F + f] += f1 + f3 * (u[2] * u[2] - uu / (REAL)3);
+    X[1 * F + f] += -f2 * u[2] + f3 * u[0] * u[1];
+    X[3 * F + f] += f2 * u[2] + f3 * u[0] * u[1];
+    X[2 * F + f] += f2 * u[1] + f3 * u[0] * u[2];
+    X[6 * F + f] += -f2 * u[1] + f3 * u[0] * u[2];
+    X[5 * F + f] += -f2 * u[0] + f3 * u[1] * u[2];
+    X[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
+}
+
+/* Back through tn_embed_add over the F channels of one edge, cz = fc (p1 + p2): from G = dE/dX
+ * of its center, dE/du into gu[3], dE/d dk into gd (3 F; added to when accumulate); returns
+ * dE/dfc. */
+static REAL FN(tn_embed_edge_T)(int F, const REAL *G, const REAL *u, const REAL *p1,
+                                const REAL *p2, REAL fc, const REAL *dk, REAL *gd, int accumulate,
+                                REAL *gu) {
+    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
+    for (int f = 0; f < F; f++) {
+        REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
+        REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
+        REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
+        REAL tr = g00 + g11 + g22;
+        REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
+        REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
+        REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
+        REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
+        REAL gf1 = tr;
+        REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
+        REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
+        REAL zij = p1[f] + p2[f];
+        REAL cz = fc * zij;
+        REAL f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
+        gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
+        gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
+        gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
+        gfc += zij * (gf1 * dk[f] + gf2 * dk[F + f] + gf3 * dk[2 * F + f]);
+        if (accumulate) {
+            gd[f] += gf1 * cz;
+            gd[F + f] += gf2 * cz;
+            gd[2 * F + f] += gf3 * cz;
+        } else {
+            gd[f] = gf1 * cz;
+            gd[F + f] = gf2 * cz;
+            gd[2 * F + f] = gf3 * cz;
+        }
+    }
+    gu[0] = gu0, gu[1] = gu1, gu[2] = gu2;
+    return gfc;
+}
+
 /* nr = |X|^2 + 1 per channel, xn = X / nr. */
 static void FN(tn_normalize)(int F, const REAL *X, REAL *nr, REAL *xn) {
     FN(tn_norm2)(F, X, nr);
@@ -707,29 +771,14 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
     memset(X0, 0, NF9 * sizeof(REAL));
     for (int64_t e = 0; e < E; e++) {
         const int i = center[e], j = neighbor[e];
-        REAL r = dist[e];
-        REAL u[3] = {0, 0, 0};
-        if (r > 0)
-            for (int k = 0; k < 3; k++) u[k] = vec[3 * e + k] / r;
-        REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+        REAL u[3];
+        FN(tn_unit)(vec + 3 * e, dist[e], u);
         REAL *dk = tmp; /* 3F */
         const REAL *ph = phia + (size_t)e * R;
         for (int k = 0; k < 3; k++) FN(tn_linear)(w->dproj_w[k], w->dproj_b[k], R, F, ph, dk + k * F);
         REAL *Xi = X0 + (size_t)i * F9;
         const REAL *p1 = P1 + (size_t)i * F, *p2 = P2 + (size_t)j * F;
-        for (int f = 0; f < F; f++) {
-            REAL cz = fca[e] * (p1[f] + p2[f]);
-            REAL f1 = cz * dk[f], f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
-            Xi[0 * F + f] += f1 + f3 * (u[0] * u[0] - uu / (REAL)3);
-            Xi[4 * F + f] += f1 + f3 * (u[1] * u[1] - uu / (REAL)3);
-            Xi[8 * F + f] += f1 + f3 * (u[2] * u[2] - uu / (REAL)3);
-            Xi[1 * F + f] += -f2 * u[2] + f3 * u[0] * u[1];
-            Xi[3 * F + f] += f2 * u[2] + f3 * u[0] * u[1];
-            Xi[2 * F + f] += f2 * u[1] + f3 * u[0] * u[2];
-            Xi[6 * F + f] += -f2 * u[1] + f3 * u[0] * u[2];
-            Xi[5 * F + f] += -f2 * u[0] + f3 * u[1] * u[2];
-            Xi[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
-        }
+        for (int f = 0; f < F; f++) FN(tn_embed_add)(F, f, fca[e] * (p1[f] + p2[f]), dk, u, Xi);
     }
     /* ---- embedding: gates ---- */
     const REAL *emb_lt[3] = {w->emb_lt[0], w->emb_lt[1], w->emb_lt[2]};
@@ -886,10 +935,8 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
     for (int64_t e = 0; e < E; e++) {
         const int i = center[e], j = neighbor[e];
         REAL r = dist[e];
-        REAL u[3] = {0, 0, 0};
-        if (r > 0)
-            for (int k = 0; k < 3; k++) u[k] = vec[3 * e + k] / r;
-        REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+        REAL u[3], gue[3];
+        FN(tn_unit)(vec + 3 * e, r, u);
         REAL *dk = tmp, *gd = dk + 3 * F, *gphi = gd + 3 * F, *dphi = gphi + R, *phv = dphi + R;
         const REAL *ph = phia + (size_t)e * R;
         for (int k = 0; k < 3; k++) FN(tn_linear)(w->dproj_w[k], w->dproj_b[k], R, F, ph, dk + k * F);
@@ -897,30 +944,7 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
         const REAL *p1 = P1 + (size_t)i * F, *p2 = P2 + (size_t)j * F;
         REAL fcd;
         REAL fcv = FN(tn_fc)(s->cutoff_lower, s->cutoff_upper, r, &fcd);
-        REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
-        for (int f = 0; f < F; f++) {
-            REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-            REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-            REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-            REAL tr = g00 + g11 + g22;
-            REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-            REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-            REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-            REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-            REAL gf1 = tr;
-            REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-            REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
-            REAL zij = p1[f] + p2[f];
-            REAL cz = fcv * zij;
-            REAL f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
-            gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
-            gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
-            gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
-            gfc += zij * (gf1 * dk[f] + gf2 * dk[F + f] + gf3 * dk[2 * F + f]);
-            gd[f] = gf1 * cz;
-            gd[F + f] = gf2 * cz;
-            gd[2 * F + f] = gf3 * cz;
-        }
+        REAL gfc = FN(tn_embed_edge_T)(F, G, u, p1, p2, fcv, dk, gd, 0, gue);
         for (int k = 0; k < R; k++) gphi[k] = 0;
         for (int k = 0; k < 3; k++) {
             const REAL *W = w->dproj_w[k];
@@ -934,9 +958,9 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
         REAL g = gfc * fcd;
         for (int k = 0; k < R; k++) g += gphi[k] * dphi[k];
         gr[e] += g;
-        gu[3 * e + 0] += gu0;
-        gu[3 * e + 1] += gu1;
-        gu[3 * e + 2] += gu2;
+        gu[3 * e + 0] += gue[0];
+        gu[3 * e + 1] += gue[1];
+        gu[3 * e + 2] += gue[2];
     }
     /* ---- to the edge vectors: u = vec / r, r = |vec| ---- */
     for (int64_t e = 0; e < E; e++) {

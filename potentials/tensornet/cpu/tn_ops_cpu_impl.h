@@ -104,27 +104,6 @@ void TO(nnpops__tn_act_back_cpu)(int act, int64_t n, int width, const REAL *Z, c
     }
 }
 
-/* The embedding's tensor of one edge for channel f added into X (9 entries, stride F). */
-static void TO(to_embed_add)(int F, int f, REAL cz, const REAL *dk, const REAL *u, REAL *X) {
-    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    const REAL f1 = cz * dk[f], f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
-    X[0 * F + f] += f1 + f3 * (u[0] * u[0] - uu / (REAL)3);
-    X[4 * F + f] += f1 + f3 * (u[1] * u[1] - uu / (REAL)3);
-    X[8 * F + f] += f1 + f3 * (u[2] * u[2] - uu / (REAL)3);
-    X[1 * F + f] += -f2 * u[2] + f3 * u[0] * u[1];
-    X[3 * F + f] += f2 * u[2] + f3 * u[0] * u[1];
-    X[2 * F + f] += f2 * u[1] + f3 * u[0] * u[2];
-    X[6 * F + f] += -f2 * u[1] + f3 * u[0] * u[2];
-    X[5 * F + f] += -f2 * u[0] + f3 * u[1] * u[2];
-    X[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
-}
-
-static void TO(to_unit)(const REAL *v, REAL r, REAL *u) {
-    u[0] = u[1] = u[2] = 0;
-    if (r > 0)
-        for (int k = 0; k < 3; k++) u[k] = v[k] / r;
-}
-
 void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start,
                               const int32_t *pairs, int64_t capacity, const int32_t *species,
                               const REAL *ptab1, const REAL *ptab2, REAL self_fc,
@@ -140,17 +119,17 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int f = 0; f < F; f++) {
             const REAL *p2 = ptab2 + (size_t)species[c] * F;
-            TO(to_embed_add)(F, f, self_fc * (p1[f] + p2[f]), self_dk, zero, X);
+            TO(tn_embed_add)(F, f, self_fc * (p1[f] + p2[f]), self_dk, zero, X);
         }
         for (int64_t e = start[c]; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
             const REAL *p2 = ptab2 + (size_t)species[pairs[2 * e + 1]] * F;
             REAL u[3];
-            TO(to_unit)(ev + 3 * e, er[e], u);
+            TO(tn_unit)(ev + 3 * e, er[e], u);
             const int64_t q = slot ? slot[e] : e;
             if (q < 0) continue;
             for (int f = 0; f < F; f++)
-                TO(to_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
+                TO(tn_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
         }
     }
 }
@@ -342,36 +321,10 @@ static REAL TO(to_embed_back_entry)(int F, int64_t e, const int32_t *pairs,
                                     const REAL *g0, REAL *gd, REAL *gu) {
     const int i = pairs[2 * e], j = pairs[2 * e + 1];
     REAL u[3];
-    TO(to_unit)(ev + 3 * e, er[e], u);
-    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    TO(tn_unit)(ev + 3 * e, er[e], u);
     const REAL *G = g0 + (size_t)i * 9 * F;
     const REAL *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
-    REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
-    for (int f = 0; f < F; f++) {
-        REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-        REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-        REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-        REAL tr = g00 + g11 + g22;
-        REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-        REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-        REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-        REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-        REAL gf1 = tr;
-        REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-        REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
-        REAL zij = p1[f] + p2[f];
-        REAL cz = fce * zij;
-        REAL f2 = cz * dke[F + f], f3 = cz * dke[2 * F + f];
-        gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
-        gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
-        gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
-        gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
-        gd[f] += gf1 * cz;
-        gd[F + f] += gf2 * cz;
-        gd[2 * F + f] += gf3 * cz;
-    }
-    gu[3 * e] = gu0, gu[3 * e + 1] = gu1, gu[3 * e + 2] = gu2;
-    return gfc;
+    return TO(tn_embed_edge_T)(F, G, u, p1, p2, fce, dke, gd, 1, gu + 3 * e);
 }
 
 void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
