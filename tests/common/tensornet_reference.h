@@ -1,11 +1,14 @@
 /* tensornet_reference.h - the TensorNet reference set of the C tests and benchmarks:
  * $NNPOPS_SHARED_DIR/reference/tensornet/reference.json (default ../shared), torchmd-net 3.1.0's
  * values, read with the JSON reader of reference.h.  tn_ref_load reads the file; tn_sys_load
- * takes one of its "systems" (symbols, positions_A, cell_A: null for a molecule);
- * tn_sys_load_sheared and tn_sys_strain make the strained cells of the virial checks. */
+ * takes one of its "systems" (symbols, positions_A, cell_A: null for a molecule), tn_entry_load
+ * the systems of one of a model's entries (a system or a batch of them), tn_entry_energies and
+ * tn_f32_bounds its values and float32 bounds; tn_sys_load_sheared and tn_sys_strain make the
+ * strained cells of the virial checks. */
 #ifndef NNPOPS_TEST_TENSORNET_REFERENCE_H
 #define NNPOPS_TEST_TENSORNET_REFERENCE_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +57,41 @@ static void tn_sys_load(const jval *root, const char *name, tn_sys *s) {
 static void tn_sys_free(tn_sys *s) {
     free(s->z);
     free(s->x);
+}
+
+/* The systems of the reference entry ref (named name): the system itself, or the batch of its
+ * "members" with their total charges in q (q zero for a single system).  Returns their number
+ * (at most 8). */
+static int tn_entry_load(const jval *root, const char *name, const jval *ref, tn_sys S[8],
+                         double q[8]) {
+    for (int k = 0; k < 8; k++) q[k] = 0;
+    const jval *members = jget(ref, "members");
+    if (!members) {
+        tn_sys_load(root, name, &S[0]);
+        return 1;
+    }
+    const int ns = members->n;
+    CHECK(ns <= 8);
+    for (int k = 0; k < ns; k++) tn_sys_load(root, members->items[k]->str, &S[k]);
+    CHECK(jnumbers(jget(ref, "charges"), q, ns) == ns);
+    return ns;
+}
+
+/* torchmd-net's energies of the entry's ns systems (eV). */
+static void tn_entry_energies(const jval *ref, int ns, double eref[8]) {
+    if (jget(ref, "members"))
+        CHECK(jnumbers(jget(ref, "energies_eV"), eref, ns) == ns);
+    else
+        eref[0] = jget(ref, "energy_eV")->num;
+}
+
+/* The float32 bounds of an entry: |dE|/N <= max(5e-6, 2 x torchmd-net's own float32 deviation),
+ * max |dF| <= max(5e-4, 2 x its own). */
+static void tn_f32_bounds(const jval *ref, double *tol_e, double *tol_f) {
+    const jval *te = jget(ref, "torch_float32_dE_per_atom");
+    const jval *tf = jget(ref, "torch_float32_dF_max");
+    *tol_e = fmax(5e-6, te ? 2 * te->num : 0);
+    *tol_f = fmax(5e-4, tf ? 2 * tf->num : 0);
 }
 
 /* The sheared (triclinic) copy of water8_pbc that the finite-difference cases use: an 8 A cell,

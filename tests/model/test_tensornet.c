@@ -293,17 +293,9 @@ static int case_reference(void) {
         const jval *ref = systems->items[si];
         if (emulated_skip(name)) continue;
         tn_sys S[8];
-        double q[8] = {0};
-        int ns = 1;
+        double q[8];
         const jval *members = jget(ref, "members");
-        if (members) {
-            ns = members->n;
-            CHECK(ns <= 8);
-            for (int k = 0; k < ns; k++) tn_sys_load(root, members->items[k]->str, &S[k]);
-            CHECK(jnumbers(jget(ref, "charges"), q, ns) == ns);
-        } else {
-            tn_sys_load(root, name, &S[0]);
-        }
+        const int ns = tn_entry_load(root, name, ref, S, q);
         int N = 0;
         for (int k = 0; k < ns; k++) N += S[k].n;
         result r;
@@ -338,16 +330,10 @@ static int case_reference(void) {
         double *fref = ref_numbers(ref, "forces_eV_per_A", 3 * N);
         double *aref = ref_numbers(ref, "atomic_energies_eV", N);
         double eref[8];
-        if (members)
-            CHECK(jnumbers(jget(ref, "energies_eV"), eref, ns) == ns);
-        else
-            eref[0] = jget(ref, "energy_eV")->num;
+        tn_entry_energies(ref, ns, eref);
         double tol_e = 1e-8, tol_f = 1e-7, tol_a = 5e-8, tol_s = 1e-8;
         if (g_f32) {
-            const jval *te = jget(ref, "torch_float32_dE_per_atom");
-            const jval *tf = jget(ref, "torch_float32_dF_max");
-            tol_e = fmax(5e-6, te ? 2 * te->num : 0);
-            tol_f = fmax(5e-4, tf ? 2 * tf->num : 0);
+            tn_f32_bounds(ref, &tol_e, &tol_f);
             tol_a = fmax(5e-5, 10 * tol_e); /* a per-atom term, a float32 evaluation */
             tol_s = 1e-5;
         }

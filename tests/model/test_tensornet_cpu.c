@@ -491,18 +491,9 @@ static int case_reference(void) {
         const char *name = systems->keys[si];
         const jval *ref = systems->items[si];
         tn_sys S[8];
-        double q[8] = {0};
-        int ns = 0;
+        double q[8];
         const jval *members = jget(ref, "members");
-        if (members) {
-            ns = members->n;
-            CHECK(ns <= 8);
-            for (int k = 0; k < ns; k++) tn_sys_load(root, members->items[k]->str, &S[k]);
-            CHECK(jnumbers(jget(ref, "charges"), q, ns) == ns);
-        } else {
-            ns = 1;
-            tn_sys_load(root, name, &S[0]);
-        }
+        const int ns = tn_entry_load(root, name, ref, S, q);
         int N = 0;
         for (int k = 0; k < ns; k++) N += S[k].n;
         result r, rb[2];
@@ -524,16 +515,10 @@ static int case_reference(void) {
         double *fref = ref_numbers(ref, "forces_eV_per_A", 3 * N);
         double *aref = ref_numbers(ref, "atomic_energies_eV", N);
         double eref[8];
-        if (members)
-            CHECK(jnumbers(jget(ref, "energies_eV"), eref, ns) == ns);
-        else
-            eref[0] = jget(ref, "energy_eV")->num;
+        tn_entry_energies(ref, ns, eref);
         double de = 0, df = 0, da = 0, tol_e = 1e-8, tol_f = 1e-7, tol_a = 5e-8;
         if (g_f32) {
-            const jval *te = jget(ref, "torch_float32_dE_per_atom");
-            const jval *tf = jget(ref, "torch_float32_dF_max");
-            tol_e = fmax(5e-6, te ? 2 * te->num : 0);
-            tol_f = fmax(5e-4, tf ? 2 * tf->num : 0);
+            tn_f32_bounds(ref, &tol_e, &tol_f);
             tol_a = 1e30; /* float32: energies and forces only */
         }
         int ok = 1, first = 0;
