@@ -8,8 +8,8 @@ only on the high-force conformer 304_f0 (forces up to 116 eV/A), where |dF| reac
 A missing reference file fails when CI == "true", else skips.
 """
 
-import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -17,25 +17,15 @@ from ase import Atoms
 
 from nnpops.ase import NNPOpsCalculator
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from shared_data import load_reference  # noqa: E402
+
 TOL_E_PER_ATOM = 1e-7
 TOL_F = 1e-6
 TOL_STRESS = 1e-8
 TOL_ATOMIC = 1e-7
 RTOL_F = 1e-7      # per force component, times |F| of the reference component
 LTOL_ATOMIC = 5e-9  # angstrom, times |F| of the atom
-
-
-def _reference(name):
-    shared = os.environ.get("NNPOPS_SHARED_DIR") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
-    path = os.path.join(shared, "reference", name)
-    if not os.path.isfile(path):
-        msg = "reference file %s not found" % path
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def _atoms(sys_):
@@ -52,7 +42,7 @@ def _atoms(sys_):
 @pytest.mark.parametrize("model,filename", [("ani2x", "ani2x-torchani.json"),
                                             ("ani1x", "ani1x-torchani.json")])
 def test_reference_set(model, filename):
-    ref = _reference(filename)
+    ref = load_reference(filename)
     calc = NNPOpsCalculator(model, precision="float64")
     failures = []
     offsets = {}  # element -> atomic-energy differences (diagnostic for a failure)

@@ -23,18 +23,8 @@ from ase import Atoms
 import nnpops
 from nnpops.ase import NNPOpsCalculator
 
-
-def _reference():
-    shared = os.environ.get("NNPOPS_SHARED_DIR") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
-    path = os.path.join(shared, "reference", "tensornet", "reference.json")
-    if not os.path.isfile(path):
-        msg = "reference file %s not found" % path
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from shared_data import tensornet_reference  # noqa: E402
 
 
 def _atoms(ref, name, charge=None):
@@ -56,7 +46,7 @@ def _check_forces(f, fref):
 
 @pytest.mark.parametrize("model", ["tn_a", "tn_b_oldlayout_so3"])
 def test_calculator(model):
-    ref = _reference()
+    ref = tensornet_reference()
     mref = ref["models"][model]["systems"]
     calc = NNPOpsCalculator(model)
     for name in ("mol_mol_CH3SH", "water_triclinic_240"):
@@ -89,7 +79,7 @@ def test_calculator(model):
 
 def test_compute_batch_charges():
     """Context.compute on the reference batch (three systems, charges 0, 1, -1) in one call."""
-    ref = _reference()
+    ref = tensornet_reference()
     r = ref["models"]["tn_a"]["systems"]["batch_q0_q1_qm1"]
     zs, xs, batch = [], [], []
     for k, name in enumerate(r["members"]):
@@ -131,7 +121,7 @@ def test_cli_eval_charge(tmp_path):
     """nnpops eval: a frame's own charge= key, else --charge; against the reference batch."""
     import ase.io
 
-    ref = _reference()
+    ref = tensornet_reference()
     batch = ref["models"]["tn_a"]["systems"]["batch_q0_q1_qm1"]
     frames = []
     for name, q in zip(batch["members"], batch["charges"]):
@@ -167,7 +157,7 @@ def _members(ref, name):
 def test_ensemble_calculator():
     """ASE: energy and forces the members' mean, member_energies each member's value, the spread
     energy_std = sample standard deviation (ddof=1) as for ANI ensembles; ensemble_member=k."""
-    ref = _reference()
+    ref = tensornet_reference()
     calc = NNPOpsCalculator("tn_a_ens")
     assert calc.model.ensemble_size == 2
     for name in ("mol_13_f0", "water_triclinic_240"):
@@ -198,7 +188,7 @@ def test_ensemble_cli(tmp_path):
     info shows the ensemble."""
     import ase.io
 
-    ref = _reference()
+    ref = tensornet_reference()
     names = ("mol_13_f0", "mol_98_f0")
     frames = [_atoms(ref, x) for x in names]
     path = str(tmp_path / "two.traj")

@@ -27,6 +27,7 @@
 #include "check.h"
 #include "nnpops/nnpops.h"
 #include "reference.h"
+#include "tensornet_reference.h"
 #include "water.h"
 
 static double now(void) {
@@ -49,34 +50,18 @@ static const char *shared_dir(void) {
     return d ? d : "../shared";
 }
 
-static int symbol_to_z(const char *s) {
-    static const char *const t[] = {"", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne",
-                                    "Na", "Mg", "Al", "Si", "P", "S", "Cl"};
-    for (int z = 1; z < (int)(sizeof t / sizeof *t); z++)
-        if (!strcmp(t[z], s)) return z;
-    fprintf(stderr, "unknown element %s\n", s);
-    exit(1);
-}
-
 static void from_reference(const char *ref_name, bsys *s) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/reference/tensornet/reference.json", shared_dir());
-    size_t len;
-    char *text = read_text(path, &len);
-    if (!text) {
+    jval *root = tn_ref_load(path, sizeof path);
+    if (!root) {
         fprintf(stderr, "cannot read %s\n", path);
         exit(1);
     }
-    jparser p = {text, 0, len};
-    jval *root = jparse(&p);
-    free(text);
-    const jval *j = jget(jget(root, "systems"), ref_name);
-    CHECK(j != NULL);
-    const jval *sy = jget(j, "symbols");
-    s->n = sy->n;
-    s->z = malloc(sizeof(int32_t) * (size_t)s->n);
-    for (int64_t i = 0; i < s->n; i++) s->z[i] = symbol_to_z(sy->items[i]->str);
-    s->x = ref_numbers(j, "positions_A", 3 * (int)s->n);
+    tn_sys t;
+    tn_sys_load(root, ref_name, &t);
+    s->n = t.n;
+    s->z = t.z;
+    s->x = t.x;
     s->periodic = 0;
     jfree(root);
 }
@@ -114,7 +99,7 @@ static void from_pdb(const char *file, bsys *s) {
             el[e] = (char)(e == 0 ? line[c] : line[c] | 0x20); /* "CL" -> "Cl" */
             e++;
         }
-        s->z[s->n++] = symbol_to_z(el);
+        s->z[s->n++] = ref_z(el);
     }
     fclose(f);
     s->periodic = 0;

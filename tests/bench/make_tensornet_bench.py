@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from nnpops import convert_tensornet as ct  # noqa: E402
 from nnpops.convert import _write_atomic  # noqa: E402
+from tensornet_bench_shape import hyper_parameters  # noqa: E402
 
 
 def main():
@@ -71,17 +72,9 @@ def main():
     lin("output_model.output_network.layers.0", F // 2, F)
     lin("output_model.output_network.layers.2", 1, F // 2)
 
-    hp = {"model": "tensornet", "embedding_dimension": F, "num_layers": L, "num_rbf": R,
-          "rbf_type": "expnorm", "trainable_rbf": False, "activation": "silu",
-          "cutoff_lower": 0.0, "cutoff_upper": rc, "max_z": max_z, "max_num_neighbors": 128,
-          "equivariance_invariance_group": "O(3)", "static_shapes": False,
-          "output_model": "Scalar", "reduce_op": "sum", "prior_model": None, "derivative": True,
-          "atom_filter": -1, "precision": 32, "box_vecs": None, "standardize": False}
+    hp = hyper_parameters(F, L, R, rc, max_z=max_z, precision=32)
     ck = ct.TensorNetCheckpoint()
-    ck.cfg = {"embedding_dimension": F, "num_layers": L, "num_rbf": R, "rbf_type": "expnorm",
-              "trainable_rbf": False, "activation": "silu", "cutoff_lower": 0.0,
-              "cutoff_upper": rc, "max_z": max_z, "group": "O(3)", "precision": 32,
-              "box_vecs": None, "priors": []}
+    ck.cfg = ct.check_hyperparameters(hp)
     ck.hyper_parameters = hp
     ck.mean, ck.std = 0.0, 1.0
     ck.tensors = t

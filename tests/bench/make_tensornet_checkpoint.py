@@ -8,8 +8,8 @@ no prior, float64; weights from torch's default initialisation with seed 2026010
 then moved by normal noise of 0.1 x its own spread (so LayerNorm scales and zero-initialised
 biases are not special values).  Saved the way torchmd-net's checkpoints are ("hyper_parameters",
 "state_dict" with the "model." prefix), so that torchmd-net's load_model and
-`nnpops convert --from-torchmdnet` read the same file.  max_num_neighbors 128 covers the densest
-benchmark structure (liquid water: about 55 neighbours within 5 A).
+`nnpops convert --from-torchmdnet` read the same file.  The hyperparameters are those of
+tensornet_bench_shape.py.
 """
 
 import sys
@@ -17,14 +17,9 @@ import sys
 import torch
 from torchmdnet.models.model import create_model
 
-HYPER_PARAMETERS = {
-    "model": "tensornet", "embedding_dimension": 128, "num_layers": 2, "num_rbf": 32,
-    "rbf_type": "expnorm", "trainable_rbf": False, "activation": "silu", "cutoff_lower": 0.0,
-    "cutoff_upper": 5.0, "max_z": 128, "max_num_neighbors": 128,
-    "equivariance_invariance_group": "O(3)", "static_shapes": False, "output_model": "Scalar",
-    "reduce_op": "sum", "prior_model": None, "derivative": True, "atom_filter": -1,
-    "precision": 64, "box_vecs": None, "standardize": False,
-}
+from tensornet_bench_shape import hyper_parameters
+
+HYPER_PARAMETERS = hyper_parameters(max_z=128, precision=64)
 
 
 def main(out):

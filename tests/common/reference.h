@@ -230,9 +230,14 @@ typedef struct refset {
     char path[4096];
 } refset;
 
+/* The atomic number of an element symbol, H .. I (the elements of the reference sets); an unknown
+ * symbol stops the test. */
 static int ref_z(const char *sym) {
-    static const char *const t[] = {"", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne",
-                                    "Na", "Mg", "Al", "Si", "P", "S", "Cl"};
+    static const char *const t[] = {
+        "", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg", "Al", "Si", "P",
+        "S", "Cl", "Ar", "K", "Ca", "Sc", "Ti", "V", "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn",
+        "Ga", "Ge", "As", "Se", "Br", "Kr", "Rb", "Sr", "Y", "Zr", "Nb", "Mo", "Tc", "Ru", "Rh",
+        "Pd", "Ag", "Cd", "In", "Sn", "Sb", "Te", "I"};
     for (int z = 1; z < (int)(sizeof t / sizeof *t); z++)
         if (!strcmp(t[z], sym)) return z;
     fprintf(stderr, "unknown symbol %s\n", sym);

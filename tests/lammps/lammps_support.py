@@ -316,6 +316,45 @@ def rel_err(a, b):
     return float(np.abs(a - b).max() / (scale if scale > 0 else 1.0))
 
 
+def processor_grid(run):
+    """The MPI processor grid LAMMPS reports in a run's log, as a tuple of three."""
+    m = re.search(r"(\d+) by (\d+) by (\d+) MPI processor grid", run.log)
+    assert m, run.log
+    return tuple(int(g) for g in m.groups())
+
+
+def subdomain(positions, cell, grid):
+    """Index of the sub-domain of each (wrapped) position on a regular processor grid."""
+    frac = positions / np.diag(cell)
+    frac -= np.floor(frac)
+    idx = np.floor(frac * np.array(grid)).astype(int)
+    return idx[:, 0] * grid[1] * grid[2] + idx[:, 1] * grid[2] + idx[:, 2]
+
+
+def check_ranks_agree(run, base, np_, steps, start, cell):
+    """An MD run on np_ ranks against the same run on one (base): PotEng and TotEng at each of
+    the steps + 1 thermo rows to 1e-10 relative, the forces of end.dump to 1e-9; the run's
+    processor grid has np_ ranks and atoms crossed sub-domain boundaries between start (a dump
+    with x y z) and end.dump."""
+    table, ref = run.thermo()[-1], base.thermo()[-1]
+    assert len(table["Step"]) == steps + 1
+    for key in ("PotEng", "TotEng"):
+        err = np.abs(table[key] - ref[key]).max() / np.abs(ref[key]).max()
+        print(f"np {np_}: {key} max relative difference to np 1 over {steps} steps: {err:.2g}")
+        assert err <= 1e-10, f"np {np_}: {key} differs by {err:.3g} relative"
+    end, end_ref = run.read_dump("end.dump"), base.read_dump("end.dump")
+    fn = np.stack([end["fx"], end["fy"], end["fz"]], axis=1)
+    fr = np.stack([end_ref["fx"], end_ref["fy"], end_ref["fz"]], axis=1)
+    assert rel_err(fn, fr) <= 1e-9
+    grid = processor_grid(run)
+    assert np.prod(grid) == np_, run.log
+    p0 = np.stack([start["x"], start["y"], start["z"]], axis=1)
+    p1 = np.stack([end["x"], end["y"], end["z"]], axis=1)
+    crossed = int(np.sum(subdomain(p0, cell, grid) != subdomain(p1, cell, grid)))
+    print(f"np {np_}: grid {grid}, {crossed} atoms changed sub-domain")
+    assert crossed > 0, f"np {np_}: no atom changed sub-domain in {steps} steps"
+
+
 # thermo columns of a virial-only pressure tensor (compute pressure NULL virial)
 VIRIAL_SETUP = """compute pv all pressure NULL virial
 thermo_style custom step pe press vol c_pv[1] c_pv[2] c_pv[3] c_pv[4] c_pv[5] c_pv[6]

@@ -26,7 +26,6 @@ Tolerances are those of the C and ASE TensorNet tests; float64 but for the float
 smaller ones (tn_a: 2 layers, 5 A, range 15 A; tn_b: 1 layer, 4.5 A, range 9 A)."""
 import json
 import os
-import re
 
 import numpy as np
 import pytest
@@ -162,13 +161,6 @@ def check_library(dump, model, symbols, pos, cell):
     assert ls.rel_err(lmp9, ref9) <= 1e-9
 
 
-def subdomain(positions, cell, grid):
-    frac = positions / np.diag(cell)
-    frac -= np.floor(frac)
-    idx = np.floor(frac * np.array(grid)).astype(int)
-    return idx[:, 0] * grid[1] * grid[2] + idx[:, 1] * grid[2] + idx[:, 2]
-
-
 def test_md_across_ranks(tmp_path):
     """tn_b, water_pbc_192 (12.4 A box, 9 A range: every rank's ghosts wrap the box) on 1, 2
     and 4 ranks: step 0 against the reference, then a short NVE run with atoms crossing
@@ -184,30 +176,10 @@ def test_md_across_ranks(tmp_path):
             check_library(dump, TN_B, symbols, pos, cell)
         runs[np_] = (run, dump, cell)
     base_run, base_dump, _ = runs[1]
-    base = base_run.thermo()[-1]
-    f1 = base_run.read_dump("end.dump")
     for np_ in (2, 4):
         run, dump, cell = runs[np_]
         assert ls.rel_err(dump["c_pea"], base_dump["c_pea"]) <= 1e-9
-        table = run.thermo()[-1]
-        assert len(table["Step"]) == STEPS + 1
-        for key in ("PotEng", "TotEng"):
-            err = np.abs(table[key] - base[key]).max() / np.abs(base[key]).max()
-            print(f"np {np_}: {key} max relative difference to np 1 over {STEPS} steps: {err:.2g}")
-            assert err <= 1e-10, f"np {np_}: {key} differs by {err:.3g} relative"
-        end = run.read_dump("end.dump")
-        fn = np.stack([end["fx"], end["fy"], end["fz"]], axis=1)
-        fr = np.stack([f1["fx"], f1["fy"], f1["fz"]], axis=1)
-        assert ls.rel_err(fn, fr) <= 1e-9
-        m = re.search(r"(\d+) by (\d+) by (\d+) MPI processor grid", run.log)
-        assert m, run.log
-        grid = tuple(int(g) for g in m.groups())
-        assert np.prod(grid) == np_
-        p0 = np.stack([dump["x"], dump["y"], dump["z"]], axis=1)
-        p1 = np.stack([end["x"], end["y"], end["z"]], axis=1)
-        crossed = int(np.sum(subdomain(p0, cell, grid) != subdomain(p1, cell, grid)))
-        print(f"np {np_}: grid {grid}, {crossed} atoms changed sub-domain")
-        assert crossed > 0, f"np {np_}: no atom changed sub-domain in {STEPS} steps"
+        ls.check_ranks_agree(run, base_run, np_, STEPS, dump, cell)
 
 
 @pytest.mark.parametrize("model,name,np_", [

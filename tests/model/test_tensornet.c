@@ -60,6 +60,7 @@
 #include "check.h"
 #include "nnpops/nnpops.h"
 #include "reference.h"
+#include "tensornet_reference.h"
 
 /* ---- the model file's scalars the test needs (mean, ZBL) ------------------------------------- */
 
@@ -106,58 +107,6 @@ static void read_info(const nnpops_model *m, tn_info *t) {
     free(y);
 }
 
-/* ---- systems --------------------------------------------------------------------------------- */
-
-static int symbol_z(const char *sym) {
-    static const char *const t[] = {
-        "", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg", "Al", "Si", "P",
-        "S", "Cl", "Ar", "K", "Ca", "Sc", "Ti", "V", "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn",
-        "Ga", "Ge", "As", "Se", "Br", "Kr", "Rb", "Sr", "Y", "Zr", "Nb", "Mo", "Tc", "Ru", "Rh",
-        "Pd", "Ag", "Cd", "In", "Sn", "Sb", "Te", "I"};
-    for (int z = 1; z < (int)(sizeof t / sizeof *t); z++)
-        if (!strcmp(t[z], sym)) return z;
-    fprintf(stderr, "unknown symbol %s\n", sym);
-    exit(1);
-}
-
-typedef struct sys {
-    int n;
-    int32_t *z;
-    double *x;
-    int periodic;
-    double cell[9];
-} sys;
-
-static void load_sys(const jval *root, const char *name, sys *s) {
-    const jval *j = jget(jget(root, "systems"), name);
-    CHECK(j != NULL);
-    const jval *sy = jget(j, "symbols");
-    s->n = sy->n;
-    s->z = malloc(sizeof(int32_t) * (size_t)s->n);
-    for (int i = 0; i < s->n; i++) s->z[i] = symbol_z(sy->items[i]->str);
-    s->x = ref_numbers(j, "positions_A", 3 * s->n);
-    const jval *c = jget(j, "cell_A");
-    s->periodic = c && c->type == J_ARR;
-    if (s->periodic) CHECK(jnumbers(c, s->cell, 9) == 9);
-}
-
-static void sys_free(sys *s) {
-    free(s->z);
-    free(s->x);
-}
-
-static jval *load_reference(char *path, size_t cap) {
-    const char *dir = getenv("NNPOPS_SHARED_DIR");
-    snprintf(path, cap, "%s/reference/tensornet/reference.json", dir ? dir : "../shared");
-    size_t len;
-    char *text = read_text(path, &len);
-    if (!text) return NULL;
-    jparser p = {text, 0, len};
-    jval *root = jparse(&p);
-    free(text);
-    return root;
-}
-
 /* ---- one API call over a batch --------------------------------------------------------------- */
 
 typedef struct result {
@@ -167,7 +116,7 @@ typedef struct result {
 } result;
 
 /* Systems S[0..ns) as one batch (charges q or NULL), with n_local local atoms (-1: all). */
-static nnpops_status run(nnpops_context *ctx, const sys *S, int ns, const double *q,
+static nnpops_status run(nnpops_context *ctx, const tn_sys *S, int ns, const double *q,
                          int64_t n_local, result *r) {
     int N = 0;
     for (int k = 0; k < ns; k++) N += S[k].n;
@@ -203,7 +152,7 @@ static void result_free(result *r) {
     free(r->f), free(r->ae), free(r->av);
 }
 
-static double energy_of(nnpops_context *ctx, const sys *s, const double *q) {
+static double energy_of(nnpops_context *ctx, const tn_sys *s, const double *q) {
     int N = s->n;
     double e;
     uint8_t pbc[3] = {1, 1, 1};
@@ -220,7 +169,7 @@ static double energy_of(nnpops_context *ctx, const sys *s, const double *q) {
 
 /* Per-atom shares (half of each pair) of the ZBL energy of atoms first .. first+n-1 and its forces
  * (added to f), with the screening length scaled by (1 + bump). */
-static void zbl_direct(const tn_info *t, const sys *s, double bump, double *share, double *f) {
+static void zbl_direct(const tn_info *t, const tn_sys *s, double bump, double *share, double *f) {
     const double a0 = 5.29177210903e-11;
     const double pref = 2.30707755e-28 / (t->es * t->ds);
     int rep[3] = {0, 0, 0};
@@ -274,7 +223,7 @@ static void zbl_direct(const tn_info *t, const sys *s, double bump, double *shar
 }
 
 /* dE/dH[row][d] at fixed Cartesian positions (central differences, float64 context). */
-static double dE_dcell(nnpops_context *ctx, sys *s, int row, int d) {
+static double dE_dcell(nnpops_context *ctx, tn_sys *s, int row, int d) {
     const double h = 1e-4, c0 = s->cell[3 * row + d];
     s->cell[3 * row + d] = c0 + h;
     double ep = energy_of(ctx, s, NULL);
@@ -319,7 +268,7 @@ static int open_model(int f32, nnpops_model **m, nnpops_context **ctx) {
 
 static int case_reference(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     nnpops_model *m, *m64;
     nnpops_context *ctx, *ctx64;
@@ -343,18 +292,10 @@ static int case_reference(void) {
         const char *name = systems->keys[si];
         const jval *ref = systems->items[si];
         if (emulated_skip(name)) continue;
-        sys S[8];
-        double q[8] = {0};
-        int ns = 1;
+        tn_sys S[8];
+        double q[8];
         const jval *members = jget(ref, "members");
-        if (members) {
-            ns = members->n;
-            CHECK(ns <= 8);
-            for (int k = 0; k < ns; k++) load_sys(root, members->items[k]->str, &S[k]);
-            CHECK(jnumbers(jget(ref, "charges"), q, ns) == ns);
-        } else {
-            load_sys(root, name, &S[0]);
-        }
+        const int ns = tn_entry_load(root, name, ref, S, q);
         int N = 0;
         for (int k = 0; k < ns; k++) N += S[k].n;
         result r;
@@ -389,16 +330,10 @@ static int case_reference(void) {
         double *fref = ref_numbers(ref, "forces_eV_per_A", 3 * N);
         double *aref = ref_numbers(ref, "atomic_energies_eV", N);
         double eref[8];
-        if (members)
-            CHECK(jnumbers(jget(ref, "energies_eV"), eref, ns) == ns);
-        else
-            eref[0] = jget(ref, "energy_eV")->num;
+        tn_entry_energies(ref, ns, eref);
         double tol_e = 1e-8, tol_f = 1e-7, tol_a = 5e-8, tol_s = 1e-8;
         if (g_f32) {
-            const jval *te = jget(ref, "torch_float32_dE_per_atom");
-            const jval *tf = jget(ref, "torch_float32_dF_max");
-            tol_e = fmax(5e-6, te ? 2 * te->num : 0);
-            tol_f = fmax(5e-4, tf ? 2 * tf->num : 0);
+            tn_f32_bounds(ref, &tol_e, &tol_f);
             tol_a = fmax(5e-5, 10 * tol_e); /* a per-atom term, a float32 evaluation */
             tol_s = 1e-5;
         }
@@ -467,7 +402,7 @@ static int case_reference(void) {
         if (!ok) fails++;
         result_free(&r);
         free(fref), free(aref), free(share), free(allow_a);
-        for (int k = 0; k < ns; k++) sys_free(&S[k]);
+        for (int k = 0; k < ns; k++) tn_sys_free(&S[k]);
     }
     printf("worst %s %s: |dE|/N %.3e eV, max |dF| %.3e eV/A, max |dEi| %.3e eV, max |d stress| "
            "%.3e eV/A^3\n",
@@ -479,7 +414,7 @@ static int case_reference(void) {
 }
 
 /* Forces of atoms [0, n_check) against central differences of the energy. */
-static double fd_forces(nnpops_context *ctx, sys *s, int n_check, const char *what) {
+static double fd_forces(nnpops_context *ctx, tn_sys *s, int n_check, const char *what) {
     result r;
     CHECK_OK(run(ctx, s, 1, NULL, -1, &r));
     const double h = 1e-5;
@@ -506,34 +441,19 @@ static double fd_forces(nnpops_context *ctx, sys *s, int n_check, const char *wh
 
 static int case_fd(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     nnpops_model *m;
     nnpops_context *ctx;
     if (!open_model(0, &m, &ctx)) return 1;
-    sys s;
-    load_sys(root, "mol_mol_CH3SH", &s);
+    tn_sys s;
+    tn_sys_load(root, "mol_mol_CH3SH", &s);
     printf("open CH3SH: worst |F - F_fd| %.3e eV/A\n", fd_forces(ctx, &s, s.n, "CH3SH"));
-    sys_free(&s);
+    tn_sys_free(&s);
     /* a sheared (triclinic) copy of water8_pbc: an 8 A cell, atoms see their own images */
-    sys t;
-    load_sys(root, "water8_pbc", &t);
-    const double shear[9] = {1, 0, 0, 0.15, 1, 0, -0.1, 0.2, 1}; /* x' = shear x */
+    tn_sys t;
+    tn_sys_load_sheared(root, &t);
     double c0[9], *x0 = malloc(sizeof(double) * 3 * (size_t)t.n);
-    memcpy(c0, t.cell, sizeof c0);
-    memcpy(x0, t.x, sizeof(double) * 3 * (size_t)t.n);
-    for (int row = 0; row < 3; row++)
-        for (int d = 0; d < 3; d++) {
-            double v = 0;
-            for (int k = 0; k < 3; k++) v += shear[3 * d + k] * c0[3 * row + k];
-            t.cell[3 * row + d] = v;
-        }
-    for (int i = 0; i < t.n; i++)
-        for (int d = 0; d < 3; d++) {
-            double v = 0;
-            for (int k = 0; k < 3; k++) v += shear[3 * d + k] * x0[3 * i + k];
-            t.x[3 * i + d] = v;
-        }
     printf("triclinic water8: worst |F - F_fd| %.3e eV/A (first 6 atoms)\n",
            fd_forces(ctx, &t, 6, "triclinic water8"));
     memcpy(c0, t.cell, sizeof c0);
@@ -546,15 +466,7 @@ static int case_fd(void) {
         for (int q = 0; q < 3; q++) {
             double ev[2];
             for (int sg = 0; sg < 2; sg++) {
-                const double eps = sg ? -hs : hs;
-                for (int row = 0; row < 3; row++) {
-                    memcpy(t.cell + 3 * row, c0 + 3 * row, sizeof(double) * 3);
-                    t.cell[3 * row + p] += eps * c0[3 * row + q];
-                }
-                for (int i = 0; i < t.n; i++) {
-                    memcpy(t.x + 3 * i, x0 + 3 * i, sizeof(double) * 3);
-                    t.x[3 * i + p] += eps * x0[3 * i + q];
-                }
+                tn_sys_strain(&t, c0, x0, p, q, sg ? -hs : hs);
                 ev[sg] = energy_of(ctx, &t, NULL);
             }
             const double dEde = (ev[0] - ev[1]) / (2 * hs); /* = -W_pq */
@@ -569,7 +481,7 @@ static int case_fd(void) {
     printf("triclinic water8: worst |W - W_fd| %.3e eV\n", worst);
     result_free(&r);
     free(x0);
-    sys_free(&t);
+    tn_sys_free(&t);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     jfree(root);
@@ -578,16 +490,16 @@ static int case_fd(void) {
 
 static int case_replica(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     nnpops_model *m;
     nnpops_context *ctx;
     if (!open_model(0, &m, &ctx)) return 1;
     tn_info t;
     read_info(m, &t);
-    sys a, b;
-    load_sys(root, "water8_pbc", &a);
-    load_sys(root, "water8_x2_pbc", &b);
+    tn_sys a, b;
+    tn_sys_load(root, "water8_pbc", &a);
+    tn_sys_load(root, "water8_x2_pbc", &b);
     CHECK(b.n == 8 * a.n);
     result ra, rb;
     CHECK_OK(run(ctx, &a, 1, NULL, -1, &ra));
@@ -604,7 +516,7 @@ static int case_replica(void) {
     for (int i = 0; i < 3 * a.n; i++) CHECK(fabs(ra.f[i] - rb.f[i]) <= 1e-8);
     for (int k = 0; k < 9; k++) CHECK(fabs(8 * ra.w[0][k] - rb.w[0][k]) <= 1e-7);
     result_free(&ra), result_free(&rb);
-    sys_free(&a), sys_free(&b);
+    tn_sys_free(&a), tn_sys_free(&b);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     jfree(root);
@@ -613,7 +525,7 @@ static int case_replica(void) {
 
 static int case_batch(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     nnpops_model *m;
     nnpops_context *ctx;
@@ -621,8 +533,8 @@ static int case_batch(void) {
     const char *names[3] = {"mol_13_f0", "water8_pbc", "cluster_BSiPBrI_24"};
     const double q[3] = {0.0, 1.0, -1.0};
     const int cpu = !strcmp(g_device, "cpu");
-    sys S[3];
-    for (int k = 0; k < 3; k++) load_sys(root, names[k], &S[k]);
+    tn_sys S[3];
+    for (int k = 0; k < 3; k++) tn_sys_load(root, names[k], &S[k]);
     result rb;
     CHECK_OK(run(ctx, S, 3, q, -1, &rb));
     int o = 0;
@@ -657,7 +569,7 @@ static int case_batch(void) {
     /* option threads (the CPU's): the same bits */
     if (!cpu) {
         result_free(&rb);
-        for (int k = 0; k < 3; k++) sys_free(&S[k]);
+        for (int k = 0; k < 3; k++) tn_sys_free(&S[k]);
         nnpops_context_destroy(ctx);
         nnpops_model_destroy(m);
         jfree(root);
@@ -676,7 +588,7 @@ static int case_batch(void) {
     CHECK(memcmp(rt.w, rb.w, sizeof(double) * 9 * 3) == 0);
     result_free(&rt);
     result_free(&rb);
-    for (int k = 0; k < 3; k++) sys_free(&S[k]);
+    for (int k = 0; k < 3; k++) tn_sys_free(&S[k]);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     jfree(root);
@@ -686,13 +598,13 @@ static int case_batch(void) {
 /* A molecule split into halves A and B; call 1 has A local and B as ghosts, call 2 the reverse. */
 static int case_ghosts(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     nnpops_model *m;
     nnpops_context *ctx;
     if (!open_model(0, &m, &ctx)) return 1;
-    sys s;
-    load_sys(root, "mol_50_f0", &s);
+    tn_sys s;
+    tn_sys_load(root, "mol_50_f0", &s);
     result whole;
     CHECK_OK(run(ctx, &s, 1, NULL, -1, &whole));
     const int n = s.n, h = n / 2;
@@ -709,7 +621,7 @@ static int case_ghosts(void) {
     double esum = 0, *fsum = calloc(3 * (size_t)n, sizeof(double));
     double wsum[9] = {0};
     for (int part = 0; part < 2; part++) {
-        sys p = s;
+        tn_sys p = s;
         p.z = malloc(sizeof(int32_t) * (size_t)n);
         p.x = malloc(sizeof(double) * 3 * (size_t)n);
         int *src = malloc(sizeof(int) * (size_t)n), nl = part ? n - h : h;
@@ -739,7 +651,7 @@ static int case_ghosts(void) {
     for (int c = 0; c < 9; c++) CHECK(fabs(wsum[c] - whole.w[0][c]) <= 1e-8);
     free(fsum), free(order);
     result_free(&whole);
-    sys_free(&s);
+    tn_sys_free(&s);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
     jfree(root);
@@ -858,7 +770,7 @@ static int case_bad_files(void) {
  * divided by 23.06... eV per kcal/mol. */
 static int case_units(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     nnpops_model *m;
     nnpops_context *ctx;
@@ -872,9 +784,9 @@ static int case_units(void) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", t.yaml_path);
     *strrchr(dir, '/') = '\0';
-    sys s[2];
-    load_sys(root, "mol_mol_CH3SH", &s[0]);
-    load_sys(root, "water8_pbc", &s[1]);
+    tn_sys s[2];
+    tn_sys_load(root, "mol_mol_CH3SH", &s[0]);
+    tn_sys_load(root, "water8_pbc", &s[1]);
     result r0[2];
     for (int k = 0; k < 2; k++) CHECK_OK(run(ctx, &s[k], 1, NULL, -1, &r0[k]));
     for (int variant = 0; variant < 2; variant++) {
@@ -927,7 +839,7 @@ static int case_units(void) {
         nnpops_context_destroy(cu);
         nnpops_model_destroy(mu);
     }
-    for (int k = 0; k < 2; k++) result_free(&r0[k]), sys_free(&s[k]);
+    for (int k = 0; k < 2; k++) result_free(&r0[k]), tn_sys_free(&s[k]);
     free(yaml);
     nnpops_context_destroy(ctx);
     nnpops_model_destroy(m);
@@ -941,7 +853,7 @@ static int case_units(void) {
  * member selected with option ensemble_member. */
 static int case_ensemble(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     const jval *ens = jget(jget(root, "ensembles"), "tn_a+tn_a_member2");
     CHECK(ens != NULL);
@@ -971,8 +883,8 @@ static int case_ensemble(void) {
         const char *name = mref[0]->keys[si];
         const jval *r[M] = {mref[0]->items[si], jget(mref[1], name)};
         if (!r[1] || jget(r[0], "members")) continue; /* systems of both members, no batches */
-        sys S;
-        load_sys(root, name, &S);
+        tn_sys S;
+        tn_sys_load(root, name, &S);
         const int N = S.n;
         double eref[M], *fref[M], tol_e = 1e-8, tol_f = 1e-7;
         for (int k = 0; k < M; k++) {
@@ -1022,7 +934,7 @@ static int case_ensemble(void) {
         compared++;
         free(f), free(ae);
         for (int k = 0; k < M; k++) free(fref[k]);
-        sys_free(&S);
+        tn_sys_free(&S);
     }
     printf("worst %s %s over %d systems: |dE|/N %.3e eV, max |dF| %.3e eV/A\n", g_model,
            g_f32 ? "float32" : "float64", compared, worst_e, worst_f);

@@ -23,22 +23,20 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 WRAPPERS = os.path.join(HERE, "..", "..", "wrappers")
 sys.path.insert(0, WRAPPERS)
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
 
 from nnpops import convert, convert_tensornet, torchzip  # noqa: E402
 from nnpops.convert import ConvertError  # noqa: E402
+from shared_data import missing, shared_dir  # noqa: E402
 
 CHECKPOINTS = ("tn_a", "tn_a_member2", "tn_b_oldlayout_so3", "tn_c_gauss_lower_zbl",
                "tn_d_lightning_f32")
 
 
 def reference_dir():
-    shared = os.environ.get("NNPOPS_SHARED_DIR") or os.path.join(HERE, "..", "..", "..", "shared")
-    path = os.path.join(shared, "reference", "tensornet")
+    path = os.path.join(shared_dir(), "reference", "tensornet")
     if not os.path.isfile(os.path.join(path, "tn_a.ckpt")):
-        msg = "TensorNet checkpoints not found in %s" % path
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        missing("TensorNet checkpoints not found in %s" % path)
     return path
 
 

@@ -39,6 +39,7 @@
 #include "check.h"
 #include "potentials/tensornet/cpu/tensornet_cpu.h"
 #include "reference.h"
+#include "tensornet_reference.h"
 
 /* ---- the converted model ------------------------------------------------------------------- */
 
@@ -250,19 +251,7 @@ static int load_model(const char *name, model *m) {
     return 1;
 }
 
-/* ---- systems and edges -------------------------------------------------------------------------- */
-
-static int symbol_z(const char *sym) {
-    static const char *const t[] = {
-        "", "H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg", "Al", "Si", "P",
-        "S", "Cl", "Ar", "K", "Ca", "Sc", "Ti", "V", "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn",
-        "Ga", "Ge", "As", "Se", "Br", "Kr", "Rb", "Sr", "Y", "Zr", "Nb", "Mo", "Tc", "Ru", "Rh",
-        "Pd", "Ag", "Cd", "In", "Sn", "Sb", "Te", "I"};
-    for (int z = 1; z < (int)(sizeof t / sizeof *t); z++)
-        if (!strcmp(t[z], sym)) return z;
-    fprintf(stderr, "unknown symbol %s\n", sym);
-    exit(1);
-}
+/* ---- edges -------------------------------------------------------------------------------- */
 
 typedef struct edges {
     int64_t n, cap;
@@ -331,32 +320,6 @@ static void build_edges(edges *e, int first, int n, const double *x, const doubl
     }
 }
 
-typedef struct sys {
-    int n;
-    int32_t *z;
-    double *x;
-    int periodic;
-    double cell[9];
-} sys;
-
-static void load_sys(const jval *root, const char *name, sys *s) {
-    const jval *j = jget(jget(root, "systems"), name);
-    CHECK(j != NULL);
-    const jval *sy = jget(j, "symbols");
-    s->n = sy->n;
-    s->z = malloc(sizeof(int32_t) * (size_t)s->n);
-    for (int i = 0; i < s->n; i++) s->z[i] = symbol_z(sy->items[i]->str);
-    s->x = ref_numbers(j, "positions_A", 3 * s->n);
-    const jval *c = jget(j, "cell_A");
-    s->periodic = c && c->type == J_ARR;
-    if (s->periodic) CHECK(jnumbers(c, s->cell, 9) == 9);
-}
-
-static void sys_free(sys *s) {
-    free(s->z);
-    free(s->x);
-}
-
 /* ---- evaluation --------------------------------------------------------------------------------- */
 
 typedef struct result {
@@ -370,7 +333,7 @@ typedef struct result {
 /* Evaluates systems S[0..ns) as one batch with charges q[]: energies per system (mean and ZBL
  * included), per-atom network terms and forces.  zbl_bump: scale ZBL's screening length by
  * (1 + zbl_bump) (for the allowance); zbl_only: the ZBL prior alone. */
-static void evaluate_part(const model *m, int f32, const sys *S, const double *q, int ns,
+static void evaluate_part(const model *m, int f32, const tn_sys *S, const double *q, int ns,
                           double zbl_bump, int zbl_only, result *res) {
     int N = 0;
     for (int k = 0; k < ns; k++) N += S[k].n;
@@ -489,7 +452,7 @@ static void evaluate_part(const model *m, int f32, const sys *S, const double *q
     free(ez.i), free(ez.j), free(ez.v), free(ez.r), free(ez.img);
 }
 
-static void evaluate(const model *m, int f32, const sys *S, const double *q, int ns,
+static void evaluate(const model *m, int f32, const tn_sys *S, const double *q, int ns,
                      double zbl_bump, result *res) {
     evaluate_part(m, f32, S, q, ns, zbl_bump, 0, res);
 }
@@ -504,18 +467,6 @@ static void result_free(result *r) {
 static const char *g_model;
 static int g_f32;
 
-static jval *load_reference(char *path, size_t cap) {
-    const char *dir = getenv("NNPOPS_SHARED_DIR");
-    snprintf(path, cap, "%s/reference/tensornet/reference.json", dir ? dir : "../shared");
-    size_t len;
-    char *text = read_text(path, &len);
-    if (!text) return NULL;
-    jparser p = {text, 0, len};
-    jval *root = jparse(&p);
-    free(text);
-    return root;
-}
-
 static void free_model(model *m) {
     for (int i = 0; i < m->n_t; i++) free(m->t[i].d), free(m->t[i].s);
     free(m);
@@ -523,7 +474,7 @@ static void free_model(model *m) {
 
 static int case_reference(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     model *m = malloc(sizeof *m);
     if (!load_model(g_model, m)) {
@@ -539,19 +490,10 @@ static int case_reference(void) {
     for (int si = 0; si < systems->n; si++) {
         const char *name = systems->keys[si];
         const jval *ref = systems->items[si];
-        sys S[8];
-        double q[8] = {0};
-        int ns = 0;
+        tn_sys S[8];
+        double q[8];
         const jval *members = jget(ref, "members");
-        if (members) {
-            ns = members->n;
-            CHECK(ns <= 8);
-            for (int k = 0; k < ns; k++) load_sys(root, members->items[k]->str, &S[k]);
-            CHECK(jnumbers(jget(ref, "charges"), q, ns) == ns);
-        } else {
-            ns = 1;
-            load_sys(root, name, &S[0]);
-        }
+        const int ns = tn_entry_load(root, name, ref, S, q);
         int N = 0;
         for (int k = 0; k < ns; k++) N += S[k].n;
         result r, rb[2];
@@ -573,16 +515,10 @@ static int case_reference(void) {
         double *fref = ref_numbers(ref, "forces_eV_per_A", 3 * N);
         double *aref = ref_numbers(ref, "atomic_energies_eV", N);
         double eref[8];
-        if (members)
-            CHECK(jnumbers(jget(ref, "energies_eV"), eref, ns) == ns);
-        else
-            eref[0] = jget(ref, "energy_eV")->num;
+        tn_entry_energies(ref, ns, eref);
         double de = 0, df = 0, da = 0, tol_e = 1e-8, tol_f = 1e-7, tol_a = 5e-8;
         if (g_f32) {
-            const jval *te = jget(ref, "torch_float32_dE_per_atom");
-            const jval *tf = jget(ref, "torch_float32_dF_max");
-            tol_e = fmax(5e-6, te ? 2 * te->num : 0);
-            tol_f = fmax(5e-4, tf ? 2 * tf->num : 0);
+            tn_f32_bounds(ref, &tol_e, &tol_f);
             tol_a = 1e30; /* float32: energies and forces only */
         }
         int ok = 1, first = 0;
@@ -637,7 +573,7 @@ static int case_reference(void) {
     return fails ? 1 : 0;
 }
 
-static double energy_of(const model *m, const sys *s) {
+static double energy_of(const model *m, const tn_sys *s) {
     result r;
     evaluate(m, 0, s, NULL, 1, 0.0, &r);
     double e = r.energy_sys[0];
@@ -647,15 +583,15 @@ static double energy_of(const model *m, const sys *s) {
 
 static int case_fd(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     model *m = malloc(sizeof *m);
     if (!load_model(g_model, m)) return 1;
     const char *names[2] = {"mol_mol_CH3SH", "water8_pbc"};
     double worst = 0;
     for (int c = 0; c < 2; c++) {
-        sys s;
-        load_sys(root, names[c], &s);
+        tn_sys s;
+        tn_sys_load(root, names[c], &s);
         result r;
         evaluate(m, 0, &s, NULL, 1, 0.0, &r);
         int n_check = s.n < 9 ? s.n : 9; /* the first atoms (all of CH3SH, three waters) */
@@ -678,30 +614,15 @@ static int case_fd(void) {
                 }
             }
         result_free(&r);
-        sys_free(&s);
+        tn_sys_free(&s);
     }
     printf("worst |F - F_fd| = %.3e eV/A\n", worst);
     /* the virial against central differences of the energy under strain, in a sheared (triclinic)
      * copy of water8_pbc: a cell smaller than twice the cutoff, so atoms see their own images */
-    sys t;
-    load_sys(root, "water8_pbc", &t);
-    const double shear[9] = {1, 0, 0, 0.15, 1, 0, -0.1, 0.2, 1}; /* rows: x' = shear x */
+    tn_sys t;
+    tn_sys_load_sheared(root, &t);
     double c0[9], x0[3 * 30];
     CHECK(t.n <= 30);
-    memcpy(c0, t.cell, sizeof c0);
-    memcpy(x0, t.x, sizeof(double) * 3 * (size_t)t.n);
-    for (int rr = 0; rr < 3; rr++)
-        for (int d = 0; d < 3; d++) {
-            double v = 0;
-            for (int k = 0; k < 3; k++) v += shear[3 * d + k] * c0[3 * rr + k];
-            t.cell[3 * rr + d] = v;
-        }
-    for (int i = 0; i < t.n; i++)
-        for (int d = 0; d < 3; d++) {
-            double v = 0;
-            for (int k = 0; k < 3; k++) v += shear[3 * d + k] * x0[3 * i + k];
-            t.x[3 * i + d] = v;
-        }
     memcpy(c0, t.cell, sizeof c0);
     memcpy(x0, t.x, sizeof(double) * 3 * (size_t)t.n);
     result rt;
@@ -712,15 +633,7 @@ static int case_fd(void) {
         for (int q = 0; q < 3; q++) {
             double ev[2];
             for (int sg = 0; sg < 2; sg++) {
-                double eps = sg ? -hs : hs;
-                for (int rr = 0; rr < 3; rr++) { /* cell row rr: component p += eps * comp q */
-                    memcpy(t.cell + 3 * rr, c0 + 3 * rr, sizeof(double) * 3);
-                    t.cell[3 * rr + p] += eps * c0[3 * rr + q];
-                }
-                for (int i = 0; i < t.n; i++) {
-                    memcpy(t.x + 3 * i, x0 + 3 * i, sizeof(double) * 3);
-                    t.x[3 * i + p] += eps * x0[3 * i + q];
-                }
+                tn_sys_strain(&t, c0, x0, p, q, sg ? -hs : hs);
                 ev[sg] = energy_of(m, &t);
             }
             double dEde = (ev[0] - ev[1]) / (2 * hs); /* = -W_pq */
@@ -734,7 +647,7 @@ static int case_fd(void) {
         }
     printf("worst |W - W_fd| = %.3e eV (triclinic 8 A cell)\n", worst_w);
     result_free(&rt);
-    sys_free(&t);
+    tn_sys_free(&t);
     jfree(root);
     free_model(m);
     return 0;
@@ -742,13 +655,13 @@ static int case_fd(void) {
 
 static int case_replica(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     model *m = malloc(sizeof *m);
     if (!load_model(g_model, m)) return 1;
-    sys a, b;
-    load_sys(root, "water8_pbc", &a);
-    load_sys(root, "water8_x2_pbc", &b);
+    tn_sys a, b;
+    tn_sys_load(root, "water8_pbc", &a);
+    tn_sys_load(root, "water8_x2_pbc", &b);
     result ra, rb;
     evaluate(m, 0, &a, NULL, 1, 0.0, &ra);
     evaluate(m, 0, &b, NULL, 1, 0.0, &rb);
@@ -760,7 +673,7 @@ static int case_replica(void) {
     for (int i = 0; i < 3 * a.n; i++) CHECK(fabs(ra.forces[i] - rb.forces[i]) <= 1e-8);
     result_free(&ra);
     result_free(&rb);
-    sys_free(&a), sys_free(&b);
+    tn_sys_free(&a), tn_sys_free(&b);
     jfree(root);
     free_model(m);
     return 0;
@@ -769,10 +682,10 @@ static int case_replica(void) {
 /* Forces against central differences of the energy for the variants the reference set lacks:
  * every activation, 0 and 1 interaction layers, an expnorm basis with a lower cutoff, SO(3) with a
  * charge, float32 against float64; the model's weights reused with its shape changed. */
-static int fd_check(const model *m, const sys *s, const double *q, const char *what) {
+static int fd_check(const model *m, const tn_sys *s, const double *q, const char *what) {
     result r;
     evaluate(m, 0, s, q, 1, 0.0, &r);
-    sys t = *s;
+    tn_sys t = *s;
     t.x = malloc(sizeof(double) * 3 * (size_t)s->n);
     memcpy(t.x, s->x, sizeof(double) * 3 * (size_t)s->n);
     const double h = 1e-5;
@@ -805,12 +718,12 @@ static int fd_check(const model *m, const sys *s, const double *q, const char *w
 
 static int case_variants(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     model *m = malloc(sizeof *m);
     if (!load_model(g_model, m)) return 1;
-    sys s;
-    load_sys(root, "mol_mol_CH3SH", &s);
+    tn_sys s;
+    tn_sys_load(root, "mol_mol_CH3SH", &s);
     const nnpops__tn_shape base = m->shape;
     static const char *const names[] = {"ssp", "silu", "tanh", "sigmoid", "mish"};
     char what[64];
@@ -911,7 +824,7 @@ static int case_variants(void) {
     CHECK(fabs(r64.energy_sys[0] - r32.energy_sys[0]) / s.n <= 5e-6);
     CHECK(df <= 5e-4);
     result_free(&r64), result_free(&r32);
-    sys_free(&s);
+    tn_sys_free(&s);
     jfree(root);
     free_model(m);
     return 0;
@@ -921,12 +834,12 @@ static int case_variants(void) {
  * atoms; a reflection leaves O(3) energies unchanged and changes SO(3) ones. */
 static int case_invariance(void) {
     char path[4096];
-    jval *root = load_reference(path, sizeof path);
+    jval *root = tn_ref_load(path, sizeof path);
     if (!root) return test_missing_data(path);
     model *m = malloc(sizeof *m);
     if (!load_model(g_model, m)) return 1;
-    sys a;
-    load_sys(root, "mol_13_f0", &a);
+    tn_sys a;
+    tn_sys_load(root, "mol_13_f0", &a);
     result r0;
     evaluate(m, 0, &a, NULL, 1, 0.0, &r0);
     /* a proper rotation (from a unit quaternion), a shift and a reversed order */
@@ -935,7 +848,7 @@ static int case_invariance(void) {
     double Rm[9] = {1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qz * qw), 2 * (qx * qz + qy * qw),
                     2 * (qx * qy + qz * qw), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qx * qw),
                     2 * (qx * qz - qy * qw), 2 * (qy * qz + qx * qw), 1 - 2 * (qx * qx + qy * qy)};
-    sys b = a;
+    tn_sys b = a;
     b.z = malloc(sizeof(int32_t) * (size_t)a.n);
     b.x = malloc(sizeof(double) * 3 * (size_t)a.n);
     for (int i = 0; i < a.n; i++) {
@@ -971,7 +884,7 @@ static int case_invariance(void) {
     else
         CHECK(de <= 1e-10 * a.n);
     result_free(&r0), result_free(&r1), result_free(&r2);
-    sys_free(&a), sys_free(&b);
+    tn_sys_free(&a), tn_sys_free(&b);
     jfree(root);
     free_model(m);
     return 0;

@@ -22,9 +22,11 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "wrappers"))
 
 import tensornet_ref as R  # noqa: E402
+from shared_data import missing, shared_dir  # noqa: E402
 from nnpops import convert_tensornet  # noqa: E402
 
 TOL_E_PER_ATOM = 1e-8
@@ -34,17 +36,10 @@ SYMBOLS = ("X H He Li Be B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Sc Ti V Cr Mn F
            "Ge As Se Br Kr Rb Sr Y Zr Nb Mo Tc Ru Rh Pd Ag Cd In Sn Sb Te I").split()
 
 
-def shared_dir():
-    return os.environ.get("NNPOPS_SHARED_DIR") or os.path.join(HERE, "..", "..", "..", "shared")
-
-
 def reference_dir():
     path = os.path.join(shared_dir(), "reference", "tensornet")
     if not os.path.isfile(os.path.join(path, "reference.json")):
-        msg = "reference set %s/reference.json not found" % path
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        missing("reference set %s/reference.json not found" % path)
     return path
 
 

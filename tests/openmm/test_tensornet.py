@@ -8,8 +8,8 @@ NNPOPS_MODEL_PATH).  Bounds as tests/model/test_tensornet.c (float64): |dE|/N <=
 else skips.
 """
 
-import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -20,21 +20,11 @@ from openmm_helpers import app, openmm, unit
 from nnpops import openmm as nom
 from nnpops import openmmml as nml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from shared_data import tensornet_reference  # noqa: E402
+
 EV = H.EV_IN_KJ_PER_MOL
 EV_A = H.EV_PER_A_IN_KJ_PER_MOL_NM
-
-
-def _reference():
-    shared = os.environ.get("NNPOPS_SHARED_DIR") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
-    path = os.path.join(shared, "reference", "tensornet", "reference.json")
-    if not os.path.isfile(path):
-        msg = "reference file %s not found" % path
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def _system(ref, name):
@@ -63,7 +53,7 @@ def _check(e, f, n, e_ref_ev, f_ref_ev):
 
 @pytest.mark.parametrize("model", ["tn_a", "tn_b_oldlayout_so3"])
 def test_force_matches_reference(model):
-    ref = _reference()
+    ref = tensornet_reference()
     mref = ref["models"][model]["systems"]
     for name in ("mol_mol_CH3SH", "mol_13_f0", "water_triclinic_240"):
         numbers, pos, box = _system(ref, name)
@@ -74,7 +64,7 @@ def test_force_matches_reference(model):
 def test_charge():
     """Each member of the reference batch (charges 0, 1, -1) with create_force(charge=q); the
     charge reaches the model (a charged molecule's energy differs from the neutral one's)."""
-    ref = _reference()
+    ref = tensornet_reference()
     batch = ref["models"]["tn_a"]["systems"]["batch_q0_q1_qm1"]
     for name, q, e_ref in zip(batch["members"], batch["charges"], batch["energies_eV"]):
         numbers, pos, box = _system(ref, name)
@@ -88,7 +78,7 @@ def test_charge():
 def test_ensemble():
     """tn_a_ens (tn_a and tn_a_member2): the force is the members' mean; ensemble_member=k is
     member k."""
-    ref = _reference()
+    ref = tensornet_reference()
     members = ref["ensembles"]["tn_a+tn_a_member2"]["members"]
     for name in ("mol_13_f0", "water_pbc_192"):
         numbers, pos, box = _system(ref, name)
@@ -119,7 +109,7 @@ def test_openmmml_model_file():
     mlp = pytest.importorskip("openmmml.mlpotential")
     nml.register()
     assert "nnpops-tensornet" in nml.ENTRY_POINTS
-    ref = _reference()
+    ref = tensornet_reference()
     path = H.model("tn_a").path
     potential = mlp.MLPotential("nnpops-tensornet", modelPath=path)
     batch = ref["models"]["tn_a"]["systems"]["batch_q0_q1_qm1"]

@@ -15,6 +15,7 @@ stay cheap and cannot fail here.  Convert the published ANI parameters once with
 """
 
 from ._version import __version__
+from ._public import LIB_NAMES as _LIB_NAMES
 
 import os as _os
 
@@ -25,15 +26,7 @@ import os as _os
 cmake_prefix_path = _os.path.dirname(_os.path.abspath(__file__))
 
 # Names provided lazily by nnpops._lib (PEP 562).
-_LAZY = frozenset([
-    "NNPOPSError", "LibraryNotFoundError", "LibraryVersionError", "InvalidArgumentError",
-    "OutOfMemoryError", "NNPOPSIOError", "ModelNotFoundError", "ModelFormatError", "ChecksumError",
-    "UnknownElementError", "BadPositionError", "AtomsTooCloseError", "BadCellError",
-    "TooManyImagesError", "NeighborOverflowError", "DeviceNotBuiltError", "NoDeviceError",
-    "CudaError", "UnsupportedError", "CaptureError", "InternalError",
-    "Model", "Context", "neighbor_pairs", "library_info", "version_number", "version_string",
-    "cuda_built", "cuda_device_count",
-])
+_LAZY = frozenset(_LIB_NAMES)
 
 __all__ = sorted(_LAZY) + ["__version__", "cmake_prefix_path"]
 

@@ -42,17 +42,10 @@ import threading
 
 import numpy as np
 
+from ._public import LIB_NAMES
 from ._version import __version__ as _VERSION
 
-__all__ = [
-    "NNPOPSError", "LibraryNotFoundError", "LibraryVersionError", "InvalidArgumentError",
-    "OutOfMemoryError", "NNPOPSIOError", "ModelNotFoundError", "ModelFormatError", "ChecksumError",
-    "UnknownElementError", "BadPositionError", "AtomsTooCloseError", "BadCellError",
-    "TooManyImagesError", "NeighborOverflowError", "DeviceNotBuiltError", "NoDeviceError",
-    "CudaError", "UnsupportedError", "CaptureError", "InternalError",
-    "Model", "Context", "neighbor_pairs", "library_info", "version_number", "version_string",
-    "cuda_built", "cuda_device_count",
-]
+__all__ = list(LIB_NAMES)
 
 # The library version this package speaks to (major, minor of the project's one version, see
 # _version.py); the patch level may differ.

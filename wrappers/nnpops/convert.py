@@ -730,6 +730,19 @@ def _file_sha256(path):
     return digest.hexdigest()
 
 
+def _stamp_matches_files(stamp, yaml_path, weights_path):
+    """The files' part of the stamp rule: the weights file's size and mtime_ns and the YAML's
+    sha256 are the ones the stamp records (a file that cannot be read does not match)."""
+    try:
+        st = os.stat(weights_path)
+        if (st.st_size != stamp.get("weights_size")
+                or st.st_mtime_ns != stamp.get("weights_mtime_ns")):
+            return False
+        return _file_sha256(yaml_path) == stamp.get("yaml_sha256")
+    except OSError:
+        return False
+
+
 def is_up_to_date(yaml_path, weights_path, stamp_path, source_size=None):
     """The stamp rule (docs/model-format.md): the stamp names this converter version, the YAML's
     sha256 and the weights file's size and mtime_ns; all must match what is on disk now.  When the
@@ -737,18 +750,9 @@ def is_up_to_date(yaml_path, weights_path, stamp_path, source_size=None):
     stamp = _read_stamp(stamp_path)
     if stamp is None or stamp.get("converter_version") != CONVERTER_VERSION:
         return False
-    try:
-        st = os.stat(weights_path)
-        if (st.st_size != stamp.get("weights_size")
-                or st.st_mtime_ns != stamp.get("weights_mtime_ns")):
-            return False
-        if _file_sha256(yaml_path) != stamp.get("yaml_sha256"):
-            return False
-        if source_size is not None and source_size != stamp.get("source_size"):
-            return False
-    except OSError:
+    if source_size is not None and source_size != stamp.get("source_size"):
         return False
-    return True
+    return _stamp_matches_files(stamp, yaml_path, weights_path)
 
 
 def source_search_dirs(source=None):

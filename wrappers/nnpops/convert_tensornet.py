@@ -30,12 +30,12 @@ import numpy as np
 
 try:
     from . import torchzip
-    from .convert import (ConvertError, _ELEMENTS, _read_stamp, _write_atomic, yaml_float,
-                          yaml_str)
+    from .convert import (ConvertError, _ELEMENTS, _file_sha256, _read_stamp,
+                          _stamp_matches_files, _write_atomic, yaml_float, yaml_str)
 except ImportError:  # pragma: no cover
     import torchzip  # type: ignore
-    from convert import (ConvertError, _ELEMENTS, _read_stamp, _write_atomic,  # type: ignore
-                         yaml_float, yaml_str)
+    from convert import (ConvertError, _ELEMENTS, _file_sha256, _read_stamp,  # type: ignore
+                         _stamp_matches_files, _write_atomic, yaml_float, yaml_str)
 
 __all__ = ["convert_tensornet", "read_tensornet", "TensorNetCheckpoint", "parse_units",
            "ACTIVATIONS", "UNITS_ENERGY", "UNITS_LENGTH"]
@@ -615,14 +615,6 @@ def _sanitize_name(text):
     return name.strip(".") or "tensornet"
 
 
-def _file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 # The settings that make two checkpoints the same architecture (members of one ensemble must
 # agree on all of them; training options such as the seed or the learning rate may differ).
 _ARCHITECTURE = ("embedding_dimension", "num_layers", "num_rbf", "rbf_type", "trainable_rbf",
@@ -823,13 +815,4 @@ def _up_to_date(yaml_path, weights_path, stamp_path, source_sha256, units):
             or stamp.get("type") != "tensornet" or stamp.get("source_sha256") != source_sha256
             or stamp.get("units") != units):
         return False
-    try:
-        st = os.stat(weights_path)
-        if (st.st_size != stamp.get("weights_size")
-                or st.st_mtime_ns != stamp.get("weights_mtime_ns")):
-            return False
-        if _file_sha256(yaml_path) != stamp.get("yaml_sha256"):
-            return False
-    except OSError:
-        return False
-    return True
+    return _stamp_matches_files(stamp, yaml_path, weights_path)

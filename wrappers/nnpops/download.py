@@ -35,8 +35,10 @@ import zipfile
 
 try:
     from .convert import ChecksumError, ConvertError, _zip_root
+    from .modelpath import user_cache_dir
 except ImportError:  # pragma: no cover
     from convert import ChecksumError, ConvertError, _zip_root  # type: ignore
+    from modelpath import user_cache_dir  # type: ignore
 
 __all__ = ["RELEASE_URL", "cache_dir", "manifest", "fetch", "is_cached", "offline",
            "ChecksumError", "DownloadError"]
@@ -52,10 +54,7 @@ class DownloadError(ConvertError):
 
 def cache_dir():
     """``${XDG_CACHE_HOME:-~/.cache}/nnpops/neurochem``."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not base:
-        base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "nnpops", "neurochem")
+    return user_cache_dir("neurochem")
 
 
 def offline():

@@ -18,12 +18,17 @@ __all__ = ["cache_dir", "model_search_dirs", "default_output_dir", "find_model"]
 _YAML_SUFFIXES = (".yaml", ".yml")
 
 
-def cache_dir():
-    """``${XDG_CACHE_HOME:-~/.cache}/nnpops/models`` (unset or empty XDG_CACHE_HOME: ~/.cache)."""
+def user_cache_dir(name):
+    """``${XDG_CACHE_HOME:-~/.cache}/nnpops/NAME`` (unset or empty XDG_CACHE_HOME: ~/.cache)."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not base:
         base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "nnpops", "models")
+    return os.path.join(base, "nnpops", name)
+
+
+def cache_dir():
+    """``${XDG_CACHE_HOME:-~/.cache}/nnpops/models`` (unset or empty XDG_CACHE_HOME: ~/.cache)."""
+    return user_cache_dir("models")
 
 
 def _env_model_dirs():

@@ -281,6 +281,243 @@ static void FN(tn_norm2)(int F, const REAL *X, REAL *n) {
     }
 }
 
+/* ---- per atom: the embedding's gates, an interaction layer's Y and update --------------------
+ * The whole-model pass below and the ops of tn_ops_cpu_impl.h both use these, so that they give
+ * the same bits.  Scratch (tmp) is the caller's, of the size each one names. */
+
+/* out[k][f] += h[blk(k)][f] y[k][f] over the ten components (blk: 0 for k = 0, 1 for 1..3, 2 for
+ * 4..9; h holds 3 F). */
+static void FN(tn_hmul)(int F, const REAL *h, const REAL *y, REAL *out) {
+    for (int k = 0; k < 10; k++) {
+        const REAL *hk = h + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
+        for (int f = 0; f < F; f++) out[k * F + f] += hk[f] * y[k * F + f];
+    }
+}
+
+/* u = v / r, or 0 at r = 0 (no direction). */
+static void FN(tn_unit)(const REAL *v, REAL r, REAL *u) {
+    u[0] = u[1] = u[2] = 0;
+    if (r > 0)
+        for (int k = 0; k < 3; k++) u[k] = v[k] / r;
+}
+
+/* The embedding's tensor of one edge for channel f added into X (9 entries, stride F):
+ * cz (dk0 1 + dk1 [u]x + dk2 (u u^T - |u|^2 / 3 1)) with dk the edge's three projections (3 F). */
+static void FN(tn_embed_add)(int F, int f, REAL cz, const REAL *dk, const REAL *u, REAL *X) {
+    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    const REAL f1 = cz * dk[f], f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
+    X[0 * F + f] += f1 + f3 * (u[0] * u[0] - uu / (REAL)3);
+    X[4 * F + f] += f1 + f3 * (u[1] * u[1] - uu / (REAL)3);
+    X[8 * F + f] += f1 + f3 * (u[2] * u[2] - uu / (REAL)3);
+    X[1 * F + f] += -f2 * u[2] + f3 * u[0] * u[1];
+    X[3 * F + f] += f2 * u[2] + f3 * u[0] * u[1];
+    X[2 * F + f] += f2 * u[1] + f3 * u[0] * u[2];
+    X[6 * F + f] += -f2 * u[1] + f3 * u[0] * u[2];
+    X[5 * F + f] += -f2 * u[0] + f3 * u[1] * u[2];
+    X[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
+}
+
+/* Back through tn_embed_add over the F channels of one edge, cz = fc (p1 + p2): from G = dE/dX
+ * of its center, dE/du into gu[3], dE/d dk into gd (3 F; added to when accumulate); returns
+ * dE/dfc. */
+static REAL FN(tn_embed_edge_T)(int F, const REAL *G, const REAL *u, const REAL *p1,
+                                const REAL *p2, REAL fc, const REAL *dk, REAL *gd, int accumulate,
+                                REAL *gu) {
+    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
+    for (int f = 0; f < F; f++) {
+        REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
+        REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
+        REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
+        REAL tr = g00 + g11 + g22;
+        REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
+        REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
+        REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
+        REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
+        REAL gf1 = tr;
+        REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
+        REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
+        REAL zij = p1[f] + p2[f];
+        REAL cz = fc * zij;
+        REAL f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
+        gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
+        gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
+        gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
+        gfc += zij * (gf1 * dk[f] + gf2 * dk[F + f] + gf3 * dk[2 * F + f]);
+        if (accumulate) {
+            gd[f] += gf1 * cz;
+            gd[F + f] += gf2 * cz;
+            gd[2 * F + f] += gf3 * cz;
+        } else {
+            gd[f] = gf1 * cz;
+            gd[F + f] = gf2 * cz;
+            gd[2 * F + f] = gf3 * cz;
+        }
+    }
+    gu[0] = gu0, gu[1] = gu1, gu[2] = gu2;
+    return gfc;
+}
+
+/* nr = |X|^2 + 1 per channel, xn = X / nr. */
+static void FN(tn_normalize)(int F, const REAL *X, REAL *nr, REAL *xn) {
+    FN(tn_norm2)(F, X, nr);
+    for (int f = 0; f < F; f++) nr[f] += 1;
+    for (int e = 0; e < 9; e++)
+        for (int f = 0; f < F; f++) xn[e * F + f] = X[e * F + f] / nr[f];
+}
+
+/* Back through tn_normalize: g holds dE/dxn and becomes dE/dX. */
+static void FN(tn_normalize_T)(int F, const REAL *X, const REAL *nr, REAL *g) {
+    for (int f = 0; f < F; f++) {
+        REAL dot = 0;
+        for (int e = 0; e < 9; e++) dot += g[e * F + f] * X[e * F + f];
+        REAL inv = (REAL)1 / nr[f];
+        for (int e = 0; e < 9; e++)
+            g[e * F + f] = g[e * F + f] * inv - (REAL)2 * X[e * F + f] * dot * inv * inv;
+    }
+}
+
+/* The embedding's gates of one atom: LayerNorm of |X|^2 (its mean and 1 / deviation in *mu,
+ * *rstd), two linears with activations (pre-activations z1 [2F], z2 [3F]), and
+ * X1 = comp(gates * lin3(lt, decomp(X))).  tmp: 27 F. */
+static void FN(tn_embed_gate)(int F, int act, const REAL *norm_w, const REAL *norm_b,
+                              const REAL *const ls_w[2], const REAL *const ls_b[2],
+                              const REAL *const lt[3], const REAL *X, REAL *z1, REAL *z2,
+                              REAL *mu, REAL *rstd, REAL *X1, REAL *tmp) {
+    REAL *t = tmp, *a = t + F, *s1 = a + F, *g = s1 + 2 * F, *c = g + 3 * F, *cl = c + 10 * F;
+    FN(tn_norm2)(F, X, t);
+    FN(tn_layer_norm)(F, t, norm_w, norm_b, a, mu, rstd);
+    FN(tn_linear)(ls_w[0], ls_b[0], F, 2 * F, a, z1);
+    for (int k = 0; k < 2 * F; k++) s1[k] = FN(tn_act)(act, z1[k], NULL);
+    FN(tn_linear)(ls_w[1], ls_b[1], 2 * F, 3 * F, s1, z2);
+    for (int k = 0; k < 3 * F; k++) g[k] = FN(tn_act)(act, z2[k], NULL);
+    FN(tn_decomp)(F, X, c);
+    FN(tn_lin3)(F, lt, c, cl);
+    for (int k = 0; k < 10; k++) {
+        const REAL *gk = g + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
+        for (int f = 0; f < F; f++) cl[k * F + f] *= gk[f];
+    }
+    FN(tn_comp)(F, cl, X1);
+}
+
+/* Back through tn_embed_gate (mu, rstd, z1, z2 as it gave them): g holds dE/dX1 and becomes
+ * dE/dX.  tmp: 51 F. */
+static void FN(tn_embed_gate_T)(int F, int act, const REAL *norm_w, const REAL *const ls_w[2],
+                                const REAL *const lt[3], const REAL *X, const REAL *z1,
+                                const REAL *z2, REAL mu, REAL rstd, REAL *g, REAL *tmp) {
+    const size_t F10 = 10 * (size_t)F;
+    REAL *c = tmp, *cl = c + F10, *gc = cl + F10, *gcl = gc + F10, *gate = gcl + F10,
+         *ggate = gate + 3 * F, *gs1 = ggate + 3 * F, *t = gs1 + 2 * F, *ga = t + F, *gt = ga + F;
+    for (int k = 0; k < 3 * F; k++) gate[k] = FN(tn_act)(act, z2[k], NULL);
+    FN(tn_decomp)(F, X, c);
+    FN(tn_lin3)(F, lt, c, cl);
+    FN(tn_comp_T)(F, g, gc); /* gradient of the gated components */
+    for (int b = 0; b < 3 * F; b++) ggate[b] = 0;
+    for (int k = 0; k < 10; k++) {
+        int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
+        for (int f = 0; f < F; f++) {
+            ggate[blk * F + f] += gc[k * F + f] * cl[k * F + f];
+            gc[k * F + f] *= gate[blk * F + f];
+        }
+    }
+    FN(tn_lin3_T)(F, lt, gc, gcl);
+    /* gate MLP backward */
+    for (int k = 0; k < 3 * F; k++) {
+        REAL d;
+        FN(tn_act)(act, z2[k], &d);
+        ggate[k] *= d;
+    }
+    FN(tn_linear_T)(ls_w[1], 2 * F, 3 * F, ggate, gs1, 0);
+    for (int k = 0; k < 2 * F; k++) {
+        REAL d;
+        FN(tn_act)(act, z1[k], &d);
+        gs1[k] *= d;
+    }
+    FN(tn_linear_T)(ls_w[0], F, 2 * F, gs1, ga, 0);
+    FN(tn_norm2)(F, X, t);
+    FN(tn_layer_norm_T)(F, t, norm_w, mu, rstd, ga, gt);
+    FN(tn_decomp_T)(F, gcl, g, 0);
+    for (size_t k = 0; k < 9 * (size_t)F; k++) g[k] += (REAL)2 * X[k] * gt[k % (size_t)F];
+}
+
+/* A layer's Y of one atom: nr = |X|^2 + 1 per channel, cy = lin3(lt, decomp(X / nr)).
+ * tmp: 19 F. */
+static void FN(tn_layer_y)(int F, const REAL *const lt[3], const REAL *X, REAL *nr, REAL *cy,
+                           REAL *tmp) {
+    REAL *xn = tmp, *c = xn + 9 * F;
+    FN(tn_normalize)(F, X, nr, xn);
+    FN(tn_decomp)(F, xn, c);
+    FN(tn_lin3)(F, lt, c, cy);
+}
+
+/* Back through tn_layer_y: g (dE/dXn of the direct path, in) += decomp^T(lin3^T(gcy)), then
+ * through the normalisation to dE/dX.  tmp: 10 F. */
+static void FN(tn_layer_y_T)(int F, const REAL *const lt[3], const REAL *X, const REAL *nr,
+                             const REAL *gcy, REAL *g, REAL *tmp) {
+    FN(tn_lin3_T)(F, lt, gcy, tmp);
+    FN(tn_decomp_T)(F, tmp, g, 1);
+    FN(tn_normalize_T)(F, X, nr, g);
+}
+
+/* A layer's update of one atom from the components cy of Y and cm of M: Y and M composed, C =
+ * qf (M Y + Y M) (O(3)) or 2 Y M (SO(3)), nn = |C|^2 + 1, D = comp(lin3(lt, decomp(C / nn))).
+ * tmp: 29 F. */
+static void FN(tn_layer_cd)(int F, int so3, REAL qf, const REAL *const lt[3], const REAL *cy,
+                            const REAL *cm, REAL *Y, REAL *M, REAL *C, REAL *nn, REAL *D,
+                            REAL *tmp) {
+    REAL *c = tmp, *cl = c + 10 * F, *Cn = cl + 10 * F;
+    FN(tn_comp)(F, cy, Y);
+    FN(tn_comp)(F, cm, M);
+    if (so3) {
+        FN(tn_mm)(F, Y, 0, M, 0, (REAL)2, C, 0);
+    } else {
+        FN(tn_mm)(F, M, 0, Y, 0, qf, C, 0);
+        FN(tn_mm)(F, Y, 0, M, 0, qf, C, 1);
+    }
+    FN(tn_normalize)(F, C, nn, Cn);
+    FN(tn_decomp)(F, Cn, c);
+    FN(tn_lin3)(F, lt, c, cl);
+    FN(tn_comp)(F, cl, D);
+}
+
+/* The layer's output of one atom: Xo = X / nr + D + qf D D. */
+static void FN(tn_layer_out)(int F, REAL qf, const REAL *X, const REAL *nr, const REAL *D,
+                             REAL *Xo) {
+    FN(tn_mm)(F, D, 0, D, 0, qf, Xo, 0);
+    for (int e = 0; e < 9; e++)
+        for (int f = 0; f < F; f++) Xo[e * F + f] += X[e * F + f] / nr[f] + D[e * F + f];
+}
+
+/* Back through tn_layer_out and tn_layer_cd (Y, M, C, nn, D as they gave them): from g = dE/dXo
+ * the gradients gcy, gcm of the components of Y and M (the direct path X / nr is the caller's).
+ * tmp: 56 F. */
+static void FN(tn_layer_cd_T)(int F, int so3, REAL qf, const REAL *const lt[3], const REAL *g,
+                              const REAL *Y, const REAL *M, const REAL *C, const REAL *nn,
+                              const REAL *D, REAL *gcy, REAL *gcm, REAL *tmp) {
+    const size_t F9 = 9 * (size_t)F, F10 = 10 * (size_t)F;
+    REAL *gD = tmp, *gc = gD + F9, *gcl = gc + F10, *gC = gcl + F10, *gY = gC + F9, *gM = gY + F9;
+    /* Xo = Xn + D + qf D D */
+    for (size_t k = 0; k < F9; k++) gD[k] = g[k];
+    FN(tn_mm)(F, g, 0, D, 1, qf, gD, 1); /* G D^T */
+    FN(tn_mm)(F, D, 1, g, 0, qf, gD, 1); /* D^T G */
+    /* D = comp(lin3(decomp(Cn))), Cn = C / nn */
+    FN(tn_comp_T)(F, gD, gc);
+    FN(tn_lin3_T)(F, lt, gc, gcl);
+    FN(tn_decomp_T)(F, gcl, gC, 0); /* gCn */
+    FN(tn_normalize_T)(F, C, nn, gC);
+    if (so3) { /* C = 2 Y M */
+        FN(tn_mm)(F, gC, 0, M, 1, (REAL)2, gY, 0);
+        FN(tn_mm)(F, Y, 1, gC, 0, (REAL)2, gM, 0);
+    } else {   /* C = qf (M Y + Y M) */
+        FN(tn_mm)(F, M, 1, gC, 0, qf, gY, 0);
+        FN(tn_mm)(F, gC, 0, M, 1, qf, gY, 1);
+        FN(tn_mm)(F, gC, 0, Y, 1, qf, gM, 0);
+        FN(tn_mm)(F, Y, 1, gC, 0, qf, gM, 1);
+    }
+    FN(tn_comp_T)(F, gY, gcy);
+    FN(tn_comp_T)(F, gM, gcm);
+}
+
 /* ---- workspace ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -534,50 +771,22 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
     memset(X0, 0, NF9 * sizeof(REAL));
     for (int64_t e = 0; e < E; e++) {
         const int i = center[e], j = neighbor[e];
-        REAL r = dist[e];
-        REAL u[3] = {0, 0, 0};
-        if (r > 0)
-            for (int k = 0; k < 3; k++) u[k] = vec[3 * e + k] / r;
-        REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+        REAL u[3];
+        FN(tn_unit)(vec + 3 * e, dist[e], u);
         REAL *dk = tmp; /* 3F */
         const REAL *ph = phia + (size_t)e * R;
         for (int k = 0; k < 3; k++) FN(tn_linear)(w->dproj_w[k], w->dproj_b[k], R, F, ph, dk + k * F);
         REAL *Xi = X0 + (size_t)i * F9;
         const REAL *p1 = P1 + (size_t)i * F, *p2 = P2 + (size_t)j * F;
-        for (int f = 0; f < F; f++) {
-            REAL cz = fca[e] * (p1[f] + p2[f]);
-            REAL f1 = cz * dk[f], f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
-            Xi[0 * F + f] += f1 + f3 * (u[0] * u[0] - uu / (REAL)3);
-            Xi[4 * F + f] += f1 + f3 * (u[1] * u[1] - uu / (REAL)3);
-            Xi[8 * F + f] += f1 + f3 * (u[2] * u[2] - uu / (REAL)3);
-            Xi[1 * F + f] += -f2 * u[2] + f3 * u[0] * u[1];
-            Xi[3 * F + f] += f2 * u[2] + f3 * u[0] * u[1];
-            Xi[2 * F + f] += f2 * u[1] + f3 * u[0] * u[2];
-            Xi[6 * F + f] += -f2 * u[1] + f3 * u[0] * u[2];
-            Xi[5 * F + f] += -f2 * u[0] + f3 * u[1] * u[2];
-            Xi[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
-        }
+        for (int f = 0; f < F; f++) FN(tn_embed_add)(F, f, fca[e] * (p1[f] + p2[f]), dk, u, Xi);
     }
     /* ---- embedding: gates ---- */
     const REAL *emb_lt[3] = {w->emb_lt[0], w->emb_lt[1], w->emb_lt[2]};
-    for (int64_t n = 0; n < N; n++) {
-        REAL *t = tmp, *a = t + F, *s1 = a + F, *g = s1 + 2 * F, *c = g + 3 * F, *cl = c + F10;
-        const REAL *X = X0 + (size_t)n * F9;
-        REAL *z1 = emb_z1 + (size_t)n * 2 * F, *z2 = emb_z2 + (size_t)n * 3 * F;
-        FN(tn_norm2)(F, X, t);
-        FN(tn_layer_norm)(F, t, w->init_norm_w, w->init_norm_b, a, emb_mu + n, emb_rstd + n);
-        FN(tn_linear)(w->emb_ls_w[0], w->emb_ls_b[0], F, 2 * F, a, z1);
-        for (int k = 0; k < 2 * F; k++) s1[k] = FN(tn_act)(s->activation, z1[k], NULL);
-        FN(tn_linear)(w->emb_ls_w[1], w->emb_ls_b[1], 2 * F, 3 * F, s1, z2);
-        for (int k = 0; k < 3 * F; k++) g[k] = FN(tn_act)(s->activation, z2[k], NULL);
-        FN(tn_decomp)(F, X, c);
-        FN(tn_lin3)(F, emb_lt, c, cl);
-        for (int k = 0; k < 10; k++) {
-            const REAL *gk = g + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
-            for (int f = 0; f < F; f++) cl[k * F + f] *= gk[f];
-        }
-        FN(tn_comp)(F, cl, Xl + (size_t)n * F9);
-    }
+    for (int64_t n = 0; n < N; n++)
+        FN(tn_embed_gate)(F, s->activation, w->init_norm_w, w->init_norm_b, w->emb_ls_w,
+                          w->emb_ls_b, emb_lt, X0 + (size_t)n * F9, emb_z1 + (size_t)n * 2 * F,
+                          emb_z2 + (size_t)n * 3 * F, emb_mu + n, emb_rstd + n,
+                          Xl + (size_t)n * F9, tmp);
     /* ---- interaction layers ---- */
     for (int l = 0; l < L; l++) {
         const REAL *const *Wls = w->layer_ls_w + 3 * l, *const *bls = w->layer_ls_b + 3 * l;
@@ -598,54 +807,20 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
                             FN(tn_act)(s->activation, bb.Z3[(size_t)o * TN_BLOCK + c], NULL);
             }
         }
-        for (int64_t n = 0; n < N; n++) {
-            const REAL *X = Xin + (size_t)n * F9;
-            REAL *xn = tmp, *c = xn + F9;
-            REAL *nr = nrm + (size_t)n * F;
-            FN(tn_norm2)(F, X, nr);
-            for (int f = 0; f < F; f++) nr[f] += 1;
-            for (int e2 = 0; e2 < 9; e2++)
-                for (int f = 0; f < F; f++) xn[e2 * F + f] = X[e2 * F + f] / nr[f];
-            FN(tn_decomp)(F, xn, c);
-            FN(tn_lin3)(F, lt_a, c, cY + (size_t)n * F10);
-        }
+        for (int64_t n = 0; n < N; n++)
+            FN(tn_layer_y)(F, lt_a, Xin + (size_t)n * F9, nrm + (size_t)n * F,
+                           cY + (size_t)n * F10, tmp);
         memset(cM, 0, NF10 * sizeof(REAL));
-        for (int64_t e = 0; e < E; e++) {
-            const REAL *he = h + (size_t)e * 3 * F;
-            const REAL *yj = cY + (size_t)neighbor[e] * F10;
-            REAL *mi = cM + (size_t)center[e] * F10;
-            for (int k = 0; k < 10; k++) {
-                const REAL *hk = he + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
-                for (int f = 0; f < F; f++) mi[k * F + f] += hk[f] * yj[k * F + f];
-            }
-        }
+        for (int64_t e = 0; e < E; e++)
+            FN(tn_hmul)(F, h + (size_t)e * 3 * F, cY + (size_t)neighbor[e] * F10,
+                        cM + (size_t)center[e] * F10);
         for (int64_t n = 0; n < N; n++) {
             REAL qf = (REAL)(1.0 + 0.1 * (charge ? charge[n] : 0.0));
-            REAL *Y = tmp, *M = Y + F9, *c = M + F9, *cl = c + F10, *Cn = cl + F10;
-            REAL *Cc = Cl + (size_t)n * F9, *D = Dl + (size_t)n * F9;
-            REAL *nn = n2 + (size_t)n * F;
-            FN(tn_comp)(F, cY + (size_t)n * F10, Y);
-            FN(tn_comp)(F, cM + (size_t)n * F10, M);
-            if (s->so3) {
-                FN(tn_mm)(F, Y, 0, M, 0, (REAL)2, Cc, 0);
-            } else {
-                FN(tn_mm)(F, M, 0, Y, 0, qf, Cc, 0);
-                FN(tn_mm)(F, Y, 0, M, 0, qf, Cc, 1);
-            }
-            FN(tn_norm2)(F, Cc, nn);
-            for (int f = 0; f < F; f++) nn[f] += 1;
-            for (int e2 = 0; e2 < 9; e2++)
-                for (int f = 0; f < F; f++) Cn[e2 * F + f] = Cc[e2 * F + f] / nn[f];
-            FN(tn_decomp)(F, Cn, c);
-            FN(tn_lin3)(F, lt_b, c, cl);
-            FN(tn_comp)(F, cl, D);
-            const REAL *X = Xin + (size_t)n * F9;
-            const REAL *nr = nrm + (size_t)n * F;
-            REAL *Xo = Xout + (size_t)n * F9;
-            FN(tn_mm)(F, D, 0, D, 0, qf, Xo, 0);
-            for (int e2 = 0; e2 < 9; e2++)
-                for (int f = 0; f < F; f++)
-                    Xo[e2 * F + f] += X[e2 * F + f] / nr[f] + D[e2 * F + f];
+            REAL *Y = tmp, *M = Y + F9, *D = Dl + (size_t)n * F9;
+            FN(tn_layer_cd)(F, s->so3, qf, lt_b, cY + (size_t)n * F10, cM + (size_t)n * F10, Y, M,
+                            Cl + (size_t)n * F9, n2 + (size_t)n * F, D, M + F9);
+            FN(tn_layer_out)(F, qf, Xin + (size_t)n * F9, nrm + (size_t)n * F, D,
+                             Xout + (size_t)n * F9);
         }
     }
     /* ---- readout (and its backward into gX) ---- */
@@ -679,40 +854,12 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
         /* per atom: from gXout (in gX) to gM, gY (components), gXn */
         for (int64_t n = 0; n < N; n++) {
             REAL qf = (REAL)(1.0 + 0.1 * (charge ? charge[n] : 0.0));
-            REAL *g = gX + (size_t)n * F9; /* gXout; becomes gXn (the direct path) */
-            const REAL *D = Dl + (size_t)n * F9, *Cc = Cl + (size_t)n * F9;
-            const REAL *nn = n2 + (size_t)n * F;
-            REAL *gD = tmp, *gc = gD + F9, *gcl = gc + F10, *gC = gcl + F10, *Y = gC + F9,
-                 *M = Y + F9, *gY = M + F9, *gM = gY + F9;
-            /* X_out = Xn + D + qf D D */
-            for (size_t k = 0; k < F9; k++) gD[k] = g[k];
-            FN(tn_mm)(F, g, 0, D, 1, qf, gD, 1); /* G D^T */
-            FN(tn_mm)(F, D, 1, g, 0, qf, gD, 1); /* D^T G */
-            /* D = comp(lin3(decomp(Cn))), Cn = C / n2 */
-            FN(tn_comp_T)(F, gD, gc);
-            FN(tn_lin3_T)(F, lt_b, gc, gcl);
-            FN(tn_decomp_T)(F, gcl, gC, 0); /* gCn */
-            for (int f = 0; f < F; f++) {
-                REAL dot = 0;
-                for (int e2 = 0; e2 < 9; e2++) dot += gC[e2 * F + f] * Cc[e2 * F + f];
-                REAL inv = (REAL)1 / nn[f];
-                for (int e2 = 0; e2 < 9; e2++)
-                    gC[e2 * F + f] =
-                        gC[e2 * F + f] * inv - (REAL)2 * Cc[e2 * F + f] * dot * inv * inv;
-            }
+            REAL *Y = tmp, *M = Y + F9;
             FN(tn_comp)(F, cY + (size_t)n * F10, Y);
             FN(tn_comp)(F, cM + (size_t)n * F10, M);
-            if (s->so3) { /* C = 2 Y M */
-                FN(tn_mm)(F, gC, 0, M, 1, (REAL)2, gY, 0);
-                FN(tn_mm)(F, Y, 1, gC, 0, (REAL)2, gM, 0);
-            } else {      /* C = qf (M Y + Y M) */
-                FN(tn_mm)(F, M, 1, gC, 0, qf, gY, 0);
-                FN(tn_mm)(F, gC, 0, M, 1, qf, gY, 1);
-                FN(tn_mm)(F, gC, 0, Y, 1, qf, gM, 0);
-                FN(tn_mm)(F, Y, 1, gC, 0, qf, gM, 1);
-            }
-            FN(tn_comp_T)(F, gY, gcY + (size_t)n * F10);
-            FN(tn_comp_T)(F, gM, gcM + (size_t)n * F10);
+            FN(tn_layer_cd_T)(F, s->so3, qf, lt_b, gX + (size_t)n * F9, Y, M, Cl + (size_t)n * F9,
+                              n2 + (size_t)n * F, Dl + (size_t)n * F9, gcY + (size_t)n * F10,
+                              gcM + (size_t)n * F10, M + F9);
         }
         /* edges, a block at a time: messages M_i += h (x) Y_j, then back through the edge MLP */
         for (int64_t e0 = 0; e0 < E; e0 += TN_BLOCK) {
@@ -774,71 +921,22 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
             }
         }
         /* per atom: Y = comp(lin3(decomp(Xn))), Xn = Xin / nrm; gXn = gXout + that */
-        for (int64_t n = 0; n < N; n++) {
-            REAL *g = gX + (size_t)n * F9;
-            REAL *gcl = tmp;
-            const REAL *X = Xin + (size_t)n * F9;
-            const REAL *nr = nrm + (size_t)n * F;
-            FN(tn_lin3_T)(F, lt_a, gcY + (size_t)n * F10, gcl);
-            FN(tn_decomp_T)(F, gcl, g, 1);
-            for (int f = 0; f < F; f++) {
-                REAL dot = 0;
-                for (int e2 = 0; e2 < 9; e2++) dot += g[e2 * F + f] * X[e2 * F + f];
-                REAL inv = (REAL)1 / nr[f];
-                for (int e2 = 0; e2 < 9; e2++)
-                    g[e2 * F + f] = g[e2 * F + f] * inv - (REAL)2 * X[e2 * F + f] * dot * inv * inv;
-            }
-        }
+        for (int64_t n = 0; n < N; n++)
+            FN(tn_layer_y_T)(F, lt_a, Xin + (size_t)n * F9, nrm + (size_t)n * F,
+                             gcY + (size_t)n * F10, gX + (size_t)n * F9, tmp);
     }
     /* ---- embedding backward: gX (of the embedding's output) -> gX0 per atom ---- */
-    for (int64_t n = 0; n < N; n++) {
-        REAL *g = gX + (size_t)n * F9;
-        const REAL *X = X0 + (size_t)n * F9;
-        const REAL *z1 = emb_z1 + (size_t)n * 2 * F, *z2 = emb_z2 + (size_t)n * 3 * F;
-        REAL *c = tmp, *cl = c + F10, *gc = cl + F10, *gcl = gc + F10, *gate = gcl + F10,
-             *ggate = gate + 3 * F, *s1 = ggate + 3 * F, *gs1 = s1 + 2 * F, *t = gs1 + 2 * F,
-             *a = t + F, *ga = a + F, *gt = ga + F;
-        for (int k = 0; k < 3 * F; k++) gate[k] = FN(tn_act)(s->activation, z2[k], NULL);
-        FN(tn_decomp)(F, X, c);
-        FN(tn_lin3)(F, emb_lt, c, cl);
-        FN(tn_comp_T)(F, g, gc); /* gradient of the gated components */
-        for (int b = 0; b < 3 * F; b++) ggate[b] = 0;
-        for (int k = 0; k < 10; k++) {
-            int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
-            for (int f = 0; f < F; f++) {
-                ggate[blk * F + f] += gc[k * F + f] * cl[k * F + f];
-                gc[k * F + f] *= gate[blk * F + f];
-            }
-        }
-        FN(tn_lin3_T)(F, emb_lt, gc, gcl);
-        /* gate MLP backward */
-        for (int k = 0; k < 3 * F; k++) {
-            REAL d;
-            FN(tn_act)(s->activation, z2[k], &d);
-            ggate[k] *= d;
-        }
-        FN(tn_linear_T)(w->emb_ls_w[1], 2 * F, 3 * F, ggate, gs1, 0);
-        for (int k = 0; k < 2 * F; k++) {
-            REAL d;
-            FN(tn_act)(s->activation, z1[k], &d);
-            gs1[k] *= d;
-        }
-        FN(tn_linear_T)(w->emb_ls_w[0], F, 2 * F, gs1, ga, 0);
-        FN(tn_norm2)(F, X, t);
-        FN(tn_layer_norm_T)(F, t, w->init_norm_w, emb_mu[n], emb_rstd[n], ga, gt);
-        (void)s1;
-        (void)a;
-        FN(tn_decomp_T)(F, gcl, g, 0);
-        for (size_t k = 0; k < F9; k++) g[k] += (REAL)2 * X[k] * gt[k % (size_t)F];
-    }
+    for (int64_t n = 0; n < N; n++)
+        FN(tn_embed_gate_T)(F, s->activation, w->init_norm_w, w->emb_ls_w, emb_lt,
+                            X0 + (size_t)n * F9, emb_z1 + (size_t)n * 2 * F,
+                            emb_z2 + (size_t)n * 3 * F, emb_mu[n], emb_rstd[n],
+                            gX + (size_t)n * F9, tmp);
     /* ---- embedding backward: edges ---- */
     for (int64_t e = 0; e < E; e++) {
         const int i = center[e], j = neighbor[e];
         REAL r = dist[e];
-        REAL u[3] = {0, 0, 0};
-        if (r > 0)
-            for (int k = 0; k < 3; k++) u[k] = vec[3 * e + k] / r;
-        REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+        REAL u[3], gue[3];
+        FN(tn_unit)(vec + 3 * e, r, u);
         REAL *dk = tmp, *gd = dk + 3 * F, *gphi = gd + 3 * F, *dphi = gphi + R, *phv = dphi + R;
         const REAL *ph = phia + (size_t)e * R;
         for (int k = 0; k < 3; k++) FN(tn_linear)(w->dproj_w[k], w->dproj_b[k], R, F, ph, dk + k * F);
@@ -846,30 +944,7 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
         const REAL *p1 = P1 + (size_t)i * F, *p2 = P2 + (size_t)j * F;
         REAL fcd;
         REAL fcv = FN(tn_fc)(s->cutoff_lower, s->cutoff_upper, r, &fcd);
-        REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
-        for (int f = 0; f < F; f++) {
-            REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-            REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-            REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-            REAL tr = g00 + g11 + g22;
-            REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-            REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-            REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-            REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-            REAL gf1 = tr;
-            REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-            REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
-            REAL zij = p1[f] + p2[f];
-            REAL cz = fcv * zij;
-            REAL f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
-            gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
-            gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
-            gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
-            gfc += zij * (gf1 * dk[f] + gf2 * dk[F + f] + gf3 * dk[2 * F + f]);
-            gd[f] = gf1 * cz;
-            gd[F + f] = gf2 * cz;
-            gd[2 * F + f] = gf3 * cz;
-        }
+        REAL gfc = FN(tn_embed_edge_T)(F, G, u, p1, p2, fcv, dk, gd, 0, gue);
         for (int k = 0; k < R; k++) gphi[k] = 0;
         for (int k = 0; k < 3; k++) {
             const REAL *W = w->dproj_w[k];
@@ -883,9 +958,9 @@ int FN(nnpops__tn_cpu)(const nnpops__tn_shape *s, const WEIGHTS *w, int64_t N, c
         REAL g = gfc * fcd;
         for (int k = 0; k < R; k++) g += gphi[k] * dphi[k];
         gr[e] += g;
-        gu[3 * e + 0] += gu0;
-        gu[3 * e + 1] += gu1;
-        gu[3 * e + 2] += gu2;
+        gu[3 * e + 0] += gue[0];
+        gu[3 * e + 1] += gue[1];
+        gu[3 * e + 2] += gue[2];
     }
     /* ---- to the edge vectors: u = vec / r, r = |vec| ---- */
     for (int64_t e = 0; e < E; e++) {

@@ -1,8 +1,9 @@
 /*
  * tn_ops_cpu_impl.h - the CPU twins of the ops of potentials/tensornet/tn_ops.h, included by
  * tensornet_cpu.c after tensornet_cpu_impl.h once per compute precision (REAL, SUF defined), so
- * that they are built from the same per-channel pieces as the CPU pass (tn_decomp, tn_lin3,
- * tn_mm, tn_act, tn_rbf, tn_fc, tn_readout, ...).  No include guard on purpose.
+ * that they are built from the same pieces as the CPU pass: per channel (tn_decomp, tn_lin3,
+ * tn_mm, tn_act, tn_rbf, tn_fc, tn_readout, ...) and per atom (tn_embed_gate, tn_layer_y,
+ * tn_layer_cd, tn_layer_out and their backwards).  No include guard on purpose.
  *
  * They serve as the reference of the CUDA twins (tests/gpu/test_gpu_tensornet.c) and, composed
  * over center lists, as the CPU image of the GPU step (the same order of operations).  Scratch of
@@ -103,27 +104,6 @@ void TO(nnpops__tn_act_back_cpu)(int act, int64_t n, int width, const REAL *Z, c
     }
 }
 
-/* The embedding's tensor of one edge for channel f added into X (9 entries, stride F). */
-static void TO(to_embed_add)(int F, int f, REAL cz, const REAL *dk, const REAL *u, REAL *X) {
-    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    const REAL f1 = cz * dk[f], f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
-    X[0 * F + f] += f1 + f3 * (u[0] * u[0] - uu / (REAL)3);
-    X[4 * F + f] += f1 + f3 * (u[1] * u[1] - uu / (REAL)3);
-    X[8 * F + f] += f1 + f3 * (u[2] * u[2] - uu / (REAL)3);
-    X[1 * F + f] += -f2 * u[2] + f3 * u[0] * u[1];
-    X[3 * F + f] += f2 * u[2] + f3 * u[0] * u[1];
-    X[2 * F + f] += f2 * u[1] + f3 * u[0] * u[2];
-    X[6 * F + f] += -f2 * u[1] + f3 * u[0] * u[2];
-    X[5 * F + f] += -f2 * u[0] + f3 * u[1] * u[2];
-    X[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
-}
-
-static void TO(to_unit)(const REAL *v, REAL r, REAL *u) {
-    u[0] = u[1] = u[2] = 0;
-    if (r > 0)
-        for (int k = 0; k < 3; k++) u[k] = v[k] / r;
-}
-
 void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start,
                               const int32_t *pairs, int64_t capacity, const int32_t *species,
                               const REAL *ptab1, const REAL *ptab2, REAL self_fc,
@@ -139,17 +119,17 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int f = 0; f < F; f++) {
             const REAL *p2 = ptab2 + (size_t)species[c] * F;
-            TO(to_embed_add)(F, f, self_fc * (p1[f] + p2[f]), self_dk, zero, X);
+            TO(tn_embed_add)(F, f, self_fc * (p1[f] + p2[f]), self_dk, zero, X);
         }
         for (int64_t e = start[c]; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
             const REAL *p2 = ptab2 + (size_t)species[pairs[2 * e + 1]] * F;
             REAL u[3];
-            TO(to_unit)(ev + 3 * e, er[e], u);
+            TO(tn_unit)(ev + 3 * e, er[e], u);
             const int64_t q = slot ? slot[e] : e;
             if (q < 0) continue;
             for (int f = 0; f < F; f++)
-                TO(to_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
+                TO(tn_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
         }
     }
 }
@@ -165,23 +145,10 @@ void TO(nnpops__tn_atom_embed_cpu)(const nnpops__tn_dims *d, int64_t n, const RE
     const int F = d->F;
     REAL tmp[TO_SCRATCH(d->F)];
     for (int64_t a = 0; a < n; a++) {
-        REAL *t = tmp, *av = t + F, *s1 = av + F, *g = s1 + 2 * F, *c = g + 3 * F,
-             *cl = c + 10 * F;
-        const REAL *X = X0 + (size_t)a * 9 * F;
-        REAL *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F, mu, rstd;
-        TO(tn_norm2)(F, X, t);
-        TO(tn_layer_norm)(F, t, norm_w, norm_b, av, &mu, &rstd);
-        TO(tn_linear)(ls_w[0], ls_b[0], F, 2 * F, av, z1);
-        for (int k = 0; k < 2 * F; k++) s1[k] = TO(tn_act)(d->activation, z1[k], NULL);
-        TO(tn_linear)(ls_w[1], ls_b[1], 2 * F, 3 * F, s1, z2);
-        for (int k = 0; k < 3 * F; k++) g[k] = TO(tn_act)(d->activation, z2[k], NULL);
-        TO(tn_decomp)(F, X, c);
-        TO(tn_lin3)(F, lt, c, cl);
-        for (int k = 0; k < 10; k++) {
-            const REAL *gk = g + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
-            for (int f = 0; f < F; f++) cl[k * F + f] *= gk[f];
-        }
-        TO(tn_comp)(F, cl, X1 + (size_t)a * 9 * F);
+        REAL mu, rstd;
+        TO(tn_embed_gate)(F, d->activation, norm_w, norm_b, ls_w, ls_b, lt, X0 + (size_t)a * 9 * F,
+                          z1a + (size_t)a * 2 * F, z2a + (size_t)a * 3 * F, &mu, &rstd,
+                          X1 + (size_t)a * 9 * F, tmp);
     }
 }
 
@@ -190,46 +157,15 @@ void TO(nnpops__tn_atom_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n, con
                                         const REAL *const ls_w[2], const REAL *const lt[3],
                                         const REAL *z1a, const REAL *z2a, REAL *gall) {
     const int F = d->F;
-    const size_t F10 = 10 * (size_t)F;
     REAL tmp[TO_SCRATCH(d->F)];
     for (int64_t a = 0; a < n; a++) {
-        REAL *g = gall + (size_t)a * 9 * F;
         const REAL *X = X0 + (size_t)a * 9 * F;
-        const REAL *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F;
-        REAL *c = tmp, *cl = c + F10, *gc = cl + F10, *gcl = gc + F10, *gate = gcl + F10,
-             *ggate = gate + 3 * F, *gs1 = ggate + 3 * F, *t = gs1 + 2 * F, *av = t + F,
-             *ga = av + F, *gt = ga + F;
-        for (int k = 0; k < 3 * F; k++) gate[k] = TO(tn_act)(d->activation, z2[k], NULL);
-        TO(tn_decomp)(F, X, c);
-        TO(tn_lin3)(F, lt, c, cl);
-        TO(tn_comp_T)(F, g, gc);
-        for (int b = 0; b < 3 * F; b++) ggate[b] = 0;
-        for (int k = 0; k < 10; k++) {
-            int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
-            for (int f = 0; f < F; f++) {
-                ggate[blk * F + f] += gc[k * F + f] * cl[k * F + f];
-                gc[k * F + f] *= gate[blk * F + f];
-            }
-        }
-        TO(tn_lin3_T)(F, lt, gc, gcl);
-        for (int k = 0; k < 3 * F; k++) {
-            REAL dv;
-            TO(tn_act)(d->activation, z2[k], &dv);
-            ggate[k] *= dv;
-        }
-        TO(tn_linear_T)(ls_w[1], 2 * F, 3 * F, ggate, gs1, 0);
-        for (int k = 0; k < 2 * F; k++) {
-            REAL dv;
-            TO(tn_act)(d->activation, z1[k], &dv);
-            gs1[k] *= dv;
-        }
-        TO(tn_linear_T)(ls_w[0], F, 2 * F, gs1, ga, 0);
-        REAL mu, rstd;
+        /* the LayerNorm's statistics again (the forward keeps no copy) */
+        REAL *t = tmp, *av = t + F, mu, rstd;
         TO(tn_norm2)(F, X, t);
         TO(tn_layer_norm)(F, t, norm_w, norm_b, av, &mu, &rstd);
-        TO(tn_layer_norm_T)(F, t, norm_w, mu, rstd, ga, gt);
-        TO(tn_decomp_T)(F, gcl, g, 0);
-        for (size_t k = 0; k < 9 * (size_t)F; k++) g[k] += (REAL)2 * X[k] * gt[k % (size_t)F];
+        TO(tn_embed_gate_T)(F, d->activation, norm_w, ls_w, lt, X, z1a + (size_t)a * 2 * F,
+                            z2a + (size_t)a * 3 * F, mu, rstd, gall + (size_t)a * 9 * F, tmp);
     }
 }
 
@@ -237,17 +173,9 @@ void TO(nnpops__tn_layer_pre_cpu)(const nnpops__tn_dims *d, int64_t n, const REA
                                   const REAL *const lt[3], REAL *nrma, REAL *cYa) {
     const int F = d->F;
     REAL tmp[TO_SCRATCH(d->F)];
-    for (int64_t a = 0; a < n; a++) {
-        const REAL *X = Xa + (size_t)a * 9 * F;
-        REAL *xn = tmp, *c = xn + 9 * F;
-        REAL *nr = nrma + (size_t)a * F;
-        TO(tn_norm2)(F, X, nr);
-        for (int f = 0; f < F; f++) nr[f] += 1;
-        for (int e2 = 0; e2 < 9; e2++)
-            for (int f = 0; f < F; f++) xn[e2 * F + f] = X[e2 * F + f] / nr[f];
-        TO(tn_decomp)(F, xn, c);
-        TO(tn_lin3)(F, lt, c, cYa + (size_t)a * 10 * F);
-    }
+    for (int64_t a = 0; a < n; a++)
+        TO(tn_layer_y)(F, lt, Xa + (size_t)a * 9 * F, nrma + (size_t)a * F,
+                       cYa + (size_t)a * 10 * F, tmp);
 }
 
 void TO(nnpops__tn_layer_pre_back_cpu)(const nnpops__tn_dims *d, int64_t n, const REAL *Xa,
@@ -255,28 +183,9 @@ void TO(nnpops__tn_layer_pre_back_cpu)(const nnpops__tn_dims *d, int64_t n, cons
                                        const REAL *gcY, REAL *gall) {
     const int F = d->F;
     REAL tmp[TO_SCRATCH(d->F)];
-    for (int64_t a = 0; a < n; a++) {
-        REAL *g = gall + (size_t)a * 9 * F;
-        const REAL *X = Xa + (size_t)a * 9 * F;
-        const REAL *nr = nrma + (size_t)a * F;
-        TO(tn_lin3_T)(F, lt, gcY + (size_t)a * 10 * F, tmp);
-        TO(tn_decomp_T)(F, tmp, g, 1);
-        for (int f = 0; f < F; f++) {
-            REAL dot = 0;
-            for (int e2 = 0; e2 < 9; e2++) dot += g[e2 * F + f] * X[e2 * F + f];
-            REAL inv = (REAL)1 / nr[f];
-            for (int e2 = 0; e2 < 9; e2++)
-                g[e2 * F + f] = g[e2 * F + f] * inv - (REAL)2 * X[e2 * F + f] * dot * inv * inv;
-        }
-    }
-}
-
-/* out[k][f] (+)= h[blk(k)][f] y[k][f] over the ten components. */
-static void TO(to_hmul)(int F, const REAL *h, const REAL *y, REAL *out) {
-    for (int k = 0; k < 10; k++) {
-        const REAL *hk = h + (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
-        for (int f = 0; f < F; f++) out[k * F + f] += hk[f] * y[k * F + f];
-    }
+    for (int64_t a = 0; a < n; a++)
+        TO(tn_layer_y_T)(F, lt, Xa + (size_t)a * 9 * F, nrma + (size_t)a * F,
+                         gcY + (size_t)a * 10 * F, gall + (size_t)a * 9 * F, tmp);
 }
 
 void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
@@ -299,11 +208,11 @@ void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, con
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *m = cM + (size_t)c * 10 * F;
         for (int k = 0; k < 10 * F; k++) m[k] = 0;
-        TO(to_hmul)(F, self_h, cY + (size_t)c * 10 * F, m);
+        TO(tn_hmul)(F, self_h, cY + (size_t)c * 10 * F, m);
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
             if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
-                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
+                TO(tn_hmul)(F, h + (size_t)slot[e] * 3 * F,
                             cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
     }
 }
@@ -330,11 +239,11 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
     }
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *gy = gcY + (size_t)c * 10 * F;
-        TO(to_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
+        TO(tn_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
             if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
-                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
+                TO(tn_hmul)(F, h + (size_t)slot[e] * 3 * F,
                             gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
     }
 }
@@ -352,30 +261,11 @@ void TO(nnpops__tn_layer_post_cpu)(const nnpops__tn_dims *d, int64_t n, const do
     REAL tmp[TO_SCRATCH(d->F)];
     for (int64_t a = 0; a < n; a++) {
         const REAL qf = TO(to_qf)(charges, batch, a);
-        REAL *Y = tmp, *M = Y + F9, *c = M + F9, *cl = c + F10, *Cn = cl + F10, *Cc = Cn + F9,
-             *D = Cc + F9, *nn = D + F9;
-        TO(tn_comp)(F, cYa + (size_t)a * F10, Y);
-        TO(tn_comp)(F, cMa + (size_t)a * F10, M);
-        if (d->so3) {
-            TO(tn_mm)(F, Y, 0, M, 0, (REAL)2, Cc, 0);
-        } else {
-            TO(tn_mm)(F, M, 0, Y, 0, qf, Cc, 0);
-            TO(tn_mm)(F, Y, 0, M, 0, qf, Cc, 1);
-        }
-        TO(tn_norm2)(F, Cc, nn);
-        for (int f = 0; f < F; f++) nn[f] += 1;
-        for (int e2 = 0; e2 < 9; e2++)
-            for (int f = 0; f < F; f++) Cn[e2 * F + f] = Cc[e2 * F + f] / nn[f];
-        TO(tn_decomp)(F, Cn, c);
-        TO(tn_lin3)(F, lt, c, cl);
-        TO(tn_comp)(F, cl, D);
-        const REAL *X = Xa + (size_t)a * F9;
-        const REAL *nr = nrma + (size_t)a * F;
-        REAL *Xo = Xouta + (size_t)a * F9;
-        TO(tn_mm)(F, D, 0, D, 0, qf, Xo, 0);
-        for (int e2 = 0; e2 < 9; e2++)
-            for (int f = 0; f < F; f++)
-                Xo[e2 * F + f] += X[e2 * F + f] / nr[f] + D[e2 * F + f];
+        REAL *Y = tmp, *M = Y + F9, *C = M + F9, *D = C + F9, *nn = D + F9;
+        TO(tn_layer_cd)(F, d->so3, qf, lt, cYa + (size_t)a * F10, cMa + (size_t)a * F10, Y, M, C,
+                        nn, D, nn + F);
+        TO(tn_layer_out)(F, qf, Xa + (size_t)a * F9, nrma + (size_t)a * F, D,
+                         Xouta + (size_t)a * F9);
     }
 }
 
@@ -388,51 +278,12 @@ void TO(nnpops__tn_layer_post_back_cpu)(const nnpops__tn_dims *d, int64_t n,
     REAL tmp[TO_SCRATCH(d->F)];
     for (int64_t a = 0; a < n; a++) {
         const REAL qf = TO(to_qf)(charges, batch, a);
-        const REAL *g = gall + (size_t)a * F9;
-        REAL *Y = tmp, *M = Y + F9, *Cc = M + F9, *nn = Cc + F9, *Cn = nn + F, *c = Cn + F9,
-             *cl = c + F10, *D = cl + F10, *gD = D + F9, *gc = gD + F9, *gcl = gc + F10,
-             *gC = gcl + F10, *gY = gC + F9, *gM = gY + F9;
+        REAL *Y = tmp, *M = Y + F9, *C = M + F9, *D = C + F9, *nn = D + F9;
         /* the forward of this atom again: C, its norm, D */
-        TO(tn_comp)(F, cYa + (size_t)a * F10, Y);
-        TO(tn_comp)(F, cMa + (size_t)a * F10, M);
-        if (d->so3) {
-            TO(tn_mm)(F, Y, 0, M, 0, (REAL)2, Cc, 0);
-        } else {
-            TO(tn_mm)(F, M, 0, Y, 0, qf, Cc, 0);
-            TO(tn_mm)(F, Y, 0, M, 0, qf, Cc, 1);
-        }
-        TO(tn_norm2)(F, Cc, nn);
-        for (int f = 0; f < F; f++) nn[f] += 1;
-        for (int e2 = 0; e2 < 9; e2++)
-            for (int f = 0; f < F; f++) Cn[e2 * F + f] = Cc[e2 * F + f] / nn[f];
-        TO(tn_decomp)(F, Cn, c);
-        TO(tn_lin3)(F, lt, c, cl);
-        TO(tn_comp)(F, cl, D);
-        /* X_out = Xn + D + qf D D */
-        for (size_t k = 0; k < F9; k++) gD[k] = g[k];
-        TO(tn_mm)(F, g, 0, D, 1, qf, gD, 1);
-        TO(tn_mm)(F, D, 1, g, 0, qf, gD, 1);
-        TO(tn_comp_T)(F, gD, gc);
-        TO(tn_lin3_T)(F, lt, gc, gcl);
-        TO(tn_decomp_T)(F, gcl, gC, 0);
-        for (int f = 0; f < F; f++) {
-            REAL dot = 0;
-            for (int e2 = 0; e2 < 9; e2++) dot += gC[e2 * F + f] * Cc[e2 * F + f];
-            REAL inv = (REAL)1 / nn[f];
-            for (int e2 = 0; e2 < 9; e2++)
-                gC[e2 * F + f] = gC[e2 * F + f] * inv - (REAL)2 * Cc[e2 * F + f] * dot * inv * inv;
-        }
-        if (d->so3) {
-            TO(tn_mm)(F, gC, 0, M, 1, (REAL)2, gY, 0);
-            TO(tn_mm)(F, Y, 1, gC, 0, (REAL)2, gM, 0);
-        } else {
-            TO(tn_mm)(F, M, 1, gC, 0, qf, gY, 0);
-            TO(tn_mm)(F, gC, 0, M, 1, qf, gY, 1);
-            TO(tn_mm)(F, gC, 0, Y, 1, qf, gM, 0);
-            TO(tn_mm)(F, Y, 1, gC, 0, qf, gM, 1);
-        }
-        TO(tn_comp_T)(F, gY, gcYa + (size_t)a * F10);
-        TO(tn_comp_T)(F, gM, gcMa + (size_t)a * F10);
+        TO(tn_layer_cd)(F, d->so3, qf, lt, cYa + (size_t)a * F10, cMa + (size_t)a * F10, Y, M, C,
+                        nn, D, nn + F);
+        TO(tn_layer_cd_T)(F, d->so3, qf, lt, gall + (size_t)a * F9, Y, M, C, nn, D,
+                          gcYa + (size_t)a * F10, gcMa + (size_t)a * F10, nn + F);
     }
 }
 
@@ -470,36 +321,10 @@ static REAL TO(to_embed_back_entry)(int F, int64_t e, const int32_t *pairs,
                                     const REAL *g0, REAL *gd, REAL *gu) {
     const int i = pairs[2 * e], j = pairs[2 * e + 1];
     REAL u[3];
-    TO(to_unit)(ev + 3 * e, er[e], u);
-    const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+    TO(tn_unit)(ev + 3 * e, er[e], u);
     const REAL *G = g0 + (size_t)i * 9 * F;
     const REAL *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
-    REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
-    for (int f = 0; f < F; f++) {
-        REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-        REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-        REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-        REAL tr = g00 + g11 + g22;
-        REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-        REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-        REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-        REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-        REAL gf1 = tr;
-        REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-        REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
-        REAL zij = p1[f] + p2[f];
-        REAL cz = fce * zij;
-        REAL f2 = cz * dke[F + f], f3 = cz * dke[2 * F + f];
-        gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
-        gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
-        gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
-        gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
-        gd[f] += gf1 * cz;
-        gd[F + f] += gf2 * cz;
-        gd[2 * F + f] += gf3 * cz;
-    }
-    gu[3 * e] = gu0, gu[3 * e + 1] = gu1, gu[3 * e + 2] = gu2;
-    return gfc;
+    return TO(tn_embed_edge_T)(F, G, u, p1, p2, fce, dke, gd, 1, gu + 3 * e);
 }
 
 void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
