@@ -18,14 +18,32 @@ fallback (vector_to_skewtensor), so the two signs cancel.  O(3) energies cannot 
 apart; SO(3) energies can, and the SO(3) reference values fix it.
 """
 
+import json
 import math
 import re
+import struct
 
 import numpy as np
 
-from nnpops.analyze_models import read_safetensors  # the package's reader of weights files
-
 LN2_F32 = float(np.log(np.float32(2.0)))  # ShiftedSoftplus' shift: float32 log 2, widened
+
+
+def read_safetensors(path):
+    """{name: float64 ndarray} of an nnpops weights file (F32 or F64 tensors)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        dt = {"F32": "<f4", "F64": "<f8"}[t["dtype"]]
+        b, e = t["data_offsets"]
+        out[name] = np.frombuffer(blob[base + b:base + e], dtype=dt).astype(np.float64).reshape(
+            t["shape"])
+    return out
 
 
 def _scalar(text, key):
