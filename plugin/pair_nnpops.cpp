@@ -401,7 +401,8 @@ void PairNNPOPS::log_devices()
   if (comm->me != 0) return;
   std::string msg = "nnpops: device per rank:";
   if (comm->nprocs <= 32) {
-    for (int r = 0; r < comm->nprocs; ++r) msg += std::string(" ") + &all[static_cast<size_t>(width) * r];
+    for (int r = 0; r < comm->nprocs; ++r)
+      msg += std::string(" ") + &all[static_cast<size_t>(width) * r];
   } else {
     std::vector<std::pair<std::string, int>> counts;
     for (int r = 0; r < comm->nprocs; ++r) {

@@ -10,9 +10,10 @@
  * "N atoms", "xlo xhi" .. "zlo zhi", an orthogonal box, and an Atoms section of "id type x y z"
  * lines); Zk: the atomic number of atom type k; PERIODIC 1: the box is the periodic cell (the
  * library finds the images itself), 0: no cell (a molecule).  OPTIONS: context options as
- * NAME=VALUE[,NAME=VALUE...] (cuda_graphs=on, threads=8, ...), or - for none.  Positions do not move: each timed step repeats the same computation (with the
- * neighbour search), after 20 warm-up steps (graphs captured; 3 when STEPS < 20).  Prints one line:
- *   libstep: N atoms, STEPS steps, T ms/step
+ * NAME=VALUE[,NAME=VALUE...] (cuda_graphs=on, threads=8, ...), or - for none.  Positions do not
+ * move: each timed step repeats the same computation (with the neighbour search), after 20
+ * warm-up steps (graphs captured; 3 when STEPS < 20).  Prints one line:
+ *   libstep: N atoms, STEPS steps, T ms/step, device D, energy E
  */
 #define _POSIX_C_SOURCE 199309L
 
@@ -31,7 +32,8 @@ static double now(void) {
 }
 
 static int fail(const char *what, nnpops_status st) {
-    fprintf(stderr, "lammps_libstep: %s: %s (%s)\n", what, nnpops_status_name(st), nnpops_last_error());
+    fprintf(stderr, "lammps_libstep: %s: %s (%s)\n", what, nnpops_status_name(st),
+            nnpops_last_error());
     return 1;
 }
 

@@ -2,7 +2,7 @@
 relative) and the same forces, over a short NVE run of a 192-atom ANI-2x water box in which atoms
 cross sub-domain boundaries (the run re-neighbours, hence migrates atoms, every step; planes of
 oxygens start next to the boundaries).  And the pair style's threads keyword (option threads):
-one rank on 2 threads gives the same bits as on one."""
+one rank on 2 threads gives the same bits as on one.  Rank 0 logs the device of every rank."""
 import re
 
 import numpy as np
@@ -75,6 +75,9 @@ def test_mpi_ranks_agree(tmp_path):
         assert ls.rel_err(fn, fr) <= 1e-9
         # atoms did cross sub-domain boundaries during the run
         assert grid is not None and np.prod(grid) == n, run.log
+        # rank 0 logs every rank's device (device cpu: each one cpu)
+        devices = re.findall(r"nnpops: device per rank: (.*)", run.log)
+        assert devices and devices[-1].split() == ["cpu"] * n, run.log
         start = run.read_dump("start.dump")
         p0 = np.stack([start["x"], start["y"], start["z"]], axis=1)
         p1 = np.stack([dump["x"], dump["y"], dump["z"]], axis=1)
