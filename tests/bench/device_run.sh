@@ -6,7 +6,8 @@
 #   _carry_gpu/shared/      reference/*.json and structures/*.pdb (or *.pdb.xz, unpacked here)
 #                           (NNPOPS_SHARED_DIR)
 #   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
-# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|timeline|lammps|all|tests+bench...]
+# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|timeline|lammps|all|
+#        tests+bench...]
 #        [extra bench arguments]
 #   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
@@ -349,7 +350,7 @@ if [ $run_lammps = 1 ]; then
   OUT=$out NNPOPS_BUILD=$build NNPOPS_DEVICE_MODELS=$models bash "$root/tests/bench/lammps_gpu.sh" \
     > /dev/null 2>&1
   echo "lammps rc=$?"
-  grep -E "^== |NOT FOUND|skipped|device per rank" "$out/lammps.log" | grep -v "^== lammps_gpu"
+  grep -E "^== |NOT FOUND|skipped" "$out/lammps.log" | grep -v "^== lammps_gpu"
   if [ -f "$out/lammps.md" ]; then cat "$out/lammps.md"; else tail -30 "$out/lammps.log"; fi
 fi
 if [ $run_model = 1 ]; then

@@ -205,6 +205,49 @@ def fmt(value, spec):
     return "—" if value is None else format(value, spec)
 
 
+def make_table(rows, device_lines, notes, head, done):
+    """The markdown table of the rows so far (done False: a line says the run went on)."""
+    device = head.split()[4]
+    lines = [head, ""]
+    lines.append("| model | system (atoms) | precision | ranks | dE | dF | dP | single point "
+                 "| %s ns/day | %s ms/step | CPU ns/day | library ns/day | library ms/step "
+                 "| LAMMPS layer ms/step |" % (device, device))
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        err = r["err"] or (None, None, None)
+        layer = (r["perf"][1] - r["lib"]) if r["perf"] and r["lib"] is not None else None
+        lines.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["model"], r["system"], r["prec"], r["ranks"], fmt(err[0], ".1e"),
+            fmt(err[1], ".1e"), fmt(err[2], ".1e"),
+            ("pass" if r["passed"] else "FAIL") + " (%g)" % TOLERANCE[r["prec"]],
+            fmt(r["perf"] and r["perf"][0], ".4g"), fmt(r["perf"] and r["perf"][1], ".4g"),
+            fmt(r["cpu"] and r["cpu"][0], ".4g"),
+            fmt(r["lib"] and ns_per_day(r["lib"]), ".4g"), fmt(r["lib"], ".4g"),
+            fmt(layer, ".3g")))
+    lines.append("")
+    lines.append("dE = |dE|/|E|, dF = max|dF|/max|F|, dP = max|dP_ij|/max|P_ij| against device "
+                 "cpu on 1 rank (same precision). ns/day from the loop time at 0.5 fs per step; "
+                 "LAMMPS layer = LAMMPS's ms/step - the library's (ghost atoms included).")
+    if device_lines:
+        bad = [line for line, ok in device_lines if not ok]
+        lines.append("Device per rank (%d runs on several ranks): %s" % (
+            len(device_lines), "; ".join(bad) if bad else
+            "every one as expected, e.g. " + device_lines[0][0]))
+    lines += notes
+    if not done:
+        lines.append("INCOMPLETE: the table is written after each model, system and precision; "
+                     "the run had not finished")
+    return "\n".join(lines) + "\n"
+
+
+def write_table(path, text):
+    """Written whole or not at all (the machine's time limit may stop the run at any point)."""
+    if path:
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lmp", required=True)
@@ -247,6 +290,10 @@ def main():
         with open(os.path.join(args.work, data)) as f:
             atoms[s] = int(re.search(r"^\s*(\d+)\s+atoms", f.read(), re.M).group(1))
 
+    graphs = ", CUDA graphs on" if device != "cpu" else ""
+    head = ("LAMMPS pair_style nnpops, device %s vs cpu; MD: %d steps NVT, 0.5 fs%s; CPU: up to "
+            "%d steps, 1 rank, %d threads; library: lammps_libstep, %d steps (whole system per "
+            "call)" % (device, md_steps, graphs, cpu_md_steps, run.cpu_threads, lib_steps))
     rows = []
     device_lines = []
     all_passed = True
@@ -333,41 +380,11 @@ def main():
                     except RuntimeError as exc:
                         print("-- %s" % exc, flush=True)
                     rows.append(row)
+                write_table(args.table, make_table(rows, device_lines, notes, head, False))
 
-    graphs = ", CUDA graphs on" if device != "cpu" else ""
-    lines = ["LAMMPS pair_style nnpops, device %s vs cpu; MD: %d steps NVT, 0.5 fs%s; CPU: up to %d "
-             "steps, 1 rank, %d threads; library: lammps_libstep, %d steps (whole system per "
-             "call)" % (device, md_steps, graphs, cpu_md_steps, run.cpu_threads, lib_steps), ""]
-    lines.append("| model | system (atoms) | precision | ranks | dE | dF | dP | single point "
-                 "| %s ns/day | %s ms/step | CPU ns/day | library ns/day | library ms/step "
-                 "| LAMMPS layer ms/step |" % (device, device))
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        err = r["err"] or (None, None, None)
-        layer = (r["perf"][1] - r["lib"]) if r["perf"] and r["lib"] is not None else None
-        lines.append("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["model"], r["system"], r["prec"], r["ranks"], fmt(err[0], ".1e"),
-            fmt(err[1], ".1e"), fmt(err[2], ".1e"),
-            ("pass" if r["passed"] else "FAIL") + " (%g)" % TOLERANCE[r["prec"]],
-            fmt(r["perf"] and r["perf"][0], ".4g"), fmt(r["perf"] and r["perf"][1], ".4g"),
-            fmt(r["cpu"] and r["cpu"][0], ".4g"),
-            fmt(r["lib"] and ns_per_day(r["lib"]), ".4g"), fmt(r["lib"], ".4g"),
-            fmt(layer, ".3g")))
-    lines.append("")
-    lines.append("dE = |dE|/|E|, dF = max|dF|/max|F|, dP = max|dP_ij|/max|P_ij| against device "
-                 "cpu on 1 rank (same precision). ns/day from the loop time at 0.5 fs per step; "
-                 "LAMMPS layer = LAMMPS's ms/step - the library's (ghost atoms included).")
-    if device_lines:
-        bad = [line for line, ok in device_lines if not ok]
-        lines.append("Device per rank (%d runs on several ranks): %s" % (
-            len(device_lines), "; ".join(bad) if bad else
-            "every one as expected, e.g. " + device_lines[0][0]))
-    lines += notes
-    table = "\n".join(lines) + "\n"
+    table = make_table(rows, device_lines, notes, head, True)
     print(table)
-    if args.table:
-        with open(args.table, "w") as f:
-            f.write(table)
+    write_table(args.table, table)
     return 0 if all_passed and rows else 1
 
 
