@@ -22,8 +22,8 @@
 #                   without a GPU, compared with itself on 1 rank)
 #   LAMMPS_WORK     where the bundle is unpacked and the plugin built (default build-lammps)
 #   OUT             logs: lammps.log (everything) and lammps.md (the table) (default device-out)
-#   and those of lammps_gpu.py (MD_STEPS, CPU_MD_STEPS, WATER_N, RANKS, PRECISIONS, MODELS,
-#   CPU_THREADS, LIB_STEPS; see there)
+#   and those of lammps_gpu.py (MD_STEPS, CPU_MD_STEPS, CPU_MD_SECONDS, WATER_N, RANKS,
+#   PRECISIONS, MODELS, SYSTEMS, CPU_THREADS, LIB_STEPS, RUN_TIMEOUT; see there)
 set -u
 root=$(pwd)
 out=${OUT:-$root/device-out}
