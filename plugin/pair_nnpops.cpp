@@ -381,6 +381,40 @@ void PairNNPOPS::coeff(int narg, char **arg)
     }
     utils::logmesg(lmp, msg);
   }
+  log_devices();
+}
+
+/* ----------------------------------------------------------------------
+   On several ranks: the device of every rank in the log (rank 0), so that the GPU each rank took
+   ("device cuda": its node-local rank modulo the GPU count) can be checked.  Up to 32 ranks one
+   by one, beyond that the number of ranks per device.
+------------------------------------------------------------------------- */
+
+void PairNNPOPS::log_devices()
+{
+  if (comm->nprocs < 2) return;
+  constexpr int width = 32;
+  char mine[width] = {0};
+  std::snprintf(mine, sizeof(mine), "%s", nnpops_model_device(model_));
+  std::vector<char> all(comm->me == 0 ? static_cast<size_t>(width) * comm->nprocs : 1);
+  MPI_Gather(mine, width, MPI_CHAR, all.data(), width, MPI_CHAR, 0, world);
+  if (comm->me != 0) return;
+  std::string msg = "nnpops: device per rank:";
+  if (comm->nprocs <= 32) {
+    for (int r = 0; r < comm->nprocs; ++r)
+      msg += std::string(" ") + &all[static_cast<size_t>(width) * r];
+  } else {
+    std::vector<std::pair<std::string, int>> counts;
+    for (int r = 0; r < comm->nprocs; ++r) {
+      const std::string d = &all[static_cast<size_t>(width) * r];
+      bool found = false;
+      for (auto &c : counts)
+        if (c.first == d) { ++c.second; found = true; }
+      if (!found) counts.emplace_back(d, 1);
+    }
+    for (const auto &c : counts) msg += " " + c.first + " x" + std::to_string(c.second);
+  }
+  utils::logmesg(lmp, msg + "\n");
 }
 
 /* ----------------------------------------------------------------------

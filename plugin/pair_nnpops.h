@@ -108,6 +108,7 @@ class PairNNPOPS : public Pair {
   void allocate();
   void release_model();
   std::string resolve_device();
+  void log_devices();
   void set_units(const char *unit_style);
   void read_system_constant();
   void ensemble_spread(double n_total);

@@ -6,7 +6,8 @@
 #   _carry_gpu/shared/      reference/*.json and structures/*.pdb (or *.pdb.xz, unpacked here)
 #                           (NNPOPS_SHARED_DIR)
 #   _carry_gpu/debs/        libyaml-0-2 and libyaml-dev .debs, used when pkg-config lacks yaml-0.1
-# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|timeline|all|tests+bench...]
+# Usage: bash tests/bench/device_run.sh [tests|bench|profile|model|soak|timeline|lammps|all|
+#        tests+bench...]
 #        [extra bench arguments]
 #   tests: ctest -L gpu; bench: bench_gpu; model: ctest -L "unit|kernel|model" of the CUDA-ON build
 #   (builds every target); profile: ncu per-kernel times (PROFILE_SYSTEMS="name|name" picks the bench
@@ -21,6 +22,10 @@
 #   torchmd-net's TensorNet (TNPEER_ARGS).  Both peers come from _carry_gpu/shared/peers/.
 #   cpu: bench_cpu on 1 / 4 / 8 / 16 threads (CPU_THREADS, CPU_BENCH_ARGS).
 #   timeline: nsys trace of bench_gpu --latency, one replay of each graph op by op (timeline.py).
+#   lammps: pair_style nnpops in LAMMPS (tests/bench/lammps_gpu.sh: the LAMMPS bundle of
+#   _carry_gpu/lammps/, made by tests/bench/lammps_bundle.sh; ANI-2x from build-gpu-models/ when
+#   an earlier call converted it, tn_a from _carry_gpu/shared/reference/tensornet/): lammps.log
+#   and the table lammps.md.
 #   tnprof: the same for TensorNet float32 steps, per system (TNPROF_SYSTEMS); tnncu: ncu's time
 #   per TensorNet kernel (ncu_summary.py).
 #   NBR_ALGS: the nbr part once per algorithm named (auto: the plan's choice).
@@ -131,6 +136,7 @@ build_variant() {
 configure_cuda "$build" "" > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 case "$what" in
   *model*|all) targets="";;
+  lammps) targets="--target nnpops";;
   *) targets="--target nnpops test_gpu_ops test_gpu_model test_gpu_graphs test_gpu_device test_gpu_tf32x3 test_gpu_tensornet test_model_tensornet bench_gpu test_slow_soak";;
 esac
 case "$what" in *cpu*) [ -n "$targets" ] && targets="$targets bench_cpu";; esac
@@ -336,6 +342,16 @@ if [ $run_soak = 1 ]; then
     grep -E "GPU memory in use:|RSS:|graphs:|PASS|FAIL" "$out/soak-run.log"
   done
   rm -f "$out/soak-run.log"
+fi
+case "$what" in *lammps*) run_lammps=1;; *) run_lammps=0;; esac
+if [ $run_lammps = 1 ]; then
+  # its own log (lammps.log) and table (lammps.md); here the table, or the log's end on a failure
+  echo "== LAMMPS: pair_style nnpops (tests/bench/lammps_gpu.sh)"
+  OUT=$out NNPOPS_BUILD=$build NNPOPS_DEVICE_MODELS=$models bash "$root/tests/bench/lammps_gpu.sh" \
+    > /dev/null 2>&1
+  echo "lammps rc=$?"
+  grep -E "^== |NOT FOUND|skipped" "$out/lammps.log" | grep -v "^== lammps_gpu"
+  if [ -f "$out/lammps.md" ]; then cat "$out/lammps.md"; else tail -30 "$out/lammps.log"; fi
 fi
 if [ $run_model = 1 ]; then
   echo "== ctest -L \"unit|kernel|model\" (CUDA-ON build)"

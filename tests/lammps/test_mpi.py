@@ -2,7 +2,7 @@
 relative) and the same forces, over a short NVE run of a 192-atom ANI-2x water box in which atoms
 cross sub-domain boundaries (the run re-neighbours, hence migrates atoms, every step; planes of
 oxygens start next to the boundaries).  And the pair style's threads keyword (option threads):
-one rank on 2 threads gives the same bits as on one."""
+one rank on 2 threads gives the same bits as on one.  Rank 0 logs the device of every rank."""
 import re
 
 import numpy as np
@@ -49,6 +49,9 @@ def test_mpi_ranks_agree(tmp_path):
     for n in (2, 4):
         run, cell = runs[n]
         ls.check_ranks_agree(run, runs[1][0], n, STEPS, run.read_dump("start.dump"), cell)
+        # rank 0 logs every rank's device (device cpu: each one cpu)
+        devices = re.findall(r"nnpops: device per rank: (.*)", run.log)
+        assert devices and devices[-1].split() == ["cpu"] * n, run.log
 
 
 def test_threads_same_bits(tmp_path):
