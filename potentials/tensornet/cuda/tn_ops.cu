@@ -3,9 +3,11 @@
  * definition; cpu/tn_ops_cpu_impl.h the CPU twins).
  *
  * Kernels by shape of work:
- *   per atom (the 3x3 algebra over F channels, the gates, the readout): one block per atom, its
- *     threads over the channels; the channel linears read the atom's components from shared
- *     memory and keep a channel's ten outputs in registers; LayerNorms reduce in a fixed tree;
+ *   per atom (the 3x3 algebra over F channels, the gates, the readout): a block per tile of up to
+ *     8 atoms (a warp each) and, for small systems, per chunk of the output channels; the
+ *     channel linears stage their weights through shared memory, each weight read once per
+ *     block, each lane keeping its output's ten components for its atom in registers;
+ *     LayerNorms reduce in the atom's warp in a fixed tree;
  *   per center (the embedding's sum, the messages and their gradients): one block per center, its
  *     threads over the channels, the center's entries in list order (no atomics);
  *   per entry (radial basis, the gradients of the edge factors): a thread, or a warp whose lanes
@@ -195,36 +197,6 @@ __device__ inline void t_mm(const T *A, int tA, const T *B, int tB, T alpha, T *
         }
 }
 
-/* Channel o of lin3 (W0 on component 0, W1 on 1..3, W2 on 4..9) of components c (shared, 10F). */
-template <typename T>
-__device__ inline void t_lin3(int F, const T *W0, const T *W1, const T *W2, const T *c, int o,
-                              T *out) {
-    T acc[10];
-    for (int k = 0; k < 10; k++) acc[k] = 0;
-    const T *r0 = W0 + (size_t)o * F, *r1 = W1 + (size_t)o * F, *r2 = W2 + (size_t)o * F;
-    for (int i = 0; i < F; i++) {
-        const T w0 = r0[i], w1 = r1[i], w2 = r2[i];
-        acc[0] += w0 * c[i];
-        for (int k = 1; k < 4; k++) acc[k] += w1 * c[k * F + i];
-        for (int k = 4; k < 10; k++) acc[k] += w2 * c[k * F + i];
-    }
-    for (int k = 0; k < 10; k++) out[k] = acc[k];
-}
-/* Channel i of lin3^T of g (shared, 10F). */
-template <typename T>
-__device__ inline void t_lin3_T(int F, const T *W0, const T *W1, const T *W2, const T *g, int i,
-                                T *out) {
-    T acc[10];
-    for (int k = 0; k < 10; k++) acc[k] = 0;
-    for (int o = 0; o < F; o++) {
-        const T w0 = W0[(size_t)o * F + i], w1 = W1[(size_t)o * F + i], w2 = W2[(size_t)o * F + i];
-        acc[0] += w0 * g[o];
-        for (int k = 1; k < 4; k++) acc[k] += w1 * g[k * F + o];
-        for (int k = 4; k < 10; k++) acc[k] += w2 * g[k * F + o];
-    }
-    for (int k = 0; k < 10; k++) out[k] = acc[k];
-}
-
 /* Threads of a per-atom block: the channels, rounded up to warps, at most 256. */
 inline int atom_threads(int F) {
     int t = (F + 31) / 32 * 32;
@@ -388,229 +360,341 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
     }
 }
 
-/* ==== per-atom LayerNorm pieces (a block) ==== */
-/* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes */
-template <typename T> __device__ void ln_stats(int n, const T *x, T *red, T *mu, T *rstd) {
+/* ==== per-atom kernels: tiles of atoms ====
+ * A block takes a tile of na <= NA atoms (NA = its warps: blockDim.x = 32 NA) and, where the op
+ * allows it, a chunk [cb, ce) of the output channels (blockIdx.y; chunks of cw channels, a
+ * multiple of 32): the work per channel runs over (atom, channel) pairs, the sums over an atom's
+ * channels (LayerNorms) in the atom's warp (fixed-order warp sums), and the channel linears in
+ * tile_linear: the weights pass through shared memory in tiles of TL_K rows by 32 outputs, each
+ * read once per block (coalesced, asynchronous copies, double buffered) and used for all the
+ * tile's atoms; warp a computes atom a, its lanes over 32 outputs, each lane summing its
+ * output's terms in input order (registers, no atomics: deterministic). */
+#define TL_K 32 /* rows (reduction index) of a staged weight tile */
+#define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
+
+/* values of shared memory tile_linear takes for NW weight matrices (two buffers) */
+__host__ __device__ constexpr int tl_smem(int NW) { return 2 * NW * TL_K * TL_S; }
+
+/* The asynchronous global -> shared copies of a weight tile (src is read only when ok; else a
+ * zero is written).  Plain copies, done at once, where the kernels are compiled for the CPU
+ * (NNPOPS_CUDA_EMULATION: tests/emu), their commit and wait nothing. */
+#ifdef NNPOPS_CUDA_EMULATION
+template <typename T> __device__ __forceinline__ void tl_copy(T *dst, const T *src, bool ok) {
+    *dst = ok ? *src : (T)0;
+}
+__device__ __forceinline__ void tl_commit() {}
+__device__ __forceinline__ void tl_wait_prev() {}
+#else
+__device__ __forceinline__ void tl_copy(float *dst, const float *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 4 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_copy(double *dst, const double *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 8 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* all but the latest committed group of this thread's copies are done */
+__device__ __forceinline__ void tl_wait_prev() {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+#endif
+
+/* weight matrix of component k: lin3 (NC 10: W0 on component 0, W1 on 1..3, W2 on 4..9) or a
+ * plain linear (NC 1) */
+template <int NC> __device__ __forceinline__ int tl_wsel(int k) { return NC == 1 ? 0 : blk_of(k); }
+
+/* For each atom a < na of the tile and output j in [jb, je):
+ *   v[k] = sum over r < K of W_{tl_wsel(k)}[j][r] x[a ldA + k ldK + r]   (trans 0: W [.][ldw]
+ *          row j, as t_lin3 / block_linear), or of W_{tl_wsel(k)}[r][j] x[...]  (trans 1: the
+ *          transposed product, as t_lin3_T / block_linear_T), for the NC components k,
+ * each sum in r order, then store(a, j, v).  x in shared memory (written before the call); sW:
+ * tl_smem(NW) values of shared memory.  Every thread of the block calls it (barriers inside;
+ * it returns after a barrier, with every store done). */
+template <typename T, int NC, int NW, typename Store>
+__device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, int K, int ldw,
+                            int jb, int je, const T *x, int ldA, int ldK, int na, T *sW,
+                            Store store) {
+    const int lane = threadIdx.x & 31, a = threadIdx.x >> 5;
+    const int nk = (K + TL_K - 1) / TL_K, np = (je - jb + 31) / 32, nq = nk * np;
+    if (nq <= 0) return;
+    const int tile = NW * TL_K * TL_S;
+    /* round q: outputs jb + 32 (q / nk) .., rows TL_K (q % nk) .. into buffer q & 1 */
+    auto issue = [&](int q) {
+        T *buf = sW + (q & 1) * tile;
+        const int j0 = jb + (q / nk) * 32, r0 = (q % nk) * TL_K;
+        for (int t = threadIdx.x; t < NW * TL_K * 32; t += blockDim.x) {
+            const int b = t / (TL_K * 32), u = t % (TL_K * 32);
+            /* consecutive threads along a row of W (coalesced) */
+            const int rr = trans ? u / 32 : u % TL_K, jj = trans ? u % 32 : u / TL_K;
+            const T *W = b == 0 ? W0 : (b == 1 ? W1 : W2);
+            const int r = r0 + rr, j = j0 + jj;
+            const bool ok = r < K && j < je;
+            const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
+            tl_copy(buf + (b * TL_K + rr) * TL_S + jj, ok ? W + off : W, ok);
+        }
+        tl_commit();
+    };
+    T acc[NC];
+    issue(0);
+    for (int q = 0; q < nq; q++) {
+        if (q + 1 < nq)
+            issue(q + 1); /* (its buffer was last read in round q - 1, before a barrier) */
+        else
+            tl_commit();
+        tl_wait_prev();
+        __syncthreads();
+        const int kt = q % nk;
+        if (kt == 0)
+#pragma unroll
+            for (int k = 0; k < NC; k++) acc[k] = 0;
+        if (a < na) {
+            const T *buf = sW + (q & 1) * tile + lane;
+            const T *xa = x + (size_t)a * ldA + kt * TL_K;
+            const int kn = K - kt * TL_K < TL_K ? K - kt * TL_K : TL_K;
+#pragma unroll 4
+            for (int rr = 0; rr < kn; rr++) {
+                T w[NW];
+#pragma unroll
+                for (int b = 0; b < NW; b++) w[b] = buf[(b * TL_K + rr) * TL_S];
+#pragma unroll
+                for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xa[k * ldK + rr];
+            }
+            const int j = jb + (q / nk) * 32 + lane;
+            if (kt == nk - 1 && j < je) store(a, j, (const T *)acc);
+        }
+        __syncthreads();
+    }
+}
+
+/* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes, in one warp (all its
+ * lanes call it) */
+template <typename T> __device__ void warp_ln_stats(int n, const T *x, T *mu, T *rstd) {
+    const int lane = threadIdx.x & 31;
     T s = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
-    const T m = block_sum(s, red) / (T)n;
+    for (int i = lane; i < n; i += 32) s += x[i];
+    const T m = warp_sum(s) / (T)n;
     T v = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) v += (x[i] - m) * (x[i] - m);
-    const T var = block_sum(v, red) / (T)n;
+    for (int i = lane; i < n; i += 32) v += (x[i] - m) * (x[i] - m);
+    const T var = warp_sum(v) / (T)n;
     *mu = m;
     *rstd = (T)1 / t_sqrt(var + (T)1e-5);
 }
 
-/* y = W x + b over a block: x in shared (n_in), y (n_out) to shared or global */
-template <typename T>
-__device__ inline void block_linear(const T *W, const T *b, int n_in, int n_out, const T *x,
-                                    T *y) {
-    for (int o = threadIdx.x; o < n_out; o += blockDim.x) {
-        const T *row = W + (size_t)o * n_in;
-        T acc = b ? b[o] : (T)0;
-        for (int i = 0; i < n_in; i++) acc += row[i] * x[i];
-        y[o] = acc;
-    }
-}
-/* gx[i] = sum_o W[o][i] gy[o] over a block */
-template <typename T>
-__device__ inline void block_linear_T(const T *W, int n_in, int n_out, const T *gy, T *gx) {
-    for (int i = threadIdx.x; i < n_in; i += blockDim.x) {
-        T acc = 0;
-        for (int o = 0; o < n_out; o++) acc += W[(size_t)o * n_in + i] * gy[o];
-        gx[i] = acc;
-    }
+/* A block's tile: atoms a0 .. a0 + na - 1, output channels [cb, ce). */
+struct atom_tile {
+    int64_t a0;
+    int na, cb, ce;
+};
+__device__ inline atom_tile tile_of(int64_t n, int F, int cw) {
+    atom_tile t;
+    const int NA = (int)(blockDim.x >> 5);
+    t.a0 = (int64_t)blockIdx.x * NA;
+    t.na = n - t.a0 < NA ? (int)(n - t.a0) : NA;
+    t.cb = (int)blockIdx.y * cw;
+    t.ce = t.cb + cw < F ? t.cb + cw : F;
+    return t;
 }
 
 /* ==== tn_atom_embed ==== */
+/* shared memory per atom: t[F], av[F], s1[2F], gate[3F], c[10F] */
 template <typename T>
-__global__ void atom_embed_kernel(nnpops__tn_dims d, const T *X0, const T *norm_w,
-                                  const T *norm_b, const T *ls_w0, const T *ls_b0, const T *ls_w1,
-                                  const T *ls_b1, const T *lt0, const T *lt1, const T *lt2, T *z1a,
-                                  T *z2a, T *X1) {
+__global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *X0,
+                                  const T *norm_w, const T *norm_b, const T *ls_w0,
+                                  const T *ls_b0, const T *ls_w1, const T *ls_b1, const T *lt0,
+                                  const T *lt1, const T *lt2, T *z1a, T *z2a, T *X1) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sm = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    T *t = sm, *av = t + F, *s1 = av + F, *gate = s1 + 2 * F, *c = gate + 3 * F,
-      *red = c + 10 * F;
-    const T *X = X0 + (size_t)a * 9 * F;
-    T *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    T *sW = (T *)tn_smem, *sa = sW + tl_smem(3);
+    const int F = d.F, PA = 17 * F;
+    const atom_tile tl = tile_of(n, F, cw);
+    const int64_t a0 = tl.a0;
+    T *t = sa, *av = t + F, *s1 = av + F, *gate = s1 + 2 * F, *c = gate + 3 * F;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
         T x[9], s = 0, cc[10];
-        for (int k = 0; k < 9; k++) x[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) x[k] = X[k * F];
         for (int k = 0; k < 9; k++) s += x[k] * x[k];
-        t[f] = s;
+        t[a * PA + f] = s;
         t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
     __syncthreads();
-    T mu, rstd;
-    ln_stats(F, t, red, &mu, &rstd);
-    for (int f = threadIdx.x; f < F; f += blockDim.x)
-        av[f] = (t[f] - mu) * rstd * norm_w[f] + norm_b[f];
-    __syncthreads();
-    for (int o = threadIdx.x; o < 2 * F; o += blockDim.x) {
-        const T *row = ls_w0 + (size_t)o * F;
-        T z = ls_b0[o];
-        for (int i = 0; i < F; i++) z += row[i] * av[i];
-        z1[o] = z;
-        s1[o] = t_act<T>(d.activation, z, NULL);
+    const int w = threadIdx.x >> 5;
+    if (w < tl.na) {
+        T mu, rstd;
+        warp_ln_stats(F, t + w * PA, &mu, &rstd);
+        for (int f = threadIdx.x & 31; f < F; f += 32)
+            av[w * PA + f] = (t[w * PA + f] - mu) * rstd * norm_w[f] + norm_b[f];
     }
-    __syncthreads();
-    for (int o = threadIdx.x; o < 3 * F; o += blockDim.x) {
-        const T *row = ls_w1 + (size_t)o * 2 * F;
-        T z = ls_b1[o];
-        for (int i = 0; i < 2 * F; i++) z += row[i] * s1[i];
-        z2[o] = z;
-        gate[o] = t_act<T>(d.activation, z, NULL);
-    }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cl[10], x[9];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        for (int k = 0; k < 10; k++) cl[k] *= gate[blk_of(k) * F + f];
-        t_comp(cl, x);
-        T *out = X1 + (size_t)a * 9 * F;
-        for (int k = 0; k < 9; k++) out[k * F + f] = x[k];
-    }
+    /* the gates: z1 (every chunk's block computes all of it, the first one writes it), then the
+     * chunk's channels of z2's three blocks */
+    tile_linear<T, 1, 1>(ls_w0, ls_w0, ls_w0, 0, F, F, 0, 2 * F, av, PA, 0, tl.na, sW,
+                         [&](int a, int j, const T *v) {
+                             const T z = v[0] + ls_b0[j];
+                             if (blockIdx.y == 0) z1a[(size_t)(a0 + a) * 2 * F + j] = z;
+                             s1[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                         });
+    for (int b = 0; b < 3; b++)
+        tile_linear<T, 1, 1>(ls_w1, ls_w1, ls_w1, 0, 2 * F, 2 * F, b * F + tl.cb, b * F + tl.ce,
+                             s1, PA, 0, tl.na, sW, [&](int a, int j, const T *v) {
+                                 const T z = v[0] + ls_b1[j];
+                                 z2a[(size_t)(a0 + a) * 3 * F + j] = z;
+                                 gate[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                             });
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl.na, sW,
+                          [&](int a, int j, const T *v) {
+                              T cl[10], x[9];
+                              for (int k = 0; k < 10; k++)
+                                  cl[k] = v[k] * gate[a * PA + blk_of(k) * F + j];
+                              t_comp(cl, x);
+                              T *out = X1 + (size_t)(a0 + a) * 9 * F + j;
+                              for (int k = 0; k < 9; k++) out[k * F] = x[k];
+                          });
 }
 
-/* ==== tn_atom_embed_back ==== */
+/* ==== tn_atom_embed_back (one chunk: g is read whole, then written, in place) ==== */
+/* shared memory per atom: c[10F], gc[10F], ggate[3F], gs1[2F], ga[F], t[F] */
 template <typename T>
-__global__ void atom_embed_back_kernel(nnpops__tn_dims d, const T *X0, const T *norm_w,
-                                       const T *norm_b, const T *ls_w0, const T *ls_w1,
-                                       const T *lt0, const T *lt1, const T *lt2, const T *z1a,
-                                       const T *z2a, T *gall) {
+__global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0,
+                                       const T *norm_w, const T *norm_b, const T *ls_w0,
+                                       const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
+                                       const T *z1a, const T *z2a, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sm = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    T *c = sm, *ggate = c + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F, *t = ga + F,
-      *red = t + F;
-    const T *X = X0 + (size_t)a * 9 * F;
-    T *g = gall + (size_t)a * 9 * F;
-    const T *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    T *sW = (T *)tn_smem, *sa = sW + tl_smem(3);
+    const int F = d.F, PA = 27 * F;
+    const atom_tile tl = tile_of(n, F, F);
+    const int64_t a0 = tl.a0;
+    T *c = sa, *gcs = c + 10 * F, *ggate = gcs + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F,
+      *t = ga + F;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
         T x[9], cc[10], s = 0;
-        for (int k = 0; k < 9; k++) x[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) x[k] = X[k * F];
         for (int k = 0; k < 9; k++) s += x[k] * x[k];
-        t[f] = s;
+        t[a * PA + f] = s;
         t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
-    __syncthreads();
-    /* per channel: the gated components' gradient (kept in registers until c is free) */
-    const int per = (F + blockDim.x - 1) / blockDim.x; /* channels per thread, at most 4 */
-    T gcs[4][10];
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        T cl[10], gx[9], gc[10], gate[3], gg[3] = {0, 0, 0};
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        for (int k = 0; k < 9; k++) gx[k] = g[k * F + f];
-        t_comp_T(gx, gc);
-        for (int b = 0; b < 3; b++) gate[b] = t_act<T>(d.activation, z2[b * F + f], NULL);
-        for (int k = 0; k < 10; k++) {
-            gg[blk_of(k)] += gc[k] * cl[k];
-            gc[k] *= gate[blk_of(k)];
-        }
-        for (int b = 0; b < 3; b++) {
-            T dv;
-            t_act<T>(d.activation, z2[b * F + f], &dv);
-            ggate[b * F + f] = gg[b] * dv;
-        }
-        for (int k = 0; k < 10; k++) gcs[q][k] = gc[k];
-    }
-    __syncthreads();
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        for (int k = 0; k < 10; k++) c[k * F + f] = gcs[q][k];
-    }
+    /* per channel: the gates' gradient and the gated components' gradient */
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl.na, sW,
+                          [&](int a, int j, const T *cl) {
+                              const T *g = gall + (size_t)(a0 + a) * 9 * F + j;
+                              const T *z2 = z2a + (size_t)(a0 + a) * 3 * F + j;
+                              T gx[9], gc[10], gate[3], dv[3], gg[3] = {0, 0, 0};
+                              for (int k = 0; k < 9; k++) gx[k] = g[k * F];
+                              t_comp_T(gx, gc);
+                              for (int b = 0; b < 3; b++)
+                                  gate[b] = t_act<T>(d.activation, z2[b * F], &dv[b]);
+                              for (int k = 0; k < 10; k++) {
+                                  gg[blk_of(k)] += gc[k] * cl[k];
+                                  gcs[a * PA + k * F + j] = gc[k] * gate[blk_of(k)];
+                              }
+                              for (int b = 0; b < 3; b++) ggate[a * PA + b * F + j] = gg[b] * dv[b];
+                          });
     /* the gate network backward */
-    block_linear_T(ls_w1, 2 * F, 3 * F, ggate, gs1);
-    __syncthreads();
-    for (int k = threadIdx.x; k < 2 * F; k += blockDim.x) {
-        T dv;
-        t_act<T>(d.activation, z1[k], &dv);
-        gs1[k] *= dv;
+    tile_linear<T, 1, 1>(ls_w1, ls_w1, ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, 0, tl.na, sW,
+                         [&](int a, int j, const T *v) {
+                             T dv;
+                             t_act<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
+                             gs1[a * PA + j] = v[0] * dv;
+                         });
+    tile_linear<T, 1, 1>(ls_w0, ls_w0, ls_w0, 1, 2 * F, F, 0, F, gs1, PA, 0, tl.na, sW,
+                         [&](int a, int j, const T *v) { ga[a * PA + j] = v[0]; });
+    /* the LayerNorm backward: ga becomes dE/dt */
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (w < tl.na) {
+        const T *tw = t + w * PA;
+        T *gw = ga + w * PA;
+        T mu, rstd;
+        warp_ln_stats(F, tw, &mu, &rstd);
+        T m1 = 0, m2 = 0;
+        for (int f = lane; f < F; f += 32) {
+            const T gh = gw[f] * norm_w[f], xh = (tw[f] - mu) * rstd;
+            m1 += gh;
+            m2 += gh * xh;
+        }
+        m1 = warp_sum(m1) / (T)F;
+        m2 = warp_sum(m2) / (T)F;
+        for (int f = lane; f < F; f += 32) {
+            const T xh = (tw[f] - mu) * rstd;
+            gw[f] = rstd * (gw[f] * norm_w[f] - m1 - xh * m2);
+        }
     }
-    __syncthreads();
-    block_linear_T(ls_w0, F, 2 * F, gs1, ga);
-    __syncthreads();
-    T mu, rstd;
-    ln_stats(F, t, red, &mu, &rstd);
-    T m1 = 0, m2 = 0;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gh = ga[f] * norm_w[f], xh = (t[f] - mu) * rstd;
-        m1 += gh;
-        m2 += gh * xh;
-    }
-    m1 = block_sum(m1, red) / (T)F;
-    m2 = block_sum(m2, red) / (T)F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        const T xh = (t[f] - mu) * rstd;
-        const T gt = rstd * (ga[f] * norm_w[f] - m1 - xh * m2);
-        T gcl[10], v[9];
-        t_lin3_T(F, lt0, lt1, lt2, c, f, gcl);
-        t_decomp_T(gcl, v);
-        for (int k = 0; k < 9; k++) g[k * F + f] = v[k] + (T)2 * X[k * F + f] * gt;
-    }
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, 0, F, gcs, PA, F, tl.na, sW,
+                          [&](int a, int j, const T *gcl) {
+                              T v[9];
+                              t_decomp_T(gcl, v);
+                              const T *X = X0 + (size_t)(a0 + a) * 9 * F + j;
+                              T *g = gall + (size_t)(a0 + a) * 9 * F + j;
+                              const T gt = ga[a * PA + j];
+                              for (int k = 0; k < 9; k++) g[k * F] = v[k] + (T)2 * X[k * F] * gt;
+                          });
 }
 
 /* ==== tn_layer_pre ==== */
+/* shared memory per atom: c[10F] */
 template <typename T>
-__global__ void layer_pre_kernel(nnpops__tn_dims d, const T *Xa, const T *lt0, const T *lt1,
-                                 const T *lt2, T *nrma, T *cYa) {
+__global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *Xa, const T *lt0,
+                                 const T *lt1, const T *lt2, T *nrma, T *cYa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *c = (T *)tn_smem;
+    T *sW = (T *)tn_smem, *c = sW + tl_smem(3);
     const int F = d.F;
-    const int64_t a = blockIdx.x;
-    const T *X = Xa + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    const atom_tile tl = tile_of(n, F, cw);
+    const int64_t a0 = tl.a0;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = Xa + (size_t)(a0 + a) * 9 * F + f;
         T x[9], s = 0, cc[10];
-        for (int k = 0; k < 9; k++) x[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) x[k] = X[k * F];
         for (int k = 0; k < 9; k++) s += x[k] * x[k];
         s += 1;
-        nrma[(size_t)a * F + f] = s;
+        if (f >= tl.cb && f < tl.ce) nrma[(size_t)(a0 + a) * F + f] = s;
         for (int k = 0; k < 9; k++) x[k] = x[k] / s;
         t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * 10 * F + k * F + f] = cc[k];
     }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cl[10];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        for (int k = 0; k < 10; k++) cYa[((size_t)a * 10 + k) * F + f] = cl[k];
-    }
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, 10 * F, F, tl.na, sW,
+                          [&](int a, int j, const T *cl) {
+                              T *y = cYa + (size_t)(a0 + a) * 10 * F + j;
+                              for (int k = 0; k < 10; k++) y[k * F] = cl[k];
+                          });
 }
 
 /* ==== tn_layer_pre_back ==== */
+/* shared memory per atom: gcY's components [10F] */
 template <typename T>
-__global__ void layer_pre_back_kernel(nnpops__tn_dims d, const T *Xa, const T *nrma, const T *lt0,
-                                      const T *lt1, const T *lt2, const T *gcY, T *gall) {
+__global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *Xa,
+                                      const T *nrma, const T *lt0, const T *lt1, const T *lt2,
+                                      const T *gcY, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *gs = (T *)tn_smem;
+    T *sW = (T *)tn_smem, *gs = sW + tl_smem(3);
     const int F = d.F;
-    const int64_t a = blockIdx.x;
-    for (int k = threadIdx.x; k < 10 * F; k += blockDim.x) gs[k] = gcY[(size_t)a * 10 * F + k];
-    __syncthreads();
-    const T *X = Xa + (size_t)a * 9 * F;
-    T *g = gall + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gcl[10], v[9], gg[9], x[9];
-        t_lin3_T(F, lt0, lt1, lt2, gs, f, gcl);
-        t_decomp_T(gcl, v);
-        T dot = 0;
-        for (int k = 0; k < 9; k++) {
-            gg[k] = g[k * F + f] + v[k];
-            x[k] = X[k * F + f];
-        }
-        for (int k = 0; k < 9; k++) dot += gg[k] * x[k];
-        const T inv = (T)1 / nrma[(size_t)a * F + f];
-        for (int k = 0; k < 9; k++) g[k * F + f] = gg[k] * inv - (T)2 * x[k] * dot * inv * inv;
-    }
+    const atom_tile tl = tile_of(n, F, cw);
+    const int64_t a0 = tl.a0;
+    for (int k = threadIdx.x; k < tl.na * 10 * F; k += blockDim.x)
+        gs[k] = gcY[(size_t)a0 * 10 * F + k];
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gs, 10 * F, F, tl.na, sW,
+                          [&](int a, int j, const T *gcl) {
+                              const T *X = Xa + (size_t)(a0 + a) * 9 * F + j;
+                              T *g = gall + (size_t)(a0 + a) * 9 * F + j;
+                              T v[9], gg[9], x[9];
+                              t_decomp_T(gcl, v);
+                              T dot = 0;
+                              for (int k = 0; k < 9; k++) {
+                                  gg[k] = g[k * F] + v[k];
+                                  x[k] = X[k * F];
+                              }
+                              for (int k = 0; k < 9; k++) dot += gg[k] * x[k];
+                              const T inv = (T)1 / nrma[(size_t)(a0 + a) * F + j];
+                              for (int k = 0; k < 9; k++)
+                                  g[k * F] = gg[k] * inv - (T)2 * x[k] * dot * inv * inv;
+                          });
 }
 
 /* ==== tn_message: a block per center ==== */
@@ -686,7 +770,7 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
     }
 }
 
-/* ==== tn_layer_post ==== */
+/* ==== tn_layer_post, tn_layer_post_back ==== */
 template <typename T>
 __device__ inline T qf_of(const double *charges, const int32_t *batch, int64_t a) {
     return (T)(1.0 + 0.1 * (charges ? charges[batch[a]] : 0.0));
@@ -708,180 +792,188 @@ __device__ inline void post_c(int so3, T qf, const T *Y, const T *M, T *C, T *Cn
     for (int k = 0; k < 9; k++) Cn[k] = C[k] / s;
 }
 
+/* Y, M, C, Cn and nn of atom a's channel f from its components */
 template <typename T>
-__global__ void layer_post_kernel(nnpops__tn_dims d, const double *charges, const int32_t *batch,
-                                  const T *Xa, const T *nrma, const T *cYa, const T *cMa,
-                                  const T *lt0, const T *lt1, const T *lt2, T *Xouta) {
-    extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *c = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    const T qf = qf_of<T>(charges, batch, a);
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cy[10], cm[10], Y[9], M[9], C[9], Cn[9], nn, cc[10];
-        for (int k = 0; k < 10; k++) {
-            cy[k] = cYa[((size_t)a * 10 + k) * F + f];
-            cm[k] = cMa[((size_t)a * 10 + k) * F + f];
-        }
-        t_comp(cy, Y);
-        t_comp(cm, M);
-        post_c(d.so3, qf, Y, M, C, Cn, &nn);
-        t_decomp(Cn, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+__device__ inline void post_ymc(int so3, T qf, const T *cYa, const T *cMa, int F, int64_t a, int f,
+                                T *Y, T *M, T *C, T *Cn, T *nn) {
+    T cy[10], cm[10];
+    for (int k = 0; k < 10; k++) {
+        cy[k] = cYa[((size_t)a * 10 + k) * F + f];
+        cm[k] = cMa[((size_t)a * 10 + k) * F + f];
     }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cl[10], D[9], Xo[9];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        t_comp(cl, D);
-        t_mm(D, 0, D, 0, qf, Xo, 0);
-        const T nr = nrma[(size_t)a * F + f];
-        for (int k = 0; k < 9; k++)
-            Xouta[((size_t)a * 9 + k) * F + f] = Xo[k] + (Xa[((size_t)a * 9 + k) * F + f] / nr + D[k]);
-    }
+    t_comp(cy, Y);
+    t_comp(cm, M);
+    post_c(so3, qf, Y, M, C, Cn, nn);
 }
 
-/* ==== tn_layer_post_back ==== */
-template <typename T>
-__global__ void layer_post_back_kernel(nnpops__tn_dims d, const double *charges,
-                                       const int32_t *batch, const T *cYa, const T *cMa,
-                                       const T *lt0, const T *lt1, const T *lt2, const T *gall,
-                                       T *gcYa, T *gcMa) {
+/* The update (BACK false: Xout of X, nrm, cY, cM) and its gradient (BACK true: gcY and gcM of
+ * g, cY, cM), which share C's components.  Shared memory per atom: c[10F] (and gc[10F] for
+ * BACK). */
+template <typename T, bool BACK>
+__global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, int cw, const double *charges,
+                                  const int32_t *batch, const T *Xa, const T *nrma, const T *cYa,
+                                  const T *cMa, const T *lt0, const T *lt1, const T *lt2,
+                                  const T *gall, T *Xouta, T *gcYa, T *gcMa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *c = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    const T qf = qf_of<T>(charges, batch, a);
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cy[10], cm[10], Y[9], M[9], C[9], Cn[9], nn, cc[10];
-        for (int k = 0; k < 10; k++) {
-            cy[k] = cYa[((size_t)a * 10 + k) * F + f];
-            cm[k] = cMa[((size_t)a * 10 + k) * F + f];
-        }
-        t_comp(cy, Y);
-        t_comp(cm, M);
-        post_c(d.so3, qf, Y, M, C, Cn, &nn);
+    T *sW = (T *)tn_smem, *c = sW + tl_smem(3);
+    const int F = d.F, PA = (BACK ? 20 : 10) * F;
+    const atom_tile tl = tile_of(n, F, cw);
+    const int64_t a0 = tl.a0;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T qf = qf_of<T>(charges, batch, a0 + a);
+        T Y[9], M[9], C[9], Cn[9], nn, cc[10];
+        post_ymc(d.so3, qf, cYa, cMa, F, a0 + a, f, Y, M, C, Cn, &nn);
         t_decomp(Cn, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
-    __syncthreads();
-    /* gD = g + qf (g D^T + D^T g), then its components (into registers, c is still read) */
-    const int per = (F + blockDim.x - 1) / blockDim.x;
-    T gcs[4][10];
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        T cl[10], D[9], g[9], gD[9];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        t_comp(cl, D);
-        for (int k = 0; k < 9; k++) g[k] = gD[k] = gall[((size_t)a * 9 + k) * F + f];
-        t_mm(g, 0, D, 1, qf, gD, 1);
-        t_mm(D, 1, g, 0, qf, gD, 1);
-        t_comp_T(gD, gcs[q]);
+    if (!BACK) {
+        tile_linear<T, 10, 3>(
+            lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl.na, sW,
+            [&](int a, int j, const T *cl) {
+                const int64_t at = a0 + a;
+                const T qf = qf_of<T>(charges, batch, at);
+                T D[9], Xo[9];
+                t_comp(cl, D);
+                t_mm(D, 0, D, 0, qf, Xo, 0);
+                const T nr = nrma[(size_t)at * F + j];
+                for (int k = 0; k < 9; k++)
+                    Xouta[(at * 9 + k) * F + j] = Xo[k] + (Xa[(at * 9 + k) * F + j] / nr + D[k]);
+            });
+        return;
     }
-    __syncthreads();
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        for (int k = 0; k < 10; k++) c[k * F + f] = gcs[q][k];
-    }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gcl[10], gC[9], cy[10], cm[10], Y[9], M[9], C[9], Cn[9], nn, gY[9], gM[9], o[10];
-        t_lin3_T(F, lt0, lt1, lt2, c, f, gcl);
-        t_decomp_T(gcl, gC);
-        for (int k = 0; k < 10; k++) {
-            cy[k] = cYa[((size_t)a * 10 + k) * F + f];
-            cm[k] = cMa[((size_t)a * 10 + k) * F + f];
-        }
-        t_comp(cy, Y);
-        t_comp(cm, M);
-        post_c(d.so3, qf, Y, M, C, Cn, &nn);
-        T dot = 0;
-        for (int k = 0; k < 9; k++) dot += gC[k] * C[k];
-        const T inv = (T)1 / nn;
-        for (int k = 0; k < 9; k++) gC[k] = gC[k] * inv - (T)2 * C[k] * dot * inv * inv;
-        if (d.so3) {
-            t_mm(gC, 0, M, 1, (T)2, gY, 0);
-            t_mm(Y, 1, gC, 0, (T)2, gM, 0);
-        } else {
-            t_mm(M, 1, gC, 0, qf, gY, 0);
-            t_mm(gC, 0, M, 1, qf, gY, 1);
-            t_mm(gC, 0, Y, 1, qf, gM, 0);
-            t_mm(Y, 1, gC, 0, qf, gM, 1);
-        }
-        t_comp_T(gY, o);
-        for (int k = 0; k < 10; k++) gcYa[((size_t)a * 10 + k) * F + f] = o[k];
-        t_comp_T(gM, o);
-        for (int k = 0; k < 10; k++) gcMa[((size_t)a * 10 + k) * F + f] = o[k];
-    }
+    /* gD = g + qf (g D^T + D^T g) of every channel, its components to gc */
+    T *gc = c + 10 * F;
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl.na, sW,
+                          [&](int a, int j, const T *cl) {
+                              const int64_t at = a0 + a;
+                              const T qf = qf_of<T>(charges, batch, at);
+                              T D[9], g[9], gD[9], o[10];
+                              t_comp(cl, D);
+                              for (int k = 0; k < 9; k++)
+                                  g[k] = gD[k] = gall[(at * 9 + k) * F + j];
+                              t_mm(g, 0, D, 1, qf, gD, 1);
+                              t_mm(D, 1, g, 0, qf, gD, 1);
+                              t_comp_T(gD, o);
+                              for (int k = 0; k < 10; k++) gc[a * PA + k * F + j] = o[k];
+                          });
+    tile_linear<T, 10, 3>(
+        lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gc, PA, F, tl.na, sW,
+        [&](int a, int j, const T *gcl) {
+            const int64_t at = a0 + a;
+            const T qf = qf_of<T>(charges, batch, at);
+            T gC[9], Y[9], M[9], C[9], Cn[9], nn, gY[9], gM[9], o[10];
+            t_decomp_T(gcl, gC);
+            post_ymc(d.so3, qf, cYa, cMa, F, at, j, Y, M, C, Cn, &nn);
+            T dot = 0;
+            for (int k = 0; k < 9; k++) dot += gC[k] * C[k];
+            const T inv = (T)1 / nn;
+            for (int k = 0; k < 9; k++) gC[k] = gC[k] * inv - (T)2 * C[k] * dot * inv * inv;
+            if (d.so3) {
+                t_mm(gC, 0, M, 1, (T)2, gY, 0);
+                t_mm(Y, 1, gC, 0, (T)2, gM, 0);
+            } else {
+                t_mm(M, 1, gC, 0, qf, gY, 0);
+                t_mm(gC, 0, M, 1, qf, gY, 1);
+                t_mm(gC, 0, Y, 1, qf, gM, 0);
+                t_mm(Y, 1, gC, 0, qf, gM, 1);
+            }
+            t_comp_T(gY, o);
+            for (int k = 0; k < 10; k++) gcYa[(at * 10 + k) * F + j] = o[k];
+            t_comp_T(gM, o);
+            for (int k = 0; k < 10; k++) gcMa[(at * 10 + k) * F + j] = o[k];
+        });
 }
 
-/* ==== tn_readout: a block per atom ==== */
+/* ==== tn_readout (one chunk) ==== */
 struct readout_w {
     const void *norm_w, *norm_b, *lin_w, *lin_b;
     const void *out_w[16], *out_b[16];
 };
 
-template <typename T>
-__global__ void readout_kernel(nnpops__tn_dims d, int64_t n_local, const T *Xa, readout_w rw,
-                               const int32_t *species, const T *atomref, double *atom_energy,
-                               T *gall) {
-    extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sm = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    int sum = 0, wmax = 3 * F;
+/* the readout's widths: sum of the output layers' widths, the widest gradient (at least 3F) */
+__host__ __device__ inline void readout_widths(const nnpops__tn_dims &d, int *sum, int *wmax) {
+    *sum = 0, *wmax = 3 * d.F;
     for (int k = 1; k <= d.n_out; k++) {
-        sum += d.out_width[k];
-        if (d.out_width[k] > wmax) wmax = d.out_width[k];
+        *sum += d.out_width[k];
+        if (d.out_width[k] > *wmax) *wmax = d.out_width[k];
     }
-    T *c = sm, *x = c + 10 * F, *y = x + 3 * F, *zl = y + 3 * F, *ra = zl + F, *pre = ra + F,
-      *post = pre + sum, *g1 = post + sum, *g2 = g1 + wmax, *red = g2 + wmax;
+}
+/* shared memory per atom: c[10F], x[3F], y[3F], zl[F], ra[F], pre[sum], post[sum], g1[wmax],
+ * g2[wmax], stats[2] */
+__host__ __device__ inline int readout_per_atom(const nnpops__tn_dims &d) {
+    int sum, wmax;
+    readout_widths(d, &sum, &wmax);
+    return 18 * d.F + 2 * sum + 2 * wmax + 2;
+}
+
+template <typename T>
+__global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, const T *Xa,
+                               readout_w rw, const int32_t *species, const T *atomref,
+                               double *atom_energy, T *gall) {
+    extern __shared__ __align__(16) unsigned char tn_smem[];
+    T *sW = (T *)tn_smem, *sa = sW + tl_smem(1);
+    const int F = d.F, PA = readout_per_atom(d);
+    int sum, wmax;
+    readout_widths(d, &sum, &wmax);
+    const atom_tile tl = tile_of(n, F, F);
+    const int64_t a0 = tl.a0;
+    T *c = sa, *x = c + 10 * F, *y = x + 3 * F, *zl = y + 3 * F, *ra = zl + F, *pre = ra + F,
+      *post = pre + sum, *g1 = post + sum, *g2 = g1 + wmax, *stats = g2 + wmax;
     const T *norm_w = (const T *)rw.norm_w, *norm_b = (const T *)rw.norm_b;
     const T *lin_w = (const T *)rw.lin_w, *lin_b = (const T *)rw.lin_b;
-    const T *X = Xa + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = Xa + (size_t)(a0 + a) * 9 * F + f;
         T xx[9], cc[10];
-        for (int k = 0; k < 9; k++) xx[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) xx[k] = X[k * F];
         t_decomp(xx, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
         T i = cc[0];
         T av = cc[1] * cc[1] + cc[2] * cc[2] + cc[3] * cc[3];
         T sd = cc[4] * cc[4] + cc[5] * cc[5] + cc[6] * cc[6];
         T so = cc[7] * cc[7] + cc[8] * cc[8] + cc[9] * cc[9];
-        x[f] = (T)3 * i * i;
-        x[F + f] = (T)2 * av;
-        x[2 * F + f] = sd + (T)2 * so;
+        x[a * PA + f] = (T)3 * i * i;
+        x[a * PA + F + f] = (T)2 * av;
+        x[a * PA + 2 * F + f] = sd + (T)2 * so;
     }
     __syncthreads();
-    T mu, rstd;
-    ln_stats(3 * F, x, red, &mu, &rstd);
-    for (int k = threadIdx.x; k < 3 * F; k += blockDim.x)
-        y[k] = (x[k] - mu) * rstd * norm_w[k] + norm_b[k];
-    __syncthreads();
-    block_linear(lin_w, lin_b, 3 * F, F, y, zl);
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) ra[f] = t_act<T>(d.activation, zl[f], NULL);
-    __syncthreads();
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (w < tl.na) {
+        T mu, rstd;
+        warp_ln_stats(3 * F, x + w * PA, &mu, &rstd);
+        for (int k = lane; k < 3 * F; k += 32)
+            y[w * PA + k] = (x[w * PA + k] - mu) * rstd * norm_w[k] + norm_b[k];
+        if (lane == 0) stats[w * PA] = mu, stats[w * PA + 1] = rstd;
+    }
+    tile_linear<T, 1, 1>(lin_w, lin_w, lin_w, 0, 3 * F, 3 * F, 0, F, y, PA, 0, tl.na, sW,
+                         [&](int a, int j, const T *v) {
+                             const T z = v[0] + lin_b[j];
+                             zl[a * PA + j] = z;
+                             ra[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                         });
     const T *cur = ra;
     int off = 0;
     for (int k = 0; k < d.n_out; k++) {
         const int ni = d.out_width[k], no = d.out_width[k + 1];
-        block_linear((const T *)rw.out_w[k], (const T *)rw.out_b[k], ni, no, cur, pre + off);
-        __syncthreads();
-        for (int o = threadIdx.x; o < no; o += blockDim.x)
-            post[off + o] = k < d.n_out - 1 ? t_act<T>(d.activation, pre[off + o], NULL)
-                                            : pre[off + o];
-        __syncthreads();
+        const T *ob = (const T *)rw.out_b[k];
+        const bool last = k == d.n_out - 1;
+        tile_linear<T, 1, 1>((const T *)rw.out_w[k], (const T *)rw.out_w[k],
+                             (const T *)rw.out_w[k], 0, ni, ni, 0, no, cur, PA, 0, tl.na, sW,
+                             [&](int a, int j, const T *v) {
+                                 const T p = v[0] + ob[j];
+                                 pre[a * PA + off + j] = p;
+                                 post[a * PA + off + j] =
+                                     last ? p : t_act<T>(d.activation, p, NULL);
+                             });
         cur = post + off;
         off += no;
     }
-    const bool local = a < n_local;
-    if (threadIdx.x == 0) {
-        double en = (double)cur[0] * d.std;
-        if (atomref) en += (double)atomref[species[a]];
-        atom_energy[a] = local ? en : 0.0;
+    if (w < tl.na && lane == 0) {
+        const int64_t at = a0 + w;
+        double en = (double)cur[w * PA] * d.std;
+        if (atomref) en += (double)atomref[species[at]];
+        atom_energy[at] = at < n_local ? en : 0.0;
     }
     if (!gall) return;
     /* backward: seed -> readout MLP -> act(zl) -> linear -> LayerNorm -> x -> X */
@@ -889,55 +981,61 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n_local, const T *Xa, 
     offs[0] = 0;
     for (int k = 0; k < d.n_out; k++) offs[k + 1] = offs[k] + d.out_width[k + 1];
     T *gcur = g1;
-    if (threadIdx.x == 0) gcur[0] = (T)((local ? 1.0 : 0.0) * d.std);
+    if (w < tl.na && lane == 0) gcur[w * PA] = (T)((a0 + w < n_local ? 1.0 : 0.0) * d.std);
     __syncthreads();
     for (int k = d.n_out - 1; k >= 0; k--) {
         const int ni = d.out_width[k], no = d.out_width[k + 1];
         if (k < d.n_out - 1) {
-            for (int o = threadIdx.x; o < no; o += blockDim.x) {
+            for (int idx = threadIdx.x; idx < tl.na * no; idx += blockDim.x) {
+                const int a = idx / no, o = idx % no;
                 T dv;
-                t_act<T>(d.activation, pre[offs[k] + o], &dv);
-                gcur[o] *= dv;
+                t_act<T>(d.activation, pre[a * PA + offs[k] + o], &dv);
+                gcur[a * PA + o] *= dv;
             }
-            __syncthreads();
         }
         T *gnext = gcur == g1 ? g2 : g1;
-        block_linear_T((const T *)rw.out_w[k], ni, no, gcur, gnext);
-        __syncthreads();
+        tile_linear<T, 1, 1>((const T *)rw.out_w[k], (const T *)rw.out_w[k],
+                             (const T *)rw.out_w[k], 1, no, ni, 0, ni, gcur, PA, 0, tl.na, sW,
+                             [&](int a, int j, const T *v) { gnext[a * PA + j] = v[0]; });
         gcur = gnext;
     }
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
         T dv;
-        t_act<T>(d.activation, zl[f], &dv);
-        gcur[f] *= dv;
+        t_act<T>(d.activation, zl[a * PA + f], &dv);
+        gcur[a * PA + f] *= dv;
     }
-    __syncthreads();
     T *gy = gcur == g1 ? g2 : g1;
-    block_linear_T(lin_w, 3 * F, F, gcur, gy);
-    __syncthreads();
-    T m1 = 0, m2 = 0;
-    for (int k = threadIdx.x; k < 3 * F; k += blockDim.x) {
-        T gh = gy[k] * norm_w[k], xh = (x[k] - mu) * rstd;
-        m1 += gh;
-        m2 += gh * xh;
-    }
-    m1 = block_sum(m1, red) / (T)(3 * F);
-    m2 = block_sum(m2, red) / (T)(3 * F);
-    T *g = gall + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gx[3];
-        for (int b = 0; b < 3; b++) {
-            const int k = b * F + f;
-            const T xh = (x[k] - mu) * rstd;
-            gx[b] = rstd * (gy[k] * norm_w[k] - m1 - xh * m2);
+    tile_linear<T, 1, 1>(lin_w, lin_w, lin_w, 1, F, 3 * F, 0, 3 * F, gcur, PA, 0, tl.na, sW,
+                         [&](int a, int j, const T *v) { gy[a * PA + j] = v[0]; });
+    if (w < tl.na) {
+        const T mu = stats[w * PA], rstd = stats[w * PA + 1];
+        T m1 = 0, m2 = 0;
+        for (int k = lane; k < 3 * F; k += 32) {
+            const T gh = gy[w * PA + k] * norm_w[k], xh = (x[w * PA + k] - mu) * rstd;
+            m1 += gh;
+            m2 += gh * xh;
         }
+        m1 = warp_sum(m1) / (T)(3 * F);
+        m2 = warp_sum(m2) / (T)(3 * F);
+        /* gy becomes dE/dx (each lane its own entries) */
+        for (int k = lane; k < 3 * F; k += 32) {
+            const T xh = (x[w * PA + k] - mu) * rstd;
+            gy[w * PA + k] = rstd * (gy[w * PA + k] * norm_w[k] - m1 - xh * m2);
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *ca = c + a * PA, *gx = gy + a * PA;
         T gc[10], v[9];
-        gc[0] = (T)6 * c[f] * gx[0];
-        for (int k = 1; k < 4; k++) gc[k] = (T)4 * c[k * F + f] * gx[1];
-        for (int k = 4; k < 7; k++) gc[k] = (T)2 * c[k * F + f] * gx[2];
-        for (int k = 7; k < 10; k++) gc[k] = (T)4 * c[k * F + f] * gx[2];
+        gc[0] = (T)6 * ca[f] * gx[f];
+        for (int k = 1; k < 4; k++) gc[k] = (T)4 * ca[k * F + f] * gx[F + f];
+        for (int k = 4; k < 7; k++) gc[k] = (T)2 * ca[k * F + f] * gx[2 * F + f];
+        for (int k = 7; k < 10; k++) gc[k] = (T)4 * ca[k * F + f] * gx[2 * F + f];
         t_decomp_T(gc, v);
-        for (int k = 0; k < 9; k++) g[k * F + f] = v[k];
+        T *g = gall + (size_t)(a0 + a) * 9 * F + f;
+        for (int k = 0; k < 9; k++) g[k * F] = v[k];
     }
 }
 
@@ -1267,35 +1365,160 @@ __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, con
     if (s >= 0) pmirror[s] = (int32_t)e;
 }
 
-/* dynamic shared memory of the per-atom kernels (values of T) */
-inline size_t smem_atom_embed(int F) { return (size_t)(17 * F + 32); }
-inline size_t smem_atom_embed_back(int F) { return (size_t)(17 * F + 32); }
-inline size_t smem_readout(const nnpops__tn_dims *d) {
-    int sum = 0, wmax = 3 * d->F;
-    for (int k = 1; k <= d->n_out; k++) {
-        sum += d->out_width[k];
-        if (d->out_width[k] > wmax) wmax = d->out_width[k];
-    }
-    return (size_t)(18 * d->F + 2 * sum + 2 * wmax + 32);
-}
+/* ---- launching the per-atom kernels ---- */
+#define TN_SMEM_MAX (227 * 1024) /* the most shared memory a block of sm_90 takes */
 
-/* A per-atom kernel's shared memory: above 48 KiB an opt-in, above 227 KiB (the most a block of
- * sm_90 takes) a named error. */
+/* A per-atom launch: NA atoms a block (its warps), tiles x chunks blocks, chunks of cw channels,
+ * bytes of shared memory. */
+struct atom_launch {
+    int na, cw;
+    unsigned tiles, chunks;
+    size_t bytes;
+};
+
+/* Forced tiles (nnpops__tn_atom_tiles_cuda; 0: chosen by the launch). */
+int g_tile_atoms = 0, g_tile_chunks = 0;
+
+/* The launch of a per-atom kernel whose block takes fixed + per_atom NA values of T of shared
+ * memory: NA 8 from 1024 atoms on, else 4 (more blocks for small systems), halved until the
+ * block fits; the output channels (chunked) in chunks of whole warps, enough for about 256
+ * blocks.  The kernel's shared memory is opted in for the largest tile its F allows, so that the
+ * launches of every size stay valid (graphs). */
 template <typename T>
-nnpops_status smem_check(const void *kernel, size_t values, const char *what) {
-    if (values * sizeof(T) > 227 * 1024)
+nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t fixed, size_t per_atom,
+                        int chunked, const char *what, atom_launch *p) {
+    int top = 8;
+    while (top > 1 && (fixed + top * per_atom) * sizeof(T) > TN_SMEM_MAX) top /= 2;
+    if ((fixed + per_atom) * sizeof(T) > TN_SMEM_MAX)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "tensornet on the GPU: the %s needs %zu bytes of shared memory per "
-                            "block (at most 232448: a smaller embedding_dimension)",
-                            what, values * sizeof(T));
-    return set_dynamic_smem(kernel, values * sizeof(T));
+                            "atom (at most %d: a smaller embedding_dimension)",
+                            what, (fixed + per_atom) * sizeof(T), TN_SMEM_MAX);
+    int na = g_tile_atoms ? g_tile_atoms : n >= 1024 ? 8 : 4;
+    if (na > top) na = top;
+    const int64_t tiles = (n + na - 1) / na;
+    if (tiles > 0x7fffffff)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet on the GPU: %lld atoms",
+                            (long long)n);
+    const int slices = (F + 31) / 32;
+    int64_t chunks = 1;
+    if (chunked) {
+        chunks = g_tile_chunks ? g_tile_chunks : (256 + tiles - 1) / tiles;
+        if (chunks > slices) chunks = slices;
+        if (chunks < 1) chunks = 1;
+    }
+    const int per = (int)((slices + chunks - 1) / chunks);
+    p->na = na;
+    p->cw = 32 * per;
+    p->tiles = (unsigned)tiles;
+    p->chunks = (unsigned)((slices + per - 1) / per);
+    p->bytes = (fixed + (size_t)na * per_atom) * sizeof(T);
+    return set_dynamic_smem(kernel, (fixed + (size_t)top * per_atom) * sizeof(T));
 }
 
-/* channels per thread of the kernels that keep a channel's values across a barrier (gcs[4]) */
-inline nnpops_status per_thread_check(int F) {
-    if ((F + atom_threads(F) - 1) / atom_threads(F) > 4)
-        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
-                            "tensornet on the GPU: embedding_dimension %d is above 1024", F);
+template <typename T>
+nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w,
+                         const T *norm_b, const T *const ls_w[2], const T *const ls_b[2],
+                         const T *const lt[3], T *z1, T *z2, T *X1, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, tl_smem(3),
+                             17 * (size_t)d->F, 1, "embedding", &p));
+    atom_embed_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
+        *d, n, p.cw, X0, norm_w, norm_b, ls_w[0], ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2],
+        z1, z2, X1);
+    NNPOPS__LAUNCH_CHECK("tensornet embedding gates");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w,
+                              const T *norm_b, const T *const ls_w[2], const T *const lt[3],
+                              const T *z1, const T *z2, T *g, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F, tl_smem(3),
+                             27 * (size_t)d->F, 0, "embedding backward", &p));
+    atom_embed_back_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
+                                as_stream(stream)>>>(*d, n, X0, norm_w, norm_b, ls_w[0], ls_w[1],
+                                                     lt[0], lt[1], lt[2], z1, z2, g);
+    NNPOPS__LAUNCH_CHECK("tensornet embedding gates backward");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status layer_pre(const nnpops__tn_dims *d, int64_t n, const T *X, const T *const lt[3],
+                        T *nrm, T *cY, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, tl_smem(3),
+                             10 * (size_t)d->F, 1, "layer", &p));
+    layer_pre_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
+        *d, n, p.cw, X, lt[0], lt[1], lt[2], nrm, cY);
+    NNPOPS__LAUNCH_CHECK("tensornet layer (normalisation, Y)");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status layer_pre_back(const nnpops__tn_dims *d, int64_t n, const T *X, const T *nrm,
+                             const T *const lt[3], const T *gcY, T *g, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F, tl_smem(3),
+                             10 * (size_t)d->F, 1, "layer backward", &p));
+    layer_pre_back_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
+                               as_stream(stream)>>>(*d, n, p.cw, X, nrm, lt[0], lt[1], lt[2],
+                                                    gcY, g);
+    NNPOPS__LAUNCH_CHECK("tensornet layer backward");
+    return NNPOPS_OK;
+}
+
+/* the update (back 0: X, nrm -> Xout) or its gradient (back 1: g -> gcY, gcM) */
+template <typename T>
+nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *charges,
+                         const int32_t *batch, const T *X, const T *nrm, const T *cY, const T *cM,
+                         const T *const lt[3], const T *g, T *Xout, T *gcY, T *gcM, int back,
+                         void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    if (!back) {
+        NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F, tl_smem(3),
+                                 10 * (size_t)d->F, 1, "layer update", &p));
+        layer_post_kernel<T, false><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
+                                      as_stream(stream)>>>(*d, n, p.cw, charges, batch, X, nrm,
+                                                           cY, cM, lt[0], lt[1], lt[2], g, Xout,
+                                                           gcY, gcM);
+        NNPOPS__LAUNCH_CHECK("tensornet layer update");
+        return NNPOPS_OK;
+    }
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F, tl_smem(3),
+                             20 * (size_t)d->F, 1, "layer update backward", &p));
+    layer_post_kernel<T, true><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
+                                 as_stream(stream)>>>(*d, n, p.cw, charges, batch, X, nrm, cY, cM,
+                                                      lt[0], lt[1], lt[2], g, Xout, gcY, gcM);
+    NNPOPS__LAUNCH_CHECK("tensornet layer update backward");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local, const T *X,
+                      const T *norm_w, const T *norm_b, const T *lin_w, const T *lin_b,
+                      const T *const out_w[], const T *const out_b[], const int32_t *species,
+                      const T *atomref, double *atom_energy, T *g, void *stream) {
+    if (n_atoms <= 0) return NNPOPS_OK;
+    if (d->n_out > 16)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet: %d readout layers",
+                            (int)d->n_out);
+    readout_w rw;
+    memset(&rw, 0, sizeof rw);
+    rw.norm_w = norm_w, rw.norm_b = norm_b, rw.lin_w = lin_w, rw.lin_b = lin_b;
+    for (int k = 0; k < d->n_out; k++) rw.out_w[k] = out_w[k], rw.out_b[k] = out_b[k];
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F, tl_smem(1),
+                             (size_t)readout_per_atom(*d), 0, "readout", &p));
+    readout_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
+        *d, n_atoms, n_local, X, rw, species, atomref, atom_energy, g);
+    NNPOPS__LAUNCH_CHECK("tensornet readout");
     return NNPOPS_OK;
 }
 
@@ -1348,60 +1571,28 @@ inline nnpops_status per_thread_check(int F) {
         NNPOPS__LAUNCH_CHECK("tensornet embedding");                                              \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_atom_embed_cuda##SUF(                                     \
-        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,       \
-        const T *const ls_w[2], const T *const ls_b[2], const T *const lt[3], T *z1, T *z2,       \
-        T *X1, void *stream) {                                                                    \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        const size_t sm = smem_atom_embed(d->F);                                                  \
-        NNPOPS__TRY(smem_check<T>((const void *)atom_embed_kernel<T>, sm,                         \
-                                  "embedding"));                                                  \
-        atom_embed_kernel<T><<<(unsigned)n, atom_threads(d->F), sm * sizeof(T),                   \
-                               as_stream(stream)>>>(*d, X0, norm_w, norm_b, ls_w[0], ls_b[0],     \
-                                                    ls_w[1], ls_b[1], lt[0], lt[1], lt[2], z1,    \
-                                                    z2, X1);                                      \
-        NNPOPS__LAUNCH_CHECK("tensornet embedding gates");                                        \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_atom_embed_back_cuda##SUF(                                \
-        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,       \
-        const T *const ls_w[2], const T *const lt[3], const T *z1, const T *z2, T *g,             \
-        void *stream) {                                                                           \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        const size_t sm = smem_atom_embed_back(d->F);                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)atom_embed_back_kernel<T>, sm,                    \
-                                  "embedding backward"));                                         \
-        NNPOPS__TRY(per_thread_check(d->F));                                                      \
-        atom_embed_back_kernel<T><<<(unsigned)n, atom_threads(d->F), sm * sizeof(T),              \
-                                    as_stream(stream)>>>(*d, X0, norm_w, norm_b, ls_w[0],         \
-                                                         ls_w[1], lt[0], lt[1], lt[2], z1, z2,    \
-                                                         g);                                      \
-        NNPOPS__LAUNCH_CHECK("tensornet embedding gates backward");                               \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_pre_cuda##SUF(const nnpops__tn_dims *d, int64_t n,  \
-                                                            const T *X, const T *const lt[3],     \
-                                                            T *nrm, T *cY, void *stream) {        \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_pre_kernel<T>, 10 * (size_t)d->F,           \
-                                  "layer"));                                                      \
-        layer_pre_kernel<T><<<(unsigned)n, atom_threads(d->F), 10 * (size_t)d->F * sizeof(T),     \
-                              as_stream(stream)>>>(*d, X, lt[0], lt[1], lt[2], nrm, cY);          \
-        NNPOPS__LAUNCH_CHECK("tensornet layer (normalisation, Y)");                               \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_pre_back_cuda##SUF(                                 \
-        const nnpops__tn_dims *d, int64_t n, const T *X, const T *nrm, const T *const lt[3],      \
-        const T *gcY, T *g, void *stream) {                                                       \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_pre_back_kernel<T>, 10 * (size_t)d->F,      \
-                                  "layer backward"));                                             \
-        layer_pre_back_kernel<T><<<(unsigned)n, atom_threads(d->F),                               \
-                                   10 * (size_t)d->F * sizeof(T), as_stream(stream)>>>(           \
-            *d, X, nrm, lt[0], lt[1], lt[2], gcY, g);                                             \
-        NNPOPS__LAUNCH_CHECK("tensornet layer backward (normalisation, Y)");                      \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
+    extern "C" nnpops_status nnpops__tn_atom_embed_cuda##SUF(                                      \
+        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,        \
+        const T *const ls_w[2], const T *const ls_b[2], const T *const lt[3], T *z1, T *z2,        \
+        T *X1, void *stream) {                                                                     \
+        return atom_embed<T>(d, n, X0, norm_w, norm_b, ls_w, ls_b, lt, z1, z2, X1, stream);        \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_atom_embed_back_cuda##SUF(                                 \
+        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,        \
+        const T *const ls_w[2], const T *const lt[3], const T *z1, const T *z2, T *g,              \
+        void *stream) {                                                                            \
+        return atom_embed_back<T>(d, n, X0, norm_w, norm_b, ls_w, lt, z1, z2, g, stream);          \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_layer_pre_cuda##SUF(const nnpops__tn_dims *d, int64_t n,   \
+                                                            const T *X, const T *const lt[3],      \
+                                                            T *nrm, T *cY, void *stream) {         \
+        return layer_pre<T>(d, n, X, lt, nrm, cY, stream);                                         \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_layer_pre_back_cuda##SUF(                                  \
+        const nnpops__tn_dims *d, int64_t n, const T *X, const T *nrm, const T *const lt[3],       \
+        const T *gcY, T *g, void *stream) {                                                        \
+        return layer_pre_back<T>(d, n, X, nrm, lt, gcY, g, stream);                                \
+    }                                                                                              \
     extern "C" nnpops_status nnpops__tn_message_cuda##SUF(                                        \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *h, const T *self_h,  \
@@ -1430,55 +1621,28 @@ inline nnpops_status per_thread_check(int F) {
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_post_cuda##SUF(                                     \
-        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,         \
-        const T *X, const T *nrm, const T *cY, const T *cM, const T *const lt[3], T *Xout,        \
-        void *stream) {                                                                           \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_post_kernel<T>, 10 * (size_t)d->F,          \
-                                  "layer update"));                                               \
-        layer_post_kernel<T><<<(unsigned)n, atom_threads(d->F), 10 * (size_t)d->F * sizeof(T),    \
-                               as_stream(stream)>>>(*d, charges, batch, X, nrm, cY, cM, lt[0],    \
-                                                    lt[1], lt[2], Xout);                          \
-        NNPOPS__LAUNCH_CHECK("tensornet layer update");                                           \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_post_back_cuda##SUF(                                \
-        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,         \
-        const T *cY, const T *cM, const T *const lt[3], const T *g, T *gcY, T *gcM,               \
-        void *stream) {                                                                           \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_post_back_kernel<T>, 10 * (size_t)d->F,     \
-                                  "layer update backward"));                                      \
-        NNPOPS__TRY(per_thread_check(d->F));                                                      \
-        layer_post_back_kernel<T><<<(unsigned)n, atom_threads(d->F),                              \
-                                    10 * (size_t)d->F * sizeof(T), as_stream(stream)>>>(          \
-            *d, charges, batch, cY, cM, lt[0], lt[1], lt[2], g, gcY, gcM);                        \
-        NNPOPS__LAUNCH_CHECK("tensornet layer update backward");                                  \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_readout_cuda##SUF(                                        \
-        const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local, const T *X, const T *norm_w,  \
-        const T *norm_b, const T *lin_w, const T *lin_b, const T *const out_w[],                  \
-        const T *const out_b[], const int32_t *species, const T *atomref, double *atom_energy,    \
-        T *g, void *stream) {                                                                     \
-        if (n_atoms <= 0) return NNPOPS_OK;                                                       \
-        if (d->n_out > 16)                                                                        \
-            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet: %d readout layers",         \
-                                (int)d->n_out);                                                   \
-        readout_w rw;                                                                             \
-        memset(&rw, 0, sizeof rw);                                                                \
-        rw.norm_w = norm_w, rw.norm_b = norm_b, rw.lin_w = lin_w, rw.lin_b = lin_b;               \
-        for (int k = 0; k < d->n_out; k++) rw.out_w[k] = out_w[k], rw.out_b[k] = out_b[k];        \
-        const size_t sm = smem_readout(d);                                                        \
-        NNPOPS__TRY(smem_check<T>((const void *)readout_kernel<T>, sm,                            \
-                                  "readout"));                                                    \
-        readout_kernel<T><<<(unsigned)n_atoms, atom_threads(d->F), sm * sizeof(T),                \
-                            as_stream(stream)>>>(*d, n_local, X, rw, species, atomref,            \
-                                                 atom_energy, g);                                 \
-        NNPOPS__LAUNCH_CHECK("tensornet readout");                                                \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
+    extern "C" nnpops_status nnpops__tn_layer_post_cuda##SUF(                                      \
+        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,          \
+        const T *X, const T *nrm, const T *cY, const T *cM, const T *const lt[3], T *Xout,         \
+        void *stream) {                                                                            \
+        return layer_post<T>(d, n, charges, batch, X, nrm, cY, cM, lt, NULL, Xout, NULL, NULL, 0,  \
+                             stream);                                                              \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_layer_post_back_cuda##SUF(                                 \
+        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,          \
+        const T *cY, const T *cM, const T *const lt[3], const T *g, T *gcY, T *gcM,                \
+        void *stream) {                                                                            \
+        return layer_post<T>(d, n, charges, batch, NULL, NULL, cY, cM, lt, g, NULL, gcY, gcM, 1,   \
+                             stream);                                                              \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_readout_cuda##SUF(                                         \
+        const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local, const T *X, const T *norm_w,   \
+        const T *norm_b, const T *lin_w, const T *lin_b, const T *const out_w[],                   \
+        const T *const out_b[], const int32_t *species, const T *atomref, double *atom_energy,     \
+        T *g, void *stream) {                                                                      \
+        return readout<T>(d, n_atoms, n_local, X, norm_w, norm_b, lin_w, lin_b, out_w, out_b,      \
+                          species, atomref, atom_energy, g, stream);                               \
+    }                                                                                              \
     extern "C" nnpops_status nnpops__tn_embed_back_cuda##SUF(                                     \
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const T *ptab1, const T *ptab2,             \
@@ -1529,6 +1693,11 @@ inline nnpops_status per_thread_check(int F) {
 
 TN_CU_TWINS(_f32, float)
 TN_CU_TWINS(_f64, double)
+
+extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks) {
+    g_tile_atoms = atoms == 1 || atoms == 2 || atoms == 4 || atoms == 8 ? atoms : 0;
+    g_tile_chunks = chunks > 0 ? chunks : 0;
+}
 
 extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,
                                                int32_t *sys_count, void *stream) {
