@@ -404,6 +404,11 @@ __device__ __forceinline__ void tl_wait_prev() {
 }
 #endif
 
+/* 16 bytes of values (one shared-memory load) */
+template <typename T> struct __align__(16) tl_vec {
+    T v[16 / sizeof(T)];
+};
+
 /* weight matrix of component k: lin3 (NC 10: W0 on component 0, W1 on 1..3, W2 on 4..9) or a
  * plain linear (NC 1) */
 template <int NC> __device__ __forceinline__ int tl_wsel(int k) { return NC == 1 ? 0 : blk_of(k); }
@@ -423,6 +428,8 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
     const int nk = (K + TL_K - 1) / TL_K, np = (je - jb + 31) / 32, nq = nk * np;
     if (nq <= 0) return;
     const int tile = NW * TL_K * TL_S;
+    constexpr int V = 16 / sizeof(T);
+    const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0 && ldK % V == 0;
     /* round q: outputs jb + 32 (q / nk) .., rows TL_K (q % nk) .. into buffer q & 1 */
     auto issue = [&](int q) {
         T *buf = sW + (q & 1) * tile;
@@ -456,8 +463,22 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
             const T *buf = sW + (q & 1) * tile + lane;
             const T *xa = x + (size_t)a * ldA + kt * TL_K;
             const int kn = K - kt * TL_K < TL_K ? K - kt * TL_K : TL_K;
-#pragma unroll 4
-            for (int rr = 0; rr < kn; rr++) {
+            int rr = 0;
+            if (vec) /* x in 16-byte pieces (one broadcast load each), the same sums */
+                for (; rr + V <= kn; rr += V) {
+                    tl_vec<T> xv[NC];
+#pragma unroll
+                    for (int k = 0; k < NC; k++) xv[k] = *(const tl_vec<T> *)(xa + k * ldK + rr);
+#pragma unroll
+                    for (int u = 0; u < V; u++) {
+                        T w[NW];
+#pragma unroll
+                        for (int b = 0; b < NW; b++) w[b] = buf[(b * TL_K + rr + u) * TL_S];
+#pragma unroll
+                        for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xv[k].v[u];
+                    }
+                }
+            for (; rr < kn; rr++) {
                 T w[NW];
 #pragma unroll
                 for (int b = 0; b < NW; b++) w[b] = buf[(b * TL_K + rr) * TL_S];
@@ -891,20 +912,22 @@ struct readout_w {
     const void *out_w[16], *out_b[16];
 };
 
-/* the readout's widths: sum of the output layers' widths, the widest gradient (at least 3F) */
+/* the readout's widths: sum of the output layers' widths, the widest gradient (at least 3F),
+ * both rounded up to multiples of 4 (16-byte pieces for tile_linear) */
 __host__ __device__ inline void readout_widths(const nnpops__tn_dims &d, int *sum, int *wmax) {
     *sum = 0, *wmax = 3 * d.F;
     for (int k = 1; k <= d.n_out; k++) {
         *sum += d.out_width[k];
         if (d.out_width[k] > *wmax) *wmax = d.out_width[k];
     }
+    *sum = (*sum + 3) / 4 * 4, *wmax = (*wmax + 3) / 4 * 4;
 }
 /* shared memory per atom: c[10F], x[3F], y[3F], zl[F], ra[F], pre[sum], post[sum], g1[wmax],
- * g2[wmax], stats[2] */
+ * g2[wmax], stats[2], rounded up to a multiple of 4 */
 __host__ __device__ inline int readout_per_atom(const nnpops__tn_dims &d) {
     int sum, wmax;
     readout_widths(d, &sum, &wmax);
-    return 18 * d.F + 2 * sum + 2 * wmax + 2;
+    return (18 * d.F + 2 * sum + 2 * wmax + 2 + 3) / 4 * 4;
 }
 
 template <typename T>
