@@ -1161,7 +1161,8 @@ __global__ void radial_back_kernel(nnpops__tn_dims d, const T *rbf_a, const T *r
     gr[e] = accumulate ? gr[e] + g : g;
 }
 
-/* ==== tn_finish: a thread per center ==== */
+/* ==== tn_finish: a warp per center, its lanes over the center's entries (the ZBL energies
+ * summed per lane in entry order, then over the lanes in a fixed tree) ==== */
 template <typename T>
 __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const int32_t *zbl_z,
                               int64_t n_centers, int64_t n_local, const int64_t *start,
@@ -1170,12 +1171,13 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
                               const T *gr, const int32_t *slot, const int32_t *pentry,
                               const T *grP, double mean, const int32_t *batch,
                               const int32_t *sys_count, double *atom_energy, double *pair_grad) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_centers) return;
+    const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (c >= n_centers) return; /* whole warps leave together */
     const bool local = c < n_local;
-    double en = local ? atom_energy[c] : 0.0;
+    double en = 0.0;
     const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    for (int64_t e = start[c]; e < e1; e++) {
+    for (int64_t e = start[c] + lane; e < e1; e += 32) {
         T g[3] = {0, 0, 0};
         const T r = er[e];
         if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad && (!slot || slot[e] >= 0)) {
@@ -1212,7 +1214,9 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
         if (pair_grad)
             for (int k = 0; k < 3; k++) pair_grad[3 * e + k] = d.inv_ell * ((double)g[k] + gz[k]);
     }
-    if (local) atom_energy[c] = en + mean / (double)sys_count[batch[c]];
+    en = warp_sum(en);
+    if (local && lane == 0)
+        atom_energy[c] = (atom_energy[c] + en) + mean / (double)sys_count[batch[c]];
 }
 
 /* ==== tn_count: one block (zero, barrier, count; integer atomics: any order gives the same) ==== */
@@ -1698,7 +1702,7 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         double mean, const int32_t *batch, const int32_t *sys_count, double *atom_energy,         \
         double *pair_grad, void *stream) {                                                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        finish_kernel<T><<<grid_for(n_centers, 128), 128, 0, as_stream(stream)>>>(               \
+        finish_kernel<T><<<grid_for(n_centers * 32, 128), 128, 0, as_stream(stream)>>>(          \
             *d, *zbl, zbl_z, n_centers, n_local, start, pairs, capacity, species, ev, er, mask,   \
             gu, gr, slot, pentry, grP, mean, batch, sys_count, atom_energy, pair_grad);           \
         NNPOPS__LAUNCH_CHECK("tensornet finish (ZBL, gradients per entry)");                      \
