@@ -365,15 +365,17 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
  * allows it, a chunk [cb, ce) of the output channels (blockIdx.y; chunks of cw channels, a
  * multiple of 32): the work per channel runs over (atom, channel) pairs, the sums over an atom's
  * channels (LayerNorms) in the atom's warp (fixed-order warp sums), and the channel linears in
- * tile_linear: the weights pass through shared memory in tiles of TL_K rows by 32 outputs, each
- * read once per block (coalesced, asynchronous copies, double buffered) and used for all the
- * tile's atoms; warp a computes atom a, its lanes over 32 outputs, each lane summing its
- * output's terms in input order (registers, no atomics: deterministic). */
+ * tile_linear: the weights pass through shared memory in tiles of 32 outputs by TL_K rows (3 TL_K
+ * for a plain linear), each read once per block (coalesced, asynchronous copies, double
+ * buffered) and used for all the tile's atoms; warp a computes atom a, its lanes over 32
+ * outputs, each lane summing its output's terms in input order (registers, no atomics:
+ * deterministic). */
 #define TL_K 32 /* rows (reduction index) of a staged weight tile */
 #define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
 
-/* values of shared memory tile_linear takes for NW weight matrices (two buffers) */
-__host__ __device__ constexpr int tl_smem(int NW) { return 2 * NW * TL_K * TL_S; }
+/* values of shared memory tile_linear takes (two buffers of 3 TL_K rows: TL_K rows of three
+ * matrices, or 3 TL_K rows of one) */
+#define TL_SMEM (2 * 3 * TL_K * TL_S)
 
 /* The asynchronous global -> shared copies of a weight tile (src is read only when ok; else a
  * zero is written).  Plain copies, done at once, where the kernels are compiled for the CPU
@@ -414,35 +416,36 @@ template <typename T> struct __align__(16) tl_vec {
 template <int NC> __device__ __forceinline__ int tl_wsel(int k) { return NC == 1 ? 0 : blk_of(k); }
 
 /* For each atom a < na of the tile and output j in [jb, je):
- *   v[k] = sum over r < K of W_{tl_wsel(k)}[j][r] x[a ldA + k ldK + r]   (trans 0: W [.][ldw]
- *          row j, as t_lin3 / block_linear), or of W_{tl_wsel(k)}[r][j] x[...]  (trans 1: the
- *          transposed product, as t_lin3_T / block_linear_T), for the NC components k,
+ *   v[k] = sum over r < K of W_{tl_wsel(k)}[j][r] x[a ldA + k ldK + r]   (trans 0: W row-major
+ *          with row stride ldw), or of W_{tl_wsel(k)}[r][j] x[...]  (trans 1: the transposed
+ *          product), for the NC components k,
  * each sum in r order, then store(a, j, v).  x in shared memory (written before the call); sW:
- * tl_smem(NW) values of shared memory.  Every thread of the block calls it (barriers inside;
+ * TL_SMEM values of shared memory.  Every thread of the block calls it (barriers inside;
  * it returns after a barrier, with every store done). */
 template <typename T, int NC, int NW, typename Store>
 __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, int K, int ldw,
                             int jb, int je, const T *x, int ldA, int ldK, int na, T *sW,
                             Store store) {
+    constexpr int KR = TL_K * 3 / NW; /* rows a round: the buffers hold 3 TL_K rows */
     const int lane = threadIdx.x & 31, a = threadIdx.x >> 5;
-    const int nk = (K + TL_K - 1) / TL_K, np = (je - jb + 31) / 32, nq = nk * np;
+    const int nk = (K + KR - 1) / KR, np = (je - jb + 31) / 32, nq = nk * np;
     if (nq <= 0) return;
-    const int tile = NW * TL_K * TL_S;
+    const int tile = 3 * TL_K * TL_S;
     constexpr int V = 16 / sizeof(T);
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0 && ldK % V == 0;
-    /* round q: outputs jb + 32 (q / nk) .., rows TL_K (q % nk) .. into buffer q & 1 */
+    /* round q: outputs jb + 32 (q / nk) .., rows KR (q % nk) .. into buffer q & 1 */
     auto issue = [&](int q) {
         T *buf = sW + (q & 1) * tile;
-        const int j0 = jb + (q / nk) * 32, r0 = (q % nk) * TL_K;
-        for (int t = threadIdx.x; t < NW * TL_K * 32; t += blockDim.x) {
-            const int b = t / (TL_K * 32), u = t % (TL_K * 32);
+        const int j0 = jb + (q / nk) * 32, r0 = (q % nk) * KR;
+        for (int t = threadIdx.x; t < NW * KR * 32; t += blockDim.x) {
+            const int b = t / (KR * 32), u = t % (KR * 32);
             /* consecutive threads along a row of W (coalesced) */
-            const int rr = trans ? u / 32 : u % TL_K, jj = trans ? u % 32 : u / TL_K;
+            const int rr = trans ? u / 32 : u % KR, jj = trans ? u % 32 : u / KR;
             const T *W = b == 0 ? W0 : (b == 1 ? W1 : W2);
             const int r = r0 + rr, j = j0 + jj;
             const bool ok = r < K && j < je;
             const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
-            tl_copy(buf + (b * TL_K + rr) * TL_S + jj, ok ? W + off : W, ok);
+            tl_copy(buf + (b * KR + rr) * TL_S + jj, ok ? W + off : W, ok);
         }
         tl_commit();
     };
@@ -461,8 +464,8 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
             for (int k = 0; k < NC; k++) acc[k] = 0;
         if (a < na) {
             const T *buf = sW + (q & 1) * tile + lane;
-            const T *xa = x + (size_t)a * ldA + kt * TL_K;
-            const int kn = K - kt * TL_K < TL_K ? K - kt * TL_K : TL_K;
+            const T *xa = x + (size_t)a * ldA + kt * KR;
+            const int kn = K - kt * KR < KR ? K - kt * KR : KR;
             int rr = 0;
             if (vec) /* x in 16-byte pieces (one broadcast load each), the same sums */
                 for (; rr + V <= kn; rr += V) {
@@ -473,7 +476,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
                     for (int u = 0; u < V; u++) {
                         T w[NW];
 #pragma unroll
-                        for (int b = 0; b < NW; b++) w[b] = buf[(b * TL_K + rr + u) * TL_S];
+                        for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr + u) * TL_S];
 #pragma unroll
                         for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xv[k].v[u];
                     }
@@ -481,7 +484,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
             for (; rr < kn; rr++) {
                 T w[NW];
 #pragma unroll
-                for (int b = 0; b < NW; b++) w[b] = buf[(b * TL_K + rr) * TL_S];
+                for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr) * TL_S];
 #pragma unroll
                 for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xa[k * ldK + rr];
             }
@@ -529,7 +532,7 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, int cw, const T 
                                   const T *ls_b0, const T *ls_w1, const T *ls_b1, const T *lt0,
                                   const T *lt1, const T *lt2, T *z1a, T *z2a, T *X1) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *sa = sW + tl_smem(3);
+    T *sW = (T *)tn_smem, *sa = sW + TL_SMEM;
     const int F = d.F, PA = 17 * F;
     const atom_tile tl = tile_of(n, F, cw);
     const int64_t a0 = tl.a0;
@@ -586,7 +589,7 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0
                                        const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
                                        const T *z1a, const T *z2a, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *sa = sW + tl_smem(3);
+    T *sW = (T *)tn_smem, *sa = sW + TL_SMEM;
     const int F = d.F, PA = 27 * F;
     const atom_tile tl = tile_of(n, F, F);
     const int64_t a0 = tl.a0;
@@ -664,7 +667,7 @@ template <typename T>
 __global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *Xa, const T *lt0,
                                  const T *lt1, const T *lt2, T *nrma, T *cYa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *c = sW + tl_smem(3);
+    T *sW = (T *)tn_smem, *c = sW + TL_SMEM;
     const int F = d.F;
     const atom_tile tl = tile_of(n, F, cw);
     const int64_t a0 = tl.a0;
@@ -694,7 +697,7 @@ __global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, int cw, cons
                                       const T *nrma, const T *lt0, const T *lt1, const T *lt2,
                                       const T *gcY, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *gs = sW + tl_smem(3);
+    T *sW = (T *)tn_smem, *gs = sW + TL_SMEM;
     const int F = d.F;
     const atom_tile tl = tile_of(n, F, cw);
     const int64_t a0 = tl.a0;
@@ -836,7 +839,7 @@ __global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, int cw, const do
                                   const T *cMa, const T *lt0, const T *lt1, const T *lt2,
                                   const T *gall, T *Xouta, T *gcYa, T *gcMa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *c = sW + tl_smem(3);
+    T *sW = (T *)tn_smem, *c = sW + TL_SMEM;
     const int F = d.F, PA = (BACK ? 20 : 10) * F;
     const atom_tile tl = tile_of(n, F, cw);
     const int64_t a0 = tl.a0;
@@ -935,7 +938,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
                                readout_w rw, const int32_t *species, const T *atomref,
                                double *atom_energy, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *sa = sW + tl_smem(1);
+    T *sW = (T *)tn_smem, *sa = sW + TL_SMEM;
     const int F = d.F, PA = readout_per_atom(d);
     int sum, wmax;
     readout_widths(d, &sum, &wmax);
@@ -1449,7 +1452,7 @@ nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const
                          const T *const lt[3], T *z1, T *z2, T *X1, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, tl_smem(3),
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, TL_SMEM,
                              17 * (size_t)d->F, 1, "embedding", &p));
     atom_embed_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
         *d, n, p.cw, X0, norm_w, norm_b, ls_w[0], ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2],
@@ -1464,7 +1467,7 @@ nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, 
                               const T *z1, const T *z2, T *g, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F, tl_smem(3),
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F, TL_SMEM,
                              27 * (size_t)d->F, 0, "embedding backward", &p));
     atom_embed_back_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
                                 as_stream(stream)>>>(*d, n, X0, norm_w, norm_b, ls_w[0], ls_w[1],
@@ -1478,7 +1481,7 @@ nnpops_status layer_pre(const nnpops__tn_dims *d, int64_t n, const T *X, const T
                         T *nrm, T *cY, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, tl_smem(3),
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, TL_SMEM,
                              10 * (size_t)d->F, 1, "layer", &p));
     layer_pre_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
         *d, n, p.cw, X, lt[0], lt[1], lt[2], nrm, cY);
@@ -1491,7 +1494,7 @@ nnpops_status layer_pre_back(const nnpops__tn_dims *d, int64_t n, const T *X, co
                              const T *const lt[3], const T *gcY, T *g, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F, tl_smem(3),
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F, TL_SMEM,
                              10 * (size_t)d->F, 1, "layer backward", &p));
     layer_pre_back_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
                                as_stream(stream)>>>(*d, n, p.cw, X, nrm, lt[0], lt[1], lt[2],
@@ -1509,7 +1512,7 @@ nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *char
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
     if (!back) {
-        NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F, tl_smem(3),
+        NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F, TL_SMEM,
                                  10 * (size_t)d->F, 1, "layer update", &p));
         layer_post_kernel<T, false><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
                                       as_stream(stream)>>>(*d, n, p.cw, charges, batch, X, nrm,
@@ -1518,7 +1521,7 @@ nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *char
         NNPOPS__LAUNCH_CHECK("tensornet layer update");
         return NNPOPS_OK;
     }
-    NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F, tl_smem(3),
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F, TL_SMEM,
                              20 * (size_t)d->F, 1, "layer update backward", &p));
     layer_post_kernel<T, true><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
                                  as_stream(stream)>>>(*d, n, p.cw, charges, batch, X, nrm, cY, cM,
@@ -1541,7 +1544,7 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     rw.norm_w = norm_w, rw.norm_b = norm_b, rw.lin_w = lin_w, rw.lin_b = lin_b;
     for (int k = 0; k < d->n_out; k++) rw.out_w[k] = out_w[k], rw.out_b[k] = out_b[k];
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F, tl_smem(1),
+    NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F, TL_SMEM,
                              (size_t)readout_per_atom(*d), 0, "readout", &p));
     readout_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
         *d, n_atoms, n_local, X, rw, species, atomref, atom_energy, g);
