@@ -366,16 +366,17 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
  * multiple of 32): the work per channel runs over (atom, channel) pairs, the sums over an atom's
  * channels (LayerNorms) in the atom's warp (fixed-order warp sums), and the channel linears in
  * tile_linear: the weights pass through shared memory in tiles of 32 outputs by TL_K rows (3 TL_K
- * for a plain linear), each read once per block (coalesced, asynchronous copies, double
- * buffered) and used for all the tile's atoms; warp a computes atom a, its lanes over 32
+ * for a plain linear), each read once per block (coalesced, asynchronous copies, three
+ * buffers) and used for all the tile's atoms; warp a computes atom a, its lanes over 32
  * outputs, each lane summing its output's terms in input order (registers, no atomics:
  * deterministic). */
 #define TL_K 32 /* rows (reduction index) of a staged weight tile */
 #define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
 
-/* values of shared memory tile_linear takes (two buffers of 3 TL_K rows: TL_K rows of three
- * matrices, or 3 TL_K rows of one) */
-#define TL_SMEM (2 * 3 * TL_K * TL_S)
+#define TL_STAGES 3 /* weight tiles in shared memory: two rounds' copies in flight */
+/* values of shared memory tile_linear takes (TL_STAGES buffers of 3 TL_K rows: TL_K rows of
+ * three matrices, or 3 TL_K rows of one) */
+#define TL_SMEM (TL_STAGES * 3 * TL_K * TL_S)
 
 /* The asynchronous global -> shared copies of a weight tile (src is read only when ok; else a
  * zero is written).  Plain copies, done at once, where the kernels are compiled for the CPU
@@ -400,8 +401,9 @@ __device__ __forceinline__ void tl_copy(double *dst, const double *src, bool ok)
                  : "memory");
 }
 __device__ __forceinline__ void tl_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/* all but the latest committed group of this thread's copies are done */
+/* all but the latest TL_STAGES - 2 committed groups of this thread's copies are done */
 __device__ __forceinline__ void tl_wait_prev() {
+    static_assert(TL_STAGES == 3, "tl_wait_prev waits for all but the latest group");
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 #endif
@@ -433,9 +435,9 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
     const int tile = 3 * TL_K * TL_S;
     constexpr int V = 16 / sizeof(T);
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0 && ldK % V == 0;
-    /* round q: outputs jb + 32 (q / nk) .., rows KR (q % nk) .. into buffer q & 1 */
+    /* round q: outputs jb + 32 (q / nk) .., rows KR (q % nk) .. into buffer q % TL_STAGES */
     auto issue = [&](int q) {
-        T *buf = sW + (q & 1) * tile;
+        T *buf = sW + (q % TL_STAGES) * tile;
         const int j0 = jb + (q / nk) * 32, r0 = (q % nk) * KR;
         for (int t = threadIdx.x; t < NW * KR * 32; t += blockDim.x) {
             const int b = t / (KR * 32), u = t % (KR * 32);
@@ -450,20 +452,27 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
         tl_commit();
     };
     T acc[NC];
-    issue(0);
-    for (int q = 0; q < nq; q++) {
-        if (q + 1 < nq)
-            issue(q + 1); /* (its buffer was last read in round q - 1, before a barrier) */
+    /* TL_STAGES - 1 rounds in flight: round q waits for its own copies (all but the latest
+     * group done), then a barrier makes them visible and frees the buffer round q - 1 read,
+     * which takes the copies of round q + TL_STAGES - 1 */
+    for (int q = 0; q < TL_STAGES - 1; q++)
+        if (q < nq)
+            issue(q);
         else
             tl_commit();
+    for (int q = 0; q < nq; q++) {
         tl_wait_prev();
         __syncthreads();
+        if (q + TL_STAGES - 1 < nq)
+            issue(q + TL_STAGES - 1);
+        else
+            tl_commit();
         const int kt = q % nk;
         if (kt == 0)
 #pragma unroll
             for (int k = 0; k < NC; k++) acc[k] = 0;
         if (a < na) {
-            const T *buf = sW + (q & 1) * tile + lane;
+            const T *buf = sW + (q % TL_STAGES) * tile + lane;
             const T *xa = x + (size_t)a * ldA + kt * KR;
             const int kn = K - kt * KR < KR ? K - kt * KR : KR;
             int rr = 0;
@@ -491,8 +500,8 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
             const int j = jb + (q / nk) * 32 + lane;
             if (kt == nk - 1 && j < je) store(a, j, (const T *)acc);
         }
-        __syncthreads();
     }
+    __syncthreads();
 }
 
 /* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes, in one warp (all its
