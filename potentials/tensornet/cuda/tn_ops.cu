@@ -365,11 +365,12 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
  * allows it, a chunk [cb, ce) of the output channels (blockIdx.y; chunks of cw channels, a
  * multiple of 32): the work per channel runs over (atom, channel) pairs, the sums over an atom's
  * channels (LayerNorms) in the atom's warp (fixed-order warp sums), and the channel linears in
- * tile_linear: the weights pass through shared memory in tiles of 32 outputs by TL_K rows (3 TL_K
- * for a plain linear), each read once per block (coalesced, asynchronous copies, three
- * buffers) and used for all the tile's atoms; warp a computes atom a, its lanes over 32
- * outputs, each lane summing its output's terms in input order (registers, no atomics:
- * deterministic). */
+ * tile_linear (lin3) and tile_linear1 (a plain linear): the weights pass through shared memory
+ * in tiles (32 outputs by TL_K rows of each of lin3's matrices; blockDim.x outputs by as many
+ * rows as fit of a plain linear's), each read once per block (coalesced, asynchronous copies,
+ * three buffers) and used for all the tile's atoms; in lin3 warp a computes atom a, its lanes
+ * over 32 outputs, in a plain linear each thread one output for every atom; each sum runs over
+ * the inputs in order (registers, no atomics: deterministic, the same under every tiling). */
 #define TL_K 32 /* rows (reduction index) of a staged weight tile */
 #define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
 
@@ -504,6 +505,81 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
     __syncthreads();
 }
 
+/* tile_linear's plain linear (one matrix W, NC 1) with the block's threads over the outputs:
+ * thread t computes output j0 + t of a round for every atom of the tile (each weight read from
+ * shared memory once for all of them, not once per warp), the rounds staging as many rows of
+ * blockDim.x outputs as the buffers hold.  The same sums, in the same order. */
+template <typename T, typename Store>
+__device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
+                             int ldA, int na, T *sW, Store store) {
+    const int JW = blockDim.x, S = JW + 1, KR = 3 * TL_K * TL_S / S / 4 * 4;
+    const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
+    if (nq <= 0) return;
+    const int tile = 3 * TL_K * TL_S;
+    constexpr int V = 16 / sizeof(T);
+    const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0;
+    auto issue = [&](int q) {
+        T *buf = sW + (q % TL_STAGES) * tile;
+        const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
+        for (int t = threadIdx.x; t < KR * JW; t += blockDim.x) {
+            /* consecutive threads along a row of W (coalesced) */
+            const int rr = trans ? t / JW : t % KR, jj = trans ? t % JW : t / KR;
+            const int r = r0 + rr, j = j0 + jj;
+            const bool ok = r < K && j < je;
+            const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
+            tl_copy(buf + rr * S + jj, ok ? W + off : W, ok);
+        }
+        tl_commit();
+    };
+    T acc[8];
+    for (int q = 0; q < TL_STAGES - 1; q++)
+        if (q < nq)
+            issue(q);
+        else
+            tl_commit();
+    for (int q = 0; q < nq; q++) {
+        tl_wait_prev();
+        __syncthreads();
+        if (q + TL_STAGES - 1 < nq)
+            issue(q + TL_STAGES - 1);
+        else
+            tl_commit();
+        const int kt = q % nk;
+        if (kt == 0)
+#pragma unroll
+            for (int a = 0; a < 8; a++) acc[a] = 0;
+        const T *buf = sW + (q % TL_STAGES) * tile + threadIdx.x;
+        const T *xk = x + kt * KR;
+        const int kn = K - kt * KR < KR ? K - kt * KR : KR;
+        int rr = 0;
+        if (vec)
+            for (; rr + V <= kn; rr += V) {
+                T w[V];
+#pragma unroll
+                for (int u = 0; u < V; u++) w[u] = buf[(rr + u) * S];
+#pragma unroll
+                for (int a = 0; a < 8; a++)
+                    if (a < na) {
+                        const tl_vec<T> xv = *(const tl_vec<T> *)(xk + a * ldA + rr);
+#pragma unroll
+                        for (int u = 0; u < V; u++) acc[a] += w[u] * xv.v[u];
+                    }
+            }
+        for (; rr < kn; rr++) {
+            const T w = buf[rr * S];
+#pragma unroll
+            for (int a = 0; a < 8; a++)
+                if (a < na) acc[a] += w * xk[a * ldA + rr];
+        }
+        const int j = jb + (q / nk) * JW + (int)threadIdx.x;
+        if (kt == nk - 1 && j < je)
+#pragma unroll
+            for (int a = 0; a < 8; a++)
+                if (a < na) store(a, j, (const T *)&acc[a]);
+    }
+    __syncthreads();
+}
+
 /* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes, in one warp (all its
  * lanes call it) */
 template <typename T> __device__ void warp_ln_stats(int n, const T *x, T *mu, T *rstd) {
@@ -566,19 +642,19 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, int cw, const T 
     }
     /* the gates: z1 (every chunk's block computes all of it, the first one writes it), then the
      * chunk's channels of z2's three blocks */
-    tile_linear<T, 1, 1>(ls_w0, ls_w0, ls_w0, 0, F, F, 0, 2 * F, av, PA, 0, tl.na, sW,
-                         [&](int a, int j, const T *v) {
-                             const T z = v[0] + ls_b0[j];
-                             if (blockIdx.y == 0) z1a[(size_t)(a0 + a) * 2 * F + j] = z;
-                             s1[a * PA + j] = t_act<T>(d.activation, z, NULL);
-                         });
+    tile_linear1<T>(ls_w0, 0, F, F, 0, 2 * F, av, PA, tl.na, sW,
+                    [&](int a, int j, const T *v) {
+                        const T z = v[0] + ls_b0[j];
+                        if (blockIdx.y == 0) z1a[(size_t)(a0 + a) * 2 * F + j] = z;
+                        s1[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                    });
     for (int b = 0; b < 3; b++)
-        tile_linear<T, 1, 1>(ls_w1, ls_w1, ls_w1, 0, 2 * F, 2 * F, b * F + tl.cb, b * F + tl.ce,
-                             s1, PA, 0, tl.na, sW, [&](int a, int j, const T *v) {
-                                 const T z = v[0] + ls_b1[j];
-                                 z2a[(size_t)(a0 + a) * 3 * F + j] = z;
-                                 gate[a * PA + j] = t_act<T>(d.activation, z, NULL);
-                             });
+        tile_linear1<T>(ls_w1, 0, 2 * F, 2 * F, b * F + tl.cb, b * F + tl.ce,
+                        s1, PA, tl.na, sW, [&](int a, int j, const T *v) {
+                            const T z = v[0] + ls_b1[j];
+                            z2a[(size_t)(a0 + a) * 3 * F + j] = z;
+                            gate[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                        });
     tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl.na, sW,
                           [&](int a, int j, const T *v) {
                               T cl[10], x[9];
@@ -631,14 +707,14 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0
                               for (int b = 0; b < 3; b++) ggate[a * PA + b * F + j] = gg[b] * dv[b];
                           });
     /* the gate network backward */
-    tile_linear<T, 1, 1>(ls_w1, ls_w1, ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, 0, tl.na, sW,
-                         [&](int a, int j, const T *v) {
-                             T dv;
-                             t_act<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
-                             gs1[a * PA + j] = v[0] * dv;
-                         });
-    tile_linear<T, 1, 1>(ls_w0, ls_w0, ls_w0, 1, 2 * F, F, 0, F, gs1, PA, 0, tl.na, sW,
-                         [&](int a, int j, const T *v) { ga[a * PA + j] = v[0]; });
+    tile_linear1<T>(ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, tl.na, sW,
+                    [&](int a, int j, const T *v) {
+                        T dv;
+                        t_act<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
+                        gs1[a * PA + j] = v[0] * dv;
+                    });
+    tile_linear1<T>(ls_w0, 1, 2 * F, F, 0, F, gs1, PA, tl.na, sW,
+                    [&](int a, int j, const T *v) { ga[a * PA + j] = v[0]; });
     /* the LayerNorm backward: ga becomes dE/dt */
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (w < tl.na) {
@@ -981,26 +1057,25 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
             y[w * PA + k] = (x[w * PA + k] - mu) * rstd * norm_w[k] + norm_b[k];
         if (lane == 0) stats[w * PA] = mu, stats[w * PA + 1] = rstd;
     }
-    tile_linear<T, 1, 1>(lin_w, lin_w, lin_w, 0, 3 * F, 3 * F, 0, F, y, PA, 0, tl.na, sW,
-                         [&](int a, int j, const T *v) {
-                             const T z = v[0] + lin_b[j];
-                             zl[a * PA + j] = z;
-                             ra[a * PA + j] = t_act<T>(d.activation, z, NULL);
-                         });
+    tile_linear1<T>(lin_w, 0, 3 * F, 3 * F, 0, F, y, PA, tl.na, sW,
+                    [&](int a, int j, const T *v) {
+                        const T z = v[0] + lin_b[j];
+                        zl[a * PA + j] = z;
+                        ra[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                    });
     const T *cur = ra;
     int off = 0;
     for (int k = 0; k < d.n_out; k++) {
         const int ni = d.out_width[k], no = d.out_width[k + 1];
         const T *ob = (const T *)rw.out_b[k];
         const bool last = k == d.n_out - 1;
-        tile_linear<T, 1, 1>((const T *)rw.out_w[k], (const T *)rw.out_w[k],
-                             (const T *)rw.out_w[k], 0, ni, ni, 0, no, cur, PA, 0, tl.na, sW,
-                             [&](int a, int j, const T *v) {
-                                 const T p = v[0] + ob[j];
-                                 pre[a * PA + off + j] = p;
-                                 post[a * PA + off + j] =
-                                     last ? p : t_act<T>(d.activation, p, NULL);
-                             });
+        tile_linear1<T>((const T *)rw.out_w[k], 0, ni, ni, 0, no, cur, PA, tl.na, sW,
+                        [&](int a, int j, const T *v) {
+                            const T p = v[0] + ob[j];
+                            pre[a * PA + off + j] = p;
+                            post[a * PA + off + j] =
+                                last ? p : t_act<T>(d.activation, p, NULL);
+                        });
         cur = post + off;
         off += no;
     }
@@ -1029,9 +1104,8 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
             }
         }
         T *gnext = gcur == g1 ? g2 : g1;
-        tile_linear<T, 1, 1>((const T *)rw.out_w[k], (const T *)rw.out_w[k],
-                             (const T *)rw.out_w[k], 1, no, ni, 0, ni, gcur, PA, 0, tl.na, sW,
-                             [&](int a, int j, const T *v) { gnext[a * PA + j] = v[0]; });
+        tile_linear1<T>((const T *)rw.out_w[k], 1, no, ni, 0, ni, gcur, PA, tl.na, sW,
+                        [&](int a, int j, const T *v) { gnext[a * PA + j] = v[0]; });
         gcur = gnext;
     }
     for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
@@ -1041,8 +1115,8 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
         gcur[a * PA + f] *= dv;
     }
     T *gy = gcur == g1 ? g2 : g1;
-    tile_linear<T, 1, 1>(lin_w, lin_w, lin_w, 1, F, 3 * F, 0, 3 * F, gcur, PA, 0, tl.na, sW,
-                         [&](int a, int j, const T *v) { gy[a * PA + j] = v[0]; });
+    tile_linear1<T>(lin_w, 1, F, 3 * F, 0, 3 * F, gcur, PA, tl.na, sW,
+                    [&](int a, int j, const T *v) { gy[a * PA + j] = v[0]; });
     if (w < tl.na) {
         const T mu = stats[w * PA], rstd = stats[w * PA + 1];
         T m1 = 0, m2 = 0;
