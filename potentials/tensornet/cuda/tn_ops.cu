@@ -508,11 +508,15 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
 /* tile_linear's plain linear (one matrix W, NC 1) with the block's threads over the outputs:
  * thread t computes output j0 + t of a round for every atom of the tile (each weight read from
  * shared memory once for all of them, not once per warp), the rounds staging as many rows of
- * blockDim.x outputs as the buffers hold.  The same sums, in the same order. */
+ * blockDim.x outputs (fewer for a narrow output) as the buffers hold.  The same sums, in the
+ * same order. */
 template <typename T, typename Store>
 __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
                              int ldA, int na, T *sW, Store store) {
-    const int JW = blockDim.x, S = JW + 1, KR = 3 * TL_K * TL_S / S / 4 * 4;
+    /* outputs a round: the block's threads, or fewer (whole warps) for a narrow output */
+    const int wide = (je - jb + 31) / 32 * 32;
+    const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x, S = JW + 1;
+    const int KR = 3 * TL_K * TL_S / S / 4 * 4;
     const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
     if (nq <= 0) return;
     const int tile = 3 * TL_K * TL_S;
@@ -548,6 +552,7 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
         if (kt == 0)
 #pragma unroll
             for (int a = 0; a < 8; a++) acc[a] = 0;
+        if ((int)threadIdx.x >= JW) continue; /* (whole warps) */
         const T *buf = sW + (q % TL_STAGES) * tile + threadIdx.x;
         const T *xk = x + kt * KR;
         const int kn = K - kt * KR < KR ? K - kt * KR : KR;
