@@ -6,8 +6,9 @@
  *   per atom (the 3x3 algebra over F channels, the gates, the readout): a block per tile of up to
  *     8 atoms (a warp each) and, for small systems, per chunk of the output channels; the
  *     channel linears stage their weights through shared memory, each weight read once per
- *     block, each lane keeping its output's ten components for its atom in registers;
- *     LayerNorms reduce in the atom's warp in a fixed tree;
+ *     block, the sums in registers (lin3: a lane's output's ten components for its warp's
+ *     atom; a plain linear: a thread's output for every atom); LayerNorms reduce in the atom's
+ *     warp in a fixed tree;
  *   per center (the embedding's sum, the messages and their gradients): one block per center, its
  *     threads over the channels, the center's entries in list order (no atomics);
  *   per entry (radial basis, the gradients of the edge factors): a thread, or a warp whose lanes
