@@ -375,10 +375,32 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
 #define TL_K 32 /* rows (reduction index) of a staged weight tile */
 #define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
 
-#define TL_STAGES 3 /* weight tiles in shared memory: two rounds' copies in flight */
-/* values of shared memory tile_linear takes (TL_STAGES buffers of 3 TL_K rows: TL_K rows of
- * three matrices, or 3 TL_K rows of one) */
-#define TL_SMEM (TL_STAGES * 3 * TL_K * TL_S)
+#define TL_STAGES 3 /* weight buffers in shared memory: two rounds' copies in flight */
+/* the smallest weight buffer (values): TL_K rows of 32 outputs of three matrices */
+#define TL_TILE (3 * TL_K * TL_S)
+
+/* A per-atom launch's shape, the kernels' argument: NA atoms a block, chunks of cw output
+ * channels, weight buffers of `tile` values (a multiple of TL_TILE). */
+struct tl_cfg {
+    int na, cw, tile;
+};
+
+/* A block's tile: atoms a0 .. a0 + na - 1 (NA those of a full tile), output channels [cb, ce),
+ * weight buffers of `tile` values each. */
+struct atom_tile {
+    int64_t a0;
+    int NA, na, cb, ce, tile;
+};
+__device__ inline atom_tile tile_of(int64_t n, int F, tl_cfg cfg) {
+    atom_tile t;
+    t.NA = cfg.na;
+    t.a0 = (int64_t)blockIdx.x * cfg.na;
+    t.na = n - t.a0 < cfg.na ? (int)(n - t.a0) : cfg.na;
+    t.cb = (int)blockIdx.y * cfg.cw;
+    t.ce = t.cb + cfg.cw < F ? t.cb + cfg.cw : F;
+    t.tile = cfg.tile;
+    return t;
+}
 
 /* The asynchronous global -> shared copies of a weight tile (src is read only when ok; else a
  * zero is written).  Plain copies, done at once, where the kernels are compiled for the CPU
@@ -402,7 +424,9 @@ __device__ __forceinline__ void tl_copy(double *dst, const double *src, bool ok)
                  "r"(ok ? 8 : 0)
                  : "memory");
 }
-__device__ __forceinline__ void tl_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void tl_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 /* all but the latest TL_STAGES - 2 committed groups of this thread's copies are done */
 __device__ __forceinline__ void tl_wait_prev() {
     static_assert(TL_STAGES == 3, "tl_wait_prev waits for all but the latest group");
@@ -424,32 +448,34 @@ template <int NC> __device__ __forceinline__ int tl_wsel(int k) { return NC == 1
  *          with row stride ldw), or of W_{tl_wsel(k)}[r][j] x[...]  (trans 1: the transposed
  *          product), for the NC components k,
  * each sum in r order, then store(a, j, v).  x in shared memory (written before the call); sW:
- * TL_SMEM values of shared memory.  Every thread of the block calls it (barriers inside;
- * it returns after a barrier, with every store done). */
+ * TL_STAGES tl.tile values of shared memory.  Every thread of the block calls it (barriers
+ * inside; it returns after a barrier, with every store done). */
 template <typename T, int NC, int NW, typename Store>
 __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, int K, int ldw,
-                            int jb, int je, const T *x, int ldA, int ldK, int na, T *sW,
-                            Store store) {
-    constexpr int KR = TL_K * 3 / NW; /* rows a round: the buffers hold 3 TL_K rows */
-    const int lane = threadIdx.x & 31, a = threadIdx.x >> 5;
-    const int nk = (K + KR - 1) / KR, np = (je - jb + 31) / 32, nq = nk * np;
+                            int jb, int je, const T *x, int ldA, int ldK, const atom_tile &tl,
+                            T *sW, Store store) {
+    /* warp w: atom w % NA, outputs 32 (w / NA) .. of a round of JW; the buffer's rows */
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, a = wp % tl.NA, sl = wp / tl.NA;
+    const int JW = 32 * (int)(blockDim.x >> 5) / tl.NA, S = JW + 1;
+    const int KR = tl.tile / (NW * S) / 4 * 4, na = tl.na;
+    const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
     if (nq <= 0) return;
-    const int tile = 3 * TL_K * TL_S;
+    const int tile = tl.tile;
     constexpr int V = 16 / sizeof(T);
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0 && ldK % V == 0;
-    /* round q: outputs jb + 32 (q / nk) .., rows KR (q % nk) .. into buffer q % TL_STAGES */
+    /* round q: outputs jb + JW (q / nk) .., rows KR (q % nk) .. into buffer q % TL_STAGES */
     auto issue = [&](int q) {
         T *buf = sW + (q % TL_STAGES) * tile;
-        const int j0 = jb + (q / nk) * 32, r0 = (q % nk) * KR;
-        for (int t = threadIdx.x; t < NW * KR * 32; t += blockDim.x) {
-            const int b = t / (KR * 32), u = t % (KR * 32);
+        const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
+        for (int t = threadIdx.x; t < NW * KR * JW; t += blockDim.x) {
+            const int b = t / (KR * JW), u = t % (KR * JW);
             /* consecutive threads along a row of W (coalesced) */
-            const int rr = trans ? u / 32 : u % KR, jj = trans ? u % 32 : u / KR;
+            const int rr = trans ? u / JW : u % KR, jj = trans ? u % JW : u / KR;
             const T *W = b == 0 ? W0 : (b == 1 ? W1 : W2);
             const int r = r0 + rr, j = j0 + jj;
             const bool ok = r < K && j < je;
             const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
-            tl_copy(buf + (b * KR + rr) * TL_S + jj, ok ? W + off : W, ok);
+            tl_copy(buf + (b * KR + rr) * S + jj, ok ? W + off : W, ok);
         }
         tl_commit();
     };
@@ -474,7 +500,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
 #pragma unroll
             for (int k = 0; k < NC; k++) acc[k] = 0;
         if (a < na) {
-            const T *buf = sW + (q % TL_STAGES) * tile + lane;
+            const T *buf = sW + (q % TL_STAGES) * tile + 32 * sl + lane;
             const T *xa = x + (size_t)a * ldA + kt * KR;
             const int kn = K - kt * KR < KR ? K - kt * KR : KR;
             int rr = 0;
@@ -487,7 +513,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
                     for (int u = 0; u < V; u++) {
                         T w[NW];
 #pragma unroll
-                        for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr + u) * TL_S];
+                        for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr + u) * S];
 #pragma unroll
                         for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xv[k].v[u];
                     }
@@ -495,11 +521,11 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
             for (; rr < kn; rr++) {
                 T w[NW];
 #pragma unroll
-                for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr) * TL_S];
+                for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr) * S];
 #pragma unroll
                 for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xa[k * ldK + rr];
             }
-            const int j = jb + (q / nk) * 32 + lane;
+            const int j = jb + (q / nk) * JW + 32 * sl + lane;
             if (kt == nk - 1 && j < je) store(a, j, (const T *)acc);
         }
     }
@@ -513,14 +539,14 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
  * same order. */
 template <typename T, typename Store>
 __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
-                             int ldA, int na, T *sW, Store store) {
+                             int ldA, const atom_tile &tl, T *sW, Store store) {
     /* outputs a round: the block's threads, or fewer (whole warps) for a narrow output */
     const int wide = (je - jb + 31) / 32 * 32;
     const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x, S = JW + 1;
-    const int KR = 3 * TL_K * TL_S / S / 4 * 4;
+    const int KR = tl.tile / S / 4 * 4, na = tl.na;
     const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
     if (nq <= 0) return;
-    const int tile = 3 * TL_K * TL_S;
+    const int tile = tl.tile;
     constexpr int V = 16 / sizeof(T);
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0;
     auto issue = [&](int q) {
@@ -600,32 +626,17 @@ template <typename T> __device__ void warp_ln_stats(int n, const T *x, T *mu, T 
     *rstd = (T)1 / t_sqrt(var + (T)1e-5);
 }
 
-/* A block's tile: atoms a0 .. a0 + na - 1, output channels [cb, ce). */
-struct atom_tile {
-    int64_t a0;
-    int na, cb, ce;
-};
-__device__ inline atom_tile tile_of(int64_t n, int F, int cw) {
-    atom_tile t;
-    const int NA = (int)(blockDim.x >> 5);
-    t.a0 = (int64_t)blockIdx.x * NA;
-    t.na = n - t.a0 < NA ? (int)(n - t.a0) : NA;
-    t.cb = (int)blockIdx.y * cw;
-    t.ce = t.cb + cw < F ? t.cb + cw : F;
-    return t;
-}
-
 /* ==== tn_atom_embed ==== */
 /* shared memory per atom: t[F], av[F], s1[2F], gate[3F], c[10F] */
 template <typename T>
-__global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *X0,
+__global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
                                   const T *norm_w, const T *norm_b, const T *ls_w0,
                                   const T *ls_b0, const T *ls_w1, const T *ls_b1, const T *lt0,
                                   const T *lt1, const T *lt2, T *z1a, T *z2a, T *X1) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *sa = sW + TL_SMEM;
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = 17 * F;
-    const atom_tile tl = tile_of(n, F, cw);
+    const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     T *t = sa, *av = t + F, *s1 = av + F, *gate = s1 + 2 * F, *c = gate + 3 * F;
     for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
@@ -648,7 +659,7 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, int cw, const T 
     }
     /* the gates: z1 (every chunk's block computes all of it, the first one writes it), then the
      * chunk's channels of z2's three blocks */
-    tile_linear1<T>(ls_w0, 0, F, F, 0, 2 * F, av, PA, tl.na, sW,
+    tile_linear1<T>(ls_w0, 0, F, F, 0, 2 * F, av, PA, tl, sW,
                     [&](int a, int j, const T *v) {
                         const T z = v[0] + ls_b0[j];
                         if (blockIdx.y == 0) z1a[(size_t)(a0 + a) * 2 * F + j] = z;
@@ -656,12 +667,12 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, int cw, const T 
                     });
     for (int b = 0; b < 3; b++)
         tile_linear1<T>(ls_w1, 0, 2 * F, 2 * F, b * F + tl.cb, b * F + tl.ce,
-                        s1, PA, tl.na, sW, [&](int a, int j, const T *v) {
+                        s1, PA, tl, sW, [&](int a, int j, const T *v) {
                             const T z = v[0] + ls_b1[j];
                             z2a[(size_t)(a0 + a) * 3 * F + j] = z;
                             gate[a * PA + j] = t_act<T>(d.activation, z, NULL);
                         });
-    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl.na, sW,
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl, sW,
                           [&](int a, int j, const T *v) {
                               T cl[10], x[9];
                               for (int k = 0; k < 10; k++)
@@ -675,14 +686,14 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, int cw, const T 
 /* ==== tn_atom_embed_back (one chunk: g is read whole, then written, in place) ==== */
 /* shared memory per atom: c[10F], gc[10F], ggate[3F], gs1[2F], ga[F], t[F] */
 template <typename T>
-__global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0,
+__global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
                                        const T *norm_w, const T *norm_b, const T *ls_w0,
                                        const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
                                        const T *z1a, const T *z2a, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *sa = sW + TL_SMEM;
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = 27 * F;
-    const atom_tile tl = tile_of(n, F, F);
+    const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     T *c = sa, *gcs = c + 10 * F, *ggate = gcs + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F,
       *t = ga + F;
@@ -697,7 +708,7 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0
         for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
     /* per channel: the gates' gradient and the gated components' gradient */
-    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl.na, sW,
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl, sW,
                           [&](int a, int j, const T *cl) {
                               const T *g = gall + (size_t)(a0 + a) * 9 * F + j;
                               const T *z2 = z2a + (size_t)(a0 + a) * 3 * F + j;
@@ -713,13 +724,13 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0
                               for (int b = 0; b < 3; b++) ggate[a * PA + b * F + j] = gg[b] * dv[b];
                           });
     /* the gate network backward */
-    tile_linear1<T>(ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, tl.na, sW,
+    tile_linear1<T>(ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, tl, sW,
                     [&](int a, int j, const T *v) {
                         T dv;
                         t_act<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
                         gs1[a * PA + j] = v[0] * dv;
                     });
-    tile_linear1<T>(ls_w0, 1, 2 * F, F, 0, F, gs1, PA, tl.na, sW,
+    tile_linear1<T>(ls_w0, 1, 2 * F, F, 0, F, gs1, PA, tl, sW,
                     [&](int a, int j, const T *v) { ga[a * PA + j] = v[0]; });
     /* the LayerNorm backward: ga becomes dE/dt */
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -741,7 +752,7 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0
             gw[f] = rstd * (gw[f] * norm_w[f] - m1 - xh * m2);
         }
     }
-    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, 0, F, gcs, PA, F, tl.na, sW,
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, 0, F, gcs, PA, F, tl, sW,
                           [&](int a, int j, const T *gcl) {
                               T v[9];
                               t_decomp_T(gcl, v);
@@ -755,12 +766,12 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, const T *X0
 /* ==== tn_layer_pre ==== */
 /* shared memory per atom: c[10F] */
 template <typename T>
-__global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *Xa, const T *lt0,
-                                 const T *lt1, const T *lt2, T *nrma, T *cYa) {
+__global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
+                                 const T *lt0, const T *lt1, const T *lt2, T *nrma, T *cYa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *c = sW + TL_SMEM;
+    T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
     const int F = d.F;
-    const atom_tile tl = tile_of(n, F, cw);
+    const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
         const int a = idx / F, f = idx % F;
@@ -774,7 +785,7 @@ __global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *
         t_decomp(x, cc);
         for (int k = 0; k < 10; k++) c[a * 10 * F + k * F + f] = cc[k];
     }
-    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, 10 * F, F, tl.na, sW,
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, 10 * F, F, tl, sW,
                           [&](int a, int j, const T *cl) {
                               T *y = cYa + (size_t)(a0 + a) * 10 * F + j;
                               for (int k = 0; k < 10; k++) y[k * F] = cl[k];
@@ -784,17 +795,17 @@ __global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *
 /* ==== tn_layer_pre_back ==== */
 /* shared memory per atom: gcY's components [10F] */
 template <typename T>
-__global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, int cw, const T *Xa,
+__global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
                                       const T *nrma, const T *lt0, const T *lt1, const T *lt2,
                                       const T *gcY, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *gs = sW + TL_SMEM;
+    T *sW = (T *)tn_smem, *gs = sW + TL_STAGES * cfg.tile;
     const int F = d.F;
-    const atom_tile tl = tile_of(n, F, cw);
+    const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     for (int k = threadIdx.x; k < tl.na * 10 * F; k += blockDim.x)
         gs[k] = gcY[(size_t)a0 * 10 * F + k];
-    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gs, 10 * F, F, tl.na, sW,
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gs, 10 * F, F, tl, sW,
                           [&](int a, int j, const T *gcl) {
                               const T *X = Xa + (size_t)(a0 + a) * 9 * F + j;
                               T *g = gall + (size_t)(a0 + a) * 9 * F + j;
@@ -925,14 +936,15 @@ __device__ inline void post_ymc(int so3, T qf, const T *cYa, const T *cMa, int F
  * g, cY, cM), which share C's components.  Shared memory per atom: c[10F] (and gc[10F] for
  * BACK). */
 template <typename T, bool BACK>
-__global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, int cw, const double *charges,
-                                  const int32_t *batch, const T *Xa, const T *nrma, const T *cYa,
-                                  const T *cMa, const T *lt0, const T *lt1, const T *lt2,
-                                  const T *gall, T *Xouta, T *gcYa, T *gcMa) {
+__global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
+                                  const double *charges, const int32_t *batch, const T *Xa,
+                                  const T *nrma, const T *cYa, const T *cMa, const T *lt0,
+                                  const T *lt1, const T *lt2, const T *gall, T *Xouta, T *gcYa,
+                                  T *gcMa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *c = sW + TL_SMEM;
+    T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = (BACK ? 20 : 10) * F;
-    const atom_tile tl = tile_of(n, F, cw);
+    const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
         const int a = idx / F, f = idx % F;
@@ -944,7 +956,7 @@ __global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, int cw, const do
     }
     if (!BACK) {
         tile_linear<T, 10, 3>(
-            lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl.na, sW,
+            lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl, sW,
             [&](int a, int j, const T *cl) {
                 const int64_t at = a0 + a;
                 const T qf = qf_of<T>(charges, batch, at);
@@ -959,7 +971,7 @@ __global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, int cw, const do
     }
     /* gD = g + qf (g D^T + D^T g) of every channel, its components to gc */
     T *gc = c + 10 * F;
-    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl.na, sW,
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl, sW,
                           [&](int a, int j, const T *cl) {
                               const int64_t at = a0 + a;
                               const T qf = qf_of<T>(charges, batch, at);
@@ -973,7 +985,7 @@ __global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, int cw, const do
                               for (int k = 0; k < 10; k++) gc[a * PA + k * F + j] = o[k];
                           });
     tile_linear<T, 10, 3>(
-        lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gc, PA, F, tl.na, sW,
+        lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gc, PA, F, tl, sW,
         [&](int a, int j, const T *gcl) {
             const int64_t at = a0 + a;
             const T qf = qf_of<T>(charges, batch, at);
@@ -1025,15 +1037,15 @@ __host__ __device__ inline int readout_per_atom(const nnpops__tn_dims &d) {
 }
 
 template <typename T>
-__global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, const T *Xa,
-                               readout_w rw, const int32_t *species, const T *atomref,
-                               double *atom_energy, T *gall) {
+__global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t n_local,
+                               const T *Xa, readout_w rw, const int32_t *species,
+                               const T *atomref, double *atom_energy, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *sa = sW + TL_SMEM;
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = readout_per_atom(d);
     int sum, wmax;
     readout_widths(d, &sum, &wmax);
-    const atom_tile tl = tile_of(n, F, F);
+    const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     T *c = sa, *x = c + 10 * F, *y = x + 3 * F, *zl = y + 3 * F, *ra = zl + F, *pre = ra + F,
       *post = pre + sum, *g1 = post + sum, *g2 = g1 + wmax, *stats = g2 + wmax;
@@ -1063,7 +1075,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
             y[w * PA + k] = (x[w * PA + k] - mu) * rstd * norm_w[k] + norm_b[k];
         if (lane == 0) stats[w * PA] = mu, stats[w * PA + 1] = rstd;
     }
-    tile_linear1<T>(lin_w, 0, 3 * F, 3 * F, 0, F, y, PA, tl.na, sW,
+    tile_linear1<T>(lin_w, 0, 3 * F, 3 * F, 0, F, y, PA, tl, sW,
                     [&](int a, int j, const T *v) {
                         const T z = v[0] + lin_b[j];
                         zl[a * PA + j] = z;
@@ -1075,7 +1087,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
         const int ni = d.out_width[k], no = d.out_width[k + 1];
         const T *ob = (const T *)rw.out_b[k];
         const bool last = k == d.n_out - 1;
-        tile_linear1<T>((const T *)rw.out_w[k], 0, ni, ni, 0, no, cur, PA, tl.na, sW,
+        tile_linear1<T>((const T *)rw.out_w[k], 0, ni, ni, 0, no, cur, PA, tl, sW,
                         [&](int a, int j, const T *v) {
                             const T p = v[0] + ob[j];
                             pre[a * PA + off + j] = p;
@@ -1110,7 +1122,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
             }
         }
         T *gnext = gcur == g1 ? g2 : g1;
-        tile_linear1<T>((const T *)rw.out_w[k], 1, no, ni, 0, ni, gcur, PA, tl.na, sW,
+        tile_linear1<T>((const T *)rw.out_w[k], 1, no, ni, 0, ni, gcur, PA, tl, sW,
                         [&](int a, int j, const T *v) { gnext[a * PA + j] = v[0]; });
         gcur = gnext;
     }
@@ -1121,7 +1133,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, int64_t n_local, co
         gcur[a * PA + f] *= dv;
     }
     T *gy = gcur == g1 ? g2 : g1;
-    tile_linear1<T>(lin_w, 1, F, 3 * F, 0, 3 * F, gcur, PA, tl.na, sW,
+    tile_linear1<T>(lin_w, 1, F, 3 * F, 0, 3 * F, gcur, PA, tl, sW,
                     [&](int a, int j, const T *v) { gy[a * PA + j] = v[0]; });
     if (w < tl.na) {
         const T mu = stats[w * PA], rstd = stats[w * PA + 1];
@@ -1487,34 +1499,38 @@ __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, con
 /* ---- launching the per-atom kernels ---- */
 #define TN_SMEM_MAX (227 * 1024) /* the most shared memory a block of sm_90 takes */
 
-/* A per-atom launch: NA atoms a block (its warps), tiles x chunks blocks, chunks of cw channels,
- * bytes of shared memory. */
+/* A per-atom launch: tiles x chunks blocks of TN_ATOM_THREADS threads, its shape cfg, bytes of
+ * shared memory. */
+#define TN_ATOM_THREADS 256
 struct atom_launch {
-    int na, cw;
+    tl_cfg cfg;
     unsigned tiles, chunks;
     size_t bytes;
 };
 
 /* Forced tiles (nnpops__tn_atom_tiles_cuda; 0: chosen by the launch). */
-int g_tile_atoms = 0, g_tile_chunks = 0;
+int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0;
 
-/* The launch of a per-atom kernel whose block takes fixed + per_atom NA values of T of shared
- * memory: NA 8 from 1024 atoms on, else 4 (more blocks for small systems), halved until the
- * block fits; the output channels (chunked) in chunks of whole warps, enough for about 256
- * blocks.  The kernel's shared memory is opted in for the largest tile its F allows, so that the
- * launches of every size stay valid (graphs). */
+/* The launch of a per-atom kernel whose block takes TL_STAGES weight buffers and per_atom
+ * values of T per atom of shared memory: NA atoms a block, 8 from 1024 atoms on, 4 from 256,
+ * else 2 (the warps of a block split the outputs of fewer atoms: shorter rounds where the
+ * blocks are few), halved until the block fits; the output channels (chunked) in chunks of
+ * whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128 blocks, 2 up to
+ * 256, else 1 (fewer, longer rounds where the blocks are too few to fill the GPU; blocks that
+ * share a multiprocessor where they are many), halved until the block fits.  The kernel may
+ * take all the shared memory a block can have (launches of every size stay valid, graphs
+ * too). */
 template <typename T>
-nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t fixed, size_t per_atom,
-                        int chunked, const char *what, atom_launch *p) {
-    int top = 8;
-    while (top > 1 && (fixed + top * per_atom) * sizeof(T) > TN_SMEM_MAX) top /= 2;
+nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t per_atom, int chunked,
+                        const char *what, atom_launch *p) {
+    const size_t fixed = (size_t)TL_STAGES * TL_TILE;
     if ((fixed + per_atom) * sizeof(T) > TN_SMEM_MAX)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "tensornet on the GPU: the %s needs %zu bytes of shared memory per "
                             "atom (at most %d: a smaller embedding_dimension)",
                             what, (fixed + per_atom) * sizeof(T), TN_SMEM_MAX);
-    int na = g_tile_atoms ? g_tile_atoms : n >= 1024 ? 8 : 4;
-    if (na > top) na = top;
+    int na = g_tile_atoms ? g_tile_atoms : n >= 1024 ? 8 : n >= 256 ? 4 : 2;
+    while (na > 1 && (fixed + na * per_atom) * sizeof(T) > TN_SMEM_MAX) na /= 2;
     const int64_t tiles = (n + na - 1) / na;
     if (tiles > 0x7fffffff)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet on the GPU: %lld atoms",
@@ -1527,12 +1543,16 @@ nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t fixed, size
         if (chunks < 1) chunks = 1;
     }
     const int per = (int)((slices + chunks - 1) / chunks);
-    p->na = na;
-    p->cw = 32 * per;
+    const int64_t blocks = tiles * ((slices + per - 1) / per);
+    int scale = g_tile_scale ? g_tile_scale : blocks <= 128 ? 4 : blocks <= 256 ? 2 : 1;
+    while (scale > 1 && (scale * fixed + na * per_atom) * sizeof(T) > TN_SMEM_MAX) scale /= 2;
+    p->cfg.na = na;
+    p->cfg.cw = chunked ? 32 * per : F;
+    p->cfg.tile = scale * TL_TILE;
     p->tiles = (unsigned)tiles;
-    p->chunks = (unsigned)((slices + per - 1) / per);
-    p->bytes = (fixed + (size_t)na * per_atom) * sizeof(T);
-    return set_dynamic_smem(kernel, (fixed + (size_t)top * per_atom) * sizeof(T));
+    p->chunks = (unsigned)(chunked ? (slices + per - 1) / per : 1);
+    p->bytes = (scale * fixed + (size_t)na * per_atom) * sizeof(T);
+    return set_dynamic_smem(kernel, TN_SMEM_MAX);
 }
 
 template <typename T>
@@ -1541,10 +1561,11 @@ nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const
                          const T *const lt[3], T *z1, T *z2, T *X1, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, TL_SMEM,
-                             17 * (size_t)d->F, 1, "embedding", &p));
-    atom_embed_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
-        *d, n, p.cw, X0, norm_w, norm_b, ls_w[0], ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2],
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, 17 * (size_t)d->F, 1,
+                             "embedding", &p));
+    atom_embed_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                           as_stream(stream)>>>(
+        *d, n, p.cfg, X0, norm_w, norm_b, ls_w[0], ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2],
         z1, z2, X1);
     NNPOPS__LAUNCH_CHECK("tensornet embedding gates");
     return NNPOPS_OK;
@@ -1556,11 +1577,11 @@ nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, 
                               const T *z1, const T *z2, T *g, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F, TL_SMEM,
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F,
                              27 * (size_t)d->F, 0, "embedding backward", &p));
-    atom_embed_back_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
-                                as_stream(stream)>>>(*d, n, X0, norm_w, norm_b, ls_w[0], ls_w[1],
-                                                     lt[0], lt[1], lt[2], z1, z2, g);
+    atom_embed_back_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                                as_stream(stream)>>>(*d, n, p.cfg, X0, norm_w, norm_b, ls_w[0],
+                                                     ls_w[1], lt[0], lt[1], lt[2], z1, z2, g);
     NNPOPS__LAUNCH_CHECK("tensornet embedding gates backward");
     return NNPOPS_OK;
 }
@@ -1570,10 +1591,10 @@ nnpops_status layer_pre(const nnpops__tn_dims *d, int64_t n, const T *X, const T
                         T *nrm, T *cY, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, TL_SMEM,
-                             10 * (size_t)d->F, 1, "layer", &p));
-    layer_pre_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
-        *d, n, p.cw, X, lt[0], lt[1], lt[2], nrm, cY);
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, 10 * (size_t)d->F, 1,
+                             "layer", &p));
+    layer_pre_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                          as_stream(stream)>>>(*d, n, p.cfg, X, lt[0], lt[1], lt[2], nrm, cY);
     NNPOPS__LAUNCH_CHECK("tensornet layer (normalisation, Y)");
     return NNPOPS_OK;
 }
@@ -1583,10 +1604,10 @@ nnpops_status layer_pre_back(const nnpops__tn_dims *d, int64_t n, const T *X, co
                              const T *const lt[3], const T *gcY, T *g, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F, TL_SMEM,
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F,
                              10 * (size_t)d->F, 1, "layer backward", &p));
-    layer_pre_back_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
-                               as_stream(stream)>>>(*d, n, p.cw, X, nrm, lt[0], lt[1], lt[2],
+    layer_pre_back_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                               as_stream(stream)>>>(*d, n, p.cfg, X, nrm, lt[0], lt[1], lt[2],
                                                     gcY, g);
     NNPOPS__LAUNCH_CHECK("tensornet layer backward");
     return NNPOPS_OK;
@@ -1601,19 +1622,19 @@ nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *char
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
     if (!back) {
-        NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F, TL_SMEM,
+        NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F,
                                  10 * (size_t)d->F, 1, "layer update", &p));
-        layer_post_kernel<T, false><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
-                                      as_stream(stream)>>>(*d, n, p.cw, charges, batch, X, nrm,
+        layer_post_kernel<T, false><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                                      as_stream(stream)>>>(*d, n, p.cfg, charges, batch, X, nrm,
                                                            cY, cM, lt[0], lt[1], lt[2], g, Xout,
                                                            gcY, gcM);
         NNPOPS__LAUNCH_CHECK("tensornet layer update");
         return NNPOPS_OK;
     }
-    NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F, TL_SMEM,
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F,
                              20 * (size_t)d->F, 1, "layer update backward", &p));
-    layer_post_kernel<T, true><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes,
-                                 as_stream(stream)>>>(*d, n, p.cw, charges, batch, X, nrm, cY, cM,
+    layer_post_kernel<T, true><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                                 as_stream(stream)>>>(*d, n, p.cfg, charges, batch, X, nrm, cY, cM,
                                                       lt[0], lt[1], lt[2], g, Xout, gcY, gcM);
     NNPOPS__LAUNCH_CHECK("tensornet layer update backward");
     return NNPOPS_OK;
@@ -1633,10 +1654,11 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     rw.norm_w = norm_w, rw.norm_b = norm_b, rw.lin_w = lin_w, rw.lin_b = lin_b;
     for (int k = 0; k < d->n_out; k++) rw.out_w[k] = out_w[k], rw.out_b[k] = out_b[k];
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F, TL_SMEM,
+    NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F,
                              (size_t)readout_per_atom(*d), 0, "readout", &p));
-    readout_kernel<T><<<dim3(p.tiles, p.chunks), 32 * p.na, p.bytes, as_stream(stream)>>>(
-        *d, n_atoms, n_local, X, rw, species, atomref, atom_energy, g);
+    readout_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                        as_stream(stream)>>>(
+        *d, n_atoms, p.cfg, n_local, X, rw, species, atomref, atom_energy, g);
     NNPOPS__LAUNCH_CHECK("tensornet readout");
     return NNPOPS_OK;
 }
@@ -1813,9 +1835,10 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
 TN_CU_TWINS(_f32, float)
 TN_CU_TWINS(_f64, double)
 
-extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks) {
+extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale) {
     g_tile_atoms = atoms == 1 || atoms == 2 || atoms == 4 || atoms == 8 ? atoms : 0;
     g_tile_chunks = chunks > 0 ? chunks : 0;
+    g_tile_scale = scale == 1 || scale == 2 || scale == 4 ? scale : 0;
 }
 
 extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,
