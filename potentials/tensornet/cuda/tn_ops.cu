@@ -4,11 +4,11 @@
  *
  * Kernels by shape of work:
  *   per atom (the 3x3 algebra over F channels, the gates, the readout): a block per tile of up to
- *     8 atoms (a warp each) and, for small systems, per chunk of the output channels; the
+ *     8 atoms and, for small systems, per chunk of the output channels; the
  *     channel linears stage their weights through shared memory, each weight read once per
- *     block, the sums in registers (lin3: a lane's output's ten components for its warp's
- *     atom; a plain linear: a thread's output for every atom); LayerNorms reduce in the atom's
- *     warp in a fixed tree;
+ *     block, the sums in registers (lin3: a lane's output's ten components for one atom; a
+ *     plain linear: a thread's output for every atom); LayerNorms reduce in a warp in a fixed
+ *     tree;
  *   per center (the embedding's sum, the messages and their gradients): one block per center, its
  *     threads over the channels, the center's entries in list order (no atomics);
  *   per entry (radial basis, the gradients of the edge factors): a thread, or a warp whose lanes
@@ -362,16 +362,16 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
 }
 
 /* ==== per-atom kernels: tiles of atoms ====
- * A block takes a tile of na <= NA atoms (NA = its warps: blockDim.x = 32 NA) and, where the op
- * allows it, a chunk [cb, ce) of the output channels (blockIdx.y; chunks of cw channels, a
- * multiple of 32): the work per channel runs over (atom, channel) pairs, the sums over an atom's
- * channels (LayerNorms) in the atom's warp (fixed-order warp sums), and the channel linears in
- * tile_linear (lin3) and tile_linear1 (a plain linear): the weights pass through shared memory
- * in tiles (32 outputs by TL_K rows of each of lin3's matrices; blockDim.x outputs by as many
- * rows as fit of a plain linear's), each read once per block (coalesced, asynchronous copies,
- * three buffers) and used for all the tile's atoms; in lin3 warp a computes atom a, its lanes
- * over 32 outputs, in a plain linear each thread one output for every atom; each sum runs over
- * the inputs in order (registers, no atomics: deterministic, the same under every tiling). */
+ * A block (TN_ATOM_THREADS threads, 8 warps) takes a tile of na <= NA atoms (NA 1, 2, 4 or 8)
+ * and, where the op allows it, a chunk [cb, ce) of the output channels (blockIdx.y; chunks of
+ * cw channels, a multiple of 32): the work per channel runs over (atom, channel) pairs, the
+ * sums over an atom's channels (LayerNorms) in warp a for atom a (fixed-order warp sums), and
+ * the channel linears in tile_linear (lin3) and tile_linear1 (a plain linear): the weights pass
+ * through shared memory in rounds (tiles of TL_STAGES buffers; 32 outputs a warp), each weight
+ * read once per block (coalesced, asynchronous copies, two rounds in flight) and used for all
+ * the tile's atoms; in lin3 warp w computes atom w % NA for 32 outputs of a round, in a plain
+ * linear each thread one output for every atom; each sum runs over the inputs in order
+ * (registers, no atomics: deterministic, the same under every tiling). */
 #define TL_K 32 /* rows (reduction index) of a staged weight tile */
 #define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
 
