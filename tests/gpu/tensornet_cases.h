@@ -612,6 +612,20 @@ static int TC(tiles)(void) {
     need_gpu();
     int bad = TC(tiles_one)(8, 40, 7);
     bad |= TC(tiles_one)(4, 70, 5);
+    /* an atom's arrays beyond a block's shared memory: a named error, nothing launched */
+    {
+        nnpops__tn_dims big;
+        memset(&big, 0, sizeof big);
+        big.F = 4096;
+        const REAL *w[3] = {NULL, NULL, NULL};
+        CHECK(TC(nnpops__tn_atom_embed_back_cuda)(&big, 1, NULL, NULL, NULL, w, w, NULL, NULL,
+                                                  NULL, (void *)g_stream) ==
+              NNPOPS_ERROR_UNSUPPORTED);
+        CHECK(TC(nnpops__tn_layer_post_back_cuda)(&big, 1, NULL, NULL, NULL, NULL, w, NULL, NULL,
+                                                  NULL, (void *)g_stream) ==
+              NNPOPS_ERROR_UNSUPPORTED);
+        printf("  F 4096: refused (shared memory)\n");
+    }
     return bad;
 }
 
