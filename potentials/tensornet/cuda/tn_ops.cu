@@ -434,6 +434,24 @@ __device__ __forceinline__ void tl_wait_prev() {
 }
 #endif
 
+/* A thread's walk over the elements t, t + blockDim.x, ... of a staged tile of nb matrices, each
+ * outer_n x inner_n (inner: consecutive threads, along a row of W), without a division per
+ * element: the element's matrix b, outer and inner indices. */
+struct tl_walk {
+    int b, outer, inner, outer_n, inner_n, outer_step, inner_step;
+    __device__ tl_walk(int outer_n_, int inner_n_)
+        : outer_n(outer_n_), inner_n(inner_n_) {
+        inner = (int)threadIdx.x % inner_n, outer = (int)threadIdx.x / inner_n, b = 0;
+        inner_step = (int)blockDim.x % inner_n, outer_step = (int)blockDim.x / inner_n;
+        while (outer >= outer_n) outer -= outer_n, b++;
+    }
+    __device__ void next() {
+        inner += inner_step, outer += outer_step;
+        if (inner >= inner_n) inner -= inner_n, outer++;
+        while (outer >= outer_n) outer -= outer_n, b++;
+    }
+};
+
 /* 16 bytes of values (one shared-memory load) */
 template <typename T> struct __align__(16) tl_vec {
     T v[16 / sizeof(T)];
@@ -467,15 +485,14 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
     auto issue = [&](int q) {
         T *buf = sW + (q % TL_STAGES) * tile;
         const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
-        for (int t = threadIdx.x; t < NW * KR * JW; t += blockDim.x) {
-            const int b = t / (KR * JW), u = t % (KR * JW);
-            /* consecutive threads along a row of W (coalesced) */
-            const int rr = trans ? u / JW : u % KR, jj = trans ? u % JW : u / KR;
-            const T *W = b == 0 ? W0 : (b == 1 ? W1 : W2);
+        /* consecutive threads along a row of W (coalesced) */
+        for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < NW; e.next()) {
+            const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
+            const T *W = e.b == 0 ? W0 : (e.b == 1 ? W1 : W2);
             const int r = r0 + rr, j = j0 + jj;
             const bool ok = r < K && j < je;
             const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
-            tl_copy(buf + (b * KR + rr) * S + jj, ok ? W + off : W, ok);
+            tl_copy(buf + (e.b * KR + rr) * S + jj, ok ? W + off : W, ok);
         }
         tl_commit();
     };
@@ -552,9 +569,9 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
     auto issue = [&](int q) {
         T *buf = sW + (q % TL_STAGES) * tile;
         const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
-        for (int t = threadIdx.x; t < KR * JW; t += blockDim.x) {
-            /* consecutive threads along a row of W (coalesced) */
-            const int rr = trans ? t / JW : t % KR, jj = trans ? t % JW : t / KR;
+        /* consecutive threads along a row of W (coalesced) */
+        for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < 1; e.next()) {
+            const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
             const int r = r0 + rr, j = j0 + jj;
             const bool ok = r < K && j < je;
             const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
