@@ -1516,6 +1516,18 @@ __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, con
 /* ---- launching the per-atom kernels ---- */
 #define TN_SMEM_MAX (227 * 1024) /* the most shared memory a block of sm_90 takes */
 
+/* The most shared memory a block may opt in to on the current device (48 KiB when the device
+ * does not say), at most TN_SMEM_MAX. */
+inline size_t tn_smem_limit() {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        v = 48 * 1024;
+    }
+    return v < TN_SMEM_MAX ? (size_t)v : (size_t)TN_SMEM_MAX;
+}
+
 /* A per-atom launch: tiles x chunks blocks of TN_ATOM_THREADS threads, its shape cfg, bytes of
  * shared memory. */
 #define TN_ATOM_THREADS 256
@@ -1534,20 +1546,21 @@ int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0;
  * blocks are few), halved until the block fits; the output channels (chunked) in chunks of
  * whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128 blocks, 2 up to
  * 256, else 1 (fewer, longer rounds where the blocks are too few to fill the GPU; blocks that
- * share a multiprocessor where they are many), halved until the block fits.  The kernel may
- * take all the shared memory a block can have (launches of every size stay valid, graphs
- * too). */
+ * share a multiprocessor where they are many), halved until the block fits in the device's
+ * shared memory.  The kernel may take all the shared memory a block can have (launches of
+ * every size stay valid, graphs too). */
 template <typename T>
 nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t per_atom, int chunked,
                         const char *what, atom_launch *p) {
-    const size_t fixed = (size_t)TL_STAGES * TL_TILE;
-    if ((fixed + per_atom) * sizeof(T) > TN_SMEM_MAX)
+    const size_t fixed = (size_t)TL_STAGES * TL_TILE, limit = tn_smem_limit();
+    if ((fixed + per_atom) * sizeof(T) > limit)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "tensornet on the GPU: the %s needs %zu bytes of shared memory per "
-                            "atom (at most %d: a smaller embedding_dimension)",
-                            what, (fixed + per_atom) * sizeof(T), TN_SMEM_MAX);
+                            "block (this device gives at most %zu: a smaller "
+                            "embedding_dimension)",
+                            what, (fixed + per_atom) * sizeof(T), limit);
     int na = g_tile_atoms ? g_tile_atoms : n >= 1024 ? 8 : n >= 256 ? 4 : 2;
-    while (na > 1 && (fixed + na * per_atom) * sizeof(T) > TN_SMEM_MAX) na /= 2;
+    while (na > 1 && (fixed + na * per_atom) * sizeof(T) > limit) na /= 2;
     const int64_t tiles = (n + na - 1) / na;
     if (tiles > 0x7fffffff)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet on the GPU: %lld atoms",
@@ -1562,14 +1575,14 @@ nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t per_atom, i
     const int per = (int)((slices + chunks - 1) / chunks);
     const int64_t blocks = tiles * ((slices + per - 1) / per);
     int scale = g_tile_scale ? g_tile_scale : blocks <= 128 ? 4 : blocks <= 256 ? 2 : 1;
-    while (scale > 1 && (scale * fixed + na * per_atom) * sizeof(T) > TN_SMEM_MAX) scale /= 2;
+    while (scale > 1 && (scale * fixed + na * per_atom) * sizeof(T) > limit) scale /= 2;
     p->cfg.na = na;
     p->cfg.cw = chunked ? 32 * per : F;
     p->cfg.tile = scale * TL_TILE;
     p->tiles = (unsigned)tiles;
     p->chunks = (unsigned)(chunked ? (slices + per - 1) / per : 1);
     p->bytes = (scale * fixed + (size_t)na * per_atom) * sizeof(T);
-    return set_dynamic_smem(kernel, TN_SMEM_MAX);
+    return set_dynamic_smem(kernel, limit);
 }
 
 template <typename T>
