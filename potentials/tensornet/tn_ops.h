@@ -373,6 +373,13 @@ nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start, con
                                     int64_t n_pairs, int32_t *slot, int32_t *pentry,
                                     int32_t *pmirror, int32_t *count, int path, void *stream);
 
+/* The tiles of the per-atom CUDA ops (tn_atom_embed, tn_layer_pre, tn_layer_post, tn_readout and
+ * their gradients), forced for tests: atoms per block (1, 2, 4 or 8; else chosen by the number
+ * of atoms), chunks of the output channels of the ops that split them (0: chosen by the grid)
+ * and the size of the weight buffers (1, 2 or 4 units; else the most that fit).  Their results
+ * do not depend on the tiles.  Process-wide: not for concurrent use. */
+void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale);
+
 /* tn_count: sys_count[s] = the atoms of system s among the n atoms (sys_count zeroed here). */
 void nnpops__tn_count_cpu(int64_t n, int64_t n_systems, const int32_t *batch, int32_t *sys_count);
 nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,

@@ -486,6 +486,149 @@ static int TC(ops)(void) {
     return bad;
 }
 
+/* ---- tiles: the per-atom ops under every tiling, against their CPU twins and bitwise against
+ * one another ---- */
+
+/* the per-atom ops' outputs of one run */
+#define TC_TILE_OUTS 12
+static void TC(tiles_run)(const TC(nnpops__tn_opmodel) *m, const nnpops__tn_dims *d, int64_t n,
+                          int64_t n_local, const double *charges, const int32_t *batch,
+                          const int32_t *species, const REAL *X, const REAL *X2, const REAL *cY,
+                          const REAL *cM, const REAL *g9, const REAL *g10, REAL *o[TC_TILE_OUTS],
+                          double *en, int cuda, void *st) {
+    const size_t F = (size_t)d->F;
+    if (!cuda) {
+        TC(nnpops__tn_atom_embed_cpu)(d, n, X, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b,
+                                      m->emb_lt, o[0], o[1], o[2]);
+        memcpy(o[3], g9, sizeof(REAL) * n * 9 * F);
+        TC(nnpops__tn_atom_embed_back_cpu)(d, n, X, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt,
+                                           o[0], o[1], o[3]);
+        TC(nnpops__tn_layer_pre_cpu)(d, n, X2, m->lt, o[4], o[5]);
+        memcpy(o[6], g9, sizeof(REAL) * n * 9 * F);
+        TC(nnpops__tn_layer_pre_back_cpu)(d, n, X2, o[4], m->lt, g10, o[6]);
+        TC(nnpops__tn_layer_post_cpu)(d, n, charges, batch, X2, o[4], cY, cM, m->lt + 3, o[7]);
+        TC(nnpops__tn_layer_post_back_cpu)(d, n, charges, batch, cY, cM, m->lt + 3, g9, o[8],
+                                           o[9]);
+        TC(nnpops__tn_readout_cpu)(d, n, n_local, X, m->out_norm_w, m->out_norm_b, m->lin_w,
+                                   m->lin_b, m->out_w, m->out_b, species, m->atomref, en, o[10]);
+        return;
+    }
+    CHECK_OK(TC(nnpops__tn_atom_embed_cuda)(d, n, X, m->norm_w, m->norm_b, m->emb_ls_w,
+                                            m->emb_ls_b, m->emb_lt, o[0], o[1], o[2], st));
+    CUDA_CHECK(cudaMemcpy(o[3], g9, sizeof(REAL) * n * 9 * F, cudaMemcpyDeviceToDevice));
+    CHECK_OK(TC(nnpops__tn_atom_embed_back_cuda)(d, n, X, m->norm_w, m->norm_b, m->emb_ls_w,
+                                                 m->emb_lt, o[0], o[1], o[3], st));
+    CHECK_OK(TC(nnpops__tn_layer_pre_cuda)(d, n, X2, m->lt, o[4], o[5], st));
+    CUDA_CHECK(cudaMemcpy(o[6], g9, sizeof(REAL) * n * 9 * F, cudaMemcpyDeviceToDevice));
+    CHECK_OK(TC(nnpops__tn_layer_pre_back_cuda)(d, n, X2, o[4], m->lt, g10, o[6], st));
+    CHECK_OK(TC(nnpops__tn_layer_post_cuda)(d, n, charges, batch, X2, o[4], cY, cM, m->lt + 3,
+                                            o[7], st));
+    CHECK_OK(TC(nnpops__tn_layer_post_back_cuda)(d, n, charges, batch, cY, cM, m->lt + 3, g9,
+                                                 o[8], o[9], st));
+    CHECK_OK(TC(nnpops__tn_readout_cuda)(d, n, n_local, X, m->out_norm_w, m->out_norm_b,
+                                         m->lin_w, m->lin_b, m->out_w, m->out_b, species,
+                                         m->atomref, en, o[10], st));
+}
+
+static int TC(tiles_one)(int variant, int F, int n_per) {
+    fixture fx;
+    make_fixture(&fx, F, 5, n_per, variant);
+    printf(" variant %d (F %d, %lld atoms)\n", variant, F, (long long)fx.n);
+    TC(opm) o;
+    TC(make_opm)(&fx, &o, 1);
+    const nnpops__tn_dims *d = &o.host.d;
+    const int64_t n = fx.n;
+    const size_t Fz = (size_t)F;
+    const size_t len[TC_TILE_OUTS] = {n * 2 * Fz,  n * 3 * Fz,  n * 9 * Fz, n * 9 * Fz,
+                                      n * Fz,      n * 10 * Fz, n * 9 * Fz, n * 9 * Fz,
+                                      n * 10 * Fz, n * 10 * Fz, n * 9 * Fz, 1};
+    const char *names[TC_TILE_OUTS] = {"embedding gates z1", "embedding gates z2",
+                                       "embedding X1",       "embedding gates backward",
+                                       "layer: norms",       "layer: Y",
+                                       "layer backward: dE/dX (pre)", "layer: update",
+                                       "layer backward: dE/dY (update)", "layer backward: dE/dM",
+                                       "readout: gradient",  "(unused)"};
+    TC(arr) X = TC(mk)(n * 9 * Fz, 1), X2 = TC(mk)(n * 9 * Fz, 1), cY = TC(mk)(n * 10 * Fz, 1),
+            cM = TC(mk)(n * 10 * Fz, 1), g9 = TC(mk)(n * 9 * Fz, 1), g10 = TC(mk)(n * 10 * Fz, 1);
+    int32_t *dspecies = dup_to_device(fx.species, sizeof(int32_t) * n);
+    int32_t *dbatch = dup_to_device(fx.batch, sizeof(int32_t) * n);
+    double *dcharges = dup_to_device(fx.charges, sizeof(double) * 2);
+    REAL *ref[TC_TILE_OUTS], *out[TC_TILE_OUTS], *first[TC_TILE_OUTS], *dout[TC_TILE_OUTS];
+    for (int k = 0; k < TC_TILE_OUTS; k++) {
+        ref[k] = calloc(len[k], sizeof(REAL));
+        out[k] = calloc(len[k], sizeof(REAL));
+        first[k] = calloc(len[k], sizeof(REAL));
+        dout[k] = dalloc(sizeof(REAL) * len[k]);
+    }
+    double *en = malloc(sizeof(double) * n), *en_b = malloc(sizeof(double) * n);
+    double *en_first = malloc(sizeof(double) * n), *den = dalloc(sizeof(double) * n);
+    TC(tiles_run)(&o.host, d, n, fx.n_local, fx.charges, fx.batch, fx.species, X.h, X2.h, cY.h,
+                  cM.h, g9.h, g10.h, ref, en, 0, NULL);
+    /* atoms per block, channel chunks and weight buffers: forced, then as the launches choose
+     * them */
+    const int tiles[][3] = {{1, 1, 1}, {2, 0, 4}, {4, 2, 2}, {8, 3, 1},
+                            {8, 1, 4}, {1, 64, 2}, {2, 1, 1}, {0, 0, 0}};
+    double worst = 0;
+    int bad = 0;
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        nnpops__tn_atom_tiles_cuda(tiles[t][0], tiles[t][1], tiles[t][2]);
+        TC(tiles_run)(&o.dev, d, n, fx.n_local, dcharges, dbatch, dspecies, X.d, X2.d, cY.d,
+                      cM.d, g9.d, g10.d, dout, den, 1, (void *)g_stream);
+        nnpops__tn_atom_tiles_cuda(0, 0, 0);
+        printf("  %d atoms a block, %d chunks, weight buffers x%d%s\n", tiles[t][0], tiles[t][1],
+               tiles[t][2], tiles[t][0] ? "" : " (chosen)");
+        for (int k = 0; k < TC_TILE_OUTS - 1; k++) {
+            to_host(out[k], dout[k], sizeof(REAL) * len[k]);
+            worst = fmax(worst, TC(cmp)(names[k], out[k], ref[k], len[k], TOL_A, TOL_R));
+            if (t == 0)
+                memcpy(first[k], out[k], sizeof(REAL) * len[k]);
+            else if (memcmp(first[k], out[k], sizeof(REAL) * len[k]) != 0) {
+                printf("  %s: not bitwise the same as under 1 atom a block\n", names[k]);
+                bad = 1;
+            }
+        }
+        to_host(en_b, den, sizeof(double) * n);
+        worst = fmax(worst, compare("readout: energies", en_b, en, n, TOL_A, TOL_R));
+        if (t == 0)
+            memcpy(en_first, en_b, sizeof(double) * n);
+        else if (memcmp(en_first, en_b, sizeof(double) * n) != 0) {
+            printf("  readout energies: not bitwise the same as under 1 atom a block\n");
+            bad = 1;
+        }
+    }
+    for (int k = 0; k < TC_TILE_OUTS; k++)
+        free(ref[k]), free(out[k]), free(first[k]), cudaFree(dout[k]);
+    free(en), free(en_b), free(en_first);
+    cudaFree(den), cudaFree(dspecies), cudaFree(dbatch), cudaFree(dcharges);
+    TC(drop)(&X), TC(drop)(&X2), TC(drop)(&cY), TC(drop)(&cM), TC(drop)(&g9), TC(drop)(&g10);
+    TC(free_opm)(&o);
+    free_fixture(&fx);
+    return bad || worst > 1.0;
+}
+
+/* F 40 and 70: channels over two and three warps, the last one partial, and reductions over
+ * partial weight tiles; 14 and 10 atoms: partial tiles of atoms under most tilings */
+static int TC(tiles)(void) {
+    need_gpu();
+    int bad = TC(tiles_one)(8, 40, 7);
+    bad |= TC(tiles_one)(4, 70, 5);
+    /* an atom's arrays beyond a block's shared memory: a named error, nothing launched */
+    {
+        nnpops__tn_dims big;
+        memset(&big, 0, sizeof big);
+        big.F = 4096;
+        const REAL *w[3] = {NULL, NULL, NULL};
+        CHECK(TC(nnpops__tn_atom_embed_back_cuda)(&big, 1, NULL, NULL, NULL, w, w, NULL, NULL,
+                                                  NULL, (void *)g_stream) ==
+              NNPOPS_ERROR_UNSUPPORTED);
+        CHECK(TC(nnpops__tn_layer_post_back_cuda)(&big, 1, NULL, NULL, NULL, NULL, w, NULL, NULL,
+                                                  NULL, (void *)g_stream) ==
+              NNPOPS_ERROR_UNSUPPORTED);
+        printf("  F 4096: refused (shared memory)\n");
+    }
+    return bad;
+}
+
 /* ---- step: the CUDA ops against the CPU ops, and bitwise over repeats ---- */
 
 static int TC(step)(void) {
@@ -544,6 +687,7 @@ static int TC(step)(void) {
     return bad;
 }
 
+#undef TC_TILE_OUTS
 #undef TC
 #undef TC_CAT
 #undef TC_CAT_

@@ -14,6 +14,10 @@
  *                             (per-atom tensors, messages, gradients; the pairs' numbering, exactly;
  *                             the real lists of a random batch with a capacity above the entries,
  *                             whose tail must come back zero); on a GPU also F = 300 (channels over several passes of a block)
+ *   tiles_f64, tiles_f32      the per-atom ops (embedding gates, layer, readout and their
+ *                             gradients) under forced tilings (atoms per block, chunks of the
+ *                             output channels, weight buffers; F 40 and 70, partial tiles): each
+ *                             against its CPU twin, and bitwise the same under every tiling
  *   step_f64, step_f32        the whole step with the CUDA ops against the CPU ops (energies, every
  *                             entry's gradient), twice on the GPU: bitwise the same
  */
@@ -250,6 +254,7 @@ int main(int argc, char **argv) {
     const test_case cases[] = {
         {"compose_f64", compose_f64}, {"compose_f32", compose_f32}, {"ops_f64", ops_f64},
         {"ops_f32", ops_f32},         {"step_f64", step_f64},       {"step_f32", step_f32},
+        {"tiles_f64", tiles_f64},     {"tiles_f32", tiles_f32},
     };
     const int rc = test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     if (rc == 0) printf("%s: ok\n", argv[1]);

@@ -3,9 +3,12 @@
  * definition; cpu/tn_ops_cpu_impl.h the CPU twins).
  *
  * Kernels by shape of work:
- *   per atom (the 3x3 algebra over F channels, the gates, the readout): one block per atom, its
- *     threads over the channels; the channel linears read the atom's components from shared
- *     memory and keep a channel's ten outputs in registers; LayerNorms reduce in a fixed tree;
+ *   per atom (the 3x3 algebra over F channels, the gates, the readout): a block per tile of up to
+ *     8 atoms and, for small systems, per chunk of the output channels; the
+ *     channel linears stage their weights through shared memory, each weight read once per
+ *     block, the sums in registers (lin3: a lane's output's ten components for one atom; a
+ *     plain linear: a thread's output for every atom); LayerNorms reduce in a warp in a fixed
+ *     tree;
  *   per center (the embedding's sum, the messages and their gradients): one block per center, its
  *     threads over the channels, the center's entries in list order (no atomics);
  *   per entry (radial basis, the gradients of the edge factors): a thread, or a warp whose lanes
@@ -195,36 +198,6 @@ __device__ inline void t_mm(const T *A, int tA, const T *B, int tB, T alpha, T *
         }
 }
 
-/* Channel o of lin3 (W0 on component 0, W1 on 1..3, W2 on 4..9) of components c (shared, 10F). */
-template <typename T>
-__device__ inline void t_lin3(int F, const T *W0, const T *W1, const T *W2, const T *c, int o,
-                              T *out) {
-    T acc[10];
-    for (int k = 0; k < 10; k++) acc[k] = 0;
-    const T *r0 = W0 + (size_t)o * F, *r1 = W1 + (size_t)o * F, *r2 = W2 + (size_t)o * F;
-    for (int i = 0; i < F; i++) {
-        const T w0 = r0[i], w1 = r1[i], w2 = r2[i];
-        acc[0] += w0 * c[i];
-        for (int k = 1; k < 4; k++) acc[k] += w1 * c[k * F + i];
-        for (int k = 4; k < 10; k++) acc[k] += w2 * c[k * F + i];
-    }
-    for (int k = 0; k < 10; k++) out[k] = acc[k];
-}
-/* Channel i of lin3^T of g (shared, 10F). */
-template <typename T>
-__device__ inline void t_lin3_T(int F, const T *W0, const T *W1, const T *W2, const T *g, int i,
-                                T *out) {
-    T acc[10];
-    for (int k = 0; k < 10; k++) acc[k] = 0;
-    for (int o = 0; o < F; o++) {
-        const T w0 = W0[(size_t)o * F + i], w1 = W1[(size_t)o * F + i], w2 = W2[(size_t)o * F + i];
-        acc[0] += w0 * g[o];
-        for (int k = 1; k < 4; k++) acc[k] += w1 * g[k * F + o];
-        for (int k = 4; k < 10; k++) acc[k] += w2 * g[k * F + o];
-    }
-    for (int k = 0; k < 10; k++) out[k] = acc[k];
-}
-
 /* Threads of a per-atom block: the channels, rounded up to warps, at most 256. */
 inline int atom_threads(int F) {
     int t = (F + 31) / 32 * 32;
@@ -388,229 +361,483 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
     }
 }
 
-/* ==== per-atom LayerNorm pieces (a block) ==== */
-/* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes */
-template <typename T> __device__ void ln_stats(int n, const T *x, T *red, T *mu, T *rstd) {
+/* ==== per-atom kernels: tiles of atoms ====
+ * A block (TN_ATOM_THREADS threads, 8 warps) takes a tile of na <= NA atoms (NA 1, 2, 4 or 8)
+ * and, where the op allows it, a chunk [cb, ce) of the output channels (blockIdx.y; chunks of
+ * cw channels, a multiple of 32): the work per channel runs over (atom, channel) pairs, the
+ * sums over an atom's channels (LayerNorms) in warp a for atom a (fixed-order warp sums), and
+ * the channel linears in tile_linear (lin3) and tile_linear1 (a plain linear): the weights pass
+ * through shared memory in rounds (tiles of TL_STAGES buffers; 32 outputs a warp), each weight
+ * read once per block (coalesced, asynchronous copies, two rounds in flight) and used for all
+ * the tile's atoms; in lin3 warp w computes atom w % NA for 32 outputs of a round, in a plain
+ * linear each thread one output for every atom; each sum runs over the inputs in order
+ * (registers, no atomics: deterministic, the same under every tiling). */
+#define TL_K 32 /* rows (reduction index) of a staged weight tile */
+#define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
+
+#define TL_STAGES 3 /* weight buffers in shared memory: two rounds' copies in flight */
+/* the smallest weight buffer (values): TL_K rows of 32 outputs of three matrices */
+#define TL_TILE (3 * TL_K * TL_S)
+
+/* A per-atom launch's shape, the kernels' argument: NA atoms a block, chunks of cw output
+ * channels, weight buffers of `tile` values (a multiple of TL_TILE). */
+struct tl_cfg {
+    int na, cw, tile;
+};
+
+/* A block's tile: atoms a0 .. a0 + na - 1 (NA those of a full tile), output channels [cb, ce),
+ * weight buffers of `tile` values each. */
+struct atom_tile {
+    int64_t a0;
+    int NA, na, cb, ce, tile;
+};
+__device__ inline atom_tile tile_of(int64_t n, int F, tl_cfg cfg) {
+    atom_tile t;
+    t.NA = cfg.na;
+    t.a0 = (int64_t)blockIdx.x * cfg.na;
+    t.na = n - t.a0 < cfg.na ? (int)(n - t.a0) : cfg.na;
+    t.cb = (int)blockIdx.y * cfg.cw;
+    t.ce = t.cb + cfg.cw < F ? t.cb + cfg.cw : F;
+    t.tile = cfg.tile;
+    return t;
+}
+
+/* The asynchronous global -> shared copies of a weight tile (src is read only when ok; else a
+ * zero is written).  Plain copies, done at once, where the kernels are compiled for the CPU
+ * (NNPOPS_CUDA_EMULATION: tests/emu), their commit and wait nothing. */
+#ifdef NNPOPS_CUDA_EMULATION
+template <typename T> __device__ __forceinline__ void tl_copy(T *dst, const T *src, bool ok) {
+    *dst = ok ? *src : (T)0;
+}
+__device__ __forceinline__ void tl_commit() {}
+__device__ __forceinline__ void tl_wait_prev() {}
+#else
+__device__ __forceinline__ void tl_copy(float *dst, const float *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 4 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_copy(double *dst, const double *src, bool ok) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 8 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void tl_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* all but the latest TL_STAGES - 2 committed groups of this thread's copies are done */
+__device__ __forceinline__ void tl_wait_prev() {
+    static_assert(TL_STAGES == 3, "tl_wait_prev waits for all but the latest group");
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+#endif
+
+/* A thread's walk over the elements t, t + blockDim.x, ... of a staged tile of nb matrices, each
+ * outer_n x inner_n (inner: consecutive threads, along a row of W), without a division per
+ * element: the element's matrix b, outer and inner indices. */
+struct tl_walk {
+    int b, outer, inner, outer_n, inner_n, outer_step, inner_step;
+    __device__ tl_walk(int outer_n_, int inner_n_)
+        : outer_n(outer_n_), inner_n(inner_n_) {
+        inner = (int)threadIdx.x % inner_n, outer = (int)threadIdx.x / inner_n, b = 0;
+        inner_step = (int)blockDim.x % inner_n, outer_step = (int)blockDim.x / inner_n;
+        while (outer >= outer_n) outer -= outer_n, b++;
+    }
+    __device__ void next() {
+        inner += inner_step, outer += outer_step;
+        if (inner >= inner_n) inner -= inner_n, outer++;
+        while (outer >= outer_n) outer -= outer_n, b++;
+    }
+};
+
+/* 16 bytes of values (one shared-memory load) */
+template <typename T> struct __align__(16) tl_vec {
+    T v[16 / sizeof(T)];
+};
+
+/* weight matrix of component k: lin3 (NC 10: W0 on component 0, W1 on 1..3, W2 on 4..9) or a
+ * plain linear (NC 1) */
+template <int NC> __device__ __forceinline__ int tl_wsel(int k) { return NC == 1 ? 0 : blk_of(k); }
+
+/* For each atom a < na of the tile and output j in [jb, je):
+ *   v[k] = sum over r < K of W_{tl_wsel(k)}[j][r] x[a ldA + k ldK + r]   (trans 0: W row-major
+ *          with row stride ldw), or of W_{tl_wsel(k)}[r][j] x[...]  (trans 1: the transposed
+ *          product), for the NC components k,
+ * each sum in r order, then store(a, j, v).  x in shared memory (written before the call); sW:
+ * TL_STAGES tl.tile values of shared memory.  Every thread of the block calls it (barriers
+ * inside; it returns after a barrier, with every store done). */
+template <typename T, int NC, int NW, typename Store>
+__device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, int K, int ldw,
+                            int jb, int je, const T *x, int ldA, int ldK, const atom_tile &tl,
+                            T *sW, Store store) {
+    /* warp w: atom w % NA, outputs 32 (w / NA) .. of a round of JW; the buffer's rows */
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, a = wp % tl.NA, sl = wp / tl.NA;
+    const int JW = 32 * (int)(blockDim.x >> 5) / tl.NA, S = JW + 1;
+    const int KR = tl.tile / (NW * S) / 4 * 4, na = tl.na;
+    const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
+    if (nq <= 0) return;
+    const int tile = tl.tile;
+    constexpr int V = 16 / sizeof(T);
+    const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0 && ldK % V == 0;
+    /* round q: outputs jb + JW (q / nk) .., rows KR (q % nk) .. into buffer q % TL_STAGES */
+    auto issue = [&](int q) {
+        T *buf = sW + (q % TL_STAGES) * tile;
+        const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
+        /* consecutive threads along a row of W (coalesced) */
+        for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < NW; e.next()) {
+            const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
+            const T *W = e.b == 0 ? W0 : (e.b == 1 ? W1 : W2);
+            const int r = r0 + rr, j = j0 + jj;
+            const bool ok = r < K && j < je;
+            const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
+            tl_copy(buf + (e.b * KR + rr) * S + jj, ok ? W + off : W, ok);
+        }
+        tl_commit();
+    };
+    T acc[NC];
+    /* TL_STAGES - 1 rounds in flight: round q waits for its own copies (all but the latest
+     * group done), then a barrier makes them visible and frees the buffer round q - 1 read,
+     * which takes the copies of round q + TL_STAGES - 1 */
+    for (int q = 0; q < TL_STAGES - 1; q++)
+        if (q < nq)
+            issue(q);
+        else
+            tl_commit();
+    for (int q = 0; q < nq; q++) {
+        tl_wait_prev();
+        __syncthreads();
+        if (q + TL_STAGES - 1 < nq)
+            issue(q + TL_STAGES - 1);
+        else
+            tl_commit();
+        const int kt = q % nk;
+        if (kt == 0)
+#pragma unroll
+            for (int k = 0; k < NC; k++) acc[k] = 0;
+        if (a < na) {
+            const T *buf = sW + (q % TL_STAGES) * tile + 32 * sl + lane;
+            const T *xa = x + (size_t)a * ldA + kt * KR;
+            const int kn = K - kt * KR < KR ? K - kt * KR : KR;
+            int rr = 0;
+            if (vec) /* x in 16-byte pieces (one broadcast load each), the same sums */
+                for (; rr + V <= kn; rr += V) {
+                    tl_vec<T> xv[NC];
+#pragma unroll
+                    for (int k = 0; k < NC; k++) xv[k] = *(const tl_vec<T> *)(xa + k * ldK + rr);
+#pragma unroll
+                    for (int u = 0; u < V; u++) {
+                        T w[NW];
+#pragma unroll
+                        for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr + u) * S];
+#pragma unroll
+                        for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xv[k].v[u];
+                    }
+                }
+            for (; rr < kn; rr++) {
+                T w[NW];
+#pragma unroll
+                for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr) * S];
+#pragma unroll
+                for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xa[k * ldK + rr];
+            }
+            const int j = jb + (q / nk) * JW + 32 * sl + lane;
+            if (kt == nk - 1 && j < je) store(a, j, (const T *)acc);
+        }
+    }
+    __syncthreads();
+}
+
+/* tile_linear's plain linear (one matrix W, NC 1) with the block's threads over the outputs:
+ * thread t computes output j0 + t of a round for every atom of the tile (each weight read from
+ * shared memory once for all of them, not once per warp), the rounds staging as many rows of
+ * blockDim.x outputs (fewer for a narrow output) as the buffers hold.  The same sums, in the
+ * same order. */
+template <typename T, typename Store>
+__device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
+                             int ldA, const atom_tile &tl, T *sW, Store store) {
+    /* outputs a round: the block's threads, or fewer (whole warps) for a narrow output */
+    const int wide = (je - jb + 31) / 32 * 32;
+    const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x, S = JW + 1;
+    const int KR = tl.tile / S / 4 * 4, na = tl.na;
+    const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
+    if (nq <= 0) return;
+    const int tile = tl.tile;
+    constexpr int V = 16 / sizeof(T);
+    const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0;
+    auto issue = [&](int q) {
+        T *buf = sW + (q % TL_STAGES) * tile;
+        const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
+        /* consecutive threads along a row of W (coalesced) */
+        for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < 1; e.next()) {
+            const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
+            const int r = r0 + rr, j = j0 + jj;
+            const bool ok = r < K && j < je;
+            const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
+            tl_copy(buf + rr * S + jj, ok ? W + off : W, ok);
+        }
+        tl_commit();
+    };
+    T acc[8];
+    for (int q = 0; q < TL_STAGES - 1; q++)
+        if (q < nq)
+            issue(q);
+        else
+            tl_commit();
+    for (int q = 0; q < nq; q++) {
+        tl_wait_prev();
+        __syncthreads();
+        if (q + TL_STAGES - 1 < nq)
+            issue(q + TL_STAGES - 1);
+        else
+            tl_commit();
+        const int kt = q % nk;
+        if (kt == 0)
+#pragma unroll
+            for (int a = 0; a < 8; a++) acc[a] = 0;
+        if ((int)threadIdx.x >= JW) continue; /* (whole warps) */
+        const T *buf = sW + (q % TL_STAGES) * tile + threadIdx.x;
+        const T *xk = x + kt * KR;
+        const int kn = K - kt * KR < KR ? K - kt * KR : KR;
+        int rr = 0;
+        if (vec)
+            for (; rr + V <= kn; rr += V) {
+                T w[V];
+#pragma unroll
+                for (int u = 0; u < V; u++) w[u] = buf[(rr + u) * S];
+#pragma unroll
+                for (int a = 0; a < 8; a++)
+                    if (a < na) {
+                        const tl_vec<T> xv = *(const tl_vec<T> *)(xk + a * ldA + rr);
+#pragma unroll
+                        for (int u = 0; u < V; u++) acc[a] += w[u] * xv.v[u];
+                    }
+            }
+        for (; rr < kn; rr++) {
+            const T w = buf[rr * S];
+#pragma unroll
+            for (int a = 0; a < 8; a++)
+                if (a < na) acc[a] += w * xk[a * ldA + rr];
+        }
+        const int j = jb + (q / nk) * JW + (int)threadIdx.x;
+        if (kt == nk - 1 && j < je)
+#pragma unroll
+            for (int a = 0; a < 8; a++)
+                if (a < na) store(a, j, (const T *)&acc[a]);
+    }
+    __syncthreads();
+}
+
+/* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes, in one warp (all its
+ * lanes call it) */
+template <typename T> __device__ void warp_ln_stats(int n, const T *x, T *mu, T *rstd) {
+    const int lane = threadIdx.x & 31;
     T s = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
-    const T m = block_sum(s, red) / (T)n;
+    for (int i = lane; i < n; i += 32) s += x[i];
+    const T m = warp_sum(s) / (T)n;
     T v = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) v += (x[i] - m) * (x[i] - m);
-    const T var = block_sum(v, red) / (T)n;
+    for (int i = lane; i < n; i += 32) v += (x[i] - m) * (x[i] - m);
+    const T var = warp_sum(v) / (T)n;
     *mu = m;
     *rstd = (T)1 / t_sqrt(var + (T)1e-5);
 }
 
-/* y = W x + b over a block: x in shared (n_in), y (n_out) to shared or global */
-template <typename T>
-__device__ inline void block_linear(const T *W, const T *b, int n_in, int n_out, const T *x,
-                                    T *y) {
-    for (int o = threadIdx.x; o < n_out; o += blockDim.x) {
-        const T *row = W + (size_t)o * n_in;
-        T acc = b ? b[o] : (T)0;
-        for (int i = 0; i < n_in; i++) acc += row[i] * x[i];
-        y[o] = acc;
-    }
-}
-/* gx[i] = sum_o W[o][i] gy[o] over a block */
-template <typename T>
-__device__ inline void block_linear_T(const T *W, int n_in, int n_out, const T *gy, T *gx) {
-    for (int i = threadIdx.x; i < n_in; i += blockDim.x) {
-        T acc = 0;
-        for (int o = 0; o < n_out; o++) acc += W[(size_t)o * n_in + i] * gy[o];
-        gx[i] = acc;
-    }
-}
-
 /* ==== tn_atom_embed ==== */
+/* shared memory per atom: t[F], av[F], s1[2F], gate[3F], c[10F] */
 template <typename T>
-__global__ void atom_embed_kernel(nnpops__tn_dims d, const T *X0, const T *norm_w,
-                                  const T *norm_b, const T *ls_w0, const T *ls_b0, const T *ls_w1,
-                                  const T *ls_b1, const T *lt0, const T *lt1, const T *lt2, T *z1a,
-                                  T *z2a, T *X1) {
+__global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
+                                  const T *norm_w, const T *norm_b, const T *ls_w0,
+                                  const T *ls_b0, const T *ls_w1, const T *ls_b1, const T *lt0,
+                                  const T *lt1, const T *lt2, T *z1a, T *z2a, T *X1) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sm = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    T *t = sm, *av = t + F, *s1 = av + F, *gate = s1 + 2 * F, *c = gate + 3 * F,
-      *red = c + 10 * F;
-    const T *X = X0 + (size_t)a * 9 * F;
-    T *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
+    const int F = d.F, PA = 17 * F;
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    T *t = sa, *av = t + F, *s1 = av + F, *gate = s1 + 2 * F, *c = gate + 3 * F;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
         T x[9], s = 0, cc[10];
-        for (int k = 0; k < 9; k++) x[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) x[k] = X[k * F];
         for (int k = 0; k < 9; k++) s += x[k] * x[k];
-        t[f] = s;
+        t[a * PA + f] = s;
         t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
     __syncthreads();
-    T mu, rstd;
-    ln_stats(F, t, red, &mu, &rstd);
-    for (int f = threadIdx.x; f < F; f += blockDim.x)
-        av[f] = (t[f] - mu) * rstd * norm_w[f] + norm_b[f];
-    __syncthreads();
-    for (int o = threadIdx.x; o < 2 * F; o += blockDim.x) {
-        const T *row = ls_w0 + (size_t)o * F;
-        T z = ls_b0[o];
-        for (int i = 0; i < F; i++) z += row[i] * av[i];
-        z1[o] = z;
-        s1[o] = t_act<T>(d.activation, z, NULL);
+    const int w = threadIdx.x >> 5;
+    if (w < tl.na) {
+        T mu, rstd;
+        warp_ln_stats(F, t + w * PA, &mu, &rstd);
+        for (int f = threadIdx.x & 31; f < F; f += 32)
+            av[w * PA + f] = (t[w * PA + f] - mu) * rstd * norm_w[f] + norm_b[f];
     }
-    __syncthreads();
-    for (int o = threadIdx.x; o < 3 * F; o += blockDim.x) {
-        const T *row = ls_w1 + (size_t)o * 2 * F;
-        T z = ls_b1[o];
-        for (int i = 0; i < 2 * F; i++) z += row[i] * s1[i];
-        z2[o] = z;
-        gate[o] = t_act<T>(d.activation, z, NULL);
-    }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cl[10], x[9];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        for (int k = 0; k < 10; k++) cl[k] *= gate[blk_of(k) * F + f];
-        t_comp(cl, x);
-        T *out = X1 + (size_t)a * 9 * F;
-        for (int k = 0; k < 9; k++) out[k * F + f] = x[k];
-    }
+    /* the gates: z1 (every chunk's block computes all of it, the first one writes it), then the
+     * chunk's channels of z2's three blocks */
+    tile_linear1<T>(ls_w0, 0, F, F, 0, 2 * F, av, PA, tl, sW,
+                    [&](int a, int j, const T *v) {
+                        const T z = v[0] + ls_b0[j];
+                        if (blockIdx.y == 0) z1a[(size_t)(a0 + a) * 2 * F + j] = z;
+                        s1[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                    });
+    for (int b = 0; b < 3; b++)
+        tile_linear1<T>(ls_w1, 0, 2 * F, 2 * F, b * F + tl.cb, b * F + tl.ce,
+                        s1, PA, tl, sW, [&](int a, int j, const T *v) {
+                            const T z = v[0] + ls_b1[j];
+                            z2a[(size_t)(a0 + a) * 3 * F + j] = z;
+                            gate[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                        });
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl, sW,
+                          [&](int a, int j, const T *v) {
+                              T cl[10], x[9];
+                              for (int k = 0; k < 10; k++)
+                                  cl[k] = v[k] * gate[a * PA + blk_of(k) * F + j];
+                              t_comp(cl, x);
+                              T *out = X1 + (size_t)(a0 + a) * 9 * F + j;
+                              for (int k = 0; k < 9; k++) out[k * F] = x[k];
+                          });
 }
 
-/* ==== tn_atom_embed_back ==== */
+/* ==== tn_atom_embed_back (one chunk: g is read whole, then written, in place) ==== */
+/* shared memory per atom: c[10F], gc[10F], ggate[3F], gs1[2F], ga[F], t[F] */
 template <typename T>
-__global__ void atom_embed_back_kernel(nnpops__tn_dims d, const T *X0, const T *norm_w,
-                                       const T *norm_b, const T *ls_w0, const T *ls_w1,
-                                       const T *lt0, const T *lt1, const T *lt2, const T *z1a,
-                                       const T *z2a, T *gall) {
+__global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
+                                       const T *norm_w, const T *norm_b, const T *ls_w0,
+                                       const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
+                                       const T *z1a, const T *z2a, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sm = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    T *c = sm, *ggate = c + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F, *t = ga + F,
-      *red = t + F;
-    const T *X = X0 + (size_t)a * 9 * F;
-    T *g = gall + (size_t)a * 9 * F;
-    const T *z1 = z1a + (size_t)a * 2 * F, *z2 = z2a + (size_t)a * 3 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
+    const int F = d.F, PA = 27 * F;
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    T *c = sa, *gcs = c + 10 * F, *ggate = gcs + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F,
+      *t = ga + F;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
         T x[9], cc[10], s = 0;
-        for (int k = 0; k < 9; k++) x[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) x[k] = X[k * F];
         for (int k = 0; k < 9; k++) s += x[k] * x[k];
-        t[f] = s;
+        t[a * PA + f] = s;
         t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
-    __syncthreads();
-    /* per channel: the gated components' gradient (kept in registers until c is free) */
-    const int per = (F + blockDim.x - 1) / blockDim.x; /* channels per thread, at most 4 */
-    T gcs[4][10];
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        T cl[10], gx[9], gc[10], gate[3], gg[3] = {0, 0, 0};
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        for (int k = 0; k < 9; k++) gx[k] = g[k * F + f];
-        t_comp_T(gx, gc);
-        for (int b = 0; b < 3; b++) gate[b] = t_act<T>(d.activation, z2[b * F + f], NULL);
-        for (int k = 0; k < 10; k++) {
-            gg[blk_of(k)] += gc[k] * cl[k];
-            gc[k] *= gate[blk_of(k)];
-        }
-        for (int b = 0; b < 3; b++) {
-            T dv;
-            t_act<T>(d.activation, z2[b * F + f], &dv);
-            ggate[b * F + f] = gg[b] * dv;
-        }
-        for (int k = 0; k < 10; k++) gcs[q][k] = gc[k];
-    }
-    __syncthreads();
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        for (int k = 0; k < 10; k++) c[k * F + f] = gcs[q][k];
-    }
+    /* per channel: the gates' gradient and the gated components' gradient */
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl, sW,
+                          [&](int a, int j, const T *cl) {
+                              const T *g = gall + (size_t)(a0 + a) * 9 * F + j;
+                              const T *z2 = z2a + (size_t)(a0 + a) * 3 * F + j;
+                              T gx[9], gc[10], gate[3], dv[3], gg[3] = {0, 0, 0};
+                              for (int k = 0; k < 9; k++) gx[k] = g[k * F];
+                              t_comp_T(gx, gc);
+                              for (int b = 0; b < 3; b++)
+                                  gate[b] = t_act<T>(d.activation, z2[b * F], &dv[b]);
+                              for (int k = 0; k < 10; k++) {
+                                  gg[blk_of(k)] += gc[k] * cl[k];
+                                  gcs[a * PA + k * F + j] = gc[k] * gate[blk_of(k)];
+                              }
+                              for (int b = 0; b < 3; b++) ggate[a * PA + b * F + j] = gg[b] * dv[b];
+                          });
     /* the gate network backward */
-    block_linear_T(ls_w1, 2 * F, 3 * F, ggate, gs1);
-    __syncthreads();
-    for (int k = threadIdx.x; k < 2 * F; k += blockDim.x) {
-        T dv;
-        t_act<T>(d.activation, z1[k], &dv);
-        gs1[k] *= dv;
+    tile_linear1<T>(ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, tl, sW,
+                    [&](int a, int j, const T *v) {
+                        T dv;
+                        t_act<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
+                        gs1[a * PA + j] = v[0] * dv;
+                    });
+    tile_linear1<T>(ls_w0, 1, 2 * F, F, 0, F, gs1, PA, tl, sW,
+                    [&](int a, int j, const T *v) { ga[a * PA + j] = v[0]; });
+    /* the LayerNorm backward: ga becomes dE/dt */
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (w < tl.na) {
+        const T *tw = t + w * PA;
+        T *gw = ga + w * PA;
+        T mu, rstd;
+        warp_ln_stats(F, tw, &mu, &rstd);
+        T m1 = 0, m2 = 0;
+        for (int f = lane; f < F; f += 32) {
+            const T gh = gw[f] * norm_w[f], xh = (tw[f] - mu) * rstd;
+            m1 += gh;
+            m2 += gh * xh;
+        }
+        m1 = warp_sum(m1) / (T)F;
+        m2 = warp_sum(m2) / (T)F;
+        for (int f = lane; f < F; f += 32) {
+            const T xh = (tw[f] - mu) * rstd;
+            gw[f] = rstd * (gw[f] * norm_w[f] - m1 - xh * m2);
+        }
     }
-    __syncthreads();
-    block_linear_T(ls_w0, F, 2 * F, gs1, ga);
-    __syncthreads();
-    T mu, rstd;
-    ln_stats(F, t, red, &mu, &rstd);
-    T m1 = 0, m2 = 0;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gh = ga[f] * norm_w[f], xh = (t[f] - mu) * rstd;
-        m1 += gh;
-        m2 += gh * xh;
-    }
-    m1 = block_sum(m1, red) / (T)F;
-    m2 = block_sum(m2, red) / (T)F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        const T xh = (t[f] - mu) * rstd;
-        const T gt = rstd * (ga[f] * norm_w[f] - m1 - xh * m2);
-        T gcl[10], v[9];
-        t_lin3_T(F, lt0, lt1, lt2, c, f, gcl);
-        t_decomp_T(gcl, v);
-        for (int k = 0; k < 9; k++) g[k * F + f] = v[k] + (T)2 * X[k * F + f] * gt;
-    }
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, 0, F, gcs, PA, F, tl, sW,
+                          [&](int a, int j, const T *gcl) {
+                              T v[9];
+                              t_decomp_T(gcl, v);
+                              const T *X = X0 + (size_t)(a0 + a) * 9 * F + j;
+                              T *g = gall + (size_t)(a0 + a) * 9 * F + j;
+                              const T gt = ga[a * PA + j];
+                              for (int k = 0; k < 9; k++) g[k * F] = v[k] + (T)2 * X[k * F] * gt;
+                          });
 }
 
 /* ==== tn_layer_pre ==== */
+/* shared memory per atom: c[10F] */
 template <typename T>
-__global__ void layer_pre_kernel(nnpops__tn_dims d, const T *Xa, const T *lt0, const T *lt1,
-                                 const T *lt2, T *nrma, T *cYa) {
+__global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
+                                 const T *lt0, const T *lt1, const T *lt2, T *nrma, T *cYa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *c = (T *)tn_smem;
+    T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
     const int F = d.F;
-    const int64_t a = blockIdx.x;
-    const T *X = Xa + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = Xa + (size_t)(a0 + a) * 9 * F + f;
         T x[9], s = 0, cc[10];
-        for (int k = 0; k < 9; k++) x[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) x[k] = X[k * F];
         for (int k = 0; k < 9; k++) s += x[k] * x[k];
         s += 1;
-        nrma[(size_t)a * F + f] = s;
+        if (f >= tl.cb && f < tl.ce) nrma[(size_t)(a0 + a) * F + f] = s;
         for (int k = 0; k < 9; k++) x[k] = x[k] / s;
         t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * 10 * F + k * F + f] = cc[k];
     }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cl[10];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        for (int k = 0; k < 10; k++) cYa[((size_t)a * 10 + k) * F + f] = cl[k];
-    }
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, 10 * F, F, tl, sW,
+                          [&](int a, int j, const T *cl) {
+                              T *y = cYa + (size_t)(a0 + a) * 10 * F + j;
+                              for (int k = 0; k < 10; k++) y[k * F] = cl[k];
+                          });
 }
 
 /* ==== tn_layer_pre_back ==== */
+/* shared memory per atom: gcY's components [10F] */
 template <typename T>
-__global__ void layer_pre_back_kernel(nnpops__tn_dims d, const T *Xa, const T *nrma, const T *lt0,
-                                      const T *lt1, const T *lt2, const T *gcY, T *gall) {
+__global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
+                                      const T *nrma, const T *lt0, const T *lt1, const T *lt2,
+                                      const T *gcY, T *gall) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *gs = (T *)tn_smem;
+    T *sW = (T *)tn_smem, *gs = sW + TL_STAGES * cfg.tile;
     const int F = d.F;
-    const int64_t a = blockIdx.x;
-    for (int k = threadIdx.x; k < 10 * F; k += blockDim.x) gs[k] = gcY[(size_t)a * 10 * F + k];
-    __syncthreads();
-    const T *X = Xa + (size_t)a * 9 * F;
-    T *g = gall + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gcl[10], v[9], gg[9], x[9];
-        t_lin3_T(F, lt0, lt1, lt2, gs, f, gcl);
-        t_decomp_T(gcl, v);
-        T dot = 0;
-        for (int k = 0; k < 9; k++) {
-            gg[k] = g[k * F + f] + v[k];
-            x[k] = X[k * F + f];
-        }
-        for (int k = 0; k < 9; k++) dot += gg[k] * x[k];
-        const T inv = (T)1 / nrma[(size_t)a * F + f];
-        for (int k = 0; k < 9; k++) g[k * F + f] = gg[k] * inv - (T)2 * x[k] * dot * inv * inv;
-    }
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    for (int k = threadIdx.x; k < tl.na * 10 * F; k += blockDim.x)
+        gs[k] = gcY[(size_t)a0 * 10 * F + k];
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gs, 10 * F, F, tl, sW,
+                          [&](int a, int j, const T *gcl) {
+                              const T *X = Xa + (size_t)(a0 + a) * 9 * F + j;
+                              T *g = gall + (size_t)(a0 + a) * 9 * F + j;
+                              T v[9], gg[9], x[9];
+                              t_decomp_T(gcl, v);
+                              T dot = 0;
+                              for (int k = 0; k < 9; k++) {
+                                  gg[k] = g[k * F] + v[k];
+                                  x[k] = X[k * F];
+                              }
+                              for (int k = 0; k < 9; k++) dot += gg[k] * x[k];
+                              const T inv = (T)1 / nrma[(size_t)(a0 + a) * F + j];
+                              for (int k = 0; k < 9; k++)
+                                  g[k * F] = gg[k] * inv - (T)2 * x[k] * dot * inv * inv;
+                          });
 }
 
 /* ==== tn_message: a block per center ==== */
@@ -686,7 +913,7 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
     }
 }
 
-/* ==== tn_layer_post ==== */
+/* ==== tn_layer_post, tn_layer_post_back ==== */
 template <typename T>
 __device__ inline T qf_of(const double *charges, const int32_t *batch, int64_t a) {
     return (T)(1.0 + 0.1 * (charges ? charges[batch[a]] : 0.0));
@@ -708,180 +935,190 @@ __device__ inline void post_c(int so3, T qf, const T *Y, const T *M, T *C, T *Cn
     for (int k = 0; k < 9; k++) Cn[k] = C[k] / s;
 }
 
+/* Y, M, C, Cn and nn of atom a's channel f from its components */
 template <typename T>
-__global__ void layer_post_kernel(nnpops__tn_dims d, const double *charges, const int32_t *batch,
-                                  const T *Xa, const T *nrma, const T *cYa, const T *cMa,
-                                  const T *lt0, const T *lt1, const T *lt2, T *Xouta) {
-    extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *c = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    const T qf = qf_of<T>(charges, batch, a);
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cy[10], cm[10], Y[9], M[9], C[9], Cn[9], nn, cc[10];
-        for (int k = 0; k < 10; k++) {
-            cy[k] = cYa[((size_t)a * 10 + k) * F + f];
-            cm[k] = cMa[((size_t)a * 10 + k) * F + f];
-        }
-        t_comp(cy, Y);
-        t_comp(cm, M);
-        post_c(d.so3, qf, Y, M, C, Cn, &nn);
-        t_decomp(Cn, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+__device__ inline void post_ymc(int so3, T qf, const T *cYa, const T *cMa, int F, int64_t a, int f,
+                                T *Y, T *M, T *C, T *Cn, T *nn) {
+    T cy[10], cm[10];
+    for (int k = 0; k < 10; k++) {
+        cy[k] = cYa[((size_t)a * 10 + k) * F + f];
+        cm[k] = cMa[((size_t)a * 10 + k) * F + f];
     }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cl[10], D[9], Xo[9];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        t_comp(cl, D);
-        t_mm(D, 0, D, 0, qf, Xo, 0);
-        const T nr = nrma[(size_t)a * F + f];
-        for (int k = 0; k < 9; k++)
-            Xouta[((size_t)a * 9 + k) * F + f] = Xo[k] + (Xa[((size_t)a * 9 + k) * F + f] / nr + D[k]);
-    }
+    t_comp(cy, Y);
+    t_comp(cm, M);
+    post_c(so3, qf, Y, M, C, Cn, nn);
 }
 
-/* ==== tn_layer_post_back ==== */
-template <typename T>
-__global__ void layer_post_back_kernel(nnpops__tn_dims d, const double *charges,
-                                       const int32_t *batch, const T *cYa, const T *cMa,
-                                       const T *lt0, const T *lt1, const T *lt2, const T *gall,
-                                       T *gcYa, T *gcMa) {
+/* The update (BACK false: Xout of X, nrm, cY, cM) and its gradient (BACK true: gcY and gcM of
+ * g, cY, cM), which share C's components.  Shared memory per atom: c[10F] (and gc[10F] for
+ * BACK). */
+template <typename T, bool BACK>
+__global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
+                                  const double *charges, const int32_t *batch, const T *Xa,
+                                  const T *nrma, const T *cYa, const T *cMa, const T *lt0,
+                                  const T *lt1, const T *lt2, const T *gall, T *Xouta, T *gcYa,
+                                  T *gcMa) {
     extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *c = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    const T qf = qf_of<T>(charges, batch, a);
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T cy[10], cm[10], Y[9], M[9], C[9], Cn[9], nn, cc[10];
-        for (int k = 0; k < 10; k++) {
-            cy[k] = cYa[((size_t)a * 10 + k) * F + f];
-            cm[k] = cMa[((size_t)a * 10 + k) * F + f];
-        }
-        t_comp(cy, Y);
-        t_comp(cm, M);
-        post_c(d.so3, qf, Y, M, C, Cn, &nn);
+    T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
+    const int F = d.F, PA = (BACK ? 20 : 10) * F;
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T qf = qf_of<T>(charges, batch, a0 + a);
+        T Y[9], M[9], C[9], Cn[9], nn, cc[10];
+        post_ymc(d.so3, qf, cYa, cMa, F, a0 + a, f, Y, M, C, Cn, &nn);
         t_decomp(Cn, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
-    __syncthreads();
-    /* gD = g + qf (g D^T + D^T g), then its components (into registers, c is still read) */
-    const int per = (F + blockDim.x - 1) / blockDim.x;
-    T gcs[4][10];
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        T cl[10], D[9], g[9], gD[9];
-        t_lin3(F, lt0, lt1, lt2, c, f, cl);
-        t_comp(cl, D);
-        for (int k = 0; k < 9; k++) g[k] = gD[k] = gall[((size_t)a * 9 + k) * F + f];
-        t_mm(g, 0, D, 1, qf, gD, 1);
-        t_mm(D, 1, g, 0, qf, gD, 1);
-        t_comp_T(gD, gcs[q]);
+    if (!BACK) {
+        tile_linear<T, 10, 3>(
+            lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl, sW,
+            [&](int a, int j, const T *cl) {
+                const int64_t at = a0 + a;
+                const T qf = qf_of<T>(charges, batch, at);
+                T D[9], Xo[9];
+                t_comp(cl, D);
+                t_mm(D, 0, D, 0, qf, Xo, 0);
+                const T nr = nrma[(size_t)at * F + j];
+                for (int k = 0; k < 9; k++)
+                    Xouta[(at * 9 + k) * F + j] = Xo[k] + (Xa[(at * 9 + k) * F + j] / nr + D[k]);
+            });
+        return;
     }
-    __syncthreads();
-    for (int q = 0; q < per; q++) {
-        const int f = threadIdx.x + q * blockDim.x;
-        if (f >= F) break;
-        for (int k = 0; k < 10; k++) c[k * F + f] = gcs[q][k];
-    }
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gcl[10], gC[9], cy[10], cm[10], Y[9], M[9], C[9], Cn[9], nn, gY[9], gM[9], o[10];
-        t_lin3_T(F, lt0, lt1, lt2, c, f, gcl);
-        t_decomp_T(gcl, gC);
-        for (int k = 0; k < 10; k++) {
-            cy[k] = cYa[((size_t)a * 10 + k) * F + f];
-            cm[k] = cMa[((size_t)a * 10 + k) * F + f];
-        }
-        t_comp(cy, Y);
-        t_comp(cm, M);
-        post_c(d.so3, qf, Y, M, C, Cn, &nn);
-        T dot = 0;
-        for (int k = 0; k < 9; k++) dot += gC[k] * C[k];
-        const T inv = (T)1 / nn;
-        for (int k = 0; k < 9; k++) gC[k] = gC[k] * inv - (T)2 * C[k] * dot * inv * inv;
-        if (d.so3) {
-            t_mm(gC, 0, M, 1, (T)2, gY, 0);
-            t_mm(Y, 1, gC, 0, (T)2, gM, 0);
-        } else {
-            t_mm(M, 1, gC, 0, qf, gY, 0);
-            t_mm(gC, 0, M, 1, qf, gY, 1);
-            t_mm(gC, 0, Y, 1, qf, gM, 0);
-            t_mm(Y, 1, gC, 0, qf, gM, 1);
-        }
-        t_comp_T(gY, o);
-        for (int k = 0; k < 10; k++) gcYa[((size_t)a * 10 + k) * F + f] = o[k];
-        t_comp_T(gM, o);
-        for (int k = 0; k < 10; k++) gcMa[((size_t)a * 10 + k) * F + f] = o[k];
-    }
+    /* gD = g + qf (g D^T + D^T g) of every channel, its components to gc */
+    T *gc = c + 10 * F;
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl, sW,
+                          [&](int a, int j, const T *cl) {
+                              const int64_t at = a0 + a;
+                              const T qf = qf_of<T>(charges, batch, at);
+                              T D[9], g[9], gD[9], o[10];
+                              t_comp(cl, D);
+                              for (int k = 0; k < 9; k++)
+                                  g[k] = gD[k] = gall[(at * 9 + k) * F + j];
+                              t_mm(g, 0, D, 1, qf, gD, 1);
+                              t_mm(D, 1, g, 0, qf, gD, 1);
+                              t_comp_T(gD, o);
+                              for (int k = 0; k < 10; k++) gc[a * PA + k * F + j] = o[k];
+                          });
+    tile_linear<T, 10, 3>(
+        lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gc, PA, F, tl, sW,
+        [&](int a, int j, const T *gcl) {
+            const int64_t at = a0 + a;
+            const T qf = qf_of<T>(charges, batch, at);
+            T gC[9], Y[9], M[9], C[9], Cn[9], nn, gY[9], gM[9], o[10];
+            t_decomp_T(gcl, gC);
+            post_ymc(d.so3, qf, cYa, cMa, F, at, j, Y, M, C, Cn, &nn);
+            T dot = 0;
+            for (int k = 0; k < 9; k++) dot += gC[k] * C[k];
+            const T inv = (T)1 / nn;
+            for (int k = 0; k < 9; k++) gC[k] = gC[k] * inv - (T)2 * C[k] * dot * inv * inv;
+            if (d.so3) {
+                t_mm(gC, 0, M, 1, (T)2, gY, 0);
+                t_mm(Y, 1, gC, 0, (T)2, gM, 0);
+            } else {
+                t_mm(M, 1, gC, 0, qf, gY, 0);
+                t_mm(gC, 0, M, 1, qf, gY, 1);
+                t_mm(gC, 0, Y, 1, qf, gM, 0);
+                t_mm(Y, 1, gC, 0, qf, gM, 1);
+            }
+            t_comp_T(gY, o);
+            for (int k = 0; k < 10; k++) gcYa[(at * 10 + k) * F + j] = o[k];
+            t_comp_T(gM, o);
+            for (int k = 0; k < 10; k++) gcMa[(at * 10 + k) * F + j] = o[k];
+        });
 }
 
-/* ==== tn_readout: a block per atom ==== */
+/* ==== tn_readout (one chunk) ==== */
 struct readout_w {
     const void *norm_w, *norm_b, *lin_w, *lin_b;
     const void *out_w[16], *out_b[16];
 };
 
-template <typename T>
-__global__ void readout_kernel(nnpops__tn_dims d, int64_t n_local, const T *Xa, readout_w rw,
-                               const int32_t *species, const T *atomref, double *atom_energy,
-                               T *gall) {
-    extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sm = (T *)tn_smem;
-    const int F = d.F;
-    const int64_t a = blockIdx.x;
-    int sum = 0, wmax = 3 * F;
+/* the readout's widths: sum of the output layers' widths, the widest gradient (at least 3F),
+ * both rounded up to multiples of 4 (16-byte pieces for tile_linear) */
+__host__ __device__ inline void readout_widths(const nnpops__tn_dims &d, int *sum, int *wmax) {
+    *sum = 0, *wmax = 3 * d.F;
     for (int k = 1; k <= d.n_out; k++) {
-        sum += d.out_width[k];
-        if (d.out_width[k] > wmax) wmax = d.out_width[k];
+        *sum += d.out_width[k];
+        if (d.out_width[k] > *wmax) *wmax = d.out_width[k];
     }
-    T *c = sm, *x = c + 10 * F, *y = x + 3 * F, *zl = y + 3 * F, *ra = zl + F, *pre = ra + F,
-      *post = pre + sum, *g1 = post + sum, *g2 = g1 + wmax, *red = g2 + wmax;
+    *sum = (*sum + 3) / 4 * 4, *wmax = (*wmax + 3) / 4 * 4;
+}
+/* shared memory per atom: c[10F], x[3F], y[3F], zl[F], ra[F], pre[sum], post[sum], g1[wmax],
+ * g2[wmax], stats[2], rounded up to a multiple of 4 */
+__host__ __device__ inline int readout_per_atom(const nnpops__tn_dims &d) {
+    int sum, wmax;
+    readout_widths(d, &sum, &wmax);
+    return (18 * d.F + 2 * sum + 2 * wmax + 2 + 3) / 4 * 4;
+}
+
+template <typename T>
+__global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t n_local,
+                               const T *Xa, readout_w rw, const int32_t *species,
+                               const T *atomref, double *atom_energy, T *gall) {
+    extern __shared__ __align__(16) unsigned char tn_smem[];
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
+    const int F = d.F, PA = readout_per_atom(d);
+    int sum, wmax;
+    readout_widths(d, &sum, &wmax);
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    T *c = sa, *x = c + 10 * F, *y = x + 3 * F, *zl = y + 3 * F, *ra = zl + F, *pre = ra + F,
+      *post = pre + sum, *g1 = post + sum, *g2 = g1 + wmax, *stats = g2 + wmax;
     const T *norm_w = (const T *)rw.norm_w, *norm_b = (const T *)rw.norm_b;
     const T *lin_w = (const T *)rw.lin_w, *lin_b = (const T *)rw.lin_b;
-    const T *X = Xa + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = Xa + (size_t)(a0 + a) * 9 * F + f;
         T xx[9], cc[10];
-        for (int k = 0; k < 9; k++) xx[k] = X[k * F + f];
+        for (int k = 0; k < 9; k++) xx[k] = X[k * F];
         t_decomp(xx, cc);
-        for (int k = 0; k < 10; k++) c[k * F + f] = cc[k];
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
         T i = cc[0];
         T av = cc[1] * cc[1] + cc[2] * cc[2] + cc[3] * cc[3];
         T sd = cc[4] * cc[4] + cc[5] * cc[5] + cc[6] * cc[6];
         T so = cc[7] * cc[7] + cc[8] * cc[8] + cc[9] * cc[9];
-        x[f] = (T)3 * i * i;
-        x[F + f] = (T)2 * av;
-        x[2 * F + f] = sd + (T)2 * so;
+        x[a * PA + f] = (T)3 * i * i;
+        x[a * PA + F + f] = (T)2 * av;
+        x[a * PA + 2 * F + f] = sd + (T)2 * so;
     }
     __syncthreads();
-    T mu, rstd;
-    ln_stats(3 * F, x, red, &mu, &rstd);
-    for (int k = threadIdx.x; k < 3 * F; k += blockDim.x)
-        y[k] = (x[k] - mu) * rstd * norm_w[k] + norm_b[k];
-    __syncthreads();
-    block_linear(lin_w, lin_b, 3 * F, F, y, zl);
-    __syncthreads();
-    for (int f = threadIdx.x; f < F; f += blockDim.x) ra[f] = t_act<T>(d.activation, zl[f], NULL);
-    __syncthreads();
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (w < tl.na) {
+        T mu, rstd;
+        warp_ln_stats(3 * F, x + w * PA, &mu, &rstd);
+        for (int k = lane; k < 3 * F; k += 32)
+            y[w * PA + k] = (x[w * PA + k] - mu) * rstd * norm_w[k] + norm_b[k];
+        if (lane == 0) stats[w * PA] = mu, stats[w * PA + 1] = rstd;
+    }
+    tile_linear1<T>(lin_w, 0, 3 * F, 3 * F, 0, F, y, PA, tl, sW,
+                    [&](int a, int j, const T *v) {
+                        const T z = v[0] + lin_b[j];
+                        zl[a * PA + j] = z;
+                        ra[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                    });
     const T *cur = ra;
     int off = 0;
     for (int k = 0; k < d.n_out; k++) {
         const int ni = d.out_width[k], no = d.out_width[k + 1];
-        block_linear((const T *)rw.out_w[k], (const T *)rw.out_b[k], ni, no, cur, pre + off);
-        __syncthreads();
-        for (int o = threadIdx.x; o < no; o += blockDim.x)
-            post[off + o] = k < d.n_out - 1 ? t_act<T>(d.activation, pre[off + o], NULL)
-                                            : pre[off + o];
-        __syncthreads();
+        const T *ob = (const T *)rw.out_b[k];
+        const bool last = k == d.n_out - 1;
+        tile_linear1<T>((const T *)rw.out_w[k], 0, ni, ni, 0, no, cur, PA, tl, sW,
+                        [&](int a, int j, const T *v) {
+                            const T p = v[0] + ob[j];
+                            pre[a * PA + off + j] = p;
+                            post[a * PA + off + j] =
+                                last ? p : t_act<T>(d.activation, p, NULL);
+                        });
         cur = post + off;
         off += no;
     }
-    const bool local = a < n_local;
-    if (threadIdx.x == 0) {
-        double en = (double)cur[0] * d.std;
-        if (atomref) en += (double)atomref[species[a]];
-        atom_energy[a] = local ? en : 0.0;
+    if (w < tl.na && lane == 0) {
+        const int64_t at = a0 + w;
+        double en = (double)cur[w * PA] * d.std;
+        if (atomref) en += (double)atomref[species[at]];
+        atom_energy[at] = at < n_local ? en : 0.0;
     }
     if (!gall) return;
     /* backward: seed -> readout MLP -> act(zl) -> linear -> LayerNorm -> x -> X */
@@ -889,55 +1126,60 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n_local, const T *Xa, 
     offs[0] = 0;
     for (int k = 0; k < d.n_out; k++) offs[k + 1] = offs[k] + d.out_width[k + 1];
     T *gcur = g1;
-    if (threadIdx.x == 0) gcur[0] = (T)((local ? 1.0 : 0.0) * d.std);
+    if (w < tl.na && lane == 0) gcur[w * PA] = (T)((a0 + w < n_local ? 1.0 : 0.0) * d.std);
     __syncthreads();
     for (int k = d.n_out - 1; k >= 0; k--) {
         const int ni = d.out_width[k], no = d.out_width[k + 1];
         if (k < d.n_out - 1) {
-            for (int o = threadIdx.x; o < no; o += blockDim.x) {
+            for (int idx = threadIdx.x; idx < tl.na * no; idx += blockDim.x) {
+                const int a = idx / no, o = idx % no;
                 T dv;
-                t_act<T>(d.activation, pre[offs[k] + o], &dv);
-                gcur[o] *= dv;
+                t_act<T>(d.activation, pre[a * PA + offs[k] + o], &dv);
+                gcur[a * PA + o] *= dv;
             }
-            __syncthreads();
         }
         T *gnext = gcur == g1 ? g2 : g1;
-        block_linear_T((const T *)rw.out_w[k], ni, no, gcur, gnext);
-        __syncthreads();
+        tile_linear1<T>((const T *)rw.out_w[k], 1, no, ni, 0, ni, gcur, PA, tl, sW,
+                        [&](int a, int j, const T *v) { gnext[a * PA + j] = v[0]; });
         gcur = gnext;
     }
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
         T dv;
-        t_act<T>(d.activation, zl[f], &dv);
-        gcur[f] *= dv;
+        t_act<T>(d.activation, zl[a * PA + f], &dv);
+        gcur[a * PA + f] *= dv;
     }
-    __syncthreads();
     T *gy = gcur == g1 ? g2 : g1;
-    block_linear_T(lin_w, 3 * F, F, gcur, gy);
-    __syncthreads();
-    T m1 = 0, m2 = 0;
-    for (int k = threadIdx.x; k < 3 * F; k += blockDim.x) {
-        T gh = gy[k] * norm_w[k], xh = (x[k] - mu) * rstd;
-        m1 += gh;
-        m2 += gh * xh;
-    }
-    m1 = block_sum(m1, red) / (T)(3 * F);
-    m2 = block_sum(m2, red) / (T)(3 * F);
-    T *g = gall + (size_t)a * 9 * F;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T gx[3];
-        for (int b = 0; b < 3; b++) {
-            const int k = b * F + f;
-            const T xh = (x[k] - mu) * rstd;
-            gx[b] = rstd * (gy[k] * norm_w[k] - m1 - xh * m2);
+    tile_linear1<T>(lin_w, 1, F, 3 * F, 0, 3 * F, gcur, PA, tl, sW,
+                    [&](int a, int j, const T *v) { gy[a * PA + j] = v[0]; });
+    if (w < tl.na) {
+        const T mu = stats[w * PA], rstd = stats[w * PA + 1];
+        T m1 = 0, m2 = 0;
+        for (int k = lane; k < 3 * F; k += 32) {
+            const T gh = gy[w * PA + k] * norm_w[k], xh = (x[w * PA + k] - mu) * rstd;
+            m1 += gh;
+            m2 += gh * xh;
         }
+        m1 = warp_sum(m1) / (T)(3 * F);
+        m2 = warp_sum(m2) / (T)(3 * F);
+        /* gy becomes dE/dx (each lane its own entries) */
+        for (int k = lane; k < 3 * F; k += 32) {
+            const T xh = (x[w * PA + k] - mu) * rstd;
+            gy[w * PA + k] = rstd * (gy[w * PA + k] * norm_w[k] - m1 - xh * m2);
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *ca = c + a * PA, *gx = gy + a * PA;
         T gc[10], v[9];
-        gc[0] = (T)6 * c[f] * gx[0];
-        for (int k = 1; k < 4; k++) gc[k] = (T)4 * c[k * F + f] * gx[1];
-        for (int k = 4; k < 7; k++) gc[k] = (T)2 * c[k * F + f] * gx[2];
-        for (int k = 7; k < 10; k++) gc[k] = (T)4 * c[k * F + f] * gx[2];
+        gc[0] = (T)6 * ca[f] * gx[f];
+        for (int k = 1; k < 4; k++) gc[k] = (T)4 * ca[k * F + f] * gx[F + f];
+        for (int k = 4; k < 7; k++) gc[k] = (T)2 * ca[k * F + f] * gx[2 * F + f];
+        for (int k = 7; k < 10; k++) gc[k] = (T)4 * ca[k * F + f] * gx[2 * F + f];
         t_decomp_T(gc, v);
-        for (int k = 0; k < 9; k++) g[k * F + f] = v[k];
+        T *g = gall + (size_t)(a0 + a) * 9 * F + f;
+        for (int k = 0; k < 9; k++) g[k * F] = v[k];
     }
 }
 
@@ -1040,7 +1282,8 @@ __global__ void radial_back_kernel(nnpops__tn_dims d, const T *rbf_a, const T *r
     gr[e] = accumulate ? gr[e] + g : g;
 }
 
-/* ==== tn_finish: a thread per center ==== */
+/* ==== tn_finish: a warp per center, its lanes over the center's entries (the ZBL energies
+ * summed per lane in entry order, then over the lanes in a fixed tree) ==== */
 template <typename T>
 __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const int32_t *zbl_z,
                               int64_t n_centers, int64_t n_local, const int64_t *start,
@@ -1049,12 +1292,13 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
                               const T *gr, const int32_t *slot, const int32_t *pentry,
                               const T *grP, double mean, const int32_t *batch,
                               const int32_t *sys_count, double *atom_energy, double *pair_grad) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_centers) return;
+    const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (c >= n_centers) return; /* whole warps leave together */
     const bool local = c < n_local;
-    double en = local ? atom_energy[c] : 0.0;
+    double en = 0.0;
     const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    for (int64_t e = start[c]; e < e1; e++) {
+    for (int64_t e = start[c] + lane; e < e1; e += 32) {
         T g[3] = {0, 0, 0};
         const T r = er[e];
         if ((mask[e] & NNPOPS__TN_EDGE) && r > 0 && pair_grad && (!slot || slot[e] >= 0)) {
@@ -1091,7 +1335,9 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
         if (pair_grad)
             for (int k = 0; k < 3; k++) pair_grad[3 * e + k] = d.inv_ell * ((double)g[k] + gz[k]);
     }
-    if (local) atom_energy[c] = en + mean / (double)sys_count[batch[c]];
+    en = warp_sum(en);
+    if (local && lane == 0)
+        atom_energy[c] = (atom_energy[c] + en) + mean / (double)sys_count[batch[c]];
 }
 
 /* ==== tn_count: one block (zero, barrier, count; integer atomics: any order gives the same) ==== */
@@ -1267,35 +1513,183 @@ __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, con
     if (s >= 0) pmirror[s] = (int32_t)e;
 }
 
-/* dynamic shared memory of the per-atom kernels (values of T) */
-inline size_t smem_atom_embed(int F) { return (size_t)(17 * F + 32); }
-inline size_t smem_atom_embed_back(int F) { return (size_t)(17 * F + 32); }
-inline size_t smem_readout(const nnpops__tn_dims *d) {
-    int sum = 0, wmax = 3 * d->F;
-    for (int k = 1; k <= d->n_out; k++) {
-        sum += d->out_width[k];
-        if (d->out_width[k] > wmax) wmax = d->out_width[k];
+/* ---- launching the per-atom kernels ---- */
+#define TN_SMEM_MAX (227 * 1024) /* the most shared memory a block of sm_90 takes */
+
+/* The most shared memory a block may opt in to on the current device (48 KiB when the device
+ * does not say), at most TN_SMEM_MAX. */
+inline size_t tn_smem_limit() {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        v = 48 * 1024;
     }
-    return (size_t)(18 * d->F + 2 * sum + 2 * wmax + 32);
+    return v < TN_SMEM_MAX ? (size_t)v : (size_t)TN_SMEM_MAX;
 }
 
-/* A per-atom kernel's shared memory: above 48 KiB an opt-in, above 227 KiB (the most a block of
- * sm_90 takes) a named error. */
+/* A per-atom launch: tiles x chunks blocks of TN_ATOM_THREADS threads, its shape cfg, bytes of
+ * shared memory. */
+#define TN_ATOM_THREADS 256
+struct atom_launch {
+    tl_cfg cfg;
+    unsigned tiles, chunks;
+    size_t bytes;
+};
+
+/* Forced tiles (nnpops__tn_atom_tiles_cuda; 0: chosen by the launch). */
+int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0;
+
+/* The launch of a per-atom kernel whose block takes TL_STAGES weight buffers and per_atom
+ * values of T per atom of shared memory: NA atoms a block, 8 from 1024 atoms on, 4 from 256,
+ * else 2 (the warps of a block split the outputs of fewer atoms: shorter rounds where the
+ * blocks are few), halved until the block fits; the output channels (chunked) in chunks of
+ * whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128 blocks, 2 up to
+ * 256, else 1 (fewer, longer rounds where the blocks are too few to fill the GPU; blocks that
+ * share a multiprocessor where they are many), halved until the block fits in the device's
+ * shared memory.  The kernel may take all the shared memory a block can have (launches of
+ * every size stay valid, graphs too). */
 template <typename T>
-nnpops_status smem_check(const void *kernel, size_t values, const char *what) {
-    if (values * sizeof(T) > 227 * 1024)
+nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t per_atom, int chunked,
+                        const char *what, atom_launch *p) {
+    const size_t fixed = (size_t)TL_STAGES * TL_TILE, limit = tn_smem_limit();
+    if ((fixed + per_atom) * sizeof(T) > limit)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
                             "tensornet on the GPU: the %s needs %zu bytes of shared memory per "
-                            "block (at most 232448: a smaller embedding_dimension)",
-                            what, values * sizeof(T));
-    return set_dynamic_smem(kernel, values * sizeof(T));
+                            "block (this device gives at most %zu: a smaller "
+                            "embedding_dimension)",
+                            what, (fixed + per_atom) * sizeof(T), limit);
+    int na = g_tile_atoms ? g_tile_atoms : n >= 1024 ? 8 : n >= 256 ? 4 : 2;
+    while (na > 1 && (fixed + na * per_atom) * sizeof(T) > limit) na /= 2;
+    const int64_t tiles = (n + na - 1) / na;
+    if (tiles > 0x7fffffff)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet on the GPU: %lld atoms",
+                            (long long)n);
+    const int slices = (F + 31) / 32;
+    int64_t chunks = 1;
+    if (chunked) {
+        chunks = g_tile_chunks ? g_tile_chunks : (256 + tiles - 1) / tiles;
+        if (chunks > slices) chunks = slices;
+        if (chunks < 1) chunks = 1;
+    }
+    const int per = (int)((slices + chunks - 1) / chunks);
+    const int64_t blocks = tiles * ((slices + per - 1) / per);
+    int scale = g_tile_scale ? g_tile_scale : blocks <= 128 ? 4 : blocks <= 256 ? 2 : 1;
+    while (scale > 1 && (scale * fixed + na * per_atom) * sizeof(T) > limit) scale /= 2;
+    p->cfg.na = na;
+    p->cfg.cw = chunked ? 32 * per : F;
+    p->cfg.tile = scale * TL_TILE;
+    p->tiles = (unsigned)tiles;
+    p->chunks = (unsigned)(chunked ? (slices + per - 1) / per : 1);
+    p->bytes = (scale * fixed + (size_t)na * per_atom) * sizeof(T);
+    return set_dynamic_smem(kernel, limit);
 }
 
-/* channels per thread of the kernels that keep a channel's values across a barrier (gcs[4]) */
-inline nnpops_status per_thread_check(int F) {
-    if ((F + atom_threads(F) - 1) / atom_threads(F) > 4)
-        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED,
-                            "tensornet on the GPU: embedding_dimension %d is above 1024", F);
+template <typename T>
+nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w,
+                         const T *norm_b, const T *const ls_w[2], const T *const ls_b[2],
+                         const T *const lt[3], T *z1, T *z2, T *X1, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, 17 * (size_t)d->F, 1,
+                             "embedding", &p));
+    atom_embed_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                           as_stream(stream)>>>(
+        *d, n, p.cfg, X0, norm_w, norm_b, ls_w[0], ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2],
+        z1, z2, X1);
+    NNPOPS__LAUNCH_CHECK("tensornet embedding gates");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w,
+                              const T *norm_b, const T *const ls_w[2], const T *const lt[3],
+                              const T *z1, const T *z2, T *g, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F,
+                             27 * (size_t)d->F, 0, "embedding backward", &p));
+    atom_embed_back_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                                as_stream(stream)>>>(*d, n, p.cfg, X0, norm_w, norm_b, ls_w[0],
+                                                     ls_w[1], lt[0], lt[1], lt[2], z1, z2, g);
+    NNPOPS__LAUNCH_CHECK("tensornet embedding gates backward");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status layer_pre(const nnpops__tn_dims *d, int64_t n, const T *X, const T *const lt[3],
+                        T *nrm, T *cY, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, 10 * (size_t)d->F, 1,
+                             "layer", &p));
+    layer_pre_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                          as_stream(stream)>>>(*d, n, p.cfg, X, lt[0], lt[1], lt[2], nrm, cY);
+    NNPOPS__LAUNCH_CHECK("tensornet layer (normalisation, Y)");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status layer_pre_back(const nnpops__tn_dims *d, int64_t n, const T *X, const T *nrm,
+                             const T *const lt[3], const T *gcY, T *g, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F,
+                             10 * (size_t)d->F, 1, "layer backward", &p));
+    layer_pre_back_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                               as_stream(stream)>>>(*d, n, p.cfg, X, nrm, lt[0], lt[1], lt[2],
+                                                    gcY, g);
+    NNPOPS__LAUNCH_CHECK("tensornet layer backward");
+    return NNPOPS_OK;
+}
+
+/* the update (back 0: X, nrm -> Xout) or its gradient (back 1: g -> gcY, gcM) */
+template <typename T>
+nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *charges,
+                         const int32_t *batch, const T *X, const T *nrm, const T *cY, const T *cM,
+                         const T *const lt[3], const T *g, T *Xout, T *gcY, T *gcM, int back,
+                         void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    atom_launch p;
+    if (!back) {
+        NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F,
+                                 10 * (size_t)d->F, 1, "layer update", &p));
+        layer_post_kernel<T, false><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                                      as_stream(stream)>>>(*d, n, p.cfg, charges, batch, X, nrm,
+                                                           cY, cM, lt[0], lt[1], lt[2], g, Xout,
+                                                           gcY, gcM);
+        NNPOPS__LAUNCH_CHECK("tensornet layer update");
+        return NNPOPS_OK;
+    }
+    NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F,
+                             20 * (size_t)d->F, 1, "layer update backward", &p));
+    layer_post_kernel<T, true><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                                 as_stream(stream)>>>(*d, n, p.cfg, charges, batch, X, nrm, cY, cM,
+                                                      lt[0], lt[1], lt[2], g, Xout, gcY, gcM);
+    NNPOPS__LAUNCH_CHECK("tensornet layer update backward");
+    return NNPOPS_OK;
+}
+
+template <typename T>
+nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local, const T *X,
+                      const T *norm_w, const T *norm_b, const T *lin_w, const T *lin_b,
+                      const T *const out_w[], const T *const out_b[], const int32_t *species,
+                      const T *atomref, double *atom_energy, T *g, void *stream) {
+    if (n_atoms <= 0) return NNPOPS_OK;
+    if (d->n_out > 16)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet: %d readout layers",
+                            (int)d->n_out);
+    readout_w rw;
+    memset(&rw, 0, sizeof rw);
+    rw.norm_w = norm_w, rw.norm_b = norm_b, rw.lin_w = lin_w, rw.lin_b = lin_b;
+    for (int k = 0; k < d->n_out; k++) rw.out_w[k] = out_w[k], rw.out_b[k] = out_b[k];
+    atom_launch p;
+    NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F,
+                             (size_t)readout_per_atom(*d), 0, "readout", &p));
+    readout_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+                        as_stream(stream)>>>(
+        *d, n_atoms, p.cfg, n_local, X, rw, species, atomref, atom_energy, g);
+    NNPOPS__LAUNCH_CHECK("tensornet readout");
     return NNPOPS_OK;
 }
 
@@ -1348,60 +1742,28 @@ inline nnpops_status per_thread_check(int F) {
         NNPOPS__LAUNCH_CHECK("tensornet embedding");                                              \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_atom_embed_cuda##SUF(                                     \
-        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,       \
-        const T *const ls_w[2], const T *const ls_b[2], const T *const lt[3], T *z1, T *z2,       \
-        T *X1, void *stream) {                                                                    \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        const size_t sm = smem_atom_embed(d->F);                                                  \
-        NNPOPS__TRY(smem_check<T>((const void *)atom_embed_kernel<T>, sm,                         \
-                                  "embedding"));                                                  \
-        atom_embed_kernel<T><<<(unsigned)n, atom_threads(d->F), sm * sizeof(T),                   \
-                               as_stream(stream)>>>(*d, X0, norm_w, norm_b, ls_w[0], ls_b[0],     \
-                                                    ls_w[1], ls_b[1], lt[0], lt[1], lt[2], z1,    \
-                                                    z2, X1);                                      \
-        NNPOPS__LAUNCH_CHECK("tensornet embedding gates");                                        \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_atom_embed_back_cuda##SUF(                                \
-        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,       \
-        const T *const ls_w[2], const T *const lt[3], const T *z1, const T *z2, T *g,             \
-        void *stream) {                                                                           \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        const size_t sm = smem_atom_embed_back(d->F);                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)atom_embed_back_kernel<T>, sm,                    \
-                                  "embedding backward"));                                         \
-        NNPOPS__TRY(per_thread_check(d->F));                                                      \
-        atom_embed_back_kernel<T><<<(unsigned)n, atom_threads(d->F), sm * sizeof(T),              \
-                                    as_stream(stream)>>>(*d, X0, norm_w, norm_b, ls_w[0],         \
-                                                         ls_w[1], lt[0], lt[1], lt[2], z1, z2,    \
-                                                         g);                                      \
-        NNPOPS__LAUNCH_CHECK("tensornet embedding gates backward");                               \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_pre_cuda##SUF(const nnpops__tn_dims *d, int64_t n,  \
-                                                            const T *X, const T *const lt[3],     \
-                                                            T *nrm, T *cY, void *stream) {        \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_pre_kernel<T>, 10 * (size_t)d->F,           \
-                                  "layer"));                                                      \
-        layer_pre_kernel<T><<<(unsigned)n, atom_threads(d->F), 10 * (size_t)d->F * sizeof(T),     \
-                              as_stream(stream)>>>(*d, X, lt[0], lt[1], lt[2], nrm, cY);          \
-        NNPOPS__LAUNCH_CHECK("tensornet layer (normalisation, Y)");                               \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_pre_back_cuda##SUF(                                 \
-        const nnpops__tn_dims *d, int64_t n, const T *X, const T *nrm, const T *const lt[3],      \
-        const T *gcY, T *g, void *stream) {                                                       \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_pre_back_kernel<T>, 10 * (size_t)d->F,      \
-                                  "layer backward"));                                             \
-        layer_pre_back_kernel<T><<<(unsigned)n, atom_threads(d->F),                               \
-                                   10 * (size_t)d->F * sizeof(T), as_stream(stream)>>>(           \
-            *d, X, nrm, lt[0], lt[1], lt[2], gcY, g);                                             \
-        NNPOPS__LAUNCH_CHECK("tensornet layer backward (normalisation, Y)");                      \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
+    extern "C" nnpops_status nnpops__tn_atom_embed_cuda##SUF(                                      \
+        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,        \
+        const T *const ls_w[2], const T *const ls_b[2], const T *const lt[3], T *z1, T *z2,        \
+        T *X1, void *stream) {                                                                     \
+        return atom_embed<T>(d, n, X0, norm_w, norm_b, ls_w, ls_b, lt, z1, z2, X1, stream);        \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_atom_embed_back_cuda##SUF(                                 \
+        const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,        \
+        const T *const ls_w[2], const T *const lt[3], const T *z1, const T *z2, T *g,              \
+        void *stream) {                                                                            \
+        return atom_embed_back<T>(d, n, X0, norm_w, norm_b, ls_w, lt, z1, z2, g, stream);          \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_layer_pre_cuda##SUF(const nnpops__tn_dims *d, int64_t n,   \
+                                                            const T *X, const T *const lt[3],      \
+                                                            T *nrm, T *cY, void *stream) {         \
+        return layer_pre<T>(d, n, X, lt, nrm, cY, stream);                                         \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_layer_pre_back_cuda##SUF(                                  \
+        const nnpops__tn_dims *d, int64_t n, const T *X, const T *nrm, const T *const lt[3],       \
+        const T *gcY, T *g, void *stream) {                                                        \
+        return layer_pre_back<T>(d, n, X, nrm, lt, gcY, g, stream);                                \
+    }                                                                                              \
     extern "C" nnpops_status nnpops__tn_message_cuda##SUF(                                        \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *h, const T *self_h,  \
@@ -1430,55 +1792,28 @@ inline nnpops_status per_thread_check(int F) {
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_post_cuda##SUF(                                     \
-        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,         \
-        const T *X, const T *nrm, const T *cY, const T *cM, const T *const lt[3], T *Xout,        \
-        void *stream) {                                                                           \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_post_kernel<T>, 10 * (size_t)d->F,          \
-                                  "layer update"));                                               \
-        layer_post_kernel<T><<<(unsigned)n, atom_threads(d->F), 10 * (size_t)d->F * sizeof(T),    \
-                               as_stream(stream)>>>(*d, charges, batch, X, nrm, cY, cM, lt[0],    \
-                                                    lt[1], lt[2], Xout);                          \
-        NNPOPS__LAUNCH_CHECK("tensornet layer update");                                           \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_layer_post_back_cuda##SUF(                                \
-        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,         \
-        const T *cY, const T *cM, const T *const lt[3], const T *g, T *gcY, T *gcM,               \
-        void *stream) {                                                                           \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(smem_check<T>((const void *)layer_post_back_kernel<T>, 10 * (size_t)d->F,     \
-                                  "layer update backward"));                                      \
-        NNPOPS__TRY(per_thread_check(d->F));                                                      \
-        layer_post_back_kernel<T><<<(unsigned)n, atom_threads(d->F),                              \
-                                    10 * (size_t)d->F * sizeof(T), as_stream(stream)>>>(          \
-            *d, charges, batch, cY, cM, lt[0], lt[1], lt[2], g, gcY, gcM);                        \
-        NNPOPS__LAUNCH_CHECK("tensornet layer update backward");                                  \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
-    extern "C" nnpops_status nnpops__tn_readout_cuda##SUF(                                        \
-        const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local, const T *X, const T *norm_w,  \
-        const T *norm_b, const T *lin_w, const T *lin_b, const T *const out_w[],                  \
-        const T *const out_b[], const int32_t *species, const T *atomref, double *atom_energy,    \
-        T *g, void *stream) {                                                                     \
-        if (n_atoms <= 0) return NNPOPS_OK;                                                       \
-        if (d->n_out > 16)                                                                        \
-            return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet: %d readout layers",         \
-                                (int)d->n_out);                                                   \
-        readout_w rw;                                                                             \
-        memset(&rw, 0, sizeof rw);                                                                \
-        rw.norm_w = norm_w, rw.norm_b = norm_b, rw.lin_w = lin_w, rw.lin_b = lin_b;               \
-        for (int k = 0; k < d->n_out; k++) rw.out_w[k] = out_w[k], rw.out_b[k] = out_b[k];        \
-        const size_t sm = smem_readout(d);                                                        \
-        NNPOPS__TRY(smem_check<T>((const void *)readout_kernel<T>, sm,                            \
-                                  "readout"));                                                    \
-        readout_kernel<T><<<(unsigned)n_atoms, atom_threads(d->F), sm * sizeof(T),                \
-                            as_stream(stream)>>>(*d, n_local, X, rw, species, atomref,            \
-                                                 atom_energy, g);                                 \
-        NNPOPS__LAUNCH_CHECK("tensornet readout");                                                \
-        return NNPOPS_OK;                                                                         \
-    }                                                                                             \
+    extern "C" nnpops_status nnpops__tn_layer_post_cuda##SUF(                                      \
+        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,          \
+        const T *X, const T *nrm, const T *cY, const T *cM, const T *const lt[3], T *Xout,         \
+        void *stream) {                                                                            \
+        return layer_post<T>(d, n, charges, batch, X, nrm, cY, cM, lt, NULL, Xout, NULL, NULL, 0,  \
+                             stream);                                                              \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_layer_post_back_cuda##SUF(                                 \
+        const nnpops__tn_dims *d, int64_t n, const double *charges, const int32_t *batch,          \
+        const T *cY, const T *cM, const T *const lt[3], const T *g, T *gcY, T *gcM,                \
+        void *stream) {                                                                            \
+        return layer_post<T>(d, n, charges, batch, NULL, NULL, cY, cM, lt, g, NULL, gcY, gcM, 1,   \
+                             stream);                                                              \
+    }                                                                                              \
+    extern "C" nnpops_status nnpops__tn_readout_cuda##SUF(                                         \
+        const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local, const T *X, const T *norm_w,   \
+        const T *norm_b, const T *lin_w, const T *lin_b, const T *const out_w[],                   \
+        const T *const out_b[], const int32_t *species, const T *atomref, double *atom_energy,     \
+        T *g, void *stream) {                                                                      \
+        return readout<T>(d, n_atoms, n_local, X, norm_w, norm_b, lin_w, lin_b, out_w, out_b,      \
+                          species, atomref, atom_energy, g, stream);                               \
+    }                                                                                              \
     extern "C" nnpops_status nnpops__tn_embed_back_cuda##SUF(                                     \
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const T *ptab1, const T *ptab2,             \
@@ -1511,7 +1846,7 @@ inline nnpops_status per_thread_check(int F) {
         double mean, const int32_t *batch, const int32_t *sys_count, double *atom_energy,         \
         double *pair_grad, void *stream) {                                                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        finish_kernel<T><<<grid_for(n_centers, 128), 128, 0, as_stream(stream)>>>(               \
+        finish_kernel<T><<<grid_for(n_centers * 32, 128), 128, 0, as_stream(stream)>>>(          \
             *d, *zbl, zbl_z, n_centers, n_local, start, pairs, capacity, species, ev, er, mask,   \
             gu, gr, slot, pentry, grP, mean, batch, sys_count, atom_energy, pair_grad);           \
         NNPOPS__LAUNCH_CHECK("tensornet finish (ZBL, gradients per entry)");                      \
@@ -1529,6 +1864,12 @@ inline nnpops_status per_thread_check(int F) {
 
 TN_CU_TWINS(_f32, float)
 TN_CU_TWINS(_f64, double)
+
+extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale) {
+    g_tile_atoms = atoms == 1 || atoms == 2 || atoms == 4 || atoms == 8 ? atoms : 0;
+    g_tile_chunks = chunks > 0 ? chunks : 0;
+    g_tile_scale = scale == 1 || scale == 2 || scale == 4 ? scale : 0;
+}
 
 extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,
                                                int32_t *sys_count, void *stream) {
