@@ -1542,9 +1542,8 @@ int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0;
 
 /* The launch of a per-atom kernel whose block takes TL_STAGES weight buffers and per_atom
  * values of T per atom of shared memory: NA atoms a block, 8 from 1024 atoms on, else 4 (each
- * block streams every weight once, so more atoms a block pay even where the blocks are few: on
- * an H100 with F 128, 4 atoms a block took the 98-atom step from 1.32 to 1.12 ms against 2 and
- * 1.68 ms with 1), halved until the block fits; the output channels (chunked) in chunks of
+ * block streams every weight once, so more atoms a block pay even where the blocks are few:
+ * fewer atoms a block were slower at every size timed), halved until the block fits; the output channels (chunked) in chunks of
  * whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128 blocks, 2 up to
  * 256, else 1 (fewer, longer rounds where the blocks are too few to fill the GPU; blocks that
  * share a multiprocessor where they are many), halved until the block fits in the device's
