@@ -1120,17 +1120,65 @@ __device__ inline bool holds_pair(int32_t c, int32_t j, const double *v) {
     return v[0] > 0 || (v[0] == 0 && (v[1] > 0 || (v[1] == 0 && v[2] > 0)));
 }
 
-/* pairs held per center (a thread per center) */
+/* Whether entry q of center c holds a pair. */
+__device__ inline bool holds_entry(int64_t c, int64_t q, const int32_t *pairs, const double *vec,
+                                   const uint8_t *mask) {
+    return (mask[q] & NNPOPS__TN_EDGE) && holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q);
+}
+
+/* The pairs center c holds (a warp: its lanes over the entries, 32 at a time; every lane gets
+ * the count). */
+__device__ inline int32_t warp_count_pairs(int64_t c, const int64_t *start, const int32_t *pairs,
+                                           int64_t capacity, const double *vec,
+                                           const uint8_t *mask) {
+    const int lane = threadIdx.x & 31;
+    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    int32_t k = 0;
+    for (int64_t q0 = start[c]; q0 < e1; q0 += 32) {
+        const int64_t q = q0 + lane;
+        const bool held = q < e1 && holds_entry(c, q, pairs, vec, mask);
+        k += __popc(__ballot_sync(NNPOPS__FULL_MASK, held));
+    }
+    return k;
+}
+
+/* Numbers p, p + 1, ... for the pairs center c holds, in entry order (a warp: a lane's rank among
+ * the holding lanes of its round of 32 entries); returns the number after the last. */
+__device__ inline int64_t warp_assign_pairs(int64_t c, int64_t p, const int64_t *start,
+                                            const int32_t *pairs, int64_t capacity,
+                                            const double *vec, const uint8_t *mask,
+                                            int64_t n_pairs, int32_t *slot, int32_t *pentry,
+                                            int32_t *pmirror) {
+    const int lane = threadIdx.x & 31;
+    const unsigned below = (1u << lane) - 1u;
+    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    for (int64_t q0 = start[c]; q0 < e1; q0 += 32) {
+        const int64_t q = q0 + lane;
+        const bool held = q < e1 && holds_entry(c, q, pairs, vec, mask);
+        const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, held);
+        if (held) {
+            const int64_t mine = p + __popc(b & below);
+            if (mine < n_pairs) {
+                slot[q] = (int32_t)mine;
+                pentry[mine] = (int32_t)q;
+                pmirror[mine] = -1;
+            } else {
+                slot[q] = -1;
+            }
+        }
+        p += __popc(b);
+    }
+    return p;
+}
+
+/* pairs held per center (a warp per center) */
 __global__ void pairs_count_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                    int64_t capacity, const double *vec, const uint8_t *mask,
                                    int32_t *count) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_centers) return;
-    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    int32_t k = 0;
-    for (int64_t e = start[c]; e < e1; e++)
-        k += (mask[e] & NNPOPS__TN_EDGE) && holds_pair((int32_t)c, pairs[2 * e + 1], vec + 3 * e);
-    count[c] = k;
+    const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (c >= n_centers) return; /* whole warps leave together */
+    const int32_t k = warp_count_pairs(c, start, pairs, capacity, vec, mask);
+    if ((threadIdx.x & 31) == 0) count[c] = k;
 }
 
 /* exclusive prefix sums of count[0 .. n) in place, count[n] = the total: one block of 1024
@@ -1161,52 +1209,39 @@ __global__ void pairs_scan_kernel(int64_t n, int32_t *count) {
     }
 }
 
-/* the pairs each center holds get their numbers (a thread per center) */
+/* the pairs each center holds get their numbers (a warp per center) */
 __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, const int32_t *base, int32_t *slot,
                                     int32_t *pentry, int32_t *pmirror) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_centers) return;
-    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    int64_t p = base[c];
-    for (int64_t e = start[c]; e < e1; e++) {
-        if ((mask[e] & NNPOPS__TN_EDGE) &&
-            holds_pair((int32_t)c, pairs[2 * e + 1], vec + 3 * e)) {
-            if (p < n_pairs) {
-                slot[e] = (int32_t)p;
-                pentry[p] = (int32_t)e;
-                pmirror[p] = -1;
-            } else {
-                slot[e] = -1;
-            }
-            p++;
-        }
-    }
+    const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (c >= n_centers) return; /* whole warps leave together */
+    warp_assign_pairs(c, base[c], start, pairs, capacity, vec, mask, n_pairs, slot, pentry,
+                      pmirror);
 }
 
-/* count, scan and numbering in one block of 1024 threads, each over a contiguous chunk of
- * centers (the lists of up to PAIRS_ONE_BLOCK centers; the same numbers as the three kernels) */
-#define PAIRS_ONE_BLOCK 65536
+/* count, scan and numbering in one block of PAIRS_WARPS warps, each over a contiguous chunk of
+ * centers (the same numbers as the three kernels).  A step takes it for small lists only
+ * (PAIRS_ONE_BLOCK_CENTERS, PAIRS_ONE_BLOCK_ENTRIES): its warps walk their chunks in turn, where
+ * the three kernels give every center its own warp for two extra launches. */
+#define PAIRS_WARPS 32
+#define PAIRS_ONE_BLOCK_CENTERS 1024
+#define PAIRS_ONE_BLOCK_ENTRIES 16384
 __global__ void pairs_one_block_kernel(int64_t n_centers, const int64_t *start,
                                        const int32_t *pairs, int64_t capacity, const double *vec,
                                        const uint8_t *mask, int64_t n_pairs, int32_t *base,
                                        int32_t *slot, int32_t *pentry, int32_t *pmirror) {
-    __shared__ int32_t part[1024];
-    const int64_t chunk = (n_centers + 1023) / 1024;
-    const int64_t b = threadIdx.x * chunk, e = b + chunk < n_centers ? b + chunk : n_centers;
+    __shared__ int32_t part[PAIRS_WARPS];
+    const int w = threadIdx.x >> 5;
+    const int64_t chunk = (n_centers + PAIRS_WARPS - 1) / PAIRS_WARPS;
+    const int64_t b = w * chunk, e = b + chunk < n_centers ? b + chunk : n_centers;
     int32_t k = 0;
-    for (int64_t c = b; c < e; c++) {
-        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-        for (int64_t q = start[c]; q < e1; q++)
-            k += (mask[q] & NNPOPS__TN_EDGE) &&
-                 holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q);
-    }
-    part[threadIdx.x] = k;
+    for (int64_t c = b; c < e; c++) k += warp_count_pairs(c, start, pairs, capacity, vec, mask);
+    if ((threadIdx.x & 31) == 0) part[w] = k;
     __syncthreads();
     if (threadIdx.x == 0) {
         int32_t run = 0;
-        for (int t = 0; t < 1024; t++) {
+        for (int t = 0; t < PAIRS_WARPS; t++) {
             const int32_t v = part[t];
             part[t] = run;
             run += v;
@@ -1214,23 +1249,10 @@ __global__ void pairs_one_block_kernel(int64_t n_centers, const int64_t *start,
         base[n_centers] = run;
     }
     __syncthreads();
-    int64_t p = part[threadIdx.x];
-    for (int64_t c = b; c < e; c++) {
-        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-        for (int64_t q = start[c]; q < e1; q++) {
-            if (!(mask[q] & NNPOPS__TN_EDGE) ||
-                !holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q))
-                continue;
-            if (p < n_pairs) {
-                slot[q] = (int32_t)p;
-                pentry[p] = (int32_t)q;
-                pmirror[p] = -1;
-            } else {
-                slot[q] = -1;
-            }
-            p++;
-        }
-    }
+    int64_t p = part[w];
+    for (int64_t c = b; c < e; c++)
+        p = warp_assign_pairs(c, p, start, pairs, capacity, vec, mask, n_pairs, slot, pentry,
+                              pmirror);
 }
 
 /* every other entry: its mirror's pair, or -1; pairs past the count: no entry (a thread per
@@ -1546,17 +1568,18 @@ extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t 
                                                void *stream) {
     if (n_centers <= 0) return NNPOPS_OK;
     cudaStream_t st = as_stream(stream);
-    if (path == 1 || (path == 0 && n_centers <= PAIRS_ONE_BLOCK)) {
-        pairs_one_block_kernel<<<1, 1024, 0, st>>>(n_centers, start, pairs, capacity, vec, mask,
-                                                   n_pairs, count, slot, pentry, pmirror);
+    if (path == 1 || (path == 0 && n_centers <= PAIRS_ONE_BLOCK_CENTERS &&
+                      capacity <= PAIRS_ONE_BLOCK_ENTRIES)) {
+        pairs_one_block_kernel<<<1, 32 * PAIRS_WARPS, 0, st>>>(
+            n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers, one block)");
     } else {
-        pairs_count_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(n_centers, start, pairs,
-                                                                      capacity, vec, mask, count);
+        pairs_count_kernel<<<grid_for(n_centers * 32, 128), 128, 0, st>>>(
+            n_centers, start, pairs, capacity, vec, mask, count);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (count)");
         pairs_scan_kernel<<<1, 1024, 0, st>>>(n_centers, count);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (scan)");
-        pairs_assign_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(
+        pairs_assign_kernel<<<grid_for(n_centers * 32, 128), 128, 0, st>>>(
             n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers)");
     }
