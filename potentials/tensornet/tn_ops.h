@@ -163,7 +163,7 @@ typedef struct nnpops__tn_zbl_dev {
     /* tn_message_back: GH[p] = dE/dh[p] for each pair p < n_pairs of entry pentry[p] = (c, j)   \
      * (per block, the sum over its components of gcM[c] cY[j] + gcM[j] cY[c]: both directions; \
      * 0 without an entry) and gcY[c] += self_h gcM[c] + sum over c's edges e = (c, j) of        \
-     * h[slot[e]] gcM[j] (the mirrors' terms). */                                                \
+     * h[slot[e]] gcM[j] (the mirrors' terms).  GH may be h (h is read before GH is written). */ \
     void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,          \
                                           const int64_t *start, const int32_t *pairs,            \
                                           int64_t capacity, const uint8_t *mask,                 \

@@ -314,6 +314,16 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
                                      const int32_t *pentry, const REAL *h, const REAL *self_h,
                                      const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH) {
     const int F = d->F;
+    /* gcY first: GH may be h */
+    for (int64_t c = 0; c < n_centers; c++) {
+        REAL *gy = gcY + (size_t)c * 10 * F;
+        TO(to_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
+        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+        for (int64_t e = start[c]; e < e1; e++)
+            if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
+                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
+                            gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
+    }
     for (int64_t p = 0; p < n_pairs; p++) {
         REAL *gh = GH + (size_t)p * 3 * F;
         for (int k = 0; k < 3 * F; k++) gh[k] = 0;
@@ -327,15 +337,6 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
             for (int f = 0; f < F; f++)
                 gh[blk * F + f] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
         }
-    }
-    for (int64_t c = 0; c < n_centers; c++) {
-        REAL *gy = gcY + (size_t)c * 10 * F;
-        TO(to_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
-        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-        for (int64_t e = start[c]; e < e1; e++)
-            if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
-                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
-                            gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
     }
 }
 

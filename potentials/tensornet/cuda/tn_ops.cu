@@ -1439,16 +1439,17 @@ inline nnpops_status per_thread_check(int F) {
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,              \
         const int32_t *pentry, const T *h, const T *self_h, const T *cY, const T *gcM, T *gcY,    \
         T *GH, void *stream) {                                                                    \
-        if (n_pairs > 0) {                                                                        \
-            message_gh_kernel<T><<<(unsigned)n_pairs, atom_threads(d->F), 0,                      \
-                                   as_stream(stream)>>>(*d, pairs, pentry, cY, gcM, GH);          \
-            NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
-        }                                                                                         \
+        /* (gcY first: GH may be h) */                                                             \
         if (n_centers > 0) {                                                                      \
             message_gy_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
                                    as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
                                                         h, self_h, gcM, gcY);                     \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
+        }                                                                                         \
+        if (n_pairs > 0) {                                                                        \
+            message_gh_kernel<T><<<(unsigned)n_pairs, atom_threads(d->F), 0,                      \
+                                   as_stream(stream)>>>(*d, pairs, pentry, cY, gcM, GH);          \
+            NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
