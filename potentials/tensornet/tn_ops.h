@@ -80,19 +80,21 @@ typedef struct nnpops__tn_zbl_dev {
     nnpops_status nnpops__tn_linear_cuda##SUF(int64_t n, int in, int out, int trans,            \
                                               const REAL *W, const REAL *b, const REAL *X,       \
                                               double beta, REAL *Y, void *blas, void *stream);   \
-    /* tn_act: over n rows of width values, Z[c][o] += bias[o] (in place; bias may be NULL),     \
-     * then A[c][o] = act(Z[c][o]) * (scale ? scale[c] : 1) (the bias of a GEMM's output). */    \
-    void nnpops__tn_act_cpu##SUF(int act, int64_t n, int width, const REAL *bias, REAL *Z,        \
+    /* tn_act: over n rows of width values, A[c][o] = act(Z[c][o] + bias[o]) * (scale ? scale[c] \
+     * : 1) (bias may be NULL: 0; Z is left as it is: the backward adds the bias again). */      \
+    void nnpops__tn_act_cpu##SUF(int act, int64_t n, int width, const REAL *bias, const REAL *Z, \
                                  const REAL *scale, REAL *A);                                    \
-    nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width, const REAL *bias,     \
-                                           REAL *Z, const REAL *scale, REAL *A, void *stream);   \
-    /* tn_act_back: gscale[c] = sum_o G[c][o] act(Z[c][o]) (when gscale is not NULL), then       \
-     * G[c][o] *= act'(Z[c][o]) * (scale ? scale[c] : 1). */                                     \
-    void nnpops__tn_act_back_cpu##SUF(int act, int64_t n, int width, const REAL *Z,             \
-                                      const REAL *scale, REAL *G, REAL *gscale);                 \
-    nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width, const REAL *Z,   \
-                                                const REAL *scale, REAL *G, REAL *gscale,        \
-                                                void *stream);                                   \
+    nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width, const REAL *bias,      \
+                                           const REAL *Z, const REAL *scale, REAL *A,            \
+                                           void *stream);                                        \
+    /* tn_act_back: with z = Z[c][o] + bias[o] (bias may be NULL): gscale[c] = sum_o G[c][o]     \
+     * act(z) (when gscale is not NULL), then G[c][o] *= act'(z) * (scale ? scale[c] : 1). */    \
+    void nnpops__tn_act_back_cpu##SUF(int act, int64_t n, int width, const REAL *Z,              \
+                                      const REAL *bias, const REAL *scale, REAL *G,              \
+                                      REAL *gscale);                                             \
+    nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width, const REAL *Z,    \
+                                                const REAL *bias, const REAL *scale, REAL *G,    \
+                                                REAL *gscale, void *stream);                     \
     /* tn_embed: X0 of the n_centers centers: the self edge's term (P1 + P2 of the center's      \
      * species times self_fc self_dk on the diagonal) and, per network edge e = (c, j),          \
      * fc[e] (P1[s_c] + P2[s_j]) (dk I + dk A(u) + dk S(u)) with dk = dk[q][0 | F | 2F ..] of   \
@@ -160,22 +162,27 @@ typedef struct nnpops__tn_zbl_dev {
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, const REAL *h,               \
         const REAL *self_h, const REAL *cY, REAL *cM, void *stream);                             \
-    /* tn_message_back: GH[p] = dE/dh[p] for each pair p < n_pairs of entry pentry[p] = (c, j)   \
-     * (per block, the sum over its components of gcM[c] cY[j] + gcM[j] cY[c]: both directions; \
+    /* tn_message_back: G[p] = dE/dh[p] for each pair p < n_pairs of entry pentry[p] = (c, j)    \
+     * (per block, the sum over its components of gcM[c] cY[j] + gcM[j] cY[c]: both directions;  \
      * 0 without an entry) and gcY[c] += self_h gcM[c] + sum over c's edges e = (c, j) of        \
-     * h[slot[e]] gcM[j] (the mirrors' terms).  GH may be h (h is read before GH is written). */ \
-    void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,          \
+     * h[slot[e]] gcM[j] (the mirrors' terms).  Z NULL: GH = G.  Else through the edge network's \
+     * last step h = act(Z + bias) fcP (Z [n_pairs][3F], bias [3F]; tn_act_back's): GH[p][k] =   \
+     * G[p][k] act'(z) fcP[p] and gfc[p] = sum_k G[p][k] act(z), z = Z[p][k] + bias[k].  GH may  \
+     * be h (h is read before GH is written). */                                                 \
+    void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,           \
                                           const int64_t *start, const int32_t *pairs,            \
                                           int64_t capacity, const uint8_t *mask,                 \
                                           const int32_t *slot, int64_t n_pairs,                  \
                                           const int32_t *pentry, const REAL *h,                  \
                                           const REAL *self_h, const REAL *cY, const REAL *gcM,   \
-                                          REAL *gcY, REAL *GH);                                  \
+                                          const REAL *Z, const REAL *bias, const REAL *fcP,      \
+                                          REAL *gcY, REAL *GH, REAL *gfc);                       \
     nnpops_status nnpops__tn_message_back_cuda##SUF(                                             \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,             \
         const int32_t *pentry, const REAL *h, const REAL *self_h, const REAL *cY,                \
-        const REAL *gcM, REAL *gcY, REAL *GH, void *stream);                                     \
+        const REAL *gcM, const REAL *Z, const REAL *bias, const REAL *fcP, REAL *gcY, REAL *GH,  \
+        REAL *gfc, void *stream);                                                                \
     /* tn_layer_post: Xout = X / nrm + D + qf D D with C = qf (M Y + Y M) (O(3)) or 2 Y M       \
      * (SO(3)), D = comp(lin3(lt_b, decomp(C / (|C|^2 + 1)))), qf = 1 + 0.1 q of the atom's      \
      * system (charges [n_systems] may be NULL). */                                              \

@@ -81,8 +81,8 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(phi, e * R * r);
     TS_TAKE(gu, 3 * e * r);
     TS_TAKE(slot, e * sizeof(int32_t));
-    /* per pair: the edge networks' pre-activations Z1 [F], Z2 [2F], Z3 [3F] (biased, kept for
-     * the backward) and one block H [3F] that holds in turn the hidden activations A1 and A2
+    /* per pair: the edge networks' pre-activations Z1 [F], Z2 [2F], Z3 [3F] (without the bias,
+     * kept for the backward) and one block H [3F] that holds in turn the hidden activations A1 and A2
      * (flat: A1 = H[0, P F), A2 = H[P F, 3 P F); each read only by the next GEMM), the edge
      * factors h of the current layer, dE/dh and the backward's G1.  The embedding's projections
      * dk [3F] live in Z3's place (read by tn_embed before the first layer writes Z3; computed
@@ -150,9 +150,9 @@ size_t TS(nnpops__tn_step_work_bytes)(const OPM *m, int64_t n_atoms, int64_t n_s
     TS(nnpops__tn_linear_cpu)(n, in, out, trans, W, b, Xin, beta, Y)
 #endif
 
-/* One layer's edge network over the P pairs: Z1 = phi W0^T + b0, A1 = act(Z1), Z2 = A1 W1^T + b1,
- * A2 = act(Z2), Z3 = A2 W2^T + b2, h = act(Z3) fc (into H; A1 and A2 are H's two parts, see
- * ts_plan). */
+/* One layer's edge network over the P pairs: Z1 = phi W0^T, A1 = act(Z1 + b0), Z2 = A1 W1^T,
+ * A2 = act(Z2 + b1), Z3 = A2 W2^T, h = act(Z3 + b2) fc (into H; A1 and A2 are H's two parts, see
+ * ts_plan).  The Z keep no bias: the activations add it as they read them, forward and back. */
 static nnpops_status TS(ts_edge_net)(const OPM *m, const nnpops__tn_step_args *a, int cuda,
                                      int64_t P, const REAL *const *Wl, const REAL *const *bl,
                                      const REAL *phiP, const REAL *fcP, REAL *Z1, REAL *Z2,
@@ -247,15 +247,14 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         if (l < L - 1)
             NNPOPS__TRY(
                 TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, fcP, Z1, Z2, Z3, A1, A2, H));
-        /* dE/dh over h (GHP is H: message_back reads h before it writes GH), then back from
-         * dE/dh to dE/dr, per pair */
+        /* dE/dZ3 and dE/dfc through h (GHP is H: message_back reads h before it writes GH),
+         * then back to dE/dr, per pair */
         X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, H, m->self_h[l],
-          cY + l * NF10, gcM, gcY, GHP);
-        X(act_back, act, P, 3 * F, Z3, fcP, GHP, gfcP);
+          cY + l * NF10, gcM, Z3, bl[2], fcP, gcY, GHP, gfcP);
         XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
-        X(act_back, act, P, 2 * F, Z2, NULL, G2, NULL);
+        X(act_back, act, P, 2 * F, Z2, bl[1], NULL, G2, NULL);
         XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
-        X(act_back, act, P, F, Z1, NULL, G1, NULL);
+        X(act_back, act, P, F, Z1, bl[0], NULL, G1, NULL);
         XLIN(P, R, F, 1, Wl[0], NULL, G1, 0.0, gphiP);
         X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP,
           l < L - 1, grP);

@@ -314,12 +314,20 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         TC(nnpops__tn_act_cpu)(d->activation, E, 3 * F, mh->ls_b[2], z.h, fc.h, A.h);
         CHECK_OK(TC(nnpops__tn_act_cuda)(d->activation, E, 3 * F, md->ls_b[2], z.d, fc.d, A.d,
                                          st));
-        WORST(TC(chk)("activation (bias added in place)", &z));
-        WORST(TC(chk)("activation", &A));
-        TC(nnpops__tn_act_back_cpu)(d->activation, E, 3 * F, z.h, fc.h, G.h, gs.h);
-        CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 3 * F, z.d, fc.d, G.d, gs.d, st));
-        WORST(TC(chk)("activation backward", &G));
+        WORST(TC(chk)("activation (bias, scale)", &A));
+        WORST(TC(chk)("activation: Z left as it is", &z));
+        TC(nnpops__tn_act_cpu)(d->activation, E, 2 * F, NULL, z.h, NULL, A.h);
+        CHECK_OK(TC(nnpops__tn_act_cuda)(d->activation, E, 2 * F, NULL, z.d, NULL, A.d, st));
+        WORST(TC(chk)("activation (no bias, no scale)", &A));
+        TC(nnpops__tn_act_back_cpu)(d->activation, E, 3 * F, z.h, mh->ls_b[2], fc.h, G.h, gs.h);
+        CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 3 * F, z.d, md->ls_b[2], fc.d,
+                                              G.d, gs.d, st));
+        WORST(TC(chk)("activation backward (bias, scale)", &G));
         WORST(TC(chk)("activation backward: scale gradient", &gs));
+        TC(nnpops__tn_act_back_cpu)(d->activation, E, 2 * F, z.h, NULL, NULL, G.h, NULL);
+        CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 2 * F, z.d, NULL, NULL, G.d,
+                                              NULL, st));
+        WORST(TC(chk)("activation backward (no bias, no scale)", &G));
         TC(drop)(&y), TC(drop)(&x), TC(drop)(&g), TC(drop)(&gx), TC(drop)(&z), TC(drop)(&A);
         TC(drop)(&G), TC(drop)(&gs);
     }
@@ -430,19 +438,31 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
                                                      md->lt + 3, g.d, gcY.d, gcM.d, st));
         WORST(TC(chk)("layer backward: dE/dY (update)", &gcY));
         WORST(TC(chk)("layer backward: dE/dM", &gcM));
-        TC(arr) GH = TC(mk)(P * 3 * Fz, 1);
+        TC(arr) GH = TC(mk)(P * 3 * Fz, 1), Z = TC(mk)(P * 3 * Fz, 3), gfc = TC(mk)(P, 1);
         TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, h.h,
-                                        mh->self_h[0], cY.h, gcM.h, gcY.h, GH.h);
+                                        mh->self_h[0], cY.h, gcM.h, NULL, NULL, NULL, gcY.h, GH.h,
+                                        NULL);
         CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
-                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, gcY.d,
-                                                  GH.d, st));
+                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, NULL,
+                                                  NULL, NULL, gcY.d, GH.d, NULL, st));
         WORST(TC(chk)("messages backward: dE/dh", &GH));
         WORST(TC(chk)("messages backward: dE/dY", &gcY));
+        /* through h = act(Z + b) fc, GH in h's place (the step's form) */
+        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, h.h,
+                                        mh->self_h[0], cY.h, gcM.h, Z.h, mh->ls_b[2], fcP.h,
+                                        gcY.h, h.h, gfc.h);
+        CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
+                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, Z.d,
+                                                  md->ls_b[2], fcP.d, gcY.d, h.d, gfc.d, st));
+        WORST(TC(chk)("messages backward: dE/dZ (into h)", &h));
+        WORST(TC(chk)("messages backward: dE/dfc", &gfc));
+        WORST(TC(chk)("messages backward: dE/dY (again)", &gcY));
         TC(nnpops__tn_layer_pre_back_cpu)(d, n, X.h, nrm.h, mh->lt, gcY.h, g.h);
         CHECK_OK(TC(nnpops__tn_layer_pre_back_cuda)(d, n, X.d, nrm.d, md->lt, gcY.d, g.d, st));
         WORST(TC(chk)("layer backward: dE/dX", &g));
         TC(drop)(&X), TC(drop)(&nrm), TC(drop)(&cY), TC(drop)(&h), TC(drop)(&cM), TC(drop)(&Xo);
-        TC(drop)(&g), TC(drop)(&gcY), TC(drop)(&gcM), TC(drop)(&GH);
+        TC(drop)(&g), TC(drop)(&gcY), TC(drop)(&gcM), TC(drop)(&GH), TC(drop)(&Z);
+        TC(drop)(&gfc);
     }
     /* the readout (ghosts: no energy, no gradient) */
     {

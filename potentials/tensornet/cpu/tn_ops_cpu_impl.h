@@ -78,24 +78,24 @@ void TO(nnpops__tn_linear_cpu)(int64_t n, int in, int out, int trans, const REAL
     }
 }
 
-void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *bias, REAL *Z,
+void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *bias, const REAL *Z,
                             const REAL *scale, REAL *A) {
     for (int64_t c = 0; c < n; c++)
         for (int o = 0; o < width; o++) {
             const size_t k = (size_t)c * width + o;
-            if (bias) Z[k] += bias[o];
-            A[k] = TO(tn_act)(act, Z[k], NULL) * (scale ? scale[c] : (REAL)1);
+            const REAL z = bias ? Z[k] + bias[o] : Z[k];
+            A[k] = TO(tn_act)(act, z, NULL) * (scale ? scale[c] : (REAL)1);
         }
 }
 
-void TO(nnpops__tn_act_back_cpu)(int act, int64_t n, int width, const REAL *Z, const REAL *scale,
-                                 REAL *G, REAL *gscale) {
+void TO(nnpops__tn_act_back_cpu)(int act, int64_t n, int width, const REAL *Z, const REAL *bias,
+                                 const REAL *scale, REAL *G, REAL *gscale) {
     for (int64_t c = 0; c < n; c++) {
         REAL gs = 0;
         for (int o = 0; o < width; o++) {
             const size_t k = (size_t)c * width + o;
             REAL dv;
-            REAL a = TO(tn_act)(act, Z[k], &dv);
+            REAL a = TO(tn_act)(act, bias ? Z[k] + bias[o] : Z[k], &dv);
             gs += G[k] * a;
             G[k] *= dv * (scale ? scale[c] : (REAL)1);
         }
@@ -312,7 +312,9 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
                                      const int64_t *start, const int32_t *pairs, int64_t capacity,
                                      const uint8_t *mask, const int32_t *slot, int64_t n_pairs,
                                      const int32_t *pentry, const REAL *h, const REAL *self_h,
-                                     const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH) {
+                                     const REAL *cY, const REAL *gcM, const REAL *Z,
+                                     const REAL *bias, const REAL *fcP, REAL *gcY, REAL *GH,
+                                     REAL *gfc) {
     const int F = d->F;
     /* gcY first: GH may be h */
     for (int64_t c = 0; c < n_centers; c++) {
@@ -338,6 +340,10 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
                 gh[blk * F + f] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
         }
     }
+    /* through h = act(Z + bias) fcP (pairs without an entry too: G is 0 there) */
+    for (int64_t p = 0; Z && p < n_pairs; p++)
+        TO(nnpops__tn_act_back_cpu)(d->activation, 1, 3 * F, Z + (size_t)p * 3 * F, bias,
+                                    fcP + p, GH + (size_t)p * 3 * F, gfc + p);
 }
 
 static REAL TO(to_qf)(const double *charges, const int32_t *batch, int64_t a) {

@@ -305,19 +305,20 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
 
 /* ==== tn_act, tn_act_back ==== */
 template <typename T>
-__global__ void act_kernel(int act, int64_t n, int width, const T *bias, T *Z, const T *scale,
-                           T *A) {
+__global__ void act_kernel(int act, int64_t n, int width, const T *bias, const T *Z,
+                           const T *scale, T *A) {
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n * width) return;
+    const int64_t c = k / width;
     T z = Z[k];
-    if (bias) Z[k] = z = z + bias[k % width];
-    A[k] = t_act<T>(act, z, NULL) * (scale ? scale[k / width] : (T)1);
+    if (bias) z += bias[k - c * width];
+    A[k] = t_act<T>(act, z, NULL) * (scale ? scale[c] : (T)1);
 }
 
 /* a warp per row: gscale is a sum over the row */
 template <typename T>
-__global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const T *scale, T *G,
-                                T *gscale) {
+__global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const T *bias,
+                                const T *scale, T *G, T *gscale) {
     const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (c >= n) return; /* whole warps leave together */
@@ -326,7 +327,7 @@ __global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const
     for (int o = lane; o < width; o += 32) {
         const size_t k = (size_t)c * width + o;
         T dv;
-        const T a = t_act<T>(act, Z[k], &dv);
+        const T a = t_act<T>(act, bias ? Z[k] + bias[o] : Z[k], &dv);
         gs += G[k] * a;
         G[k] *= dv * s;
     }
@@ -639,14 +640,18 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
 }
 
 /* ==== tn_message_back ==== */
-/* dE/dh per pair (both directions): a block of threads over the channels per pair */
+/* dE/dh per pair (both directions), or with Z through h = act(Z + bias) fc: dE/dZ and dE/dfc (a
+ * block of threads over the channels per pair; dE/dfc a block sum) */
 template <typename T>
 __global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const int32_t *pentry,
-                                  const T *cY, const T *gcM, T *GH) {
+                                  const T *cY, const T *gcM, const T *Z, const T *bias,
+                                  const T *fcP, T *GH, T *gfc) {
+    __shared__ T red[32];
     const int64_t p = blockIdx.x;
     const int F = d.F;
     T *gh = GH + (size_t)p * 3 * F;
     const int32_t e = pentry[p];
+    T gs = 0;
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
         T s[3] = {0, 0, 0};
         if (e >= 0) {
@@ -656,7 +661,20 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const
             for (int k = 0; k < 10; k++)
                 s[blk_of(k)] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
         }
+        if (Z) {
+            const T *z = Z + (size_t)p * 3 * F;
+            for (int b = 0; b < 3; b++) {
+                T dv;
+                const T a = t_act<T>(d.activation, z[b * F + f] + bias[b * F + f], &dv);
+                gs += s[b] * a;
+                s[b] *= dv * fcP[p];
+            }
+        }
         for (int b = 0; b < 3; b++) gh[b * F + f] = s[b];
+    }
+    if (Z) {
+        gs = block_sum(gs, red);
+        if (threadIdx.x == 0) gfc[p] = gs;
     }
 }
 
@@ -1341,8 +1359,8 @@ inline nnpops_status per_thread_check(int F) {
         return linear<T>(n, in, out, trans, W, b, X, beta, Y, blas, stream);                      \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width,              \
-                                                      const T *bias, T *Z, const T *scale, T *A,  \
-                                                      void *stream) {                             \
+                                                      const T *bias, const T *Z, const T *scale,  \
+                                                      T *A, void *stream) {                       \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                               \
         act_kernel<T><<<grid_for(n * width, 256), 256, 0, as_stream(stream)>>>(act, n, width,     \
                                                                                 bias, Z, scale, A); \
@@ -1350,11 +1368,12 @@ inline nnpops_status per_thread_check(int F) {
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width,         \
-                                                           const T *Z, const T *scale, T *G,      \
-                                                           T *gscale, void *stream) {             \
+                                                           const T *Z, const T *bias,             \
+                                                           const T *scale, T *G, T *gscale,       \
+                                                           void *stream) {                        \
         if (n <= 0) return NNPOPS_OK;                                                             \
         act_back_kernel<T><<<grid_for(n * 32, 128), 128, 0, as_stream(stream)>>>(                 \
-            act, n, width, Z, scale, G, gscale);                                                  \
+            act, n, width, Z, bias, scale, G, gscale);                                            \
         NNPOPS__LAUNCH_CHECK("tensornet activation backward");                                    \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1437,9 +1456,9 @@ inline nnpops_status per_thread_check(int F) {
     extern "C" nnpops_status nnpops__tn_message_back_cuda##SUF(                                   \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,              \
-        const int32_t *pentry, const T *h, const T *self_h, const T *cY, const T *gcM, T *gcY,    \
-        T *GH, void *stream) {                                                                    \
-        /* (gcY first: GH may be h) */                                                             \
+        const int32_t *pentry, const T *h, const T *self_h, const T *cY, const T *gcM,            \
+        const T *Z, const T *bias, const T *fcP, T *gcY, T *GH, T *gfc, void *stream) {           \
+        /* (gcY first: GH may be h) */                                                            \
         if (n_centers > 0) {                                                                      \
             message_gy_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
                                    as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
@@ -1448,7 +1467,8 @@ inline nnpops_status per_thread_check(int F) {
         }                                                                                         \
         if (n_pairs > 0) {                                                                        \
             message_gh_kernel<T><<<(unsigned)n_pairs, atom_threads(d->F), 0,                      \
-                                   as_stream(stream)>>>(*d, pairs, pentry, cY, gcM, GH);          \
+                                   as_stream(stream)>>>(*d, pairs, pentry, cY, gcM, Z, bias, fcP, \
+                                                        GH, gfc);                                 \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
