@@ -97,19 +97,21 @@ typedef struct nnpops__tn_zbl_dev {
                                                 REAL *gscale, void *stream);                     \
     /* tn_embed: X0 of the n_centers centers: the self edge's term (P1 + P2 of the center's      \
      * species times self_fc self_dk on the diagonal) and, per network edge e = (c, j),          \
-     * fc[e] (P1[s_c] + P2[s_j]) (dk I + dk A(u) + dk S(u)) with dk = dk[q][0 | F | 2F ..] of   \
-     * q = slot[e] (the pair's projections; slot NULL: q = e).  ptab1, ptab2: [species][F]. */   \
-    void nnpops__tn_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,                 \
+     * fc[e] (P1[s_c] + P2[s_j]) (dk I + dk A(u) + dk S(u)) with dk = dk[q][0 | F | 2F ..] + dk_b \
+     * of q = slot[e] (the pair's projections; slot NULL: q = e; dk_b [3F] the projections' bias, \
+     * may be NULL).  ptab1, ptab2: [species][F]. */                                             \
+    void nnpops__tn_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,                  \
                                    const int64_t *start, const int32_t *pairs, int64_t capacity, \
                                    const int32_t *species, const REAL *ptab1, const REAL *ptab2, \
                                    REAL self_fc, const REAL *self_dk, const REAL *ev,            \
                                    const REAL *er, const uint8_t *mask, const int32_t *slot,     \
-                                   const REAL *fc, const REAL *dk, REAL *X0);                    \
+                                   const REAL *fc, const REAL *dk, const REAL *dk_b, REAL *X0);  \
     nnpops_status nnpops__tn_embed_cuda##SUF(                                                    \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const int32_t *species, const REAL *ptab1, const REAL *ptab2,          \
         REAL self_fc, const REAL *self_dk, const REAL *ev, const REAL *er, const uint8_t *mask,  \
-        const int32_t *slot, const REAL *fc, const REAL *dk, REAL *X0, void *stream);            \
+        const int32_t *slot, const REAL *fc, const REAL *dk, const REAL *dk_b, REAL *X0,         \
+        void *stream);                                                                           \
     /* tn_atom_embed: per atom, the gates of X0 (norm, LayerNorm, two linears with activations:  \
      * pre-activations z1 [n][2F], z2 [n][3F] kept) and X1 = comp(gate lin3(decomp(X0))). */     \
     void nnpops__tn_atom_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n, const REAL *X0,    \
@@ -152,37 +154,39 @@ typedef struct nnpops__tn_zbl_dev {
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const REAL *er,        \
         const REAL *fc, const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP, void *stream);        \
     /* tn_message: cM[c] = self_h (x) cY[c] + sum over c's network edges e = (c, j) of           \
-     * h[slot[e]] (x) cY[j] (h per pair, its three blocks weighting components 0, 1..3, 4..9). */ \
-    void nnpops__tn_message_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,               \
+     * h[slot[e]] (x) cY[j] (h per pair, its three blocks weighting components 0, 1..3, 4..9),   \
+     * h[q] = act(Z[q] + bias) fcP[q] from the edge network's last pre-activations Z             \
+     * [n_pairs][3F] (without the bias [3F]) and the pairs' cutoffs fcP. */                      \
+    void nnpops__tn_message_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,                \
                                      const int64_t *start, const int32_t *pairs,                 \
                                      int64_t capacity, const uint8_t *mask,                      \
-                                     const int32_t *slot, const REAL *h, const REAL *self_h,     \
-                                     const REAL *cY, REAL *cM);                                  \
+                                     const int32_t *slot, const REAL *Z, const REAL *bias,       \
+                                     const REAL *fcP, const REAL *self_h, const REAL *cY,        \
+                                     REAL *cM);                                                  \
     nnpops_status nnpops__tn_message_cuda##SUF(                                                  \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
-        int64_t capacity, const uint8_t *mask, const int32_t *slot, const REAL *h,               \
-        const REAL *self_h, const REAL *cY, REAL *cM, void *stream);                             \
-    /* tn_message_back: G[p] = dE/dh[p] for each pair p < n_pairs of entry pentry[p] = (c, j)    \
-     * (per block, the sum over its components of gcM[c] cY[j] + gcM[j] cY[c]: both directions;  \
-     * 0 without an entry) and gcY[c] += self_h gcM[c] + sum over c's edges e = (c, j) of        \
-     * h[slot[e]] gcM[j] (the mirrors' terms).  Z NULL: GH = G.  Else through the edge network's \
-     * last step h = act(Z + bias) fcP (Z [n_pairs][3F], bias [3F]; tn_act_back's): GH[p][k] =   \
-     * G[p][k] act'(z) fcP[p] and gfc[p] = sum_k G[p][k] act(z), z = Z[p][k] + bias[k].  GH may  \
-     * be h (h is read before GH is written). */                                                 \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, const REAL *Z,               \
+        const REAL *bias, const REAL *fcP, const REAL *self_h, const REAL *cY, REAL *cM,         \
+        void *stream);                                                                           \
+    /* tn_message_back, with h = act(Z + bias) fcP as in tn_message: gcY[c] += self_h gcM[c] +   \
+     * sum over c's edges e = (c, j) of h[slot[e]] gcM[j] (the mirrors' terms), and for each pair \
+     * p < n_pairs of entry pentry[p] = (c, j) with G[p] = dE/dh[p] (per block, the sum over its \
+     * components of gcM[c] cY[j] + gcM[j] cY[c]: both directions; 0 without an entry):          \
+     * GH[p][k] = dE/dZ[p][k] = G[p][k] act'(z) fcP[p] and gfc[p] = dE/dfcP[p] = sum_k G[p][k]   \
+     * act(z), z = Z[p][k] + bias[k]. */                                                         \
     void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,           \
                                           const int64_t *start, const int32_t *pairs,            \
                                           int64_t capacity, const uint8_t *mask,                 \
                                           const int32_t *slot, int64_t n_pairs,                  \
-                                          const int32_t *pentry, const REAL *h,                  \
-                                          const REAL *self_h, const REAL *cY, const REAL *gcM,   \
-                                          const REAL *Z, const REAL *bias, const REAL *fcP,      \
-                                          REAL *gcY, REAL *GH, REAL *gfc);                       \
+                                          const int32_t *pentry, const REAL *Z, const REAL *bias, \
+                                          const REAL *fcP, const REAL *self_h, const REAL *cY,   \
+                                          const REAL *gcM, REAL *gcY, REAL *GH, REAL *gfc);      \
     nnpops_status nnpops__tn_message_back_cuda##SUF(                                             \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,             \
-        const int32_t *pentry, const REAL *h, const REAL *self_h, const REAL *cY,                \
-        const REAL *gcM, const REAL *Z, const REAL *bias, const REAL *fcP, REAL *gcY, REAL *GH,  \
-        REAL *gfc, void *stream);                                                                \
+        const int32_t *pentry, const REAL *Z, const REAL *bias, const REAL *fcP,                 \
+        const REAL *self_h, const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH, REAL *gfc,     \
+        void *stream);                                                                           \
     /* tn_layer_post: Xout = X / nrm + D + qf D D with C = qf (M Y + Y M) (O(3)) or 2 Y M       \
      * (SO(3)), D = comp(lin3(lt_b, decomp(C / (|C|^2 + 1)))), qf = 1 + 0.1 q of the atom's      \
      * system (charges [n_systems] may be NULL). */                                              \
@@ -219,21 +223,23 @@ typedef struct nnpops__tn_zbl_dev {
         const REAL *norm_w, const REAL *norm_b, const REAL *lin_w, const REAL *lin_b,            \
         const REAL *const out_w[], const REAL *const out_b[], const int32_t *species,            \
         const REAL *atomref, double *atom_energy, REAL *g, void *stream);                        \
-    /* tn_embed_back: per pair p < n_pairs, its two entries e = pentry[p] and pmirror[p] (-1:     \
+    /* tn_embed_back: per pair p < n_pairs, its two entries e = pentry[p] and pmirror[p] (-1:    \
      * none), each (c, j) with g0 = dE/dX0 of its center: gu[e] = dE/du of the entry (3; other   \
      * entries' gu are not written), and the pair's sums over its entries gd[p] = dE/d dk[p] (3F) \
-     * and gfc[p] = dE/dfc (0 for a pair without entries).  fc, dk per pair. */                  \
-    void nnpops__tn_embed_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,              \
+     * and gfc[p] = dE/dfc (0 for a pair without entries).  fc, dk per pair (dk + dk_b as in     \
+     * tn_embed). */                                                                             \
+    void nnpops__tn_embed_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,               \
                                         const int32_t *pentry, const int32_t *pmirror,           \
                                         const int32_t *pairs, const int32_t *species,            \
                                         const REAL *ptab1, const REAL *ptab2, const REAL *ev,    \
                                         const REAL *er, const REAL *fcP, const REAL *dk,         \
-                                        const REAL *g0, REAL *gd, REAL *gu, REAL *gfc);          \
+                                        const REAL *dk_b, const REAL *g0, REAL *gd, REAL *gu,    \
+                                        REAL *gfc);                                              \
     nnpops_status nnpops__tn_embed_back_cuda##SUF(                                               \
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const REAL *ptab1, const REAL *ptab2,      \
-        const REAL *ev, const REAL *er, const REAL *fcP, const REAL *dk, const REAL *g0,         \
-        REAL *gd, REAL *gu, REAL *gfc, void *stream);                                            \
+        const REAL *ev, const REAL *er, const REAL *fcP, const REAL *dk, const REAL *dk_b,       \
+        const REAL *g0, REAL *gd, REAL *gu, REAL *gfc, void *stream);                            \
     /* tn_radial_back: per network edge (pentry NULL: entries e < capacity, by start and mask;   \
      * else pairs e < capacity with pentry[e] >= 0), gr[e] (+)= gfc[e] fc'(r) + sum_k gphi[e][k] \
      * phi_k'(r) (accumulate 0: written, 0 for the others). */                                   \

@@ -82,14 +82,14 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(gu, 3 * e * r);
     TS_TAKE(slot, e * sizeof(int32_t));
     /* per pair: the edge networks' pre-activations Z1 [F], Z2 [2F], Z3 [3F] (without the bias,
-     * kept for the backward) and one block H [3F] that holds in turn the hidden activations A1 and A2
-     * (flat: A1 = H[0, P F), A2 = H[P F, 3 P F); each read only by the next GEMM), the edge
-     * factors h of the current layer, dE/dh and the backward's G1.  The embedding's projections
-     * dk [3F] live in Z3's place (read by tn_embed before the first layer writes Z3; computed
-     * again for the embedding's backward), the backward's G2 too (Z3 is read for the last time
-     * by the act_back before the GEMM that writes G2).  One H for all layers: the backward
-     * computes a layer's edge network again before its message_back (the last layer's is still
-     * there). */
+     * kept for the backward; the messages compute h = act(Z3 + b) fc as they read it) and one
+     * block H [3F] that holds in turn the hidden activations A1 and A2 (flat: A1 = H[0, P F),
+     * A2 = H[P F, 3 P F); each read only by the next GEMM), dE/dZ3 and the backward's G1.  The
+     * embedding's projections dk [3F] live in Z3's place (read by tn_embed before the first
+     * layer writes Z3; computed again for the embedding's backward), the backward's G2 too (Z3 is
+     * read for the last time by the message_back before the GEMM that writes G2).  One Z3 for all
+     * layers: the backward computes a layer's edge network again before its message_back (the
+     * last layer's is still there). */
     TS_TAKE(pentry, P * sizeof(int32_t));
     TS_TAKE(pmirror, P * sizeof(int32_t));
     TS_TAKE(pcount, (n + 1) * sizeof(int32_t));
@@ -150,13 +150,14 @@ size_t TS(nnpops__tn_step_work_bytes)(const OPM *m, int64_t n_atoms, int64_t n_s
     TS(nnpops__tn_linear_cpu)(n, in, out, trans, W, b, Xin, beta, Y)
 #endif
 
-/* One layer's edge network over the P pairs: Z1 = phi W0^T, A1 = act(Z1 + b0), Z2 = A1 W1^T,
- * A2 = act(Z2 + b1), Z3 = A2 W2^T, h = act(Z3 + b2) fc (into H; A1 and A2 are H's two parts, see
- * ts_plan).  The Z keep no bias: the activations add it as they read them, forward and back. */
+/* One layer's edge network over the P pairs up to its last pre-activations: Z1 = phi W0^T,
+ * A1 = act(Z1 + b0), Z2 = A1 W1^T, A2 = act(Z2 + b1), Z3 = A2 W2^T (A1 and A2 are H's two parts,
+ * see ts_plan).  The Z keep no bias: the activations add it as they read them, forward and back;
+ * the messages read h = act(Z3 + b2) fc from Z3 the same way. */
 static nnpops_status TS(ts_edge_net)(const OPM *m, const nnpops__tn_step_args *a, int cuda,
                                      int64_t P, const REAL *const *Wl, const REAL *const *bl,
-                                     const REAL *phiP, const REAL *fcP, REAL *Z1, REAL *Z2,
-                                     REAL *Z3, REAL *A1, REAL *A2, REAL *H) {
+                                     const REAL *phiP, REAL *Z1, REAL *Z2, REAL *Z3, REAL *A1,
+                                     REAL *A2) {
     const int F = m->d.F, R = m->d.R, act = m->d.activation;
     (void)a, (void)cuda;
     XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
@@ -164,7 +165,6 @@ static nnpops_status TS(ts_edge_net)(const OPM *m, const nnpops__tn_step_args *a
     XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
     X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
     XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
-    X(act, act, P, 3 * F, bl[2], Z3, fcP, H);
     return NNPOPS_OK;
 }
 
@@ -216,16 +216,17 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
                              pcount);
     }
     X(pair_radial, d, P, pentry, er, fc, phi, erP, fcP, phiP);
-    XLIN(P, R, 3 * F, 0, m->dproj_w, m->dproj_b, phiP, 0.0, dk);
+    /* (the projections' bias is added by the embedding as it reads dk) */
+    XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
-      er, mask, slot, fc, dk, X0);
+      er, mask, slot, fc, dk, m->dproj_b, X0);
     X(atom_embed, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b, m->emb_lt, z1, z2, Xl);
     for (int l = 0; l < L; l++) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
-        NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, fcP, Z1, Z2, Z3, A1, A2, H));
+        NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1, Z2, Z3, A1, A2));
         X(layer_pre, d, N, Xl + l * NF9, m->lt + 6 * l, nrm + l * NF, cY + l * NF10);
-        X(message, d, N, a->start, a->pairs, E, mask, slot, H, m->self_h[l], cY + l * NF10,
-          cM + l * NF10);
+        X(message, d, N, a->start, a->pairs, E, mask, slot, Z3, bl[2], fcP, m->self_h[l],
+          cY + l * NF10, cM + l * NF10);
         X(layer_post, d, N, a->charges, a->batch, Xl + l * NF9, nrm + l * NF, cY + l * NF10,
           cM + l * NF10, m->lt + 6 * l + 3, Xl + (l + 1) * NF9);
     }
@@ -245,12 +246,10 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
           m->lt + 6 * l + 3, gX, gcY, gcM);
         /* the layer's edge network again (the last layer's is still there) */
         if (l < L - 1)
-            NNPOPS__TRY(
-                TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, fcP, Z1, Z2, Z3, A1, A2, H));
-        /* dE/dZ3 and dE/dfc through h (GHP is H: message_back reads h before it writes GH),
-         * then back to dE/dr, per pair */
-        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, H, m->self_h[l],
-          cY + l * NF10, gcM, Z3, bl[2], fcP, gcY, GHP, gfcP);
+            NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1, Z2, Z3, A1, A2));
+        /* dE/dZ3 and dE/dfc through h, then back to dE/dr, per pair */
+        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, Z3, bl[2], fcP,
+          m->self_h[l], cY + l * NF10, gcM, gcY, GHP, gfcP);
         XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
         X(act_back, act, P, 2 * F, Z2, bl[1], NULL, G2, NULL);
         XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
@@ -263,9 +262,9 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     X(atom_embed_back, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt, z1, z2, gX);
     /* the embedding's terms per pair (both directions; gu per entry), dE/dr into grP; the
      * projections dk again when the layers took their place */
-    if (L > 0) XLIN(P, R, 3 * F, 0, m->dproj_w, m->dproj_b, phiP, 0.0, dk);
+    if (L > 0) XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed_back, d, P, pentry, pmirror, a->pairs, a->species, m->ptab1, m->ptab2, ev, er, fcP,
-      dk, gX, GHP, gu, gfcP);
+      dk, m->dproj_b, gX, GHP, gu, gfcP);
     XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, 0.0, gphiP);
     X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP, L > 0,
       grP);

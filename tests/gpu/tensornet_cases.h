@@ -336,11 +336,19 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     {
         TC(nnpops__tn_embed_cpu)(d, n, fx.start, fx.pairs, E, fx.species, mh->ptab1, mh->ptab2,
                                  mh->self_fc, mh->self_dk, ev.h, er.h, mask, slot, fc.h, dk.h,
-                                 X0.h);
+                                 NULL, X0.h);
         CHECK_OK(TC(nnpops__tn_embed_cuda)(d, n, dstart, dpairs, E, dspecies, md->ptab1,
                                            md->ptab2, md->self_fc, md->self_dk, ev.d, er.d, dmask,
-                                           dslot, fc.d, dk.d, X0.d, st));
+                                           dslot, fc.d, dk.d, NULL, X0.d, st));
         WORST(TC(chk)("embedding X0", &X0));
+        /* the projections' bias added on read (what the step does) */
+        TC(nnpops__tn_embed_cpu)(d, n, fx.start, fx.pairs, E, fx.species, mh->ptab1, mh->ptab2,
+                                 mh->self_fc, mh->self_dk, ev.h, er.h, mask, slot, fc.h, dk.h,
+                                 mh->dproj_b, X0.h);
+        CHECK_OK(TC(nnpops__tn_embed_cuda)(d, n, dstart, dpairs, E, dspecies, md->ptab1,
+                                           md->ptab2, md->self_fc, md->self_dk, ev.d, er.d, dmask,
+                                           dslot, fc.d, dk.d, md->dproj_b, X0.d, st));
+        WORST(TC(chk)("embedding X0 (bias of dk)", &X0));
         TC(arr) z1 = TC(mk)(n * 2 * Fz, 1), z2 = TC(mk)(n * 3 * Fz, 1), X1 = TC(mk)(n * 9 * Fz, 1);
         TC(nnpops__tn_atom_embed_cpu)(d, n, X0.h, mh->norm_w, mh->norm_b, mh->emb_ls_w,
                                       mh->emb_ls_b, mh->emb_lt, z1.h, z2.h, X1.h);
@@ -359,11 +367,11 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         TC(arr) gd = TC(mk)(P * 3 * Fz, 1), gu = TC(mk)(3 * E, 1), gfc = TC(mk)(E, 1),
                 gfcq = TC(mk)(P, 1);
         TC(nnpops__tn_embed_back_cpu)(d, P, pentry, pmirror, fx.pairs, fx.species, mh->ptab1,
-                                      mh->ptab2, ev.h, er.h, fcP.h, dk.h, g.h, gd.h, gu.h,
-                                      gfcq.h);
+                                      mh->ptab2, ev.h, er.h, fcP.h, dk.h, mh->dproj_b, g.h, gd.h,
+                                      gu.h, gfcq.h);
         CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, P, dpentry, dpmirror, dpairs, dspecies,
-                                                md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d, g.d,
-                                                gd.d, gu.d, gfcq.d, st));
+                                                md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d,
+                                                md->dproj_b, g.d, gd.d, gu.d, gfcq.d, st));
         WORST(TC(chk)("embedding backward: projections (pairs)", &gd));
         WORST(TC(chk)("embedding backward: unit vectors (entries)", &gu));
         WORST(TC(chk)("embedding backward: cutoff (pairs)", &gfcq));
@@ -418,11 +426,11 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         CHECK_OK(TC(nnpops__tn_layer_pre_cuda)(d, n, X.d, md->lt, nrm.d, cY.d, st));
         WORST(TC(chk)("layer: norms", &nrm));
         WORST(TC(chk)("layer: Y", &cY));
-        TC(arr) h = TC(mk)(P * 3 * Fz, 1), cM = TC(mk)(n * 10 * Fz, 1);
-        TC(nnpops__tn_message_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, h.h, mh->self_h[0],
-                                   cY.h, cM.h);
-        CHECK_OK(TC(nnpops__tn_message_cuda)(d, n, dstart, dpairs, E, dmask, dslot, h.d,
-                                             md->self_h[0], cY.d, cM.d, st));
+        TC(arr) Z = TC(mk)(P * 3 * Fz, 3), cM = TC(mk)(n * 10 * Fz, 1);
+        TC(nnpops__tn_message_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, Z.h, mh->ls_b[2],
+                                   fcP.h, mh->self_h[0], cY.h, cM.h);
+        CHECK_OK(TC(nnpops__tn_message_cuda)(d, n, dstart, dpairs, E, dmask, dslot, Z.d,
+                                             md->ls_b[2], fcP.d, md->self_h[0], cY.d, cM.d, st));
         WORST(TC(chk)("layer: messages", &cM));
         TC(arr) Xo = TC(mk)(n * 9 * Fz, 1);
         TC(nnpops__tn_layer_post_cpu)(d, n, fx.charges, fx.batch, X.h, nrm.h, cY.h, cM.h,
@@ -438,31 +446,21 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
                                                      md->lt + 3, g.d, gcY.d, gcM.d, st));
         WORST(TC(chk)("layer backward: dE/dY (update)", &gcY));
         WORST(TC(chk)("layer backward: dE/dM", &gcM));
-        TC(arr) GH = TC(mk)(P * 3 * Fz, 1), Z = TC(mk)(P * 3 * Fz, 3), gfc = TC(mk)(P, 1);
-        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, h.h,
-                                        mh->self_h[0], cY.h, gcM.h, NULL, NULL, NULL, gcY.h, GH.h,
-                                        NULL);
+        TC(arr) GH = TC(mk)(P * 3 * Fz, 1), gfc = TC(mk)(P, 1);
+        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, Z.h,
+                                        mh->ls_b[2], fcP.h, mh->self_h[0], cY.h, gcM.h, gcY.h,
+                                        GH.h, gfc.h);
         CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
-                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, NULL,
-                                                  NULL, NULL, gcY.d, GH.d, NULL, st));
-        WORST(TC(chk)("messages backward: dE/dh", &GH));
-        WORST(TC(chk)("messages backward: dE/dY", &gcY));
-        /* through h = act(Z + b) fc, GH in h's place (the step's form) */
-        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, h.h,
-                                        mh->self_h[0], cY.h, gcM.h, Z.h, mh->ls_b[2], fcP.h,
-                                        gcY.h, h.h, gfc.h);
-        CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
-                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, Z.d,
-                                                  md->ls_b[2], fcP.d, gcY.d, h.d, gfc.d, st));
-        WORST(TC(chk)("messages backward: dE/dZ (into h)", &h));
+                                                  dpentry, Z.d, md->ls_b[2], fcP.d, md->self_h[0],
+                                                  cY.d, gcM.d, gcY.d, GH.d, gfc.d, st));
+        WORST(TC(chk)("messages backward: dE/dZ", &GH));
         WORST(TC(chk)("messages backward: dE/dfc", &gfc));
-        WORST(TC(chk)("messages backward: dE/dY (again)", &gcY));
+        WORST(TC(chk)("messages backward: dE/dY", &gcY));
         TC(nnpops__tn_layer_pre_back_cpu)(d, n, X.h, nrm.h, mh->lt, gcY.h, g.h);
         CHECK_OK(TC(nnpops__tn_layer_pre_back_cuda)(d, n, X.d, nrm.d, md->lt, gcY.d, g.d, st));
         WORST(TC(chk)("layer backward: dE/dX", &g));
-        TC(drop)(&X), TC(drop)(&nrm), TC(drop)(&cY), TC(drop)(&h), TC(drop)(&cM), TC(drop)(&Xo);
-        TC(drop)(&g), TC(drop)(&gcY), TC(drop)(&gcM), TC(drop)(&GH), TC(drop)(&Z);
-        TC(drop)(&gfc);
+        TC(drop)(&X), TC(drop)(&nrm), TC(drop)(&cY), TC(drop)(&Z), TC(drop)(&cM), TC(drop)(&Xo);
+        TC(drop)(&g), TC(drop)(&gcY), TC(drop)(&gcM), TC(drop)(&GH), TC(drop)(&gfc);
     }
     /* the readout (ghosts: no energy, no gradient) */
     {

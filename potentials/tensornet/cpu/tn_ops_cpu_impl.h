@@ -129,9 +129,10 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
                               const REAL *ptab1, const REAL *ptab2, REAL self_fc,
                               const REAL *self_dk, const REAL *ev, const REAL *er,
                               const uint8_t *mask, const int32_t *slot, const REAL *fc,
-                              const REAL *dk, REAL *X0) {
+                              const REAL *dk, const REAL *dk_b, REAL *X0) {
     const int F = d->F;
     const REAL zero[3] = {0, 0, 0};
+    REAL dkq[3 * (size_t)F]; /* a pair's projections with their bias */
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *X = X0 + (size_t)c * 9 * F;
         for (int k = 0; k < 9 * F; k++) X[k] = 0;
@@ -148,8 +149,10 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
             TO(to_unit)(ev + 3 * e, er[e], u);
             const int64_t q = slot ? slot[e] : e;
             if (q < 0) continue;
+            for (int k = 0; k < 3 * F; k++)
+                dkq[k] = dk[(size_t)q * 3 * F + k] + (dk_b ? dk_b[k] : (REAL)0);
             for (int f = 0; f < F; f++)
-                TO(to_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
+                TO(to_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dkq, u, X);
         }
     }
 }
@@ -291,10 +294,20 @@ void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
     }
 }
 
+/* out += h (x) y with h = act(z + bias) fc computed per value (tn_message's edge factors). */
+static void TO(to_hmul_z)(int F, int act, const REAL *z, const REAL *bias, REAL fc,
+                          const REAL *y, REAL *out) {
+    for (int k = 0; k < 10; k++) {
+        const size_t blk = (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
+        for (int f = 0; f < F; f++)
+            out[k * F + f] += TO(tn_act)(act, z[blk + f] + bias[blk + f], NULL) * fc * y[k * F + f];
+    }
+}
+
 void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start,
                                 const int32_t *pairs, int64_t capacity, const uint8_t *mask,
-                                const int32_t *slot, const REAL *h, const REAL *self_h,
-                                const REAL *cY, REAL *cM) {
+                                const int32_t *slot, const REAL *Z, const REAL *bias,
+                                const REAL *fcP, const REAL *self_h, const REAL *cY, REAL *cM) {
     const int F = d->F;
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *m = cM + (size_t)c * 10 * F;
@@ -303,47 +316,46 @@ void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, con
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
             if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
-                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
-                            cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
+                TO(to_hmul_z)(F, d->activation, Z + (size_t)slot[e] * 3 * F, bias, fcP[slot[e]],
+                              cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
     }
 }
 
 void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers,
                                      const int64_t *start, const int32_t *pairs, int64_t capacity,
                                      const uint8_t *mask, const int32_t *slot, int64_t n_pairs,
-                                     const int32_t *pentry, const REAL *h, const REAL *self_h,
-                                     const REAL *cY, const REAL *gcM, const REAL *Z,
-                                     const REAL *bias, const REAL *fcP, REAL *gcY, REAL *GH,
-                                     REAL *gfc) {
+                                     const int32_t *pentry, const REAL *Z, const REAL *bias,
+                                     const REAL *fcP, const REAL *self_h, const REAL *cY,
+                                     const REAL *gcM, REAL *gcY, REAL *GH, REAL *gfc) {
     const int F = d->F;
-    /* gcY first: GH may be h */
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *gy = gcY + (size_t)c * 10 * F;
         TO(to_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
             if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
-                TO(to_hmul)(F, h + (size_t)slot[e] * 3 * F,
-                            gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
+                TO(to_hmul_z)(F, d->activation, Z + (size_t)slot[e] * 3 * F, bias, fcP[slot[e]],
+                              gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
     }
     for (int64_t p = 0; p < n_pairs; p++) {
         REAL *gh = GH + (size_t)p * 3 * F;
         for (int k = 0; k < 3 * F; k++) gh[k] = 0;
         const int32_t e = pentry[p];
-        if (e < 0) continue;
-        const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
-        const REAL *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
-        const REAL *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
-        for (int k = 0; k < 10; k++) {
-            const int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
-            for (int f = 0; f < F; f++)
-                gh[blk * F + f] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+        if (e >= 0) {
+            const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
+            const REAL *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
+            const REAL *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
+            for (int k = 0; k < 10; k++) {
+                const int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
+                for (int f = 0; f < F; f++)
+                    gh[blk * F + f] +=
+                        gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+            }
         }
-    }
-    /* through h = act(Z + bias) fcP (pairs without an entry too: G is 0 there) */
-    for (int64_t p = 0; Z && p < n_pairs; p++)
+        /* through h = act(Z + bias) fcP (pairs without an entry too: G is 0 there) */
         TO(nnpops__tn_act_back_cpu)(d->activation, 1, 3 * F, Z + (size_t)p * 3 * F, bias,
-                                    fcP + p, GH + (size_t)p * 3 * F, gfc + p);
+                                    fcP + p, gh, gfc + p);
+    }
 }
 
 static REAL TO(to_qf)(const double *charges, const int32_t *batch, int64_t a) {
@@ -513,14 +525,17 @@ void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
                                    const int32_t *pentry, const int32_t *pmirror,
                                    const int32_t *pairs, const int32_t *species, const REAL *ptab1,
                                    const REAL *ptab2, const REAL *ev, const REAL *er,
-                                   const REAL *fcP, const REAL *dk, const REAL *g0, REAL *gd,
-                                   REAL *gu, REAL *gfcv) {
+                                   const REAL *fcP, const REAL *dk, const REAL *dk_b,
+                                   const REAL *g0, REAL *gd, REAL *gu, REAL *gfcv) {
     const int F = d->F;
+    REAL dkb[3 * (size_t)F]; /* the pair's projections with their bias */
     for (int64_t p = 0; p < n_pairs; p++) {
         REAL *gdp = gd + (size_t)p * 3 * F;
         for (int k = 0; k < 3 * F; k++) gdp[k] = 0;
         REAL gfc = 0;
-        const REAL *dkp = dk + (size_t)p * 3 * F;
+        for (int k = 0; k < 3 * F; k++)
+            dkb[k] = dk[(size_t)p * 3 * F + k] + (dk_b ? dk_b[k] : (REAL)0);
+        const REAL *dkp = dkb;
         if (pentry[p] >= 0)
             gfc += TO(to_embed_back_entry)(F, pentry[p], pairs, species, ptab1, ptab2, ev, er,
                                            fcP[p], dkp, g0, gdp, gu);

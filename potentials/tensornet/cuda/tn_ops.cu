@@ -362,7 +362,7 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
                              int64_t capacity, const int32_t *species, const T *ptab1,
                              const T *ptab2, T self_fc, const T *self_dk, const T *ev, const T *er,
                              const uint8_t *mask, const int32_t *slot, const T *fc, const T *dk,
-                             T *X0) {
+                             const T *dk_b, T *X0) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -372,6 +372,8 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
         T X[9];
         for (int k = 0; k < 9; k++) X[k] = 0;
+        const T b0 = dk_b ? dk_b[f] : (T)0, b1 = dk_b ? dk_b[F + f] : (T)0,
+                b2 = dk_b ? dk_b[2 * F + f] : (T)0;
         embed_add<T>(self_fc * (p1[f] + ps[f]), self_dk[f], self_dk[F + f], self_dk[2 * F + f],
                      zero, X);
         for (int64_t e = e0; e < e1; e++) {
@@ -382,7 +384,8 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
             T u[3];
             unit_of<T>(ev + 3 * e, er[e], u);
             const T *dke = dk + (size_t)q * 3 * F;
-            embed_add<T>(fc[e] * (p1[f] + p2[f]), dke[f], dke[F + f], dke[2 * F + f], u, X);
+            embed_add<T>(fc[e] * (p1[f] + p2[f]), dke[f] + b0, dke[F + f] + b1,
+                         dke[2 * F + f] + b2, u, X);
         }
         T *out = X0 + (size_t)c * 9 * F;
         for (int k = 0; k < 9; k++) out[k * F + f] = X[k];
@@ -615,33 +618,44 @@ __global__ void layer_pre_back_kernel(nnpops__tn_dims d, const T *Xa, const T *n
 }
 
 /* ==== tn_message: a block per center ==== */
+/* The edge factors of pair q for channel f: h = act(Z + bias) fc (bias[f + {0, F, 2F}] in b). */
+template <typename T>
+__device__ inline void edge_h(int act, int F, int f, const T *Z, const T *b, const T *fcP,
+                              int32_t q, T *h) {
+    const T *z = Z + (size_t)q * 3 * F;
+    const T fq = fcP[q];
+    for (int k = 0; k < 3; k++) h[k] = t_act<T>(act, z[k * F + f] + b[k], NULL) * fq;
+}
+
 template <typename T>
 __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
                                int64_t capacity, const uint8_t *mask, const int32_t *slot,
-                               const T *h, const T *self_h, const T *cY, T *cM) {
+                               const T *Z, const T *bias, const T *fcP, const T *self_h,
+                               const T *cY, T *cM) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
         T m[10];
         const T *y = cY + (size_t)c * 10 * F;
+        const T b[3] = {bias[f], bias[F + f], bias[2 * F + f]};
         for (int k = 0; k < 10; k++) m[k] = (T)0 + self_h[blk_of(k) * F + f] * y[k * F + f];
         for (int64_t e = e0; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
-            const T *he = h + (size_t)slot[e] * 3 * F;
+            T h[3];
+            edge_h<T>(d.activation, F, f, Z, b, fcP, slot[e], h);
             const T *yj = cY + (size_t)pairs[2 * e + 1] * 10 * F;
-            const T h0 = he[f], h1 = he[F + f], h2 = he[2 * F + f];
-            m[0] += h0 * yj[f];
-            for (int k = 1; k < 4; k++) m[k] += h1 * yj[k * F + f];
-            for (int k = 4; k < 10; k++) m[k] += h2 * yj[k * F + f];
+            m[0] += h[0] * yj[f];
+            for (int k = 1; k < 4; k++) m[k] += h[1] * yj[k * F + f];
+            for (int k = 4; k < 10; k++) m[k] += h[2] * yj[k * F + f];
         }
         for (int k = 0; k < 10; k++) cM[((size_t)c * 10 + k) * F + f] = m[k];
     }
 }
 
 /* ==== tn_message_back ==== */
-/* dE/dh per pair (both directions), or with Z through h = act(Z + bias) fc: dE/dZ and dE/dfc (a
- * block of threads over the channels per pair; dE/dfc a block sum) */
+/* dE/dZ and dE/dfc per pair (both directions) through h = act(Z + bias) fc (a block of threads
+ * over the channels per pair; dE/dfc a block sum) */
 template <typename T>
 __global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const int32_t *pentry,
                                   const T *cY, const T *gcM, const T *Z, const T *bias,
@@ -650,6 +664,7 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const
     const int64_t p = blockIdx.x;
     const int F = d.F;
     T *gh = GH + (size_t)p * 3 * F;
+    const T *z = Z + (size_t)p * 3 * F;
     const int32_t e = pentry[p];
     T gs = 0;
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
@@ -661,27 +676,22 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const
             for (int k = 0; k < 10; k++)
                 s[blk_of(k)] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
         }
-        if (Z) {
-            const T *z = Z + (size_t)p * 3 * F;
-            for (int b = 0; b < 3; b++) {
-                T dv;
-                const T a = t_act<T>(d.activation, z[b * F + f] + bias[b * F + f], &dv);
-                gs += s[b] * a;
-                s[b] *= dv * fcP[p];
-            }
+        for (int b = 0; b < 3; b++) {
+            T dv;
+            const T a = t_act<T>(d.activation, z[b * F + f] + bias[b * F + f], &dv);
+            gs += s[b] * a;
+            gh[b * F + f] = s[b] * (dv * fcP[p]);
         }
-        for (int b = 0; b < 3; b++) gh[b * F + f] = s[b];
     }
-    if (Z) {
-        gs = block_sum(gs, red);
-        if (threadIdx.x == 0) gfc[p] = gs;
-    }
+    gs = block_sum(gs, red);
+    if (threadIdx.x == 0) gfc[p] = gs;
 }
 
 template <typename T>
 __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
                                   int64_t capacity, const uint8_t *mask, const int32_t *slot,
-                                  const T *h, const T *self_h, const T *gcM, T *gcY) {
+                                  const T *Z, const T *bias, const T *fcP, const T *self_h,
+                                  const T *gcM, T *gcY) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -689,16 +699,17 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
         T m[10];
         T *gy = gcY + (size_t)c * 10 * F;
         const T *gm = gcM + (size_t)c * 10 * F;
+        const T b[3] = {bias[f], bias[F + f], bias[2 * F + f]};
         for (int k = 0; k < 10; k++)
             m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
         for (int64_t e = e0; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
-            const T *he = h + (size_t)slot[e] * 3 * F;
+            T h[3];
+            edge_h<T>(d.activation, F, f, Z, b, fcP, slot[e], h);
             const T *gj = gcM + (size_t)pairs[2 * e + 1] * 10 * F;
-            const T h0 = he[f], h1 = he[F + f], h2 = he[2 * F + f];
-            m[0] += h0 * gj[f];
-            for (int k = 1; k < 4; k++) m[k] += h1 * gj[k * F + f];
-            for (int k = 4; k < 10; k++) m[k] += h2 * gj[k * F + f];
+            m[0] += h[0] * gj[f];
+            for (int k = 1; k < 4; k++) m[k] += h[1] * gj[k * F + f];
+            for (int k = 4; k < 10; k++) m[k] += h[2] * gj[k * F + f];
         }
         for (int k = 0; k < 10; k++) gy[k * F + f] = m[k];
     }
@@ -965,7 +976,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n_local, const T *Xa, 
 template <typename T>
 __device__ T embed_back_entry(int F, int64_t e, const int32_t *pairs, const int32_t *species,
                               const T *ptab1, const T *ptab2, const T *ev, const T *er, T fce,
-                              const T *dke, const T *g0, T *gd, T *gu) {
+                              const T *dke, const T *dk_b, const T *g0, T *gd, T *gu) {
     const int lane = threadIdx.x & 31;
     const int i = pairs[2 * e], j = pairs[2 * e + 1];
     T u[3];
@@ -988,11 +999,14 @@ __device__ T embed_back_entry(int F, int64_t e, const int32_t *pairs, const int3
         T gf3 = (T)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (T)3;
         T zij = p1[f] + p2[f];
         T cz = fce * zij;
-        T f2 = cz * dke[F + f], f3 = cz * dke[2 * F + f];
+        const T k0 = dke[f] + (dk_b ? dk_b[f] : (T)0);
+        const T k1 = dke[F + f] + (dk_b ? dk_b[F + f] : (T)0);
+        const T k2 = dke[2 * F + f] + (dk_b ? dk_b[2 * F + f] : (T)0);
+        T f2 = cz * k1, f3 = cz * k2;
         gu0 += f2 * s0 + f3 * (ug0 - (T)2 * tr * u[0] / (T)3);
         gu1 += f2 * s1 + f3 * (ug1 - (T)2 * tr * u[1] / (T)3);
         gu2 += f2 * s2 + f3 * (ug2 - (T)2 * tr * u[2] / (T)3);
-        gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
+        gfc += zij * (gf1 * k0 + gf2 * k1 + gf3 * k2);
         gd[f] += gf1 * cz;
         gd[F + f] += gf2 * cz;
         gd[2 * F + f] += gf3 * cz;
@@ -1014,7 +1028,7 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
                                   const int32_t *pmirror, const int32_t *pairs,
                                   const int32_t *species, const T *ptab1, const T *ptab2,
                                   const T *ev, const T *er, const T *fcP, const T *dk,
-                                  const T *g0, T *gd, T *gu, T *gfcv) {
+                                  const T *dk_b, const T *g0, T *gd, T *gu, T *gfcv) {
     const int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (p >= n_pairs) return; /* whole warps leave together */
@@ -1027,10 +1041,10 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
     T gfc = 0;
     if (pentry[p] >= 0)
         gfc += embed_back_entry<T>(F, pentry[p], pairs, species, ptab1, ptab2, ev, er, fcP[p], dkp,
-                                   g0, gdp, gu);
+                                   dk_b, g0, gdp, gu);
     if (pmirror[p] >= 0)
         gfc += embed_back_entry<T>(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er, fcP[p],
-                                   dkp, g0, gdp, gu);
+                                   dkp, dk_b, g0, gdp, gu);
     if (lane == 0) gfcv[p] = gfc;
 }
 
@@ -1381,11 +1395,11 @@ inline nnpops_status per_thread_check(int F) {
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const int32_t *species, const T *ptab1, const T *ptab2, T self_fc,      \
         const T *self_dk, const T *ev, const T *er, const uint8_t *mask, const int32_t *slot,     \
-        const T *fc, const T *dk, T *X0, void *stream) {                                          \
+        const T *fc, const T *dk, const T *dk_b, T *X0, void *stream) {                           \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         embed_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(       \
             *d, start, pairs, capacity, species, ptab1, ptab2, self_fc, self_dk, ev, er, mask,    \
-            slot, fc, dk, X0);                                                                    \
+            slot, fc, dk, dk_b, X0);                                                              \
         NNPOPS__LAUNCH_CHECK("tensornet embedding");                                              \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1445,24 +1459,23 @@ inline nnpops_status per_thread_check(int F) {
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_cuda##SUF(                                        \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
-        int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *h, const T *self_h,  \
-        const T *cY, T *cM, void *stream) {                                                       \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *Z, const T *bias,    \
+        const T *fcP, const T *self_h, const T *cY, T *cM, void *stream) {                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         message_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(     \
-            *d, start, pairs, capacity, mask, slot, h, self_h, cY, cM);                           \
+            *d, start, pairs, capacity, mask, slot, Z, bias, fcP, self_h, cY, cM);                \
         NNPOPS__LAUNCH_CHECK("tensornet messages");                                               \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_back_cuda##SUF(                                   \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,              \
-        const int32_t *pentry, const T *h, const T *self_h, const T *cY, const T *gcM,            \
-        const T *Z, const T *bias, const T *fcP, T *gcY, T *GH, T *gfc, void *stream) {           \
-        /* (gcY first: GH may be h) */                                                            \
+        const int32_t *pentry, const T *Z, const T *bias, const T *fcP, const T *self_h,          \
+        const T *cY, const T *gcM, T *gcY, T *GH, T *gfc, void *stream) {                         \
         if (n_centers > 0) {                                                                      \
             message_gy_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
                                    as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
-                                                        h, self_h, gcM, gcY);                     \
+                                                        Z, bias, fcP, self_h, gcM, gcY);          \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
         }                                                                                         \
         if (n_pairs > 0) {                                                                        \
@@ -1525,12 +1538,12 @@ inline nnpops_status per_thread_check(int F) {
     extern "C" nnpops_status nnpops__tn_embed_back_cuda##SUF(                                     \
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const T *ptab1, const T *ptab2,             \
-        const T *ev, const T *er, const T *fcP, const T *dk, const T *g0, T *gd, T *gu, T *gfc,   \
-        void *stream) {                                                                           \
+        const T *ev, const T *er, const T *fcP, const T *dk, const T *dk_b, const T *g0, T *gd,   \
+        T *gu, T *gfc, void *stream) {                                                            \
         if (n_pairs <= 0) return NNPOPS_OK;                                                       \
         embed_back_kernel<T><<<grid_for(n_pairs * 32, 128), 128, 0, as_stream(stream)>>>(         \
-            *d, n_pairs, pentry, pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, g0, gd,  \
-            gu, gfc);                                                                             \
+            *d, n_pairs, pentry, pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, dk_b, g0, \
+            gd, gu, gfc);                                                                         \
         NNPOPS__LAUNCH_CHECK("tensornet embedding backward (pairs)");                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
