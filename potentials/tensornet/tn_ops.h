@@ -63,14 +63,15 @@ typedef struct nnpops__tn_zbl_dev {
 #define NNPOPS__TN_OP_DECLS(SUF, REAL)                                                             \
     /* tn_edges: per entry e < capacity: ev[3e..] = vec inv_ell, er[e] = |vec| inv_ell (REAL),   \
      * mask[e] (NNPOPS__TN_EDGE | NNPOPS__TN_ZBLP), and for network edges fc[e] = the layers'    \
-     * cosine cutoff and phi[e R ..] the radial basis (0 for other entries). */                  \
+     * cosine cutoff and, when phi is not NULL, phi[e R ..] the radial basis (0 for other        \
+     * entries; the step leaves it to tn_pair_radial). */                                        \
     void nnpops__tn_edges_cpu##SUF(const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b, \
                                    int64_t n_centers, const int64_t *start, int64_t capacity,    \
                                    const double *vec, REAL *ev, REAL *er, uint8_t *mask, REAL *fc, \
                                    REAL *phi);                                                   \
     nnpops_status nnpops__tn_edges_cuda##SUF(                                                    \
         const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b, int64_t n_centers,       \
-        const int64_t *start, int64_t capacity, const double *vec, REAL *ev, REAL *er,          \
+        const int64_t *start, int64_t capacity, const double *vec, REAL *ev, REAL *er,           \
         uint8_t *mask, REAL *fc, REAL *phi, void *stream);                                       \
     /* tn_linear: over n rows, trans 0: Y[c][o] = beta Y[c][o] + b[o] + sum_i W[o][i] X[c][i]    \
      * (X [n][in], Y [n][out]; b may be NULL); trans 1: Y[c][i] = beta Y[c][i] + sum_o W[o][i]   \
@@ -146,13 +147,15 @@ typedef struct nnpops__tn_zbl_dev {
         const nnpops__tn_dims *d, int64_t n, const REAL *X, const REAL *nrm,                     \
         const REAL *const lt[3], const REAL *gcY, REAL *g, void *stream);                        \
     /* tn_pair_radial: per pair p < n_pairs (pentry[p] its entry, -1: none), the entry's         \
-     * distance, cutoff and radial basis (zeros for none). */                                    \
-    void nnpops__tn_pair_radial_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,             \
+     * distance, cutoff and the radial basis of that distance (zeros for none). */               \
+    void nnpops__tn_pair_radial_cpu##SUF(const nnpops__tn_dims *d, const REAL *rbf_a,            \
+                                         const REAL *rbf_b, int64_t n_pairs,                     \
                                          const int32_t *pentry, const REAL *er, const REAL *fc,  \
-                                         const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP);     \
+                                         REAL *erP, REAL *fcP, REAL *phiP);                      \
     nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                              \
-        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const REAL *er,        \
-        const REAL *fc, const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP, void *stream);        \
+        const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b, int64_t n_pairs,         \
+        const int32_t *pentry, const REAL *er, const REAL *fc, REAL *erP, REAL *fcP, REAL *phiP, \
+        void *stream);                                                                           \
     /* tn_message: cM[c] = self_h (x) cY[c] + sum over c's network edges e = (c, j) of           \
      * h[slot[e]] (x) cY[j] (h per pair, its three blocks weighting components 0, 1..3, 4..9),   \
      * h[q] = act(Z[q] + bias) fcP[q] from the edge network's last pre-activations Z             \

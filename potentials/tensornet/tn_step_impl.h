@@ -56,7 +56,7 @@ void TS(nnpops__tn_opmodel_bind)(const nnpops__tn_shape *s, const nnpops__tn_opl
 
 /* The work space's layout (byte offsets, each 256-aligned). */
 typedef struct {
-    size_t ev, er, fc, mask, phi, gu, slot;
+    size_t ev, er, fc, mask, gu, slot;
     size_t pentry, pmirror, pcount, erP, fcP, phiP, Z1, Z2, Z3, H, gphiP, gfcP, grP;
     size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
 } TS(ts_work);
@@ -78,7 +78,6 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(er, e * r);
     TS_TAKE(fc, e * r);
     TS_TAKE(mask, e);
-    TS_TAKE(phi, e * R * r);
     TS_TAKE(gu, 3 * e * r);
     TS_TAKE(slot, e * sizeof(int32_t));
     /* per pair: the edge networks' pre-activations Z1 [F], Z2 [2F], Z3 [3F] (without the bias,
@@ -177,7 +176,7 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     const TS(ts_work) p = TS(ts_plan)(m, N, a->n_systems, E);
     unsigned char *base = a->work;
 #define W_(field, type) ((type *)(base + p.field))
-    REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL), *phi = W_(phi, REAL);
+    REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL);
     uint8_t *mask = W_(mask, uint8_t);
     REAL *Z1 = W_(Z1, REAL), *Z2 = W_(Z2, REAL), *Z3 = W_(Z3, REAL), *H = W_(H, REAL);
     REAL *dk = Z3, *G2 = Z3, *G1 = H, *GHP = H;
@@ -205,7 +204,8 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     } else {
         nnpops__tn_count_cpu(N, a->n_systems, a->batch, count);
     }
-    X(edges, d, m->rbf_a, m->rbf_b, N, a->start, E, a->vec, ev, er, mask, fc, phi);
+    /* (the radial basis per pair only: tn_pair_radial) */
+    X(edges, d, m->rbf_a, m->rbf_b, N, a->start, E, a->vec, ev, er, mask, fc, NULL);
     if (cuda) {
 #if TN_HAVE_CUDA
         NNPOPS__TRY(nnpops__tn_pairs_cuda(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry,
@@ -215,7 +215,7 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         nnpops__tn_pairs_cpu(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry, pmirror,
                              pcount);
     }
-    X(pair_radial, d, P, pentry, er, fc, phi, erP, fcP, phiP);
+    X(pair_radial, d, m->rbf_a, m->rbf_b, P, pentry, er, fc, erP, fcP, phiP);
     /* (the projections' bias is added by the embedding as it reads dk) */
     XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,

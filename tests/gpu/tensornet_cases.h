@@ -289,9 +289,10 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         printf("  pairs: %lld held, slots and entries the same\n", (long long)held);
     }
     TC(arr) erP = TC(mk)(P, 1), fcP = TC(mk)(P, 1), phiP = TC(mk)(P * R, 1);
-    TC(nnpops__tn_pair_radial_cpu)(d, P, pentry, er.h, fc.h, phi.h, erP.h, fcP.h, phiP.h);
-    CHECK_OK(TC(nnpops__tn_pair_radial_cuda)(d, P, dpentry, er.d, fc.d, phi.d, erP.d, fcP.d,
-                                             phiP.d, st));
+    TC(nnpops__tn_pair_radial_cpu)(d, mh->rbf_a, mh->rbf_b, P, pentry, er.h, fc.h, erP.h, fcP.h,
+                                   phiP.h);
+    CHECK_OK(TC(nnpops__tn_pair_radial_cuda)(d, md->rbf_a, md->rbf_b, P, dpentry, er.d, fc.d,
+                                             erP.d, fcP.d, phiP.d, st));
     WORST(TC(chk)("pairs: distances", &erP));
     WORST(TC(chk)("pairs: cutoff", &fcP));
     WORST(TC(chk)("pairs: radial basis", &phiP));

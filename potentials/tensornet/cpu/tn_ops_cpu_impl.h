@@ -31,8 +31,8 @@ void TO(nnpops__tn_edges_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a, const
     memset(&w, 0, sizeof w);
     w.rbf_a = rbf_a, w.rbf_b = rbf_b;
     for (int64_t e = 0; e < capacity; e++) {
-        REAL *ph = phi + (size_t)e * d->R;
-        for (int k = 0; k < d->R; k++) ph[k] = 0;
+        REAL *ph = phi ? phi + (size_t)e * d->R : NULL;
+        for (int k = 0; ph && k < d->R; k++) ph[k] = 0;
         ev[3 * e] = ev[3 * e + 1] = ev[3 * e + 2] = 0;
         er[e] = 0;
         fc[e] = 0;
@@ -50,7 +50,7 @@ void TO(nnpops__tn_edges_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a, const
         if (!(m & NNPOPS__TN_EDGE)) continue;
         REAL dd;
         fc[e] = TO(tn_fc)(d->lo, d->hi, er[e], &dd);
-        TO(tn_rbf)(&s, (const void *)&w, er[e], ph, NULL);
+        if (ph) TO(tn_rbf)(&s, (const void *)&w, er[e], ph, NULL);
     }
 }
 
@@ -282,15 +282,23 @@ static void TO(to_hmul)(int F, const REAL *h, const REAL *y, REAL *out) {
     }
 }
 
-void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
-                                    const int32_t *pentry, const REAL *er, const REAL *fc,
-                                    const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP) {
+void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a,
+                                    const REAL *rbf_b, int64_t n_pairs, const int32_t *pentry,
+                                    const REAL *er, const REAL *fc, REAL *erP, REAL *fcP,
+                                    REAL *phiP) {
+    nnpops__tn_shape s;
+    memset(&s, 0, sizeof s);
+    s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
+    TO_CAT(nnpops__tn_weights, SUF) w;
+    memset(&w, 0, sizeof w);
+    w.rbf_a = rbf_a, w.rbf_b = rbf_b;
     for (int64_t p = 0; p < n_pairs; p++) {
         const int32_t e = pentry[p];
+        REAL *ph = phiP + (size_t)p * d->R;
         erP[p] = e >= 0 ? er[e] : (REAL)0;
         fcP[p] = e >= 0 ? fc[e] : (REAL)0;
-        for (int k = 0; k < d->R; k++)
-            phiP[(size_t)p * d->R + k] = e >= 0 ? phi[(size_t)e * d->R + k] : (REAL)0;
+        for (int k = 0; k < d->R; k++) ph[k] = 0;
+        if (e >= 0) TO(tn_rbf)(&s, (const void *)&w, er[e], ph, NULL);
     }
 }
 

@@ -245,7 +245,7 @@ __global__ void edges_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b, 
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= capacity) return;
     const int64_t ne = entries_of<T>(n_centers, start, capacity);
-    T *ph = phi + (size_t)e * d.R;
+    T *ph = phi ? phi + (size_t)e * d.R : NULL;
     uint8_t m = 0;
     T rr = 0;
     if (e < ne) {
@@ -263,10 +263,12 @@ __global__ void edges_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b, 
     if (m & NNPOPS__TN_EDGE) {
         T dd;
         fc[e] = t_fc<T>(d.lo, d.hi, rr, &dd);
-        for (int k = 0; k < d.R; k++) ph[k] = t_rbf<T>(d, rbf_a, rbf_b, rr, k, NULL);
+        if (phi)
+            for (int k = 0; k < d.R; k++) ph[k] = t_rbf<T>(d, rbf_a, rbf_b, rr, k, NULL);
     } else {
         fc[e] = 0;
-        for (int k = 0; k < d.R; k++) ph[k] = 0;
+        if (phi)
+            for (int k = 0; k < d.R; k++) ph[k] = 0;
     }
 }
 
@@ -304,15 +306,20 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
 }
 
 /* ==== tn_act, tn_act_back ==== */
+/* ACT_ROWS rows per block, its threads over the columns (no index division) */
+#define ACT_ROWS 8
 template <typename T>
 __global__ void act_kernel(int act, int64_t n, int width, const T *bias, const T *Z,
                            const T *scale, T *A) {
-    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n * width) return;
-    const int64_t c = k / width;
-    T z = Z[k];
-    if (bias) z += bias[k - c * width];
-    A[k] = t_act<T>(act, z, NULL) * (scale ? scale[c] : (T)1);
+    const int64_t c0 = (int64_t)blockIdx.x * ACT_ROWS;
+    for (int r = 0; r < ACT_ROWS && c0 + r < n; r++) {
+        const int64_t c = c0 + r;
+        const T s = scale ? scale[c] : (T)1;
+        const T *z = Z + (size_t)c * width;
+        T *a = A + (size_t)c * width;
+        for (int o = threadIdx.x; o < width; o += blockDim.x)
+            a[o] = t_act<T>(act, bias ? z[o] + bias[o] : z[o], NULL) * s;
+    }
 }
 
 /* a warp per row: gscale is a sum over the row */
@@ -1135,15 +1142,21 @@ __global__ void count_kernel(int64_t n, int64_t n_systems, const int32_t *batch,
 }
 
 /* ==== tn_pair_radial ==== */
+/* a thread per (pair, basis function): the pair's distance and cutoff by its k == 0 thread */
 template <typename T>
-__global__ void pair_radial_kernel(int R, int64_t n_pairs, const int32_t *pentry, const T *er,
-                                   const T *fc, const T *phi, T *erP, T *fcP, T *phiP) {
-    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n_pairs) return;
+__global__ void pair_radial_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b,
+                                   int64_t n_pairs, const int32_t *pentry, const T *er,
+                                   const T *fc, T *erP, T *fcP, T *phiP) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_pairs * d.R) return;
+    const int64_t p = t / d.R;
+    const int k = (int)(t - p * d.R);
     const int32_t e = pentry[p];
-    erP[p] = e >= 0 ? er[e] : (T)0;
-    fcP[p] = e >= 0 ? fc[e] : (T)0;
-    for (int k = 0; k < R; k++) phiP[(size_t)p * R + k] = e >= 0 ? phi[(size_t)e * R + k] : (T)0;
+    phiP[t] = e >= 0 ? t_rbf<T>(d, rbf_a, rbf_b, er[e], k, NULL) : (T)0;
+    if (k == 0) {
+        erP[p] = e >= 0 ? er[e] : (T)0;
+        fcP[p] = e >= 0 ? fc[e] : (T)0;
+    }
 }
 
 /* ==== tn_pairs ==== */
@@ -1376,8 +1389,8 @@ inline nnpops_status per_thread_check(int F) {
                                                       const T *bias, const T *Z, const T *scale,  \
                                                       T *A, void *stream) {                       \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                               \
-        act_kernel<T><<<grid_for(n * width, 256), 256, 0, as_stream(stream)>>>(act, n, width,     \
-                                                                                bias, Z, scale, A); \
+        act_kernel<T><<<(unsigned)((n + ACT_ROWS - 1) / ACT_ROWS), 128, 0, as_stream(stream)>>>(  \
+            act, n, width, bias, Z, scale, A);                                                    \
         NNPOPS__LAUNCH_CHECK("tensornet activation");                                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1574,11 +1587,11 @@ inline nnpops_status per_thread_check(int F) {
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                    \
-        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const T *er,            \
-        const T *fc, const T *phi, T *erP, T *fcP, T *phiP, void *stream) {                       \
-        if (n_pairs <= 0) return NNPOPS_OK;                                                       \
-        pair_radial_kernel<T><<<grid_for(n_pairs, 128), 128, 0, as_stream(stream)>>>(            \
-            d->R, n_pairs, pentry, er, fc, phi, erP, fcP, phiP);                                  \
+        const nnpops__tn_dims *d, const T *rbf_a, const T *rbf_b, int64_t n_pairs,                \
+        const int32_t *pentry, const T *er, const T *fc, T *erP, T *fcP, T *phiP, void *stream) { \
+        if (n_pairs <= 0 || d->R <= 0) return NNPOPS_OK;                                          \
+        pair_radial_kernel<T><<<grid_for(n_pairs * d->R, 128), 128, 0, as_stream(stream)>>>(      \
+            *d, rbf_a, rbf_b, n_pairs, pentry, er, fc, erP, fcP, phiP);                           \
         NNPOPS__LAUNCH_CHECK("tensornet radial basis per pair");                                  \
         return NNPOPS_OK;                                                                         \
     }
