@@ -1055,28 +1055,34 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
     if (lane == 0) gfcv[p] = gfc;
 }
 
-/* ==== tn_radial_back: a thread per entry ==== */
+/* ==== tn_radial_back: a warp per entry (or pair), its lanes over the basis functions ==== */
 template <typename T>
 __global__ void radial_back_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b,
                                    int64_t n_centers, const int64_t *start, int64_t capacity,
                                    const T *er, const uint8_t *mask, const int32_t *pentry,
                                    const T *gphi, const T *gfc, int accumulate, T *gr) {
-    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= capacity) return;
+    const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (e >= capacity) return; /* whole warps leave together */
     const int64_t ne = pentry ? capacity : entries_of<T>(n_centers, start, capacity);
     if (pentry ? pentry[e] < 0 : e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
-        if (!accumulate) gr[e] = 0;
+        if (!accumulate && lane == 0) gr[e] = 0;
         return;
     }
-    T fcd;
-    t_fc<T>(d.lo, d.hi, er[e], &fcd);
-    T g = gfc[e] * fcd;
-    for (int k = 0; k < d.R; k++) {
+    const T r = er[e];
+    T g = 0;
+    for (int k = lane; k < d.R; k += 32) {
         T dphi;
-        t_rbf<T>(d, rbf_a, rbf_b, er[e], k, &dphi);
+        t_rbf<T>(d, rbf_a, rbf_b, r, k, &dphi);
         g += gphi[(size_t)e * d.R + k] * dphi;
     }
-    gr[e] = accumulate ? gr[e] + g : g;
+    g = warp_sum(g);
+    if (lane == 0) {
+        T fcd;
+        t_fc<T>(d.lo, d.hi, r, &fcd);
+        g += gfc[e] * fcd;
+        gr[e] = accumulate ? gr[e] + g : g;
+    }
 }
 
 /* ==== tn_finish: a thread per center ==== */
@@ -1566,7 +1572,7 @@ inline nnpops_status per_thread_check(int F) {
         const int32_t *pentry, const T *gphi, const T *gfc, int accumulate, T *gr,                \
         void *stream) {                                                                           \
         if (capacity <= 0) return NNPOPS_OK;                                                      \
-        radial_back_kernel<T><<<grid_for(capacity, 128), 128, 0, as_stream(stream)>>>(            \
+        radial_back_kernel<T><<<grid_for(capacity * 32, 128), 128, 0, as_stream(stream)>>>(       \
             *d, rbf_a, rbf_b, n_centers, start, capacity, er, mask, pentry, gphi, gfc, accumulate, \
             gr);                                                                                  \
         NNPOPS__LAUNCH_CHECK("tensornet radial backward");                                        \
