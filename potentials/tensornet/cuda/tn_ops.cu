@@ -661,37 +661,56 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
 }
 
 /* ==== tn_message_back ==== */
-/* dE/dZ and dE/dfc per pair (both directions) through h = act(Z + bias) fc (a block of threads
- * over the channels per pair; dE/dfc a block sum) */
+/* dE/dZ and dE/dfc per pair (both directions) through h = act(Z + bias) fc: a block per center
+ * over the pairs it holds, in entry order (the center's gcM and cY stay in cache), its threads over
+ * the channels, dE/dfc a block sum; then GH_PAD_PAIRS pairs per block for the pairs without an
+ * entry (zeros). */
+#define GH_PAD_PAIRS 64
 template <typename T>
-__global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const int32_t *pentry,
+__global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const int64_t *start,
+                                  const int32_t *pairs, int64_t capacity, const uint8_t *mask,
+                                  const int32_t *slot, int64_t n_pairs, const int32_t *pentry,
                                   const T *cY, const T *gcM, const T *Z, const T *bias,
                                   const T *fcP, T *GH, T *gfc) {
     __shared__ T red[32];
-    const int64_t p = blockIdx.x;
     const int F = d.F;
-    T *gh = GH + (size_t)p * 3 * F;
-    const T *z = Z + (size_t)p * 3 * F;
-    const int32_t e = pentry[p];
-    T gs = 0;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T s[3] = {0, 0, 0};
-        if (e >= 0) {
-            const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
-            const T *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
-            const T *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
-            for (int k = 0; k < 10; k++)
-                s[blk_of(k)] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+    if ((int64_t)blockIdx.x >= n_centers) {
+        const int64_t p0 = ((int64_t)blockIdx.x - n_centers) * GH_PAD_PAIRS;
+        for (int64_t p = p0; p < p0 + GH_PAD_PAIRS && p < n_pairs; p++) {
+            if (pentry[p] >= 0) continue;
+            for (int k = threadIdx.x; k < 3 * F; k += blockDim.x) GH[(size_t)p * 3 * F + k] = 0;
+            if (threadIdx.x == 0) gfc[p] = 0;
         }
-        for (int b = 0; b < 3; b++) {
-            T dv;
-            const T a = t_act<T>(d.activation, z[b * F + f] + bias[b * F + f], &dv);
-            gs += s[b] * a;
-            gh[b * F + f] = s[b] * (dv * fcP[p]);
-        }
+        return;
     }
-    gs = block_sum(gs, red);
-    if (threadIdx.x == 0) gfc[p] = gs;
+    const int64_t c = blockIdx.x;
+    const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    const T *gc = gcM + (size_t)c * 10 * F, *yc = cY + (size_t)c * 10 * F;
+    for (int64_t e = e0; e < e1; e++) {
+        /* (the same for every thread of the block: each reaches the block sum or none does) */
+        if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
+        const int32_t p = slot[e];
+        if (p < 0 || pentry[p] != e) continue; /* a mirror: its pair's holder does it */
+        const int32_t j = pairs[2 * e + 1];
+        const T *gj = gcM + (size_t)j * 10 * F, *yj = cY + (size_t)j * 10 * F;
+        const T *z = Z + (size_t)p * 3 * F;
+        T *gh = GH + (size_t)p * 3 * F;
+        const T fq = fcP[p];
+        T gs = 0;
+        for (int f = threadIdx.x; f < F; f += blockDim.x) {
+            T sb[3] = {0, 0, 0};
+            for (int k = 0; k < 10; k++)
+                sb[blk_of(k)] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+            for (int b = 0; b < 3; b++) {
+                T dv;
+                const T a = t_act<T>(d.activation, z[b * F + f] + bias[b * F + f], &dv);
+                gs += sb[b] * a;
+                gh[b * F + f] = sb[b] * (dv * fq);
+            }
+        }
+        gs = block_sum(gs, red);
+        if (threadIdx.x == 0) gfc[p] = gs;
+    }
 }
 
 template <typename T>
@@ -1497,10 +1516,11 @@ inline nnpops_status per_thread_check(int F) {
                                                         Z, bias, fcP, self_h, gcM, gcY);          \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
         }                                                                                         \
-        if (n_pairs > 0) {                                                                        \
-            message_gh_kernel<T><<<(unsigned)n_pairs, atom_threads(d->F), 0,                      \
-                                   as_stream(stream)>>>(*d, pairs, pentry, cY, gcM, Z, bias, fcP, \
-                                                        GH, gfc);                                 \
+        if (n_centers > 0 || n_pairs > 0) {                                                       \
+            const int64_t blocks = n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS;       \
+            message_gh_kernel<T><<<(unsigned)blocks, atom_threads(d->F), 0, as_stream(stream)>>>( \
+                *d, n_centers, start, pairs, capacity, mask, slot, n_pairs, pentry, cY, gcM, Z,   \
+                bias, fcP, GH, gfc);                                                              \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
