@@ -996,57 +996,60 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n_local, const T *Xa, 
     }
 }
 
-/* ==== tn_embed_back: a warp per pair, its two entries in turn ==== */
-/* One direction: entry e's dE/du to gu[e] (lane 0), its dE/d dk added into gd (lanes over the
- * channels), dE/dfc returned (warp sum, in every lane). */
+/* ==== tn_embed_back: a warp per pair, its lanes over the channels, both entries at once ==== */
+/* One entry (direction) of a pair: its unit vector, its center's dE/dX0 and its species' tables,
+ * and its sums so far (dE/du, dE/dfc) over the lane's channels. */
+template <typename T> struct eb_entry {
+    T u[3], uu, gu[3], gfc;
+    const T *G, *p1, *p2;
+};
+
 template <typename T>
-__device__ T embed_back_entry(int F, int64_t e, const int32_t *pairs, const int32_t *species,
-                              const T *ptab1, const T *ptab2, const T *ev, const T *er, T fce,
-                              const T *dke, const T *dk_b, const T *g0, T *gd, T *gu) {
-    const int lane = threadIdx.x & 31;
+__device__ inline void eb_setup(int F, int64_t e, const int32_t *pairs, const int32_t *species,
+                                const T *ptab1, const T *ptab2, const T *ev, const T *er,
+                                const T *g0, eb_entry<T> &s) {
     const int i = pairs[2 * e], j = pairs[2 * e + 1];
-    T u[3];
-    unit_of<T>(ev + 3 * e, er[e], u);
-    const T uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    const T *G = g0 + (size_t)i * 9 * F;
-    const T *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
-    T gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
-    for (int f = lane; f < F; f += 32) {
-        T g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-        T g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-        T g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-        T tr = g00 + g11 + g22;
-        T s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-        T ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-        T ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-        T ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-        T gf1 = tr;
-        T gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-        T gf3 = (T)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (T)3;
-        T zij = p1[f] + p2[f];
-        T cz = fce * zij;
-        const T k0 = dke[f] + (dk_b ? dk_b[f] : (T)0);
-        const T k1 = dke[F + f] + (dk_b ? dk_b[F + f] : (T)0);
-        const T k2 = dke[2 * F + f] + (dk_b ? dk_b[2 * F + f] : (T)0);
-        T f2 = cz * k1, f3 = cz * k2;
-        gu0 += f2 * s0 + f3 * (ug0 - (T)2 * tr * u[0] / (T)3);
-        gu1 += f2 * s1 + f3 * (ug1 - (T)2 * tr * u[1] / (T)3);
-        gu2 += f2 * s2 + f3 * (ug2 - (T)2 * tr * u[2] / (T)3);
-        gfc += zij * (gf1 * k0 + gf2 * k1 + gf3 * k2);
-        gd[f] += gf1 * cz;
-        gd[F + f] += gf2 * cz;
-        gd[2 * F + f] += gf3 * cz;
-    }
-    gu0 = warp_sum(gu0);
-    gu1 = warp_sum(gu1);
-    gu2 = warp_sum(gu2);
-    gfc = warp_sum(gfc);
-    if (lane == 0) {
-        gu[3 * e] = gu0;
-        gu[3 * e + 1] = gu1;
-        gu[3 * e + 2] = gu2;
-    }
-    return gfc;
+    unit_of<T>(ev + 3 * e, er[e], s.u);
+    s.uu = s.u[0] * s.u[0] + s.u[1] * s.u[1] + s.u[2] * s.u[2];
+    s.G = g0 + (size_t)i * 9 * F;
+    s.p1 = ptab1 + (size_t)species[i] * F, s.p2 = ptab2 + (size_t)species[j] * F;
+    s.gu[0] = s.gu[1] = s.gu[2] = s.gfc = 0;
+}
+
+/* Channel f of one entry: its dE/du and dE/dfc terms into s, its dE/d dk terms added to gd[3]
+ * (k: the pair's projections of channel f with their bias). */
+template <typename T>
+__device__ inline void eb_channel(int F, int f, T fce, const T *k, eb_entry<T> &s, T *gd) {
+    const T *G = s.G;
+    const T *u = s.u;
+    T g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
+    T g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
+    T g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
+    T tr = g00 + g11 + g22;
+    T s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
+    T ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
+    T ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
+    T ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
+    T gf1 = tr;
+    T gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
+    T gf3 = (T)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - s.uu * tr / (T)3;
+    T zij = s.p1[f] + s.p2[f];
+    T cz = fce * zij;
+    T f2 = cz * k[1], f3 = cz * k[2];
+    s.gu[0] += f2 * s0 + f3 * (ug0 - (T)2 * tr * u[0] / (T)3);
+    s.gu[1] += f2 * s1 + f3 * (ug1 - (T)2 * tr * u[1] / (T)3);
+    s.gu[2] += f2 * s2 + f3 * (ug2 - (T)2 * tr * u[2] / (T)3);
+    s.gfc += zij * (gf1 * k[0] + gf2 * k[1] + gf3 * k[2]);
+    gd[0] += gf1 * cz;
+    gd[1] += gf2 * cz;
+    gd[2] += gf3 * cz;
+}
+
+/* An entry's sums over the warp: dE/du to gu[e] (lane 0), dE/dfc returned (every lane). */
+template <typename T> __device__ inline T eb_finish(int64_t e, eb_entry<T> &s, T *gu) {
+    const T g0 = warp_sum(s.gu[0]), g1 = warp_sum(s.gu[1]), g2 = warp_sum(s.gu[2]);
+    if ((threadIdx.x & 31) == 0) gu[3 * e] = g0, gu[3 * e + 1] = g1, gu[3 * e + 2] = g2;
+    return warp_sum(s.gfc);
 }
 
 template <typename T>
@@ -1059,18 +1062,23 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
     const int lane = threadIdx.x & 31;
     if (p >= n_pairs) return; /* whole warps leave together */
     const int F = d.F;
+    const int64_t ea = pentry[p], eb = pmirror[p];
+    const T fce = fcP[p];
+    eb_entry<T> A, B;
+    if (ea >= 0) eb_setup<T>(F, ea, pairs, species, ptab1, ptab2, ev, er, g0, A);
+    if (eb >= 0) eb_setup<T>(F, eb, pairs, species, ptab1, ptab2, ev, er, g0, B);
     T *gdp = gd + (size_t)p * 3 * F;
-    /* (each lane zeroes and then adds to its own channels f, F + f, 2F + f of gd only: no
-     * barrier needed) */
-    for (int f = lane; f < F; f += 32) gdp[f] = gdp[F + f] = gdp[2 * F + f] = 0;
     const T *dkp = dk + (size_t)p * 3 * F;
+    for (int f = lane; f < F; f += 32) {
+        T k[3], g[3] = {0, 0, 0};
+        for (int b = 0; b < 3; b++) k[b] = dkp[b * F + f] + (dk_b ? dk_b[b * F + f] : (T)0);
+        if (ea >= 0) eb_channel<T>(F, f, fce, k, A, g);
+        if (eb >= 0) eb_channel<T>(F, f, fce, k, B, g);
+        for (int b = 0; b < 3; b++) gdp[b * F + f] = g[b];
+    }
     T gfc = 0;
-    if (pentry[p] >= 0)
-        gfc += embed_back_entry<T>(F, pentry[p], pairs, species, ptab1, ptab2, ev, er, fcP[p], dkp,
-                                   dk_b, g0, gdp, gu);
-    if (pmirror[p] >= 0)
-        gfc += embed_back_entry<T>(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er, fcP[p],
-                                   dkp, dk_b, g0, gdp, gu);
+    if (ea >= 0) gfc += eb_finish<T>(ea, A, gu);
+    if (eb >= 0) gfc += eb_finish<T>(eb, B, gu);
     if (lane == 0) gfcv[p] = gfc;
 }
 
