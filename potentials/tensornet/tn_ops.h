@@ -379,7 +379,7 @@ NNPOPS__TN_STEP_DECLS(_f64, double)
  * pentry[p] (p < n_pairs) = the entry holding pair p, pmirror[p] = its mirror entry (-1 for
  * none, and past the count; pairs past n_pairs get no slot: a truncated list).  count: scratch
  * of n_centers + 1 values.  The CUDA twin numbers the pairs in one block of warps for small lists
- * (up to 1,024 centers and 16,384 entries), else in three kernels of a warp per center (count,
+ * (up to 256 centers and 8,192 entries), else in three kernels of a warp per center (count,
  * scan, numbers); path 1 / 2 forces one of them (tests), 0 picks. */
 void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                           int64_t capacity, const double *vec, const uint8_t *mask,

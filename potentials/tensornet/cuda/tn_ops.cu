@@ -1299,12 +1299,13 @@ __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, con
 }
 
 /* count, scan and numbering in one block of PAIRS_WARPS warps, each over a contiguous chunk of
- * centers (the same numbers as the three kernels).  A step takes it for small lists only
- * (PAIRS_ONE_BLOCK_CENTERS, PAIRS_ONE_BLOCK_ENTRIES): its warps walk their chunks in turn, where
- * the three kernels give every center its own warp for two extra launches. */
+ * centers (the same numbers as the three kernels).  A step takes it for small lists only: its
+ * warps walk their chunks twice (count, numbers), 32 entries a round, where the three kernels give
+ * every center its own warp for two more launches; up to PAIRS_ONE_BLOCK_CENTERS centers and
+ * PAIRS_ONE_BLOCK_ENTRIES entries a warp has at most 8 centers and about 8 rounds a pass. */
 #define PAIRS_WARPS 32
-#define PAIRS_ONE_BLOCK_CENTERS 1024
-#define PAIRS_ONE_BLOCK_ENTRIES 16384
+#define PAIRS_ONE_BLOCK_CENTERS 256
+#define PAIRS_ONE_BLOCK_ENTRIES 8192
 __global__ void pairs_one_block_kernel(int64_t n_centers, const int64_t *start,
                                        const int32_t *pairs, int64_t capacity, const double *vec,
                                        const uint8_t *mask, int64_t n_pairs, int32_t *base,
