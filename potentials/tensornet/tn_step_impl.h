@@ -61,8 +61,11 @@ typedef struct {
     size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
 } TS(ts_work);
 
-/* Pairs of a step with `capacity` entries: each pair is two entries of symmetric lists. */
-static int64_t TS(ts_pairs)(int64_t capacity) { return (capacity + 1) / 2; }
+/* Pairs of a step with `capacity` entries: each pair is two entries of symmetric lists; rounded
+ * up to 4, the rows of the edge networks' GEMMs (cuBLAS takes its 16-byte aligned kernels only
+ * then: an odd count gets align1 kernels, slower; the rows past the count are pairs without an
+ * entry, zeros). */
+static int64_t TS(ts_pairs)(int64_t capacity) { return ((capacity + 1) / 2 + 3) / 4 * 4; }
 
 static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS(ts_work) p;
