@@ -6,12 +6,14 @@
  *   per atom (the 3x3 algebra over F channels, the gates, the readout): one block per atom, its
  *     threads over the channels; the channel linears read the atom's components from shared
  *     memory and keep a channel's ten outputs in registers; LayerNorms reduce in a fixed tree;
- *   per center (the embedding's sum, the messages and their gradients): one block per center, its
- *     threads over the channels, the center's entries in list order (no atomics);
- *   per entry (radial basis, the gradients of the edge factors): a thread, or a warp whose lanes
- *     split the channels (fixed-order warp sums);
- *   the linears over entries (edge networks, the embedding's distance projections): cuBLAS GEMMs
- *     (nnpops__gemm_cuda, FP32 / FP64 compute).
+ *   per center (the embedding's sum, the messages and their gradients, dE/dh of the pairs a
+ *     center holds): one block per center, its threads over the channels, the center's entries in
+ *     list order (no atomics); the pairs' numbering: a warp per center, 32 entries a round;
+ *   per entry or pair (distances, radial basis and its gradient, the embedding's gradients): a
+ *     thread, or a warp whose lanes split the channels or basis functions (fixed-order warp sums);
+ *   the linears over pairs (edge networks, the embedding's distance projections): cuBLAS GEMMs
+ *     (nnpops__gemm_cuda, FP32 / FP64 compute); their biases and activations are added by the
+ *     elementwise kernels and the messages as they read the GEMMs' outputs.
  * Nothing here allocates, synchronizes or reads device data on the host.
  */
 #include <math.h>
