@@ -175,21 +175,22 @@ typedef struct nnpops__tn_zbl_dev {
      * sum over c's edges e = (c, j) of h[slot[e]] gcM[j] (the mirrors' terms), and for each pair \
      * p < n_pairs of entry pentry[p] = (c, j) with G[p] = dE/dh[p] (per block, the sum over its \
      * components of gcM[c] cY[j] + gcM[j] cY[c]: both directions; 0 without an entry):          \
-     * GH[p][k] = dE/dZ[p][k] = G[p][k] act'(z) fcP[p] and gfc[p] = dE/dfcP[p] = sum_k G[p][k]   \
-     * act(z), z = Z[p][k] + bias[k]. */                                                         \
+     * GH[p][k] = dE/dZ[p][k] = G[p][k] act'(z) fcP[p] and gfc[p] (+)= dE/dfcP[p] = sum_k        \
+     * G[p][k] act(z), z = Z[p][k] + bias[k] (accumulate 0: written). */                         \
     void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,           \
                                           const int64_t *start, const int32_t *pairs,            \
                                           int64_t capacity, const uint8_t *mask,                 \
                                           const int32_t *slot, int64_t n_pairs,                  \
                                           const int32_t *pentry, const REAL *Z, const REAL *bias, \
                                           const REAL *fcP, const REAL *self_h, const REAL *cY,   \
-                                          const REAL *gcM, REAL *gcY, REAL *GH, REAL *gfc);      \
+                                          const REAL *gcM, REAL *gcY, REAL *GH, int accumulate,  \
+                                          REAL *gfc);                                            \
     nnpops_status nnpops__tn_message_back_cuda##SUF(                                             \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,             \
         const int32_t *pentry, const REAL *Z, const REAL *bias, const REAL *fcP,                 \
-        const REAL *self_h, const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH, REAL *gfc,     \
-        void *stream);                                                                           \
+        const REAL *self_h, const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH, int accumulate, \
+        REAL *gfc, void *stream);                                                                \
     /* tn_layer_post: Xout = X / nrm + D + qf D D with C = qf (M Y + Y M) (O(3)) or 2 Y M       \
      * (SO(3)), D = comp(lin3(lt_b, decomp(C / (|C|^2 + 1)))), qf = 1 + 0.1 q of the atom's      \
      * system (charges [n_systems] may be NULL). */                                              \
@@ -229,20 +230,20 @@ typedef struct nnpops__tn_zbl_dev {
     /* tn_embed_back: per pair p < n_pairs, its two entries e = pentry[p] and pmirror[p] (-1:    \
      * none), each (c, j) with g0 = dE/dX0 of its center: gu[e] = dE/du of the entry (3; other   \
      * entries' gu are not written), and the pair's sums over its entries gd[p] = dE/d dk[p] (3F) \
-     * and gfc[p] = dE/dfc (0 for a pair without entries).  fc, dk per pair (dk + dk_b as in     \
-     * tn_embed). */                                                                             \
+     * and gfc[p] (+)= dE/dfc (0 for a pair without entries; accumulate 0: written).  fc, dk per \
+     * pair (dk + dk_b as in tn_embed). */                                                       \
     void nnpops__tn_embed_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,               \
                                         const int32_t *pentry, const int32_t *pmirror,           \
                                         const int32_t *pairs, const int32_t *species,            \
                                         const REAL *ptab1, const REAL *ptab2, const REAL *ev,    \
                                         const REAL *er, const REAL *fcP, const REAL *dk,         \
                                         const REAL *dk_b, const REAL *g0, REAL *gd, REAL *gu,    \
-                                        REAL *gfc);                                              \
+                                        int accumulate, REAL *gfc);                              \
     nnpops_status nnpops__tn_embed_back_cuda##SUF(                                               \
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const REAL *ptab1, const REAL *ptab2,      \
         const REAL *ev, const REAL *er, const REAL *fcP, const REAL *dk, const REAL *dk_b,       \
-        const REAL *g0, REAL *gd, REAL *gu, REAL *gfc, void *stream);                            \
+        const REAL *g0, REAL *gd, REAL *gu, int accumulate, REAL *gfc, void *stream);            \
     /* tn_radial_back: per network edge (pentry NULL: entries e < capacity, by start and mask;   \
      * else pairs e < capacity with pentry[e] >= 0), gr[e] (+)= gfc[e] fc'(r) + sum_k gphi[e][k] \
      * phi_k'(r) (accumulate 0: written, 0 for the others). */                                   \

@@ -250,27 +250,25 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         /* the layer's edge network again (the last layer's is still there) */
         if (l < L - 1)
             NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1, Z2, Z3, A1, A2));
-        /* dE/dZ3 and dE/dfc through h, then back to dE/dr, per pair */
+        /* dE/dZ3 and dE/dfc through h, then back to dE/dphi, per pair (dE/dfc and dE/dphi summed
+         * over the layers and the embedding: one radial backward at the end) */
         X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, Z3, bl[2], fcP,
-          m->self_h[l], cY + l * NF10, gcM, gcY, GHP, gfcP);
+          m->self_h[l], cY + l * NF10, gcM, gcY, GHP, l < L - 1, gfcP);
         XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
         X(act_back, act, P, 2 * F, Z2, bl[1], NULL, G2, NULL);
         XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
         X(act_back, act, P, F, Z1, bl[0], NULL, G1, NULL);
-        XLIN(P, R, F, 1, Wl[0], NULL, G1, 0.0, gphiP);
-        X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP,
-          l < L - 1, grP);
+        XLIN(P, R, F, 1, Wl[0], NULL, G1, l < L - 1 ? 1.0 : 0.0, gphiP);
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
     X(atom_embed_back, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt, z1, z2, gX);
-    /* the embedding's terms per pair (both directions; gu per entry), dE/dr into grP; the
-     * projections dk again when the layers took their place */
+    /* the embedding's terms per pair (both directions; gu per entry), then dE/dr per pair from
+     * all of dE/dphi and dE/dfc; the projections dk again when the layers took their place */
     if (L > 0) XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed_back, d, P, pentry, pmirror, a->pairs, a->species, m->ptab1, m->ptab2, ev, er, fcP,
-      dk, m->dproj_b, gX, GHP, gu, gfcP);
-    XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, 0.0, gphiP);
-    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP, L > 0,
-      grP);
+      dk, m->dproj_b, gX, GHP, gu, L > 0, gfcP);
+    XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, L > 0 ? 1.0 : 0.0, gphiP);
+    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP, 0, grP);
     X(finish, d, &m->zbl, m->zbl_z, N, a->n_local, a->start, a->pairs, E, a->species, ev, er,
       mask, gu, NULL, slot, pentry, grP, m->mean, a->batch, count, a->atom_energy, a->pair_grad);
     return NNPOPS_OK;

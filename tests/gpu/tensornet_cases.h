@@ -367,15 +367,20 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         WORST(TC(chk)("embedding gates backward", &g));
         TC(arr) gd = TC(mk)(P * 3 * Fz, 1), gu = TC(mk)(3 * E, 1), gfc = TC(mk)(E, 1),
                 gfcq = TC(mk)(P, 1);
-        TC(nnpops__tn_embed_back_cpu)(d, P, pentry, pmirror, fx.pairs, fx.species, mh->ptab1,
-                                      mh->ptab2, ev.h, er.h, fcP.h, dk.h, mh->dproj_b, g.h, gd.h,
-                                      gu.h, gfcq.h);
-        CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, P, dpentry, dpmirror, dpairs, dspecies,
-                                                md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d,
-                                                md->dproj_b, g.d, gd.d, gu.d, gfcq.d, st));
-        WORST(TC(chk)("embedding backward: projections (pairs)", &gd));
-        WORST(TC(chk)("embedding backward: unit vectors (entries)", &gu));
-        WORST(TC(chk)("embedding backward: cutoff (pairs)", &gfcq));
+        for (int acc = 0; acc < 2; acc++) { /* dE/dfc written, then accumulated */
+            TC(nnpops__tn_embed_back_cpu)(d, P, pentry, pmirror, fx.pairs, fx.species, mh->ptab1,
+                                          mh->ptab2, ev.h, er.h, fcP.h, dk.h, mh->dproj_b, g.h,
+                                          gd.h, gu.h, acc, gfcq.h);
+            CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, P, dpentry, dpmirror, dpairs, dspecies,
+                                                    md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d,
+                                                    md->dproj_b, g.d, gd.d, gu.d, acc, gfcq.d,
+                                                    st));
+            WORST(TC(chk)("embedding backward: projections (pairs)", &gd));
+            WORST(TC(chk)("embedding backward: unit vectors (entries)", &gu));
+            WORST(TC(chk)(acc ? "embedding backward: cutoff (pairs, accumulating)"
+                              : "embedding backward: cutoff (pairs)",
+                          &gfcq));
+        }
         /* radial backward (written, then accumulated) */
         TC(arr) gphi = TC(mk)(E * R, 1), gr = TC(mk)(E, 1);
         for (int acc = 0; acc < 2; acc++) {
@@ -448,15 +453,20 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         WORST(TC(chk)("layer backward: dE/dY (update)", &gcY));
         WORST(TC(chk)("layer backward: dE/dM", &gcM));
         TC(arr) GH = TC(mk)(P * 3 * Fz, 1), gfc = TC(mk)(P, 1);
-        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, Z.h,
-                                        mh->ls_b[2], fcP.h, mh->self_h[0], cY.h, gcM.h, gcY.h,
-                                        GH.h, gfc.h);
-        CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
-                                                  dpentry, Z.d, md->ls_b[2], fcP.d, md->self_h[0],
-                                                  cY.d, gcM.d, gcY.d, GH.d, gfc.d, st));
-        WORST(TC(chk)("messages backward: dE/dZ", &GH));
-        WORST(TC(chk)("messages backward: dE/dfc", &gfc));
-        WORST(TC(chk)("messages backward: dE/dY", &gcY));
+        for (int acc = 0; acc < 2; acc++) { /* dE/dfc written, then accumulated */
+            TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry,
+                                            Z.h, mh->ls_b[2], fcP.h, mh->self_h[0], cY.h, gcM.h,
+                                            gcY.h, GH.h, acc, gfc.h);
+            CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
+                                                      dpentry, Z.d, md->ls_b[2], fcP.d,
+                                                      md->self_h[0], cY.d, gcM.d, gcY.d, GH.d,
+                                                      acc, gfc.d, st));
+            WORST(TC(chk)("messages backward: dE/dZ", &GH));
+            WORST(TC(chk)(acc ? "messages backward: dE/dfc (accumulating)"
+                              : "messages backward: dE/dfc",
+                          &gfc));
+            WORST(TC(chk)("messages backward: dE/dY", &gcY));
+        }
         TC(nnpops__tn_layer_pre_back_cpu)(d, n, X.h, nrm.h, mh->lt, gcY.h, g.h);
         CHECK_OK(TC(nnpops__tn_layer_pre_back_cuda)(d, n, X.d, nrm.d, md->lt, gcY.d, g.d, st));
         WORST(TC(chk)("layer backward: dE/dX", &g));

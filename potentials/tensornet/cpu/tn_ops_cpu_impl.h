@@ -334,7 +334,8 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
                                      const uint8_t *mask, const int32_t *slot, int64_t n_pairs,
                                      const int32_t *pentry, const REAL *Z, const REAL *bias,
                                      const REAL *fcP, const REAL *self_h, const REAL *cY,
-                                     const REAL *gcM, REAL *gcY, REAL *GH, REAL *gfc) {
+                                     const REAL *gcM, REAL *gcY, REAL *GH, int accumulate,
+                                     REAL *gfc) {
     const int F = d->F;
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *gy = gcY + (size_t)c * 10 * F;
@@ -361,8 +362,10 @@ void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers
             }
         }
         /* through h = act(Z + bias) fcP (pairs without an entry too: G is 0 there) */
+        REAL gs;
         TO(nnpops__tn_act_back_cpu)(d->activation, 1, 3 * F, Z + (size_t)p * 3 * F, bias,
-                                    fcP + p, gh, gfc + p);
+                                    fcP + p, gh, &gs);
+        gfc[p] = accumulate ? gfc[p] + gs : gs;
     }
 }
 
@@ -534,7 +537,8 @@ void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
                                    const int32_t *pairs, const int32_t *species, const REAL *ptab1,
                                    const REAL *ptab2, const REAL *ev, const REAL *er,
                                    const REAL *fcP, const REAL *dk, const REAL *dk_b,
-                                   const REAL *g0, REAL *gd, REAL *gu, REAL *gfcv) {
+                                   const REAL *g0, REAL *gd, REAL *gu, int accumulate,
+                                   REAL *gfcv) {
     const int F = d->F;
     REAL dkb[3 * (size_t)F]; /* the pair's projections with their bias */
     for (int64_t p = 0; p < n_pairs; p++) {
@@ -550,7 +554,7 @@ void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
         if (pmirror[p] >= 0)
             gfc += TO(to_embed_back_entry)(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er,
                                            fcP[p], dkp, g0, gdp, gu);
-        gfcv[p] = gfc;
+        gfcv[p] = accumulate ? gfcv[p] + gfc : gfc;
     }
 }
 

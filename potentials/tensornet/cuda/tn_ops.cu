@@ -673,7 +673,7 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
                                   const int32_t *pairs, int64_t capacity, const uint8_t *mask,
                                   const int32_t *slot, int64_t n_pairs, const int32_t *pentry,
                                   const T *cY, const T *gcM, const T *Z, const T *bias,
-                                  const T *fcP, T *GH, T *gfc) {
+                                  const T *fcP, T *GH, int accumulate, T *gfc) {
     __shared__ T red[32];
     const int F = d.F;
     if ((int64_t)blockIdx.x >= n_centers) {
@@ -681,7 +681,7 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
         for (int64_t p = p0; p < p0 + GH_PAD_PAIRS && p < n_pairs; p++) {
             if (pentry[p] >= 0) continue;
             for (int k = threadIdx.x; k < 3 * F; k += blockDim.x) GH[(size_t)p * 3 * F + k] = 0;
-            if (threadIdx.x == 0) gfc[p] = 0;
+            if (threadIdx.x == 0 && !accumulate) gfc[p] = 0;
         }
         return;
     }
@@ -711,7 +711,7 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
             }
         }
         gs = block_sum(gs, red);
-        if (threadIdx.x == 0) gfc[p] = gs;
+        if (threadIdx.x == 0) gfc[p] = accumulate ? gfc[p] + gs : gs;
     }
 }
 
@@ -1059,7 +1059,8 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
                                   const int32_t *pmirror, const int32_t *pairs,
                                   const int32_t *species, const T *ptab1, const T *ptab2,
                                   const T *ev, const T *er, const T *fcP, const T *dk,
-                                  const T *dk_b, const T *g0, T *gd, T *gu, T *gfcv) {
+                                  const T *dk_b, const T *g0, T *gd, T *gu, int accumulate,
+                                  T *gfcv) {
     const int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (p >= n_pairs) return; /* whole warps leave together */
@@ -1081,7 +1082,7 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
     T gfc = 0;
     if (ea >= 0) gfc += eb_finish<T>(ea, A, gu);
     if (eb >= 0) gfc += eb_finish<T>(eb, B, gu);
-    if (lane == 0) gfcv[p] = gfc;
+    if (lane == 0) gfcv[p] = accumulate ? gfcv[p] + gfc : gfc;
 }
 
 /* ==== tn_radial_back: a warp per entry (or pair), its lanes over the basis functions ==== */
@@ -1520,7 +1521,7 @@ inline nnpops_status per_thread_check(int F) {
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,              \
         const int32_t *pentry, const T *Z, const T *bias, const T *fcP, const T *self_h,          \
-        const T *cY, const T *gcM, T *gcY, T *GH, T *gfc, void *stream) {                         \
+        const T *cY, const T *gcM, T *gcY, T *GH, int accumulate, T *gfc, void *stream) {         \
         if (n_centers > 0) {                                                                      \
             message_gy_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
                                    as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
@@ -1531,7 +1532,7 @@ inline nnpops_status per_thread_check(int F) {
             const int64_t blocks = n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS;       \
             message_gh_kernel<T><<<(unsigned)blocks, atom_threads(d->F), 0, as_stream(stream)>>>( \
                 *d, n_centers, start, pairs, capacity, mask, slot, n_pairs, pentry, cY, gcM, Z,   \
-                bias, fcP, GH, gfc);                                                              \
+                bias, fcP, GH, accumulate, gfc);                                                  \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
@@ -1589,11 +1590,11 @@ inline nnpops_status per_thread_check(int F) {
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const T *ptab1, const T *ptab2,             \
         const T *ev, const T *er, const T *fcP, const T *dk, const T *dk_b, const T *g0, T *gd,   \
-        T *gu, T *gfc, void *stream) {                                                            \
+        T *gu, int accumulate, T *gfc, void *stream) {                                            \
         if (n_pairs <= 0) return NNPOPS_OK;                                                       \
         embed_back_kernel<T><<<grid_for(n_pairs * 32, 128), 128, 0, as_stream(stream)>>>(         \
             *d, n_pairs, pentry, pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, dk_b, g0, \
-            gd, gu, gfc);                                                                         \
+            gd, gu, accumulate, gfc);                                                             \
         NNPOPS__LAUNCH_CHECK("tensornet embedding backward (pairs)");                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
