@@ -663,11 +663,13 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
 }
 
 /* ==== tn_message_back ==== */
-/* dE/dZ and dE/dfc per pair (both directions) through h = act(Z + bias) fc: a block per center
- * over the pairs it holds, in entry order (the center's gcM and cY stay in cache), its threads over
- * the channels, dE/dfc a block sum; then GH_PAD_PAIRS pairs per block for the pairs without an
- * entry (zeros). */
+/* dE/dZ and dE/dfc per pair (both directions) through h = act(Z + bias) fc: blocks (c, s) over
+ * the pairs center c holds, block s of gridDim.y taking every gridDim.y-th entry of c's list (the
+ * center's gcM and cY rows read by few blocks, from cache; a few pairs per block, so that a small
+ * molecule still fills the GPU), its threads over the channels, dE/dfc a block sum; then blocks
+ * (x >= n_centers, 0) of GH_PAD_PAIRS pairs each for the pairs without an entry (zeros). */
 #define GH_PAD_PAIRS 64
+#define GH_ENTRIES_PER_BLOCK 8
 template <typename T>
 __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const int64_t *start,
                                   const int32_t *pairs, int64_t capacity, const uint8_t *mask,
@@ -677,6 +679,7 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
     __shared__ T red[32];
     const int F = d.F;
     if ((int64_t)blockIdx.x >= n_centers) {
+        if (blockIdx.y > 0) return;
         const int64_t p0 = ((int64_t)blockIdx.x - n_centers) * GH_PAD_PAIRS;
         for (int64_t p = p0; p < p0 + GH_PAD_PAIRS && p < n_pairs; p++) {
             if (pentry[p] >= 0) continue;
@@ -688,7 +691,7 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
     const int64_t c = blockIdx.x;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
     const T *gc = gcM + (size_t)c * 10 * F, *yc = cY + (size_t)c * 10 * F;
-    for (int64_t e = e0; e < e1; e++) {
+    for (int64_t e = e0 + blockIdx.y; e < e1; e += gridDim.y) {
         /* (the same for every thread of the block: each reaches the block sum or none does) */
         if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
         const int32_t p = slot[e];
@@ -1529,8 +1532,14 @@ inline nnpops_status per_thread_check(int F) {
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
         }                                                                                         \
         if (n_centers > 0 || n_pairs > 0) {                                                       \
-            const int64_t blocks = n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS;       \
-            message_gh_kernel<T><<<(unsigned)blocks, atom_threads(d->F), 0, as_stream(stream)>>>( \
+            /* slices per center: about GH_ENTRIES_PER_BLOCK entries each (from the capacity's    \
+             * mean per center), at most 32 */                                                    \
+            const int64_t per = n_centers > 0 ? capacity / n_centers : 0;                         \
+            int64_t slices = (per + GH_ENTRIES_PER_BLOCK - 1) / GH_ENTRIES_PER_BLOCK;             \
+            slices = slices < 1 ? 1 : (slices > 32 ? 32 : slices);                                \
+            const dim3 grid((unsigned)(n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS),  \
+                            (unsigned)slices);                                                    \
+            message_gh_kernel<T><<<grid, atom_threads(d->F), 0, as_stream(stream)>>>(             \
                 *d, n_centers, start, pairs, capacity, mask, slot, n_pairs, pentry, cY, gcM, Z,   \
                 bias, fcP, GH, accumulate, gfc);                                                  \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
