@@ -63,14 +63,15 @@ typedef struct nnpops__tn_zbl_dev {
 #define NNPOPS__TN_OP_DECLS(SUF, REAL)                                                             \
     /* tn_edges: per entry e < capacity: ev[3e..] = vec inv_ell, er[e] = |vec| inv_ell (REAL),   \
      * mask[e] (NNPOPS__TN_EDGE | NNPOPS__TN_ZBLP), and for network edges fc[e] = the layers'    \
-     * cosine cutoff and phi[e R ..] the radial basis (0 for other entries). */                  \
+     * cosine cutoff and, when phi is not NULL, phi[e R ..] the radial basis (0 for other        \
+     * entries; the step leaves it to tn_pair_radial). */                                        \
     void nnpops__tn_edges_cpu##SUF(const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b, \
                                    int64_t n_centers, const int64_t *start, int64_t capacity,    \
                                    const double *vec, REAL *ev, REAL *er, uint8_t *mask, REAL *fc, \
                                    REAL *phi);                                                   \
     nnpops_status nnpops__tn_edges_cuda##SUF(                                                    \
         const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b, int64_t n_centers,       \
-        const int64_t *start, int64_t capacity, const double *vec, REAL *ev, REAL *er,          \
+        const int64_t *start, int64_t capacity, const double *vec, REAL *ev, REAL *er,           \
         uint8_t *mask, REAL *fc, REAL *phi, void *stream);                                       \
     /* tn_linear: over n rows, trans 0: Y[c][o] = beta Y[c][o] + b[o] + sum_i W[o][i] X[c][i]    \
      * (X [n][in], Y [n][out]; b may be NULL); trans 1: Y[c][i] = beta Y[c][i] + sum_o W[o][i]   \
@@ -80,34 +81,38 @@ typedef struct nnpops__tn_zbl_dev {
     nnpops_status nnpops__tn_linear_cuda##SUF(int64_t n, int in, int out, int trans,            \
                                               const REAL *W, const REAL *b, const REAL *X,       \
                                               double beta, REAL *Y, void *blas, void *stream);   \
-    /* tn_act: over n rows of width values, Z[c][o] += bias[o] (in place; bias may be NULL),     \
-     * then A[c][o] = act(Z[c][o]) * (scale ? scale[c] : 1) (the bias of a GEMM's output). */    \
-    void nnpops__tn_act_cpu##SUF(int act, int64_t n, int width, const REAL *bias, REAL *Z,        \
+    /* tn_act: over n rows of width values, A[c][o] = act(Z[c][o] + bias[o]) * (scale ? scale[c] \
+     * : 1) (bias may be NULL: 0; Z is left as it is: the backward adds the bias again). */      \
+    void nnpops__tn_act_cpu##SUF(int act, int64_t n, int width, const REAL *bias, const REAL *Z, \
                                  const REAL *scale, REAL *A);                                    \
-    nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width, const REAL *bias,     \
-                                           REAL *Z, const REAL *scale, REAL *A, void *stream);   \
-    /* tn_act_back: gscale[c] = sum_o G[c][o] act(Z[c][o]) (when gscale is not NULL), then       \
-     * G[c][o] *= act'(Z[c][o]) * (scale ? scale[c] : 1). */                                     \
-    void nnpops__tn_act_back_cpu##SUF(int act, int64_t n, int width, const REAL *Z,             \
-                                      const REAL *scale, REAL *G, REAL *gscale);                 \
-    nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width, const REAL *Z,   \
-                                                const REAL *scale, REAL *G, REAL *gscale,        \
-                                                void *stream);                                   \
+    nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width, const REAL *bias,      \
+                                           const REAL *Z, const REAL *scale, REAL *A,            \
+                                           void *stream);                                        \
+    /* tn_act_back: with z = Z[c][o] + bias[o] (bias may be NULL): gscale[c] = sum_o G[c][o]     \
+     * act(z) (when gscale is not NULL), then G[c][o] *= act'(z) * (scale ? scale[c] : 1). */    \
+    void nnpops__tn_act_back_cpu##SUF(int act, int64_t n, int width, const REAL *Z,              \
+                                      const REAL *bias, const REAL *scale, REAL *G,              \
+                                      REAL *gscale);                                             \
+    nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width, const REAL *Z,    \
+                                                const REAL *bias, const REAL *scale, REAL *G,    \
+                                                REAL *gscale, void *stream);                     \
     /* tn_embed: X0 of the n_centers centers: the self edge's term (P1 + P2 of the center's      \
      * species times self_fc self_dk on the diagonal) and, per network edge e = (c, j),          \
-     * fc[e] (P1[s_c] + P2[s_j]) (dk I + dk A(u) + dk S(u)) with dk = dk[q][0 | F | 2F ..] of   \
-     * q = slot[e] (the pair's projections; slot NULL: q = e).  ptab1, ptab2: [species][F]. */   \
-    void nnpops__tn_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,                 \
+     * fc[e] (P1[s_c] + P2[s_j]) (dk I + dk A(u) + dk S(u)) with dk = dk[q][0 | F | 2F ..] + dk_b \
+     * of q = slot[e] (the pair's projections; slot NULL: q = e; dk_b [3F] the projections' bias, \
+     * may be NULL).  ptab1, ptab2: [species][F]. */                                             \
+    void nnpops__tn_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,                  \
                                    const int64_t *start, const int32_t *pairs, int64_t capacity, \
                                    const int32_t *species, const REAL *ptab1, const REAL *ptab2, \
                                    REAL self_fc, const REAL *self_dk, const REAL *ev,            \
                                    const REAL *er, const uint8_t *mask, const int32_t *slot,     \
-                                   const REAL *fc, const REAL *dk, REAL *X0);                    \
+                                   const REAL *fc, const REAL *dk, const REAL *dk_b, REAL *X0);  \
     nnpops_status nnpops__tn_embed_cuda##SUF(                                                    \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const int32_t *species, const REAL *ptab1, const REAL *ptab2,          \
         REAL self_fc, const REAL *self_dk, const REAL *ev, const REAL *er, const uint8_t *mask,  \
-        const int32_t *slot, const REAL *fc, const REAL *dk, REAL *X0, void *stream);            \
+        const int32_t *slot, const REAL *fc, const REAL *dk, const REAL *dk_b, REAL *X0,         \
+        void *stream);                                                                           \
     /* tn_atom_embed: per atom, the gates of X0 (norm, LayerNorm, two linears with activations:  \
      * pre-activations z1 [n][2F], z2 [n][3F] kept) and X1 = comp(gate lin3(decomp(X0))). */     \
     void nnpops__tn_atom_embed_cpu##SUF(const nnpops__tn_dims *d, int64_t n, const REAL *X0,    \
@@ -142,40 +147,50 @@ typedef struct nnpops__tn_zbl_dev {
         const nnpops__tn_dims *d, int64_t n, const REAL *X, const REAL *nrm,                     \
         const REAL *const lt[3], const REAL *gcY, REAL *g, void *stream);                        \
     /* tn_pair_radial: per pair p < n_pairs (pentry[p] its entry, -1: none), the entry's         \
-     * distance, cutoff and radial basis (zeros for none). */                                    \
-    void nnpops__tn_pair_radial_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,             \
+     * distance, cutoff and the radial basis of that distance (zeros for none). */               \
+    void nnpops__tn_pair_radial_cpu##SUF(const nnpops__tn_dims *d, const REAL *rbf_a,            \
+                                         const REAL *rbf_b, int64_t n_pairs,                     \
                                          const int32_t *pentry, const REAL *er, const REAL *fc,  \
-                                         const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP);     \
+                                         REAL *erP, REAL *fcP, REAL *phiP);                      \
     nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                              \
-        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const REAL *er,        \
-        const REAL *fc, const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP, void *stream);        \
+        const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b, int64_t n_pairs,         \
+        const int32_t *pentry, const REAL *er, const REAL *fc, REAL *erP, REAL *fcP, REAL *phiP, \
+        void *stream);                                                                           \
     /* tn_message: cM[c] = self_h (x) cY[c] + sum over c's network edges e = (c, j) of           \
-     * h[slot[e]] (x) cY[j] (h per pair, its three blocks weighting components 0, 1..3, 4..9). */ \
-    void nnpops__tn_message_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,               \
+     * h[slot[e]] (x) cY[j] (h per pair, its three blocks weighting components 0, 1..3, 4..9),   \
+     * h[q] = act(Z[q] + bias) fcP[q] from the edge network's last pre-activations Z             \
+     * [n_pairs][3F] (without the bias [3F]) and the pairs' cutoffs fcP. */                      \
+    void nnpops__tn_message_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,                \
                                      const int64_t *start, const int32_t *pairs,                 \
                                      int64_t capacity, const uint8_t *mask,                      \
-                                     const int32_t *slot, const REAL *h, const REAL *self_h,     \
-                                     const REAL *cY, REAL *cM);                                  \
+                                     const int32_t *slot, const REAL *Z, const REAL *bias,       \
+                                     const REAL *fcP, const REAL *self_h, const REAL *cY,        \
+                                     REAL *cM);                                                  \
     nnpops_status nnpops__tn_message_cuda##SUF(                                                  \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
-        int64_t capacity, const uint8_t *mask, const int32_t *slot, const REAL *h,               \
-        const REAL *self_h, const REAL *cY, REAL *cM, void *stream);                             \
-    /* tn_message_back: GH[p] = dE/dh[p] for each pair p < n_pairs of entry pentry[p] = (c, j)   \
-     * (per block, the sum over its components of gcM[c] cY[j] + gcM[j] cY[c]: both directions; \
-     * 0 without an entry) and gcY[c] += self_h gcM[c] + sum over c's edges e = (c, j) of        \
-     * h[slot[e]] gcM[j] (the mirrors' terms). */                                                \
-    void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,          \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, const REAL *Z,               \
+        const REAL *bias, const REAL *fcP, const REAL *self_h, const REAL *cY, REAL *cM,         \
+        void *stream);                                                                           \
+    /* tn_message_back, with h = act(Z + bias) fcP as in tn_message: gcY[c] += self_h gcM[c] +   \
+     * sum over c's edges e = (c, j) of h[slot[e]] gcM[j] (the mirrors' terms), and for each pair \
+     * p < n_pairs of entry pentry[p] = (c, j) with G[p] = dE/dh[p] (per block, the sum over its \
+     * components of gcM[c] cY[j] + gcM[j] cY[c]: both directions; 0 without an entry):          \
+     * GH[p][k] = dE/dZ[p][k] = G[p][k] act'(z) fcP[p] and gfc[p] (+)= dE/dfcP[p] = sum_k        \
+     * G[p][k] act(z), z = Z[p][k] + bias[k] (accumulate 0: written). */                         \
+    void nnpops__tn_message_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_centers,           \
                                           const int64_t *start, const int32_t *pairs,            \
                                           int64_t capacity, const uint8_t *mask,                 \
                                           const int32_t *slot, int64_t n_pairs,                  \
-                                          const int32_t *pentry, const REAL *h,                  \
-                                          const REAL *self_h, const REAL *cY, const REAL *gcM,   \
-                                          REAL *gcY, REAL *GH);                                  \
+                                          const int32_t *pentry, const REAL *Z, const REAL *bias, \
+                                          const REAL *fcP, const REAL *self_h, const REAL *cY,   \
+                                          const REAL *gcM, REAL *gcY, REAL *GH, int accumulate,  \
+                                          REAL *gfc);                                            \
     nnpops_status nnpops__tn_message_back_cuda##SUF(                                             \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs, \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,             \
-        const int32_t *pentry, const REAL *h, const REAL *self_h, const REAL *cY,                \
-        const REAL *gcM, REAL *gcY, REAL *GH, void *stream);                                     \
+        const int32_t *pentry, const REAL *Z, const REAL *bias, const REAL *fcP,                 \
+        const REAL *self_h, const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH, int accumulate, \
+        REAL *gfc, void *stream);                                                                \
     /* tn_layer_post: Xout = X / nrm + D + qf D D with C = qf (M Y + Y M) (O(3)) or 2 Y M       \
      * (SO(3)), D = comp(lin3(lt_b, decomp(C / (|C|^2 + 1)))), qf = 1 + 0.1 q of the atom's      \
      * system (charges [n_systems] may be NULL). */                                              \
@@ -212,21 +227,23 @@ typedef struct nnpops__tn_zbl_dev {
         const REAL *norm_w, const REAL *norm_b, const REAL *lin_w, const REAL *lin_b,            \
         const REAL *const out_w[], const REAL *const out_b[], const int32_t *species,            \
         const REAL *atomref, double *atom_energy, REAL *g, void *stream);                        \
-    /* tn_embed_back: per pair p < n_pairs, its two entries e = pentry[p] and pmirror[p] (-1:     \
+    /* tn_embed_back: per pair p < n_pairs, its two entries e = pentry[p] and pmirror[p] (-1:    \
      * none), each (c, j) with g0 = dE/dX0 of its center: gu[e] = dE/du of the entry (3; other   \
      * entries' gu are not written), and the pair's sums over its entries gd[p] = dE/d dk[p] (3F) \
-     * and gfc[p] = dE/dfc (0 for a pair without entries).  fc, dk per pair. */                  \
-    void nnpops__tn_embed_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,              \
+     * and gfc[p] (+)= dE/dfc (0 for a pair without entries; accumulate 0: written).  fc, dk per \
+     * pair (dk + dk_b as in tn_embed). */                                                       \
+    void nnpops__tn_embed_back_cpu##SUF(const nnpops__tn_dims *d, int64_t n_pairs,               \
                                         const int32_t *pentry, const int32_t *pmirror,           \
                                         const int32_t *pairs, const int32_t *species,            \
                                         const REAL *ptab1, const REAL *ptab2, const REAL *ev,    \
                                         const REAL *er, const REAL *fcP, const REAL *dk,         \
-                                        const REAL *g0, REAL *gd, REAL *gu, REAL *gfc);          \
+                                        const REAL *dk_b, const REAL *g0, REAL *gd, REAL *gu,    \
+                                        int accumulate, REAL *gfc);                              \
     nnpops_status nnpops__tn_embed_back_cuda##SUF(                                               \
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const REAL *ptab1, const REAL *ptab2,      \
-        const REAL *ev, const REAL *er, const REAL *fcP, const REAL *dk, const REAL *g0,         \
-        REAL *gd, REAL *gu, REAL *gfc, void *stream);                                            \
+        const REAL *ev, const REAL *er, const REAL *fcP, const REAL *dk, const REAL *dk_b,       \
+        const REAL *g0, REAL *gd, REAL *gu, int accumulate, REAL *gfc, void *stream);            \
     /* tn_radial_back: per network edge (pentry NULL: entries e < capacity, by start and mask;   \
      * else pairs e < capacity with pentry[e] >= 0), gr[e] (+)= gfc[e] fc'(r) + sum_k gphi[e][k] \
      * phi_k'(r) (accumulate 0: written, 0 for the others). */                                   \
@@ -362,8 +379,9 @@ NNPOPS__TN_STEP_DECLS(_f64, double)
  * entry: the entry of j's list with neighbor c nearest to -v), -1 for other entries;
  * pentry[p] (p < n_pairs) = the entry holding pair p, pmirror[p] = its mirror entry (-1 for
  * none, and past the count; pairs past n_pairs get no slot: a truncated list).  count: scratch
- * of n_centers + 1 values.  The CUDA twin numbers the pairs in one block up to 65,536 centers,
- * else in three kernels (count, scan, numbers); path 1 / 2 forces one of them (tests), 0 picks. */
+ * of n_centers + 1 values.  The CUDA twin numbers the pairs in one block of warps for small lists
+ * (up to 256 centers and 8,192 entries), else in three kernels of a warp per center (count,
+ * scan, numbers); path 1 / 2 forces one of them (tests), 0 picks. */
 void nnpops__tn_pairs_cpu(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                           int64_t capacity, const double *vec, const uint8_t *mask,
                           int64_t n_pairs, int32_t *slot, int32_t *pentry, int32_t *pmirror,

@@ -11,23 +11,26 @@
  * radial gradient goes to the entry that holds it (the core's reduction gives both atoms their
  * share).  What depends on the direction (the unit vector's terms) stays per entry.
  *
- * Forward: the entries' geometry and radial basis, the pairs; the embedding's projections (one
- * GEMM, the three stacked); the embedding (sum per center, gates per atom); per layer the edge
- * network (h kept for the backward), Y per atom, the messages per center, the update per atom;
- * the readout per atom (and its gradient, seeded with the atom's weight: 1 local, 0 ghost).
- * Backward, layer by layer from the last: the update's backward per atom, the messages' (dE/dh
- * per pair, dE/dY gathered per atom over its own entries), the edge network's (its
- * pre-activations recomputed by the same GEMMs, except for the last layer, whose are still
- * there), to dE/dr per pair; Y's backward to the layer's input.  Then the gates' backward, the
- * embedding's per pair (dE/du per entry, dE/dfc and dE/d projections per pair; the projections'
- * backward is a GEMM) into the same dE/dr per pair, and the last op writes each entry's gradient
- * (plus ZBL's) and adds ZBL's and the mean's energies.
+ * Forward: the entries' geometry, the pairs and their radial basis; the embedding's projections
+ * (one GEMM, the three stacked; the bias added by the embedding as it reads them); the embedding
+ * (sum per center, gates per atom); per layer the edge network up to its last pre-activations
+ * (the GEMMs write them without bias; the activations add it as they read), Y per atom, the
+ * messages per center (h = act(Z3 + b) fc computed as they read Z3), the update per atom; the
+ * readout per atom (and its gradient, seeded with the atom's weight: 1 local, 0 ghost).
+ * Backward, layer by layer from the last: the update's backward per atom, the edge network again
+ * (except for the last layer, whose pre-activations are still there), the messages' (dE/dY
+ * gathered per atom over its own entries; per pair dE/dh taken through h to dE/dZ3 and dE/dfc),
+ * the edge network's backward to dE/dr per pair; Y's backward to the layer's input.  Then the
+ * gates' backward, the projections again (the layers took their place), the embedding's backward
+ * per pair (dE/du per entry, dE/dfc and dE/d projections per pair; the projections' backward is
+ * a GEMM) into the same dE/dr per pair, and the last op writes each entry's gradient (plus
+ * ZBL's) and adds ZBL's and the mean's energies.
  *
  * Work space (REAL unless said), laid out by ts_plan: per entry of capacity the geometry, flags
- * (bytes), the radial basis, dE/du and the pair number; per pair (half the capacity) the radial
- * basis, the projections, the edge network's pre-activations and activations (one set, reused by
- * every layer; the backward's gradients of the activations take the activations' place once the
- * GEMMs that read them have run), h per layer and the backward's buffers; per atom X0, the gates'
+ * (bytes), dE/du and the pair number; per pair (half the capacity, rounded up to 4) the radial
+ * basis and its gradient, the edge network's pre-activations Z1, Z2, Z3 (one set, reused by every
+ * layer; the projections and the backward's G2 in Z3's place) and one block of 3F for the hidden
+ * activations, dE/dZ3 and G1 in turn (ts_plan says when each is live); per atom X0, the gates'
  * pre-activations, X per layer, the layers' norms, Y and M components, and the gradients.
  */
 #include <stdint.h>

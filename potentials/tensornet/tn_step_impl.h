@@ -56,14 +56,16 @@ void TS(nnpops__tn_opmodel_bind)(const nnpops__tn_shape *s, const nnpops__tn_opl
 
 /* The work space's layout (byte offsets, each 256-aligned). */
 typedef struct {
-    size_t ev, er, fc, mask, phi, gu, slot;
-    size_t pentry, pmirror, pcount, erP, fcP, phiP, dk, Z1, A1, Z2, A2, Z3, h, GHP, G2, G1, gphiP,
-        gfcP, grP;
+    size_t ev, er, fc, mask, gu, slot;
+    size_t pentry, pmirror, pcount, erP, fcP, phiP, Z1, Z2, Z3, H, gphiP, gfcP, grP;
     size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
 } TS(ts_work);
 
-/* Pairs of a step with `capacity` entries: each pair is two entries of symmetric lists. */
-static int64_t TS(ts_pairs)(int64_t capacity) { return (capacity + 1) / 2; }
+/* Pairs of a step with `capacity` entries: each pair is two entries of symmetric lists; rounded
+ * up to 4, the rows of the edge networks' GEMMs (cuBLAS takes its 16-byte aligned kernels only
+ * then: an odd count gets align1 kernels, slower; the rows past the count are pairs without an
+ * entry, zeros). */
+static int64_t TS(ts_pairs)(int64_t capacity) { return ((capacity + 1) / 2 + 3) / 4 * 4; }
 
 static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS(ts_work) p;
@@ -79,26 +81,27 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(er, e * r);
     TS_TAKE(fc, e * r);
     TS_TAKE(mask, e);
-    TS_TAKE(phi, e * R * r);
     TS_TAKE(gu, 3 * e * r);
     TS_TAKE(slot, e * sizeof(int32_t));
-    /* per pair: the embedding's projections and the edge networks */
+    /* per pair: the edge networks' pre-activations Z1 [F], Z2 [2F], Z3 [3F] (without the bias,
+     * kept for the backward; the messages compute h = act(Z3 + b) fc as they read it) and one
+     * block H [3F] that holds in turn the hidden activations A1 and A2 (flat: A1 = H[0, P F),
+     * A2 = H[P F, 3 P F); each read only by the next GEMM), dE/dZ3 and the backward's G1.  The
+     * embedding's projections dk [3F] live in Z3's place (read by tn_embed before the first
+     * layer writes Z3; computed again for the embedding's backward), the backward's G2 too (Z3 is
+     * read for the last time by the message_back before the GEMM that writes G2).  One Z3 for all
+     * layers: the backward computes a layer's edge network again before its message_back (the
+     * last layer's is still there). */
     TS_TAKE(pentry, P * sizeof(int32_t));
     TS_TAKE(pmirror, P * sizeof(int32_t));
     TS_TAKE(pcount, (n + 1) * sizeof(int32_t));
     TS_TAKE(erP, P * r);
     TS_TAKE(fcP, P * r);
     TS_TAKE(phiP, P * R * r);
-    TS_TAKE(dk, P * 3 * F * r);
     TS_TAKE(Z1, P * F * r);
-    TS_TAKE(A1, P * F * r);
     TS_TAKE(Z2, P * 2 * F * r);
-    TS_TAKE(A2, P * 2 * F * r);
     TS_TAKE(Z3, P * 3 * F * r);
-    TS_TAKE(h, L * P * 3 * F * r);
-    TS_TAKE(GHP, P * 3 * F * r);
-    /* (the backward's G2 and G1 take A2's and A1's place: their GEMMs read A2 and A1 last) */
-    p.G2 = p.A2, p.G1 = p.A1;
+    TS_TAKE(H, P * 3 * F * r);
     TS_TAKE(gphiP, P * R * r);
     TS_TAKE(gfcP, P * r);
     TS_TAKE(grP, P * r);
@@ -149,6 +152,24 @@ size_t TS(nnpops__tn_step_work_bytes)(const OPM *m, int64_t n_atoms, int64_t n_s
     TS(nnpops__tn_linear_cpu)(n, in, out, trans, W, b, Xin, beta, Y)
 #endif
 
+/* One layer's edge network over the P pairs up to its last pre-activations: Z1 = phi W0^T,
+ * A1 = act(Z1 + b0), Z2 = A1 W1^T, A2 = act(Z2 + b1), Z3 = A2 W2^T (A1 and A2 are H's two parts,
+ * see ts_plan).  The Z keep no bias: the activations add it as they read them, forward and back;
+ * the messages read h = act(Z3 + b2) fc from Z3 the same way. */
+static nnpops_status TS(ts_edge_net)(const OPM *m, const nnpops__tn_step_args *a, int cuda,
+                                     int64_t P, const REAL *const *Wl, const REAL *const *bl,
+                                     const REAL *phiP, REAL *Z1, REAL *Z2, REAL *Z3, REAL *A1,
+                                     REAL *A2) {
+    const int F = m->d.F, R = m->d.R, act = m->d.activation;
+    (void)a, (void)cuda;
+    XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
+    X(act, act, P, F, bl[0], Z1, NULL, A1);
+    XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
+    X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
+    XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
+    return NNPOPS_OK;
+}
+
 nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, int cuda) {
     if (cuda && !TN_HAVE_CUDA)
         return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: a GPU step in a build without CUDA");
@@ -158,16 +179,15 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     const TS(ts_work) p = TS(ts_plan)(m, N, a->n_systems, E);
     unsigned char *base = a->work;
 #define W_(field, type) ((type *)(base + p.field))
-    REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL), *phi = W_(phi, REAL);
+    REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL);
     uint8_t *mask = W_(mask, uint8_t);
-    REAL *dk = W_(dk, REAL), *Z1 = W_(Z1, REAL), *A1 = W_(A1, REAL), *Z2 = W_(Z2, REAL);
-    REAL *A2 = W_(A2, REAL), *Z3 = W_(Z3, REAL), *h = W_(h, REAL);
-    REAL *G2 = W_(G2, REAL), *G1 = W_(G1, REAL);
+    REAL *Z1 = W_(Z1, REAL), *Z2 = W_(Z2, REAL), *Z3 = W_(Z3, REAL), *H = W_(H, REAL);
+    REAL *dk = Z3, *G2 = Z3, *G1 = H, *GHP = H;
     int32_t *slot = W_(slot, int32_t), *pentry = W_(pentry, int32_t);
     int32_t *pmirror = W_(pmirror, int32_t);
     int32_t *pcount = W_(pcount, int32_t);
     REAL *erP = W_(erP, REAL), *fcP = W_(fcP, REAL), *phiP = W_(phiP, REAL);
-    REAL *GHP = W_(GHP, REAL), *gphiP = W_(gphiP, REAL), *gfcP = W_(gfcP, REAL);
+    REAL *gphiP = W_(gphiP, REAL), *gfcP = W_(gfcP, REAL);
     REAL *grP = W_(grP, REAL);
     REAL *gu = W_(gu, REAL), *X0 = W_(X0, REAL), *z1 = W_(z1, REAL);
     REAL *z2 = W_(z2, REAL), *Xl = W_(Xl, REAL), *nrm = W_(nrm, REAL), *cY = W_(cY, REAL);
@@ -176,7 +196,7 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
 #undef W_
     const size_t NF9 = (size_t)N * 9 * F, NF10 = (size_t)N * 10 * F, NF = (size_t)N * F;
     const int64_t P = TS(ts_pairs)(E);
-    const size_t P3F = (size_t)P * 3 * F;
+    REAL *A1 = H, *A2 = H + (size_t)P * F;
     const REAL self_fc = m->self_fc;
 
     /* ---- forward ---- */
@@ -187,7 +207,8 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     } else {
         nnpops__tn_count_cpu(N, a->n_systems, a->batch, count);
     }
-    X(edges, d, m->rbf_a, m->rbf_b, N, a->start, E, a->vec, ev, er, mask, fc, phi);
+    /* (the radial basis per pair only: tn_pair_radial) */
+    X(edges, d, m->rbf_a, m->rbf_b, N, a->start, E, a->vec, ev, er, mask, fc, NULL);
     if (cuda) {
 #if TN_HAVE_CUDA
         NNPOPS__TRY(nnpops__tn_pairs_cuda(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry,
@@ -197,23 +218,18 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         nnpops__tn_pairs_cpu(N, a->start, a->pairs, E, a->vec, mask, P, slot, pentry, pmirror,
                              pcount);
     }
-    X(pair_radial, d, P, pentry, er, fc, phi, erP, fcP, phiP);
-    XLIN(P, R, 3 * F, 0, m->dproj_w, m->dproj_b, phiP, 0.0, dk);
+    X(pair_radial, d, m->rbf_a, m->rbf_b, P, pentry, er, fc, erP, fcP, phiP);
+    /* (the projections' bias is added by the embedding as it reads dk) */
+    XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
-      er, mask, slot, fc, dk, X0);
+      er, mask, slot, fc, dk, m->dproj_b, X0);
     X(atom_embed, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b, m->emb_lt, z1, z2, Xl);
     for (int l = 0; l < L; l++) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
-        REAL *hl = h + (size_t)l * P3F;
-        XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
-        X(act, act, P, F, bl[0], Z1, NULL, A1);
-        XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
-        X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
-        XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
-        X(act, act, P, 3 * F, bl[2], Z3, fcP, hl);
+        NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1, Z2, Z3, A1, A2));
         X(layer_pre, d, N, Xl + l * NF9, m->lt + 6 * l, nrm + l * NF, cY + l * NF10);
-        X(message, d, N, a->start, a->pairs, E, mask, slot, hl, m->self_h[l], cY + l * NF10,
-          cM + l * NF10);
+        X(message, d, N, a->start, a->pairs, E, mask, slot, Z3, bl[2], fcP, m->self_h[l],
+          cY + l * NF10, cM + l * NF10);
         X(layer_post, d, N, a->charges, a->batch, Xl + l * NF9, nrm + l * NF, cY + l * NF10,
           cM + l * NF10, m->lt + 6 * l + 3, Xl + (l + 1) * NF9);
     }
@@ -229,38 +245,30 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     /* ---- backward ---- */
     for (int l = L - 1; l >= 0; l--) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
-        REAL *hl = h + (size_t)l * P3F;
         X(layer_post_back, d, N, a->charges, a->batch, cY + l * NF10, cM + l * NF10,
           m->lt + 6 * l + 3, gX, gcY, gcM);
-        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, hl, m->self_h[l],
-          cY + l * NF10, gcM, gcY, GHP);
-        /* the edge network again (the last layer's is still there), then back from dE/dh to
-         * dE/dr, per pair */
-        if (l < L - 1) {
-            XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
-            X(act, act, P, F, bl[0], Z1, NULL, A1);
-            XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
-            X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
-            XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
-            X(act, act, P, 3 * F, bl[2], Z3, fcP, hl); /* (hl again; read no more) */
-        }
-        X(act_back, act, P, 3 * F, Z3, fcP, GHP, gfcP);
+        /* the layer's edge network again (the last layer's is still there) */
+        if (l < L - 1)
+            NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1, Z2, Z3, A1, A2));
+        /* dE/dZ3 and dE/dfc through h, then back to dE/dphi, per pair (dE/dfc and dE/dphi summed
+         * over the layers and the embedding: one radial backward at the end) */
+        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, Z3, bl[2], fcP,
+          m->self_h[l], cY + l * NF10, gcM, gcY, GHP, l < L - 1, gfcP);
         XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
-        X(act_back, act, P, 2 * F, Z2, NULL, G2, NULL);
+        X(act_back, act, P, 2 * F, Z2, bl[1], NULL, G2, NULL);
         XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
-        X(act_back, act, P, F, Z1, NULL, G1, NULL);
-        XLIN(P, R, F, 1, Wl[0], NULL, G1, 0.0, gphiP);
-        X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP,
-          l < L - 1, grP);
+        X(act_back, act, P, F, Z1, bl[0], NULL, G1, NULL);
+        XLIN(P, R, F, 1, Wl[0], NULL, G1, l < L - 1 ? 1.0 : 0.0, gphiP);
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
     X(atom_embed_back, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt, z1, z2, gX);
-    /* the embedding's terms per pair (both directions; gu per entry), dE/dr into grP */
+    /* the embedding's terms per pair (both directions; gu per entry), then dE/dr per pair from
+     * all of dE/dphi and dE/dfc; the projections dk again when the layers took their place */
+    if (L > 0) XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed_back, d, P, pentry, pmirror, a->pairs, a->species, m->ptab1, m->ptab2, ev, er, fcP,
-      dk, gX, GHP, gu, gfcP);
-    XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, 0.0, gphiP);
-    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP, L > 0,
-      grP);
+      dk, m->dproj_b, gX, GHP, gu, L > 0, gfcP);
+    XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, L > 0 ? 1.0 : 0.0, gphiP);
+    X(radial_back, d, m->rbf_a, m->rbf_b, N, a->start, P, erP, mask, pentry, gphiP, gfcP, 0, grP);
     X(finish, d, &m->zbl, m->zbl_z, N, a->n_local, a->start, a->pairs, E, a->species, ev, er,
       mask, gu, NULL, slot, pentry, grP, m->mean, a->batch, count, a->atom_energy, a->pair_grad);
     return NNPOPS_OK;

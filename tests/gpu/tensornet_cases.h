@@ -289,9 +289,10 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         printf("  pairs: %lld held, slots and entries the same\n", (long long)held);
     }
     TC(arr) erP = TC(mk)(P, 1), fcP = TC(mk)(P, 1), phiP = TC(mk)(P * R, 1);
-    TC(nnpops__tn_pair_radial_cpu)(d, P, pentry, er.h, fc.h, phi.h, erP.h, fcP.h, phiP.h);
-    CHECK_OK(TC(nnpops__tn_pair_radial_cuda)(d, P, dpentry, er.d, fc.d, phi.d, erP.d, fcP.d,
-                                             phiP.d, st));
+    TC(nnpops__tn_pair_radial_cpu)(d, mh->rbf_a, mh->rbf_b, P, pentry, er.h, fc.h, erP.h, fcP.h,
+                                   phiP.h);
+    CHECK_OK(TC(nnpops__tn_pair_radial_cuda)(d, md->rbf_a, md->rbf_b, P, dpentry, er.d, fc.d,
+                                             erP.d, fcP.d, phiP.d, st));
     WORST(TC(chk)("pairs: distances", &erP));
     WORST(TC(chk)("pairs: cutoff", &fcP));
     WORST(TC(chk)("pairs: radial basis", &phiP));
@@ -314,12 +315,20 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         TC(nnpops__tn_act_cpu)(d->activation, E, 3 * F, mh->ls_b[2], z.h, fc.h, A.h);
         CHECK_OK(TC(nnpops__tn_act_cuda)(d->activation, E, 3 * F, md->ls_b[2], z.d, fc.d, A.d,
                                          st));
-        WORST(TC(chk)("activation (bias added in place)", &z));
-        WORST(TC(chk)("activation", &A));
-        TC(nnpops__tn_act_back_cpu)(d->activation, E, 3 * F, z.h, fc.h, G.h, gs.h);
-        CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 3 * F, z.d, fc.d, G.d, gs.d, st));
-        WORST(TC(chk)("activation backward", &G));
+        WORST(TC(chk)("activation (bias, scale)", &A));
+        WORST(TC(chk)("activation: Z left as it is", &z));
+        TC(nnpops__tn_act_cpu)(d->activation, E, 2 * F, NULL, z.h, NULL, A.h);
+        CHECK_OK(TC(nnpops__tn_act_cuda)(d->activation, E, 2 * F, NULL, z.d, NULL, A.d, st));
+        WORST(TC(chk)("activation (no bias, no scale)", &A));
+        TC(nnpops__tn_act_back_cpu)(d->activation, E, 3 * F, z.h, mh->ls_b[2], fc.h, G.h, gs.h);
+        CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 3 * F, z.d, md->ls_b[2], fc.d,
+                                              G.d, gs.d, st));
+        WORST(TC(chk)("activation backward (bias, scale)", &G));
         WORST(TC(chk)("activation backward: scale gradient", &gs));
+        TC(nnpops__tn_act_back_cpu)(d->activation, E, 2 * F, z.h, NULL, NULL, G.h, NULL);
+        CHECK_OK(TC(nnpops__tn_act_back_cuda)(d->activation, E, 2 * F, z.d, NULL, NULL, G.d,
+                                              NULL, st));
+        WORST(TC(chk)("activation backward (no bias, no scale)", &G));
         TC(drop)(&y), TC(drop)(&x), TC(drop)(&g), TC(drop)(&gx), TC(drop)(&z), TC(drop)(&A);
         TC(drop)(&G), TC(drop)(&gs);
     }
@@ -328,11 +337,19 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     {
         TC(nnpops__tn_embed_cpu)(d, n, fx.start, fx.pairs, E, fx.species, mh->ptab1, mh->ptab2,
                                  mh->self_fc, mh->self_dk, ev.h, er.h, mask, slot, fc.h, dk.h,
-                                 X0.h);
+                                 NULL, X0.h);
         CHECK_OK(TC(nnpops__tn_embed_cuda)(d, n, dstart, dpairs, E, dspecies, md->ptab1,
                                            md->ptab2, md->self_fc, md->self_dk, ev.d, er.d, dmask,
-                                           dslot, fc.d, dk.d, X0.d, st));
+                                           dslot, fc.d, dk.d, NULL, X0.d, st));
         WORST(TC(chk)("embedding X0", &X0));
+        /* the projections' bias added on read (what the step does) */
+        TC(nnpops__tn_embed_cpu)(d, n, fx.start, fx.pairs, E, fx.species, mh->ptab1, mh->ptab2,
+                                 mh->self_fc, mh->self_dk, ev.h, er.h, mask, slot, fc.h, dk.h,
+                                 mh->dproj_b, X0.h);
+        CHECK_OK(TC(nnpops__tn_embed_cuda)(d, n, dstart, dpairs, E, dspecies, md->ptab1,
+                                           md->ptab2, md->self_fc, md->self_dk, ev.d, er.d, dmask,
+                                           dslot, fc.d, dk.d, md->dproj_b, X0.d, st));
+        WORST(TC(chk)("embedding X0 (bias of dk)", &X0));
         TC(arr) z1 = TC(mk)(n * 2 * Fz, 1), z2 = TC(mk)(n * 3 * Fz, 1), X1 = TC(mk)(n * 9 * Fz, 1);
         TC(nnpops__tn_atom_embed_cpu)(d, n, X0.h, mh->norm_w, mh->norm_b, mh->emb_ls_w,
                                       mh->emb_ls_b, mh->emb_lt, z1.h, z2.h, X1.h);
@@ -350,15 +367,20 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         WORST(TC(chk)("embedding gates backward", &g));
         TC(arr) gd = TC(mk)(P * 3 * Fz, 1), gu = TC(mk)(3 * E, 1), gfc = TC(mk)(E, 1),
                 gfcq = TC(mk)(P, 1);
-        TC(nnpops__tn_embed_back_cpu)(d, P, pentry, pmirror, fx.pairs, fx.species, mh->ptab1,
-                                      mh->ptab2, ev.h, er.h, fcP.h, dk.h, g.h, gd.h, gu.h,
-                                      gfcq.h);
-        CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, P, dpentry, dpmirror, dpairs, dspecies,
-                                                md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d, g.d,
-                                                gd.d, gu.d, gfcq.d, st));
-        WORST(TC(chk)("embedding backward: projections (pairs)", &gd));
-        WORST(TC(chk)("embedding backward: unit vectors (entries)", &gu));
-        WORST(TC(chk)("embedding backward: cutoff (pairs)", &gfcq));
+        for (int acc = 0; acc < 2; acc++) { /* dE/dfc written, then accumulated */
+            TC(nnpops__tn_embed_back_cpu)(d, P, pentry, pmirror, fx.pairs, fx.species, mh->ptab1,
+                                          mh->ptab2, ev.h, er.h, fcP.h, dk.h, mh->dproj_b, g.h,
+                                          gd.h, gu.h, acc, gfcq.h);
+            CHECK_OK(TC(nnpops__tn_embed_back_cuda)(d, P, dpentry, dpmirror, dpairs, dspecies,
+                                                    md->ptab1, md->ptab2, ev.d, er.d, fcP.d, dk.d,
+                                                    md->dproj_b, g.d, gd.d, gu.d, acc, gfcq.d,
+                                                    st));
+            WORST(TC(chk)("embedding backward: projections (pairs)", &gd));
+            WORST(TC(chk)("embedding backward: unit vectors (entries)", &gu));
+            WORST(TC(chk)(acc ? "embedding backward: cutoff (pairs, accumulating)"
+                              : "embedding backward: cutoff (pairs)",
+                          &gfcq));
+        }
         /* radial backward (written, then accumulated) */
         TC(arr) gphi = TC(mk)(E * R, 1), gr = TC(mk)(E, 1);
         for (int acc = 0; acc < 2; acc++) {
@@ -410,11 +432,11 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         CHECK_OK(TC(nnpops__tn_layer_pre_cuda)(d, n, X.d, md->lt, nrm.d, cY.d, st));
         WORST(TC(chk)("layer: norms", &nrm));
         WORST(TC(chk)("layer: Y", &cY));
-        TC(arr) h = TC(mk)(P * 3 * Fz, 1), cM = TC(mk)(n * 10 * Fz, 1);
-        TC(nnpops__tn_message_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, h.h, mh->self_h[0],
-                                   cY.h, cM.h);
-        CHECK_OK(TC(nnpops__tn_message_cuda)(d, n, dstart, dpairs, E, dmask, dslot, h.d,
-                                             md->self_h[0], cY.d, cM.d, st));
+        TC(arr) Z = TC(mk)(P * 3 * Fz, 3), cM = TC(mk)(n * 10 * Fz, 1);
+        TC(nnpops__tn_message_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, Z.h, mh->ls_b[2],
+                                   fcP.h, mh->self_h[0], cY.h, cM.h);
+        CHECK_OK(TC(nnpops__tn_message_cuda)(d, n, dstart, dpairs, E, dmask, dslot, Z.d,
+                                             md->ls_b[2], fcP.d, md->self_h[0], cY.d, cM.d, st));
         WORST(TC(chk)("layer: messages", &cM));
         TC(arr) Xo = TC(mk)(n * 9 * Fz, 1);
         TC(nnpops__tn_layer_post_cpu)(d, n, fx.charges, fx.batch, X.h, nrm.h, cY.h, cM.h,
@@ -430,19 +452,26 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
                                                      md->lt + 3, g.d, gcY.d, gcM.d, st));
         WORST(TC(chk)("layer backward: dE/dY (update)", &gcY));
         WORST(TC(chk)("layer backward: dE/dM", &gcM));
-        TC(arr) GH = TC(mk)(P * 3 * Fz, 1);
-        TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry, h.h,
-                                        mh->self_h[0], cY.h, gcM.h, gcY.h, GH.h);
-        CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
-                                                  dpentry, h.d, md->self_h[0], cY.d, gcM.d, gcY.d,
-                                                  GH.d, st));
-        WORST(TC(chk)("messages backward: dE/dh", &GH));
-        WORST(TC(chk)("messages backward: dE/dY", &gcY));
+        TC(arr) GH = TC(mk)(P * 3 * Fz, 1), gfc = TC(mk)(P, 1);
+        for (int acc = 0; acc < 2; acc++) { /* dE/dfc written, then accumulated */
+            TC(nnpops__tn_message_back_cpu)(d, n, fx.start, fx.pairs, E, mask, slot, P, pentry,
+                                            Z.h, mh->ls_b[2], fcP.h, mh->self_h[0], cY.h, gcM.h,
+                                            gcY.h, GH.h, acc, gfc.h);
+            CHECK_OK(TC(nnpops__tn_message_back_cuda)(d, n, dstart, dpairs, E, dmask, dslot, P,
+                                                      dpentry, Z.d, md->ls_b[2], fcP.d,
+                                                      md->self_h[0], cY.d, gcM.d, gcY.d, GH.d,
+                                                      acc, gfc.d, st));
+            WORST(TC(chk)("messages backward: dE/dZ", &GH));
+            WORST(TC(chk)(acc ? "messages backward: dE/dfc (accumulating)"
+                              : "messages backward: dE/dfc",
+                          &gfc));
+            WORST(TC(chk)("messages backward: dE/dY", &gcY));
+        }
         TC(nnpops__tn_layer_pre_back_cpu)(d, n, X.h, nrm.h, mh->lt, gcY.h, g.h);
         CHECK_OK(TC(nnpops__tn_layer_pre_back_cuda)(d, n, X.d, nrm.d, md->lt, gcY.d, g.d, st));
         WORST(TC(chk)("layer backward: dE/dX", &g));
-        TC(drop)(&X), TC(drop)(&nrm), TC(drop)(&cY), TC(drop)(&h), TC(drop)(&cM), TC(drop)(&Xo);
-        TC(drop)(&g), TC(drop)(&gcY), TC(drop)(&gcM), TC(drop)(&GH);
+        TC(drop)(&X), TC(drop)(&nrm), TC(drop)(&cY), TC(drop)(&Z), TC(drop)(&cM), TC(drop)(&Xo);
+        TC(drop)(&g), TC(drop)(&gcY), TC(drop)(&gcM), TC(drop)(&GH), TC(drop)(&gfc);
     }
     /* the readout (ghosts: no energy, no gradient) */
     {

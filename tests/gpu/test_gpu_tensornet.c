@@ -20,6 +20,10 @@
  *                             against its CPU twin, and bitwise the same under every tiling
  *   step_f64, step_f32        the whole step with the CUDA ops against the CPU ops (energies, every
  *                             entry's gradient), twice on the GPU: bitwise the same
+ *   pairs                     the pairs' numbering (tn_pairs) on dense lists, each path (picked,
+ *                             one block, three kernels) against the CPU twin, exactly: more
+ *                             entries per center than a warp, more centers than the block's warps,
+ *                             a truncated list, fewer pair numbers than pairs
  */
 #include <math.h>
 #include <stdint.h>
@@ -250,11 +254,108 @@ static void need_gpu(void) {
 #undef TOL_A
 #undef TOL_R
 
+/* ---- pairs: the numbering's two paths against the CPU twin on dense lists ---- */
+
+/* One list set: n atoms in a cube of side `side` (every entry within 4.0, two own images of every
+ * third atom, the network edges those at 0.4 or more), the capacity `trim` below the entries (> 0: a truncated
+ * list) or 37 above, and n_pairs = `pairs_of` pairs (0: (capacity + 1) / 2). */
+static int pairs_one(int64_t n, double side, int64_t trim, int64_t pairs_of) {
+    double *pos = malloc(sizeof(double) * 3 * n);
+    test_scatter((int)n, side, 0.8, 0, &g_seed, pos);
+    const int64_t cap_max = n * (n + 2 < 400 ? n + 2 : 400) + 37; /* (400: above the density) */
+    int64_t *start = malloc(sizeof(int64_t) * (n + 1));
+    int32_t *pairs = malloc(sizeof(int32_t) * 2 * cap_max);
+    double *vec = malloc(sizeof(double) * 3 * cap_max);
+    int64_t e = 0;
+    for (int64_t c = 0; c < n; c++) {
+        start[c] = e;
+        for (int64_t j = 0; j < n; j++) {
+            double v3[3], r2 = 0;
+            for (int k = 0; k < 3; k++) {
+                v3[k] = pos[3 * j + k] - pos[3 * c + k];
+                r2 += v3[k] * v3[k];
+            }
+            if (j == c || !(r2 < 16.0) || e >= cap_max - 2) continue;
+            pairs[2 * e] = (int32_t)c, pairs[2 * e + 1] = (int32_t)j;
+            memcpy(vec + 3 * e, v3, sizeof v3);
+            e++;
+        }
+        for (int sg = -1; c % 3 == 0 && sg <= 1; sg += 2) { /* own images, +-(3.1, 0.5, 0) */
+            pairs[2 * e] = pairs[2 * e + 1] = (int32_t)c;
+            vec[3 * e] = 3.1 * sg, vec[3 * e + 1] = 0.5 * sg, vec[3 * e + 2] = 0.0;
+            e++;
+        }
+    }
+    start[n] = e;
+    const int64_t E = trim > 0 ? e - trim : e + 37;
+    const int64_t P = pairs_of > 0 ? pairs_of : (E + 1) / 2;
+    uint8_t *mask = calloc((size_t)(E > e ? E : e), 1);
+    int64_t most = 0;
+    for (int64_t c = 0; c < n; c++) {
+        if (start[c + 1] - start[c] > most) most = start[c + 1] - start[c];
+        for (int64_t q = start[c]; q < start[c + 1]; q++) {
+            const double *v = vec + 3 * q;
+            const double r2 = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+            mask[q] = r2 >= 0.16 ? NNPOPS__TN_EDGE : 0;
+        }
+    }
+    printf(" %lld atoms, %lld entries (up to %lld per center), capacity %lld, %lld pairs\n",
+           (long long)n, (long long)e, (long long)most, (long long)E, (long long)P);
+    int32_t *slot = malloc(sizeof(int32_t) * E), *pentry = malloc(sizeof(int32_t) * P);
+    int32_t *pmirror = malloc(sizeof(int32_t) * P), *cnt = malloc(sizeof(int32_t) * (n + 1));
+    int32_t *slot_b = malloc(sizeof(int32_t) * E), *pentry_b = malloc(sizeof(int32_t) * P);
+    int32_t *pmirror_b = malloc(sizeof(int32_t) * P);
+    nnpops__tn_pairs_cpu(n, start, pairs, E, vec, mask, P, slot, pentry, pmirror, cnt);
+    int64_t held = 0;
+    for (int64_t p = 0; p < P; p++) held += pentry[p] >= 0;
+    int64_t *dstart = dup_to_device(start, sizeof(int64_t) * (n + 1));
+    int32_t *dpairs = dup_to_device(pairs, sizeof(int32_t) * 2 * e);
+    double *dvec = dup_to_device(vec, sizeof(double) * 3 * e);
+    uint8_t *dmask = dup_to_device(mask, (size_t)(E > e ? E : e));
+    int32_t *dslot = dalloc(sizeof(int32_t) * E), *dpentry = dalloc(sizeof(int32_t) * P);
+    int32_t *dpmirror = dalloc(sizeof(int32_t) * P), *dcnt = dalloc(sizeof(int32_t) * (n + 1));
+    int bad = 0;
+    for (int path = 0; path <= 2; path++) {
+        /* (garbage first: each path writes every value) */
+        CHECK(cudaMemset(dslot, 0x5a, sizeof(int32_t) * E) == cudaSuccess);
+        CHECK(cudaMemset(dpentry, 0x5a, sizeof(int32_t) * P) == cudaSuccess);
+        CHECK(cudaMemset(dpmirror, 0x5a, sizeof(int32_t) * P) == cudaSuccess);
+        CHECK_OK(nnpops__tn_pairs_cuda(n, dstart, dpairs, E, dvec, dmask, P, dslot, dpentry,
+                                       dpmirror, dcnt, path, (void *)g_stream));
+        to_host(slot_b, dslot, sizeof(int32_t) * E);
+        to_host(pentry_b, dpentry, sizeof(int32_t) * P);
+        to_host(pmirror_b, dpmirror, sizeof(int32_t) * P);
+        const int same = !memcmp(slot, slot_b, sizeof(int32_t) * E) &&
+                         !memcmp(pentry, pentry_b, sizeof(int32_t) * P) &&
+                         !memcmp(pmirror, pmirror_b, sizeof(int32_t) * P);
+        printf("  path %d: %lld pairs held, %s\n", path, (long long)held,
+               same ? "slots, entries and mirrors the same" : "DIFFERENT");
+        bad |= !same;
+    }
+    CHECK(held > 0);
+    cudaFree(dstart), cudaFree(dpairs), cudaFree(dvec), cudaFree(dmask), cudaFree(dslot);
+    cudaFree(dpentry), cudaFree(dpmirror), cudaFree(dcnt);
+    free(pos), free(start), free(pairs), free(vec), free(mask), free(slot), free(pentry);
+    free(pmirror), free(cnt), free(slot_b), free(pentry_b), free(pmirror_b);
+    return bad;
+}
+
+/* more than 32 entries per center (a warp's several rounds) and more centers than the one
+ * block's warps (chunks of several centers); a truncated list; fewer pair numbers than pairs */
+static int pairs_case(void) {
+    need_gpu();
+    int bad = pairs_one(GPU_OR_EMU(3000, 150), GPU_OR_EMU(22.0, 7.0), 0, 0);
+    bad |= pairs_one(GPU_OR_EMU(400, 90), GPU_OR_EMU(9.0, 5.0), 101, 0);
+    bad |= pairs_one(GPU_OR_EMU(400, 90), GPU_OR_EMU(9.0, 5.0), 0, 300);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     const test_case cases[] = {
         {"compose_f64", compose_f64}, {"compose_f32", compose_f32}, {"ops_f64", ops_f64},
         {"ops_f32", ops_f32},         {"step_f64", step_f64},       {"step_f32", step_f32},
         {"tiles_f64", tiles_f64},     {"tiles_f32", tiles_f32},
+        {"pairs", pairs_case},
     };
     const int rc = test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     if (rc == 0) printf("%s: ok\n", argv[1]);

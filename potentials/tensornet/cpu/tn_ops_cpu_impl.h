@@ -32,8 +32,8 @@ void TO(nnpops__tn_edges_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a, const
     memset(&w, 0, sizeof w);
     w.rbf_a = rbf_a, w.rbf_b = rbf_b;
     for (int64_t e = 0; e < capacity; e++) {
-        REAL *ph = phi + (size_t)e * d->R;
-        for (int k = 0; k < d->R; k++) ph[k] = 0;
+        REAL *ph = phi ? phi + (size_t)e * d->R : NULL;
+        for (int k = 0; ph && k < d->R; k++) ph[k] = 0;
         ev[3 * e] = ev[3 * e + 1] = ev[3 * e + 2] = 0;
         er[e] = 0;
         fc[e] = 0;
@@ -51,7 +51,7 @@ void TO(nnpops__tn_edges_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a, const
         if (!(m & NNPOPS__TN_EDGE)) continue;
         REAL dd;
         fc[e] = TO(tn_fc)(d->lo, d->hi, er[e], &dd);
-        TO(tn_rbf)(&s, (const void *)&w, er[e], ph, NULL);
+        if (ph) TO(tn_rbf)(&s, (const void *)&w, er[e], ph, NULL);
     }
 }
 
@@ -79,24 +79,24 @@ void TO(nnpops__tn_linear_cpu)(int64_t n, int in, int out, int trans, const REAL
     }
 }
 
-void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *bias, REAL *Z,
+void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *bias, const REAL *Z,
                             const REAL *scale, REAL *A) {
     for (int64_t c = 0; c < n; c++)
         for (int o = 0; o < width; o++) {
             const size_t k = (size_t)c * width + o;
-            if (bias) Z[k] += bias[o];
-            A[k] = TO(tn_act)(act, Z[k], NULL) * (scale ? scale[c] : (REAL)1);
+            const REAL z = bias ? Z[k] + bias[o] : Z[k];
+            A[k] = TO(tn_act)(act, z, NULL) * (scale ? scale[c] : (REAL)1);
         }
 }
 
-void TO(nnpops__tn_act_back_cpu)(int act, int64_t n, int width, const REAL *Z, const REAL *scale,
-                                 REAL *G, REAL *gscale) {
+void TO(nnpops__tn_act_back_cpu)(int act, int64_t n, int width, const REAL *Z, const REAL *bias,
+                                 const REAL *scale, REAL *G, REAL *gscale) {
     for (int64_t c = 0; c < n; c++) {
         REAL gs = 0;
         for (int o = 0; o < width; o++) {
             const size_t k = (size_t)c * width + o;
             REAL dv;
-            REAL a = TO(tn_act)(act, Z[k], &dv);
+            REAL a = TO(tn_act)(act, bias ? Z[k] + bias[o] : Z[k], &dv);
             gs += G[k] * a;
             G[k] *= dv * (scale ? scale[c] : (REAL)1);
         }
@@ -109,9 +109,10 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
                               const REAL *ptab1, const REAL *ptab2, REAL self_fc,
                               const REAL *self_dk, const REAL *ev, const REAL *er,
                               const uint8_t *mask, const int32_t *slot, const REAL *fc,
-                              const REAL *dk, REAL *X0) {
+                              const REAL *dk, const REAL *dk_b, REAL *X0) {
     const int F = d->F;
     const REAL zero[3] = {0, 0, 0};
+    REAL dkq[3 * (size_t)F]; /* a pair's projections with their bias */
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *X = X0 + (size_t)c * 9 * F;
         for (int k = 0; k < 9 * F; k++) X[k] = 0;
@@ -128,8 +129,10 @@ void TO(nnpops__tn_embed_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const
             TO(tn_unit)(ev + 3 * e, er[e], u);
             const int64_t q = slot ? slot[e] : e;
             if (q < 0) continue;
+            for (int k = 0; k < 3 * F; k++)
+                dkq[k] = dk[(size_t)q * 3 * F + k] + (dk_b ? dk_b[k] : (REAL)0);
             for (int f = 0; f < F; f++)
-                TO(tn_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dk + (size_t)q * 3 * F, u, X);
+                TO(tn_embed_add)(F, f, fc[e] * (p1[f] + p2[f]), dkq, u, X);
         }
     }
 }
@@ -188,22 +191,40 @@ void TO(nnpops__tn_layer_pre_back_cpu)(const nnpops__tn_dims *d, int64_t n, cons
                          gcY + (size_t)a * 10 * F, gall + (size_t)a * 9 * F, tmp);
 }
 
-void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
-                                    const int32_t *pentry, const REAL *er, const REAL *fc,
-                                    const REAL *phi, REAL *erP, REAL *fcP, REAL *phiP) {
+void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a,
+                                    const REAL *rbf_b, int64_t n_pairs, const int32_t *pentry,
+                                    const REAL *er, const REAL *fc, REAL *erP, REAL *fcP,
+                                    REAL *phiP) {
+    nnpops__tn_shape s;
+    memset(&s, 0, sizeof s);
+    s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
+    TO_CAT(nnpops__tn_weights, SUF) w;
+    memset(&w, 0, sizeof w);
+    w.rbf_a = rbf_a, w.rbf_b = rbf_b;
     for (int64_t p = 0; p < n_pairs; p++) {
         const int32_t e = pentry[p];
+        REAL *ph = phiP + (size_t)p * d->R;
         erP[p] = e >= 0 ? er[e] : (REAL)0;
         fcP[p] = e >= 0 ? fc[e] : (REAL)0;
-        for (int k = 0; k < d->R; k++)
-            phiP[(size_t)p * d->R + k] = e >= 0 ? phi[(size_t)e * d->R + k] : (REAL)0;
+        for (int k = 0; k < d->R; k++) ph[k] = 0;
+        if (e >= 0) TO(tn_rbf)(&s, (const void *)&w, er[e], ph, NULL);
+    }
+}
+
+/* out += h (x) y with h = act(z + bias) fc computed per value (tn_message's edge factors). */
+static void TO(to_hmul_z)(int F, int act, const REAL *z, const REAL *bias, REAL fc,
+                          const REAL *y, REAL *out) {
+    for (int k = 0; k < 10; k++) {
+        const size_t blk = (size_t)(k == 0 ? 0 : (k < 4 ? 1 : 2)) * F;
+        for (int f = 0; f < F; f++)
+            out[k * F + f] += TO(tn_act)(act, z[blk + f] + bias[blk + f], NULL) * fc * y[k * F + f];
     }
 }
 
 void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start,
                                 const int32_t *pairs, int64_t capacity, const uint8_t *mask,
-                                const int32_t *slot, const REAL *h, const REAL *self_h,
-                                const REAL *cY, REAL *cM) {
+                                const int32_t *slot, const REAL *Z, const REAL *bias,
+                                const REAL *fcP, const REAL *self_h, const REAL *cY, REAL *cM) {
     const int F = d->F;
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *m = cM + (size_t)c * 10 * F;
@@ -212,39 +233,48 @@ void TO(nnpops__tn_message_cpu)(const nnpops__tn_dims *d, int64_t n_centers, con
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
             if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
-                TO(tn_hmul)(F, h + (size_t)slot[e] * 3 * F,
-                            cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
+                TO(to_hmul_z)(F, d->activation, Z + (size_t)slot[e] * 3 * F, bias, fcP[slot[e]],
+                              cY + (size_t)pairs[2 * e + 1] * 10 * F, m);
     }
 }
 
 void TO(nnpops__tn_message_back_cpu)(const nnpops__tn_dims *d, int64_t n_centers,
                                      const int64_t *start, const int32_t *pairs, int64_t capacity,
                                      const uint8_t *mask, const int32_t *slot, int64_t n_pairs,
-                                     const int32_t *pentry, const REAL *h, const REAL *self_h,
-                                     const REAL *cY, const REAL *gcM, REAL *gcY, REAL *GH) {
+                                     const int32_t *pentry, const REAL *Z, const REAL *bias,
+                                     const REAL *fcP, const REAL *self_h, const REAL *cY,
+                                     const REAL *gcM, REAL *gcY, REAL *GH, int accumulate,
+                                     REAL *gfc) {
     const int F = d->F;
-    for (int64_t p = 0; p < n_pairs; p++) {
-        REAL *gh = GH + (size_t)p * 3 * F;
-        for (int k = 0; k < 3 * F; k++) gh[k] = 0;
-        const int32_t e = pentry[p];
-        if (e < 0) continue;
-        const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
-        const REAL *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
-        const REAL *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
-        for (int k = 0; k < 10; k++) {
-            const int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
-            for (int f = 0; f < F; f++)
-                gh[blk * F + f] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
-        }
-    }
     for (int64_t c = 0; c < n_centers; c++) {
         REAL *gy = gcY + (size_t)c * 10 * F;
         TO(tn_hmul)(F, self_h, gcM + (size_t)c * 10 * F, gy);
         const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
         for (int64_t e = start[c]; e < e1; e++)
             if ((mask[e] & NNPOPS__TN_EDGE) && slot[e] >= 0)
-                TO(tn_hmul)(F, h + (size_t)slot[e] * 3 * F,
-                            gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
+                TO(to_hmul_z)(F, d->activation, Z + (size_t)slot[e] * 3 * F, bias, fcP[slot[e]],
+                              gcM + (size_t)pairs[2 * e + 1] * 10 * F, gy);
+    }
+    for (int64_t p = 0; p < n_pairs; p++) {
+        REAL *gh = GH + (size_t)p * 3 * F;
+        for (int k = 0; k < 3 * F; k++) gh[k] = 0;
+        const int32_t e = pentry[p];
+        if (e >= 0) {
+            const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
+            const REAL *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
+            const REAL *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
+            for (int k = 0; k < 10; k++) {
+                const int blk = k == 0 ? 0 : (k < 4 ? 1 : 2);
+                for (int f = 0; f < F; f++)
+                    gh[blk * F + f] +=
+                        gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+            }
+        }
+        /* through h = act(Z + bias) fcP (pairs without an entry too: G is 0 there) */
+        REAL gs;
+        TO(nnpops__tn_act_back_cpu)(d->activation, 1, 3 * F, Z + (size_t)p * 3 * F, bias,
+                                    fcP + p, gh, &gs);
+        gfc[p] = accumulate ? gfc[p] + gs : gs;
     }
 }
 
@@ -331,21 +361,25 @@ void TO(nnpops__tn_embed_back_cpu)(const nnpops__tn_dims *d, int64_t n_pairs,
                                    const int32_t *pentry, const int32_t *pmirror,
                                    const int32_t *pairs, const int32_t *species, const REAL *ptab1,
                                    const REAL *ptab2, const REAL *ev, const REAL *er,
-                                   const REAL *fcP, const REAL *dk, const REAL *g0, REAL *gd,
-                                   REAL *gu, REAL *gfcv) {
+                                   const REAL *fcP, const REAL *dk, const REAL *dk_b,
+                                   const REAL *g0, REAL *gd, REAL *gu, int accumulate,
+                                   REAL *gfcv) {
     const int F = d->F;
+    REAL dkb[3 * (size_t)F]; /* the pair's projections with their bias */
     for (int64_t p = 0; p < n_pairs; p++) {
         REAL *gdp = gd + (size_t)p * 3 * F;
         for (int k = 0; k < 3 * F; k++) gdp[k] = 0;
         REAL gfc = 0;
-        const REAL *dkp = dk + (size_t)p * 3 * F;
+        for (int k = 0; k < 3 * F; k++)
+            dkb[k] = dk[(size_t)p * 3 * F + k] + (dk_b ? dk_b[k] : (REAL)0);
+        const REAL *dkp = dkb;
         if (pentry[p] >= 0)
             gfc += TO(to_embed_back_entry)(F, pentry[p], pairs, species, ptab1, ptab2, ev, er,
                                            fcP[p], dkp, g0, gdp, gu);
         if (pmirror[p] >= 0)
             gfc += TO(to_embed_back_entry)(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er,
                                            fcP[p], dkp, g0, gdp, gu);
-        gfcv[p] = gfc;
+        gfcv[p] = accumulate ? gfcv[p] + gfc : gfc;
     }
 }
 

@@ -9,12 +9,14 @@
  *     block, the sums in registers (lin3: a lane's output's ten components for one atom; a
  *     plain linear: a thread's output for every atom); LayerNorms reduce in a warp in a fixed
  *     tree;
- *   per center (the embedding's sum, the messages and their gradients): one block per center, its
- *     threads over the channels, the center's entries in list order (no atomics);
- *   per entry (radial basis, the gradients of the edge factors): a thread, or a warp whose lanes
- *     split the channels (fixed-order warp sums);
- *   the linears over entries (edge networks, the embedding's distance projections): cuBLAS GEMMs
- *     (nnpops__gemm_cuda, FP32 / FP64 compute).
+ *   per center (the embedding's sum, the messages and their gradients, dE/dh of the pairs a
+ *     center holds): one block per center, its threads over the channels, the center's entries in
+ *     list order (no atomics); the pairs' numbering: a warp per center, 32 entries a round;
+ *   per entry or pair (distances, radial basis and its gradient, the embedding's gradients): a
+ *     thread, or a warp whose lanes split the channels or basis functions (fixed-order warp sums);
+ *   the linears over pairs (edge networks, the embedding's distance projections): cuBLAS GEMMs
+ *     (nnpops__gemm_cuda, FP32 / FP64 compute); their biases and activations are added by the
+ *     elementwise kernels and the messages as they read the GEMMs' outputs.
  * Nothing here allocates, synchronizes or reads device data on the host.
  */
 #include <math.h>
@@ -218,7 +220,7 @@ __global__ void edges_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b, 
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= capacity) return;
     const int64_t ne = entries_of<T>(n_centers, start, capacity);
-    T *ph = phi + (size_t)e * d.R;
+    T *ph = phi ? phi + (size_t)e * d.R : NULL;
     uint8_t m = 0;
     T rr = 0;
     if (e < ne) {
@@ -236,10 +238,12 @@ __global__ void edges_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b, 
     if (m & NNPOPS__TN_EDGE) {
         T dd;
         fc[e] = t_fc<T>(d.lo, d.hi, rr, &dd);
-        for (int k = 0; k < d.R; k++) ph[k] = t_rbf<T>(d, rbf_a, rbf_b, rr, k, NULL);
+        if (phi)
+            for (int k = 0; k < d.R; k++) ph[k] = t_rbf<T>(d, rbf_a, rbf_b, rr, k, NULL);
     } else {
         fc[e] = 0;
-        for (int k = 0; k < d.R; k++) ph[k] = 0;
+        if (phi)
+            for (int k = 0; k < d.R; k++) ph[k] = 0;
     }
 }
 
@@ -277,20 +281,26 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
 }
 
 /* ==== tn_act, tn_act_back ==== */
+/* ACT_ROWS rows per block, its threads over the columns (no index division) */
+#define ACT_ROWS 8
 template <typename T>
-__global__ void act_kernel(int act, int64_t n, int width, const T *bias, T *Z, const T *scale,
-                           T *A) {
-    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n * width) return;
-    T z = Z[k];
-    if (bias) Z[k] = z = z + bias[k % width];
-    A[k] = t_act<T>(act, z, NULL) * (scale ? scale[k / width] : (T)1);
+__global__ void act_kernel(int act, int64_t n, int width, const T *bias, const T *Z,
+                           const T *scale, T *A) {
+    const int64_t c0 = (int64_t)blockIdx.x * ACT_ROWS;
+    for (int r = 0; r < ACT_ROWS && c0 + r < n; r++) {
+        const int64_t c = c0 + r;
+        const T s = scale ? scale[c] : (T)1;
+        const T *z = Z + (size_t)c * width;
+        T *a = A + (size_t)c * width;
+        for (int o = threadIdx.x; o < width; o += blockDim.x)
+            a[o] = t_act<T>(act, bias ? z[o] + bias[o] : z[o], NULL) * s;
+    }
 }
 
 /* a warp per row: gscale is a sum over the row */
 template <typename T>
-__global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const T *scale, T *G,
-                                T *gscale) {
+__global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const T *bias,
+                                const T *scale, T *G, T *gscale) {
     const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (c >= n) return; /* whole warps leave together */
@@ -299,7 +309,7 @@ __global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const
     for (int o = lane; o < width; o += 32) {
         const size_t k = (size_t)c * width + o;
         T dv;
-        const T a = t_act<T>(act, Z[k], &dv);
+        const T a = t_act<T>(act, bias ? Z[k] + bias[o] : Z[k], &dv);
         gs += G[k] * a;
         G[k] *= dv * s;
     }
@@ -334,7 +344,7 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
                              int64_t capacity, const int32_t *species, const T *ptab1,
                              const T *ptab2, T self_fc, const T *self_dk, const T *ev, const T *er,
                              const uint8_t *mask, const int32_t *slot, const T *fc, const T *dk,
-                             T *X0) {
+                             const T *dk_b, T *X0) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -344,6 +354,8 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
         T X[9];
         for (int k = 0; k < 9; k++) X[k] = 0;
+        const T b0 = dk_b ? dk_b[f] : (T)0, b1 = dk_b ? dk_b[F + f] : (T)0,
+                b2 = dk_b ? dk_b[2 * F + f] : (T)0;
         embed_add<T>(self_fc * (p1[f] + ps[f]), self_dk[f], self_dk[F + f], self_dk[2 * F + f],
                      zero, X);
         for (int64_t e = e0; e < e1; e++) {
@@ -354,7 +366,8 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
             T u[3];
             unit_of<T>(ev + 3 * e, er[e], u);
             const T *dke = dk + (size_t)q * 3 * F;
-            embed_add<T>(fc[e] * (p1[f] + p2[f]), dke[f], dke[F + f], dke[2 * F + f], u, X);
+            embed_add<T>(fc[e] * (p1[f] + p2[f]), dke[f] + b0, dke[F + f] + b1,
+                         dke[2 * F + f] + b2, u, X);
         }
         T *out = X0 + (size_t)c * 9 * F;
         for (int k = 0; k < 9; k++) out[k * F + f] = X[k];
@@ -841,56 +854,102 @@ __global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, 
 }
 
 /* ==== tn_message: a block per center ==== */
+/* The edge factors of pair q for channel f: h = act(Z + bias) fc (bias[f + {0, F, 2F}] in b). */
+template <typename T>
+__device__ inline void edge_h(int act, int F, int f, const T *Z, const T *b, const T *fcP,
+                              int32_t q, T *h) {
+    const T *z = Z + (size_t)q * 3 * F;
+    const T fq = fcP[q];
+    for (int k = 0; k < 3; k++) h[k] = t_act<T>(act, z[k * F + f] + b[k], NULL) * fq;
+}
+
 template <typename T>
 __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
                                int64_t capacity, const uint8_t *mask, const int32_t *slot,
-                               const T *h, const T *self_h, const T *cY, T *cM) {
+                               const T *Z, const T *bias, const T *fcP, const T *self_h,
+                               const T *cY, T *cM) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
     for (int f = threadIdx.x; f < F; f += blockDim.x) {
         T m[10];
         const T *y = cY + (size_t)c * 10 * F;
+        const T b[3] = {bias[f], bias[F + f], bias[2 * F + f]};
         for (int k = 0; k < 10; k++) m[k] = (T)0 + self_h[blk_of(k) * F + f] * y[k * F + f];
         for (int64_t e = e0; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
-            const T *he = h + (size_t)slot[e] * 3 * F;
+            T h[3];
+            edge_h<T>(d.activation, F, f, Z, b, fcP, slot[e], h);
             const T *yj = cY + (size_t)pairs[2 * e + 1] * 10 * F;
-            const T h0 = he[f], h1 = he[F + f], h2 = he[2 * F + f];
-            m[0] += h0 * yj[f];
-            for (int k = 1; k < 4; k++) m[k] += h1 * yj[k * F + f];
-            for (int k = 4; k < 10; k++) m[k] += h2 * yj[k * F + f];
+            m[0] += h[0] * yj[f];
+            for (int k = 1; k < 4; k++) m[k] += h[1] * yj[k * F + f];
+            for (int k = 4; k < 10; k++) m[k] += h[2] * yj[k * F + f];
         }
         for (int k = 0; k < 10; k++) cM[((size_t)c * 10 + k) * F + f] = m[k];
     }
 }
 
 /* ==== tn_message_back ==== */
-/* dE/dh per pair (both directions): a block of threads over the channels per pair */
+/* dE/dZ and dE/dfc per pair (both directions) through h = act(Z + bias) fc: blocks (c, s) over
+ * the pairs center c holds, block s of gridDim.y taking every gridDim.y-th entry of c's list (the
+ * center's gcM and cY rows read by few blocks, from cache; a few pairs per block, so that a small
+ * molecule still fills the GPU), its threads over the channels, dE/dfc a block sum; then blocks
+ * (x >= n_centers, 0) of GH_PAD_PAIRS pairs each for the pairs without an entry (zeros). */
+#define GH_PAD_PAIRS 64
+#define GH_ENTRIES_PER_BLOCK 8
 template <typename T>
-__global__ void message_gh_kernel(nnpops__tn_dims d, const int32_t *pairs, const int32_t *pentry,
-                                  const T *cY, const T *gcM, T *GH) {
-    const int64_t p = blockIdx.x;
+__global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const int64_t *start,
+                                  const int32_t *pairs, int64_t capacity, const uint8_t *mask,
+                                  const int32_t *slot, int64_t n_pairs, const int32_t *pentry,
+                                  const T *cY, const T *gcM, const T *Z, const T *bias,
+                                  const T *fcP, T *GH, int accumulate, T *gfc) {
+    __shared__ T red[32];
     const int F = d.F;
-    T *gh = GH + (size_t)p * 3 * F;
-    const int32_t e = pentry[p];
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T s[3] = {0, 0, 0};
-        if (e >= 0) {
-            const int32_t c = pairs[2 * e], j = pairs[2 * e + 1];
-            const T *gc = gcM + (size_t)c * 10 * F, *yj = cY + (size_t)j * 10 * F;
-            const T *gj = gcM + (size_t)j * 10 * F, *yc = cY + (size_t)c * 10 * F;
-            for (int k = 0; k < 10; k++)
-                s[blk_of(k)] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+    if ((int64_t)blockIdx.x >= n_centers) {
+        if (blockIdx.y > 0) return;
+        const int64_t p0 = ((int64_t)blockIdx.x - n_centers) * GH_PAD_PAIRS;
+        for (int64_t p = p0; p < p0 + GH_PAD_PAIRS && p < n_pairs; p++) {
+            if (pentry[p] >= 0) continue;
+            for (int k = threadIdx.x; k < 3 * F; k += blockDim.x) GH[(size_t)p * 3 * F + k] = 0;
+            if (threadIdx.x == 0 && !accumulate) gfc[p] = 0;
         }
-        for (int b = 0; b < 3; b++) gh[b * F + f] = s[b];
+        return;
+    }
+    const int64_t c = blockIdx.x;
+    const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    const T *gc = gcM + (size_t)c * 10 * F, *yc = cY + (size_t)c * 10 * F;
+    for (int64_t e = e0 + blockIdx.y; e < e1; e += gridDim.y) {
+        /* (the same for every thread of the block: each reaches the block sum or none does) */
+        if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
+        const int32_t p = slot[e];
+        if (p < 0 || pentry[p] != e) continue; /* a mirror: its pair's holder does it */
+        const int32_t j = pairs[2 * e + 1];
+        const T *gj = gcM + (size_t)j * 10 * F, *yj = cY + (size_t)j * 10 * F;
+        const T *z = Z + (size_t)p * 3 * F;
+        T *gh = GH + (size_t)p * 3 * F;
+        const T fq = fcP[p];
+        T gs = 0;
+        for (int f = threadIdx.x; f < F; f += blockDim.x) {
+            T sb[3] = {0, 0, 0};
+            for (int k = 0; k < 10; k++)
+                sb[blk_of(k)] += gc[k * F + f] * yj[k * F + f] + gj[k * F + f] * yc[k * F + f];
+            for (int b = 0; b < 3; b++) {
+                T dv;
+                const T a = t_act<T>(d.activation, z[b * F + f] + bias[b * F + f], &dv);
+                gs += sb[b] * a;
+                gh[b * F + f] = sb[b] * (dv * fq);
+            }
+        }
+        gs = block_sum(gs, red);
+        if (threadIdx.x == 0) gfc[p] = accumulate ? gfc[p] + gs : gs;
     }
 }
 
 template <typename T>
 __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
                                   int64_t capacity, const uint8_t *mask, const int32_t *slot,
-                                  const T *h, const T *self_h, const T *gcM, T *gcY) {
+                                  const T *Z, const T *bias, const T *fcP, const T *self_h,
+                                  const T *gcM, T *gcY) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -898,16 +957,17 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
         T m[10];
         T *gy = gcY + (size_t)c * 10 * F;
         const T *gm = gcM + (size_t)c * 10 * F;
+        const T b[3] = {bias[f], bias[F + f], bias[2 * F + f]};
         for (int k = 0; k < 10; k++)
             m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
         for (int64_t e = e0; e < e1; e++) {
             if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
-            const T *he = h + (size_t)slot[e] * 3 * F;
+            T h[3];
+            edge_h<T>(d.activation, F, f, Z, b, fcP, slot[e], h);
             const T *gj = gcM + (size_t)pairs[2 * e + 1] * 10 * F;
-            const T h0 = he[f], h1 = he[F + f], h2 = he[2 * F + f];
-            m[0] += h0 * gj[f];
-            for (int k = 1; k < 4; k++) m[k] += h1 * gj[k * F + f];
-            for (int k = 4; k < 10; k++) m[k] += h2 * gj[k * F + f];
+            m[0] += h[0] * gj[f];
+            for (int k = 1; k < 4; k++) m[k] += h[1] * gj[k * F + f];
+            for (int k = 4; k < 10; k++) m[k] += h[2] * gj[k * F + f];
         }
         for (int k = 0; k < 10; k++) gy[k * F + f] = m[k];
     }
@@ -1183,54 +1243,60 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t
     }
 }
 
-/* ==== tn_embed_back: a warp per pair, its two entries in turn ==== */
-/* One direction: entry e's dE/du to gu[e] (lane 0), its dE/d dk added into gd (lanes over the
- * channels), dE/dfc returned (warp sum, in every lane). */
+/* ==== tn_embed_back: a warp per pair, its lanes over the channels, both entries at once ==== */
+/* One entry (direction) of a pair: its unit vector, its center's dE/dX0 and its species' tables,
+ * and its sums so far (dE/du, dE/dfc) over the lane's channels. */
+template <typename T> struct eb_entry {
+    T u[3], uu, gu[3], gfc;
+    const T *G, *p1, *p2;
+};
+
 template <typename T>
-__device__ T embed_back_entry(int F, int64_t e, const int32_t *pairs, const int32_t *species,
-                              const T *ptab1, const T *ptab2, const T *ev, const T *er, T fce,
-                              const T *dke, const T *g0, T *gd, T *gu) {
-    const int lane = threadIdx.x & 31;
+__device__ inline void eb_setup(int F, int64_t e, const int32_t *pairs, const int32_t *species,
+                                const T *ptab1, const T *ptab2, const T *ev, const T *er,
+                                const T *g0, eb_entry<T> &s) {
     const int i = pairs[2 * e], j = pairs[2 * e + 1];
-    T u[3];
-    unit_of<T>(ev + 3 * e, er[e], u);
-    const T uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    const T *G = g0 + (size_t)i * 9 * F;
-    const T *p1 = ptab1 + (size_t)species[i] * F, *p2 = ptab2 + (size_t)species[j] * F;
-    T gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
-    for (int f = lane; f < F; f += 32) {
-        T g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-        T g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-        T g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-        T tr = g00 + g11 + g22;
-        T s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-        T ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-        T ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-        T ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-        T gf1 = tr;
-        T gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-        T gf3 = (T)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (T)3;
-        T zij = p1[f] + p2[f];
-        T cz = fce * zij;
-        T f2 = cz * dke[F + f], f3 = cz * dke[2 * F + f];
-        gu0 += f2 * s0 + f3 * (ug0 - (T)2 * tr * u[0] / (T)3);
-        gu1 += f2 * s1 + f3 * (ug1 - (T)2 * tr * u[1] / (T)3);
-        gu2 += f2 * s2 + f3 * (ug2 - (T)2 * tr * u[2] / (T)3);
-        gfc += zij * (gf1 * dke[f] + gf2 * dke[F + f] + gf3 * dke[2 * F + f]);
-        gd[f] += gf1 * cz;
-        gd[F + f] += gf2 * cz;
-        gd[2 * F + f] += gf3 * cz;
-    }
-    gu0 = warp_sum(gu0);
-    gu1 = warp_sum(gu1);
-    gu2 = warp_sum(gu2);
-    gfc = warp_sum(gfc);
-    if (lane == 0) {
-        gu[3 * e] = gu0;
-        gu[3 * e + 1] = gu1;
-        gu[3 * e + 2] = gu2;
-    }
-    return gfc;
+    unit_of<T>(ev + 3 * e, er[e], s.u);
+    s.uu = s.u[0] * s.u[0] + s.u[1] * s.u[1] + s.u[2] * s.u[2];
+    s.G = g0 + (size_t)i * 9 * F;
+    s.p1 = ptab1 + (size_t)species[i] * F, s.p2 = ptab2 + (size_t)species[j] * F;
+    s.gu[0] = s.gu[1] = s.gu[2] = s.gfc = 0;
+}
+
+/* Channel f of one entry: its dE/du and dE/dfc terms into s, its dE/d dk terms added to gd[3]
+ * (k: the pair's projections of channel f with their bias). */
+template <typename T>
+__device__ inline void eb_channel(int F, int f, T fce, const T *k, eb_entry<T> &s, T *gd) {
+    const T *G = s.G;
+    const T *u = s.u;
+    T g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
+    T g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
+    T g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
+    T tr = g00 + g11 + g22;
+    T s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
+    T ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
+    T ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
+    T ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
+    T gf1 = tr;
+    T gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
+    T gf3 = (T)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - s.uu * tr / (T)3;
+    T zij = s.p1[f] + s.p2[f];
+    T cz = fce * zij;
+    T f2 = cz * k[1], f3 = cz * k[2];
+    s.gu[0] += f2 * s0 + f3 * (ug0 - (T)2 * tr * u[0] / (T)3);
+    s.gu[1] += f2 * s1 + f3 * (ug1 - (T)2 * tr * u[1] / (T)3);
+    s.gu[2] += f2 * s2 + f3 * (ug2 - (T)2 * tr * u[2] / (T)3);
+    s.gfc += zij * (gf1 * k[0] + gf2 * k[1] + gf3 * k[2]);
+    gd[0] += gf1 * cz;
+    gd[1] += gf2 * cz;
+    gd[2] += gf3 * cz;
+}
+
+/* An entry's sums over the warp: dE/du to gu[e] (lane 0), dE/dfc returned (every lane). */
+template <typename T> __device__ inline T eb_finish(int64_t e, eb_entry<T> &s, T *gu) {
+    const T g0 = warp_sum(s.gu[0]), g1 = warp_sum(s.gu[1]), g2 = warp_sum(s.gu[2]);
+    if ((threadIdx.x & 31) == 0) gu[3 * e] = g0, gu[3 * e + 1] = g1, gu[3 * e + 2] = g2;
+    return warp_sum(s.gfc);
 }
 
 template <typename T>
@@ -1238,48 +1304,60 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
                                   const int32_t *pmirror, const int32_t *pairs,
                                   const int32_t *species, const T *ptab1, const T *ptab2,
                                   const T *ev, const T *er, const T *fcP, const T *dk,
-                                  const T *g0, T *gd, T *gu, T *gfcv) {
+                                  const T *dk_b, const T *g0, T *gd, T *gu, int accumulate,
+                                  T *gfcv) {
     const int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (p >= n_pairs) return; /* whole warps leave together */
     const int F = d.F;
+    const int64_t ea = pentry[p], eb = pmirror[p];
+    const T fce = fcP[p];
+    eb_entry<T> A, B;
+    if (ea >= 0) eb_setup<T>(F, ea, pairs, species, ptab1, ptab2, ev, er, g0, A);
+    if (eb >= 0) eb_setup<T>(F, eb, pairs, species, ptab1, ptab2, ev, er, g0, B);
     T *gdp = gd + (size_t)p * 3 * F;
-    /* (each lane zeroes and then adds to its own channels f, F + f, 2F + f of gd only: no
-     * barrier needed) */
-    for (int f = lane; f < F; f += 32) gdp[f] = gdp[F + f] = gdp[2 * F + f] = 0;
     const T *dkp = dk + (size_t)p * 3 * F;
+    for (int f = lane; f < F; f += 32) {
+        T k[3], g[3] = {0, 0, 0};
+        for (int b = 0; b < 3; b++) k[b] = dkp[b * F + f] + (dk_b ? dk_b[b * F + f] : (T)0);
+        if (ea >= 0) eb_channel<T>(F, f, fce, k, A, g);
+        if (eb >= 0) eb_channel<T>(F, f, fce, k, B, g);
+        for (int b = 0; b < 3; b++) gdp[b * F + f] = g[b];
+    }
     T gfc = 0;
-    if (pentry[p] >= 0)
-        gfc += embed_back_entry<T>(F, pentry[p], pairs, species, ptab1, ptab2, ev, er, fcP[p], dkp,
-                                   g0, gdp, gu);
-    if (pmirror[p] >= 0)
-        gfc += embed_back_entry<T>(F, pmirror[p], pairs, species, ptab1, ptab2, ev, er, fcP[p],
-                                   dkp, g0, gdp, gu);
-    if (lane == 0) gfcv[p] = gfc;
+    if (ea >= 0) gfc += eb_finish<T>(ea, A, gu);
+    if (eb >= 0) gfc += eb_finish<T>(eb, B, gu);
+    if (lane == 0) gfcv[p] = accumulate ? gfcv[p] + gfc : gfc;
 }
 
-/* ==== tn_radial_back: a thread per entry ==== */
+/* ==== tn_radial_back: a warp per entry (or pair), its lanes over the basis functions ==== */
 template <typename T>
 __global__ void radial_back_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b,
                                    int64_t n_centers, const int64_t *start, int64_t capacity,
                                    const T *er, const uint8_t *mask, const int32_t *pentry,
                                    const T *gphi, const T *gfc, int accumulate, T *gr) {
-    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= capacity) return;
+    const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (e >= capacity) return; /* whole warps leave together */
     const int64_t ne = pentry ? capacity : entries_of<T>(n_centers, start, capacity);
     if (pentry ? pentry[e] < 0 : e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
-        if (!accumulate) gr[e] = 0;
+        if (!accumulate && lane == 0) gr[e] = 0;
         return;
     }
-    T fcd;
-    t_fc<T>(d.lo, d.hi, er[e], &fcd);
-    T g = gfc[e] * fcd;
-    for (int k = 0; k < d.R; k++) {
+    const T r = er[e];
+    T g = 0;
+    for (int k = lane; k < d.R; k += 32) {
         T dphi;
-        t_rbf<T>(d, rbf_a, rbf_b, er[e], k, &dphi);
+        t_rbf<T>(d, rbf_a, rbf_b, r, k, &dphi);
         g += gphi[(size_t)e * d.R + k] * dphi;
     }
-    gr[e] = accumulate ? gr[e] + g : g;
+    g = warp_sum(g);
+    if (lane == 0) {
+        T fcd;
+        t_fc<T>(d.lo, d.hi, r, &fcd);
+        g += gfc[e] * fcd;
+        gr[e] = accumulate ? gr[e] + g : g;
+    }
 }
 
 /* ==== tn_finish: a warp per center, its lanes over the center's entries (the ZBL energies
@@ -1349,15 +1427,21 @@ __global__ void count_kernel(int64_t n, int64_t n_systems, const int32_t *batch,
 }
 
 /* ==== tn_pair_radial ==== */
+/* a thread per (pair, basis function): the pair's distance and cutoff by its k == 0 thread */
 template <typename T>
-__global__ void pair_radial_kernel(int R, int64_t n_pairs, const int32_t *pentry, const T *er,
-                                   const T *fc, const T *phi, T *erP, T *fcP, T *phiP) {
-    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n_pairs) return;
+__global__ void pair_radial_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b,
+                                   int64_t n_pairs, const int32_t *pentry, const T *er,
+                                   const T *fc, T *erP, T *fcP, T *phiP) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_pairs * d.R) return;
+    const int64_t p = t / d.R;
+    const int k = (int)(t - p * d.R);
     const int32_t e = pentry[p];
-    erP[p] = e >= 0 ? er[e] : (T)0;
-    fcP[p] = e >= 0 ? fc[e] : (T)0;
-    for (int k = 0; k < R; k++) phiP[(size_t)p * R + k] = e >= 0 ? phi[(size_t)e * R + k] : (T)0;
+    phiP[t] = e >= 0 ? t_rbf<T>(d, rbf_a, rbf_b, er[e], k, NULL) : (T)0;
+    if (k == 0) {
+        erP[p] = e >= 0 ? er[e] : (T)0;
+        fcP[p] = e >= 0 ? fc[e] : (T)0;
+    }
 }
 
 /* ==== tn_pairs ==== */
@@ -1366,17 +1450,65 @@ __device__ inline bool holds_pair(int32_t c, int32_t j, const double *v) {
     return v[0] > 0 || (v[0] == 0 && (v[1] > 0 || (v[1] == 0 && v[2] > 0)));
 }
 
-/* pairs held per center (a thread per center) */
+/* Whether entry q of center c holds a pair. */
+__device__ inline bool holds_entry(int64_t c, int64_t q, const int32_t *pairs, const double *vec,
+                                   const uint8_t *mask) {
+    return (mask[q] & NNPOPS__TN_EDGE) && holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q);
+}
+
+/* The pairs center c holds (a warp: its lanes over the entries, 32 at a time; every lane gets
+ * the count). */
+__device__ inline int32_t warp_count_pairs(int64_t c, const int64_t *start, const int32_t *pairs,
+                                           int64_t capacity, const double *vec,
+                                           const uint8_t *mask) {
+    const int lane = threadIdx.x & 31;
+    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    int32_t k = 0;
+    for (int64_t q0 = start[c]; q0 < e1; q0 += 32) {
+        const int64_t q = q0 + lane;
+        const bool held = q < e1 && holds_entry(c, q, pairs, vec, mask);
+        k += __popc(__ballot_sync(NNPOPS__FULL_MASK, held));
+    }
+    return k;
+}
+
+/* Numbers p, p + 1, ... for the pairs center c holds, in entry order (a warp: a lane's rank among
+ * the holding lanes of its round of 32 entries); returns the number after the last. */
+__device__ inline int64_t warp_assign_pairs(int64_t c, int64_t p, const int64_t *start,
+                                            const int32_t *pairs, int64_t capacity,
+                                            const double *vec, const uint8_t *mask,
+                                            int64_t n_pairs, int32_t *slot, int32_t *pentry,
+                                            int32_t *pmirror) {
+    const int lane = threadIdx.x & 31;
+    const unsigned below = (1u << lane) - 1u;
+    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
+    for (int64_t q0 = start[c]; q0 < e1; q0 += 32) {
+        const int64_t q = q0 + lane;
+        const bool held = q < e1 && holds_entry(c, q, pairs, vec, mask);
+        const unsigned b = __ballot_sync(NNPOPS__FULL_MASK, held);
+        if (held) {
+            const int64_t mine = p + __popc(b & below);
+            if (mine < n_pairs) {
+                slot[q] = (int32_t)mine;
+                pentry[mine] = (int32_t)q;
+                pmirror[mine] = -1;
+            } else {
+                slot[q] = -1;
+            }
+        }
+        p += __popc(b);
+    }
+    return p;
+}
+
+/* pairs held per center (a warp per center) */
 __global__ void pairs_count_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                    int64_t capacity, const double *vec, const uint8_t *mask,
                                    int32_t *count) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_centers) return;
-    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    int32_t k = 0;
-    for (int64_t e = start[c]; e < e1; e++)
-        k += (mask[e] & NNPOPS__TN_EDGE) && holds_pair((int32_t)c, pairs[2 * e + 1], vec + 3 * e);
-    count[c] = k;
+    const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (c >= n_centers) return; /* whole warps leave together */
+    const int32_t k = warp_count_pairs(c, start, pairs, capacity, vec, mask);
+    if ((threadIdx.x & 31) == 0) count[c] = k;
 }
 
 /* exclusive prefix sums of count[0 .. n) in place, count[n] = the total: one block of 1024
@@ -1407,52 +1539,40 @@ __global__ void pairs_scan_kernel(int64_t n, int32_t *count) {
     }
 }
 
-/* the pairs each center holds get their numbers (a thread per center) */
+/* the pairs each center holds get their numbers (a warp per center) */
 __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, const int32_t *base, int32_t *slot,
                                     int32_t *pentry, int32_t *pmirror) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_centers) return;
-    const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    int64_t p = base[c];
-    for (int64_t e = start[c]; e < e1; e++) {
-        if ((mask[e] & NNPOPS__TN_EDGE) &&
-            holds_pair((int32_t)c, pairs[2 * e + 1], vec + 3 * e)) {
-            if (p < n_pairs) {
-                slot[e] = (int32_t)p;
-                pentry[p] = (int32_t)e;
-                pmirror[p] = -1;
-            } else {
-                slot[e] = -1;
-            }
-            p++;
-        }
-    }
+    const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (c >= n_centers) return; /* whole warps leave together */
+    warp_assign_pairs(c, base[c], start, pairs, capacity, vec, mask, n_pairs, slot, pentry,
+                      pmirror);
 }
 
-/* count, scan and numbering in one block of 1024 threads, each over a contiguous chunk of
- * centers (the lists of up to PAIRS_ONE_BLOCK centers; the same numbers as the three kernels) */
-#define PAIRS_ONE_BLOCK 65536
+/* count, scan and numbering in one block of PAIRS_WARPS warps, each over a contiguous chunk of
+ * centers (the same numbers as the three kernels).  A step takes it for small lists only: its
+ * warps walk their chunks twice (count, numbers), 32 entries a round, where the three kernels give
+ * every center its own warp for two more launches; up to PAIRS_ONE_BLOCK_CENTERS centers and
+ * PAIRS_ONE_BLOCK_ENTRIES entries a warp has at most 8 centers and about 8 rounds a pass. */
+#define PAIRS_WARPS 32
+#define PAIRS_ONE_BLOCK_CENTERS 256
+#define PAIRS_ONE_BLOCK_ENTRIES 8192
 __global__ void pairs_one_block_kernel(int64_t n_centers, const int64_t *start,
                                        const int32_t *pairs, int64_t capacity, const double *vec,
                                        const uint8_t *mask, int64_t n_pairs, int32_t *base,
                                        int32_t *slot, int32_t *pentry, int32_t *pmirror) {
-    __shared__ int32_t part[1024];
-    const int64_t chunk = (n_centers + 1023) / 1024;
-    const int64_t b = threadIdx.x * chunk, e = b + chunk < n_centers ? b + chunk : n_centers;
+    __shared__ int32_t part[PAIRS_WARPS];
+    const int w = threadIdx.x >> 5;
+    const int64_t chunk = (n_centers + PAIRS_WARPS - 1) / PAIRS_WARPS;
+    const int64_t b = w * chunk, e = b + chunk < n_centers ? b + chunk : n_centers;
     int32_t k = 0;
-    for (int64_t c = b; c < e; c++) {
-        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-        for (int64_t q = start[c]; q < e1; q++)
-            k += (mask[q] & NNPOPS__TN_EDGE) &&
-                 holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q);
-    }
-    part[threadIdx.x] = k;
+    for (int64_t c = b; c < e; c++) k += warp_count_pairs(c, start, pairs, capacity, vec, mask);
+    if ((threadIdx.x & 31) == 0) part[w] = k;
     __syncthreads();
     if (threadIdx.x == 0) {
         int32_t run = 0;
-        for (int t = 0; t < 1024; t++) {
+        for (int t = 0; t < PAIRS_WARPS; t++) {
             const int32_t v = part[t];
             part[t] = run;
             run += v;
@@ -1460,23 +1580,10 @@ __global__ void pairs_one_block_kernel(int64_t n_centers, const int64_t *start,
         base[n_centers] = run;
     }
     __syncthreads();
-    int64_t p = part[threadIdx.x];
-    for (int64_t c = b; c < e; c++) {
-        const int64_t e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-        for (int64_t q = start[c]; q < e1; q++) {
-            if (!(mask[q] & NNPOPS__TN_EDGE) ||
-                !holds_pair((int32_t)c, pairs[2 * q + 1], vec + 3 * q))
-                continue;
-            if (p < n_pairs) {
-                slot[q] = (int32_t)p;
-                pentry[p] = (int32_t)q;
-                pmirror[p] = -1;
-            } else {
-                slot[q] = -1;
-            }
-            p++;
-        }
-    }
+    int64_t p = part[w];
+    for (int64_t c = b; c < e; c++)
+        p = warp_assign_pairs(c, p, start, pairs, capacity, vec, mask, n_pairs, slot, pentry,
+                              pmirror);
 }
 
 /* every other entry: its mirror's pair, or -1; pairs past the count: no entry (a thread per
@@ -1713,20 +1820,21 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         return linear<T>(n, in, out, trans, W, b, X, beta, Y, blas, stream);                      \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width,              \
-                                                      const T *bias, T *Z, const T *scale, T *A,  \
-                                                      void *stream) {                             \
+                                                      const T *bias, const T *Z, const T *scale,  \
+                                                      T *A, void *stream) {                       \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                               \
-        act_kernel<T><<<grid_for(n * width, 256), 256, 0, as_stream(stream)>>>(act, n, width,     \
-                                                                                bias, Z, scale, A); \
+        act_kernel<T><<<(unsigned)((n + ACT_ROWS - 1) / ACT_ROWS), 128, 0, as_stream(stream)>>>(  \
+            act, n, width, bias, Z, scale, A);                                                    \
         NNPOPS__LAUNCH_CHECK("tensornet activation");                                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width,         \
-                                                           const T *Z, const T *scale, T *G,      \
-                                                           T *gscale, void *stream) {             \
+                                                           const T *Z, const T *bias,             \
+                                                           const T *scale, T *G, T *gscale,       \
+                                                           void *stream) {                        \
         if (n <= 0) return NNPOPS_OK;                                                             \
         act_back_kernel<T><<<grid_for(n * 32, 128), 128, 0, as_stream(stream)>>>(                 \
-            act, n, width, Z, scale, G, gscale);                                                  \
+            act, n, width, Z, bias, scale, G, gscale);                                            \
         NNPOPS__LAUNCH_CHECK("tensornet activation backward");                                    \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1734,11 +1842,11 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const int32_t *species, const T *ptab1, const T *ptab2, T self_fc,      \
         const T *self_dk, const T *ev, const T *er, const uint8_t *mask, const int32_t *slot,     \
-        const T *fc, const T *dk, T *X0, void *stream) {                                          \
+        const T *fc, const T *dk, const T *dk_b, T *X0, void *stream) {                           \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         embed_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(       \
             *d, start, pairs, capacity, species, ptab1, ptab2, self_fc, self_dk, ev, er, mask,    \
-            slot, fc, dk, X0);                                                                    \
+            slot, fc, dk, dk_b, X0);                                                              \
         NNPOPS__LAUNCH_CHECK("tensornet embedding");                                              \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1766,29 +1874,37 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     }                                                                                              \
     extern "C" nnpops_status nnpops__tn_message_cuda##SUF(                                        \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
-        int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *h, const T *self_h,  \
-        const T *cY, T *cM, void *stream) {                                                       \
+        int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *Z, const T *bias,    \
+        const T *fcP, const T *self_h, const T *cY, T *cM, void *stream) {                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         message_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(     \
-            *d, start, pairs, capacity, mask, slot, h, self_h, cY, cM);                           \
+            *d, start, pairs, capacity, mask, slot, Z, bias, fcP, self_h, cY, cM);                \
         NNPOPS__LAUNCH_CHECK("tensornet messages");                                               \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_back_cuda##SUF(                                   \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
         int64_t capacity, const uint8_t *mask, const int32_t *slot, int64_t n_pairs,              \
-        const int32_t *pentry, const T *h, const T *self_h, const T *cY, const T *gcM, T *gcY,    \
-        T *GH, void *stream) {                                                                    \
-        if (n_pairs > 0) {                                                                        \
-            message_gh_kernel<T><<<(unsigned)n_pairs, atom_threads(d->F), 0,                      \
-                                   as_stream(stream)>>>(*d, pairs, pentry, cY, gcM, GH);          \
-            NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
-        }                                                                                         \
+        const int32_t *pentry, const T *Z, const T *bias, const T *fcP, const T *self_h,          \
+        const T *cY, const T *gcM, T *gcY, T *GH, int accumulate, T *gfc, void *stream) {         \
         if (n_centers > 0) {                                                                      \
             message_gy_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
                                    as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
-                                                        h, self_h, gcM, gcY);                     \
+                                                        Z, bias, fcP, self_h, gcM, gcY);          \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
+        }                                                                                         \
+        if (n_centers > 0 || n_pairs > 0) {                                                       \
+            /* slices per center: about GH_ENTRIES_PER_BLOCK entries each (from the capacity's    \
+             * mean per center), at most 32 */                                                    \
+            const int64_t per = n_centers > 0 ? capacity / n_centers : 0;                         \
+            int64_t slices = (per + GH_ENTRIES_PER_BLOCK - 1) / GH_ENTRIES_PER_BLOCK;             \
+            slices = slices < 1 ? 1 : (slices > 32 ? 32 : slices);                                \
+            const dim3 grid((unsigned)(n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS),  \
+                            (unsigned)slices);                                                    \
+            message_gh_kernel<T><<<grid, atom_threads(d->F), 0, as_stream(stream)>>>(             \
+                *d, n_centers, start, pairs, capacity, mask, slot, n_pairs, pentry, cY, gcM, Z,   \
+                bias, fcP, GH, accumulate, gfc);                                                  \
+            NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1817,12 +1933,12 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     extern "C" nnpops_status nnpops__tn_embed_back_cuda##SUF(                                     \
         const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const int32_t *pmirror, \
         const int32_t *pairs, const int32_t *species, const T *ptab1, const T *ptab2,             \
-        const T *ev, const T *er, const T *fcP, const T *dk, const T *g0, T *gd, T *gu, T *gfc,   \
-        void *stream) {                                                                           \
+        const T *ev, const T *er, const T *fcP, const T *dk, const T *dk_b, const T *g0, T *gd,   \
+        T *gu, int accumulate, T *gfc, void *stream) {                                            \
         if (n_pairs <= 0) return NNPOPS_OK;                                                       \
         embed_back_kernel<T><<<grid_for(n_pairs * 32, 128), 128, 0, as_stream(stream)>>>(         \
-            *d, n_pairs, pentry, pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, g0, gd,  \
-            gu, gfc);                                                                             \
+            *d, n_pairs, pentry, pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, dk_b, g0, \
+            gd, gu, accumulate, gfc);                                                             \
         NNPOPS__LAUNCH_CHECK("tensornet embedding backward (pairs)");                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1832,7 +1948,7 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int32_t *pentry, const T *gphi, const T *gfc, int accumulate, T *gr,                \
         void *stream) {                                                                           \
         if (capacity <= 0) return NNPOPS_OK;                                                      \
-        radial_back_kernel<T><<<grid_for(capacity, 128), 128, 0, as_stream(stream)>>>(            \
+        radial_back_kernel<T><<<grid_for(capacity * 32, 128), 128, 0, as_stream(stream)>>>(       \
             *d, rbf_a, rbf_b, n_centers, start, capacity, er, mask, pentry, gphi, gfc, accumulate, \
             gr);                                                                                  \
         NNPOPS__LAUNCH_CHECK("tensornet radial backward");                                        \
@@ -1853,11 +1969,11 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                    \
-        const nnpops__tn_dims *d, int64_t n_pairs, const int32_t *pentry, const T *er,            \
-        const T *fc, const T *phi, T *erP, T *fcP, T *phiP, void *stream) {                       \
-        if (n_pairs <= 0) return NNPOPS_OK;                                                       \
-        pair_radial_kernel<T><<<grid_for(n_pairs, 128), 128, 0, as_stream(stream)>>>(            \
-            d->R, n_pairs, pentry, er, fc, phi, erP, fcP, phiP);                                  \
+        const nnpops__tn_dims *d, const T *rbf_a, const T *rbf_b, int64_t n_pairs,                \
+        const int32_t *pentry, const T *er, const T *fc, T *erP, T *fcP, T *phiP, void *stream) { \
+        if (n_pairs <= 0 || d->R <= 0) return NNPOPS_OK;                                          \
+        pair_radial_kernel<T><<<grid_for(n_pairs * d->R, 128), 128, 0, as_stream(stream)>>>(      \
+            *d, rbf_a, rbf_b, n_pairs, pentry, er, fc, erP, fcP, phiP);                           \
         NNPOPS__LAUNCH_CHECK("tensornet radial basis per pair");                                  \
         return NNPOPS_OK;                                                                         \
     }
@@ -1887,17 +2003,18 @@ extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t 
                                                void *stream) {
     if (n_centers <= 0) return NNPOPS_OK;
     cudaStream_t st = as_stream(stream);
-    if (path == 1 || (path == 0 && n_centers <= PAIRS_ONE_BLOCK)) {
-        pairs_one_block_kernel<<<1, 1024, 0, st>>>(n_centers, start, pairs, capacity, vec, mask,
-                                                   n_pairs, count, slot, pentry, pmirror);
+    if (path == 1 || (path == 0 && n_centers <= PAIRS_ONE_BLOCK_CENTERS &&
+                      capacity <= PAIRS_ONE_BLOCK_ENTRIES)) {
+        pairs_one_block_kernel<<<1, 32 * PAIRS_WARPS, 0, st>>>(
+            n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers, one block)");
     } else {
-        pairs_count_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(n_centers, start, pairs,
-                                                                      capacity, vec, mask, count);
+        pairs_count_kernel<<<grid_for(n_centers * 32, 128), 128, 0, st>>>(
+            n_centers, start, pairs, capacity, vec, mask, count);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (count)");
         pairs_scan_kernel<<<1, 1024, 0, st>>>(n_centers, count);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (scan)");
-        pairs_assign_kernel<<<grid_for(n_centers, 128), 128, 0, st>>>(
+        pairs_assign_kernel<<<grid_for(n_centers * 32, 128), 128, 0, st>>>(
             n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
         NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers)");
     }
