@@ -20,17 +20,23 @@ static int64_t TO(to_entries)(int64_t n_centers, const int64_t *start, int64_t c
     return n < capacity ? n : capacity;
 }
 
+/* The radial basis's shape and weights (tn_rbf's arguments) from the ops' dimensions. */
+static void TO(to_rbf_model)(const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b,
+                             nnpops__tn_shape *s, TO_CAT(nnpops__tn_weights, SUF) *w) {
+    memset(s, 0, sizeof *s);
+    s->R = d->R, s->rbf = d->rbf, s->cutoff_lower = d->lo, s->cutoff_upper = d->hi;
+    memset(w, 0, sizeof *w);
+    w->rbf_a = rbf_a, w->rbf_b = rbf_b;
+}
+
 void TO(nnpops__tn_edges_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a, const REAL *rbf_b,
                               int64_t n_centers, const int64_t *start, int64_t capacity,
                               const double *vec, REAL *ev, REAL *er, uint8_t *mask, REAL *fc,
                               REAL *phi) {
     const int64_t ne = TO(to_entries)(n_centers, start, capacity);
     nnpops__tn_shape s;
-    memset(&s, 0, sizeof s);
-    s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
     TO_CAT(nnpops__tn_weights, SUF) w;
-    memset(&w, 0, sizeof w);
-    w.rbf_a = rbf_a, w.rbf_b = rbf_b;
+    TO(to_rbf_model)(d, rbf_a, rbf_b, &s, &w);
     for (int64_t e = 0; e < capacity; e++) {
         REAL *ph = phi ? phi + (size_t)e * d->R : NULL;
         for (int k = 0; ph && k < d->R; k++) ph[k] = 0;
@@ -196,11 +202,8 @@ void TO(nnpops__tn_pair_radial_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a,
                                     const REAL *er, const REAL *fc, REAL *erP, REAL *fcP,
                                     REAL *phiP) {
     nnpops__tn_shape s;
-    memset(&s, 0, sizeof s);
-    s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
     TO_CAT(nnpops__tn_weights, SUF) w;
-    memset(&w, 0, sizeof w);
-    w.rbf_a = rbf_a, w.rbf_b = rbf_b;
+    TO(to_rbf_model)(d, rbf_a, rbf_b, &s, &w);
     for (int64_t p = 0; p < n_pairs; p++) {
         const int32_t e = pentry[p];
         REAL *ph = phiP + (size_t)p * d->R;
@@ -390,11 +393,8 @@ void TO(nnpops__tn_radial_back_cpu)(const nnpops__tn_dims *d, const REAL *rbf_a,
                                     int accumulate, REAL *gr) {
     const int64_t ne = pentry ? capacity : TO(to_entries)(n_centers, start, capacity);
     nnpops__tn_shape s;
-    memset(&s, 0, sizeof s);
-    s.R = d->R, s.rbf = d->rbf, s.cutoff_lower = d->lo, s.cutoff_upper = d->hi;
     TO_CAT(nnpops__tn_weights, SUF) w;
-    memset(&w, 0, sizeof w);
-    w.rbf_a = rbf_a, w.rbf_b = rbf_b;
+    TO(to_rbf_model)(d, rbf_a, rbf_b, &s, &w);
     REAL phv[d->R > 0 ? d->R : 1], dphi[d->R > 0 ? d->R : 1];
     for (int64_t e = 0; e < capacity; e++) {
         if (pentry ? pentry[e] < 0 : e >= ne || !(mask[e] & NNPOPS__TN_EDGE)) {
