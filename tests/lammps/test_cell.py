@@ -3,7 +3,8 @@ give the same energy, forces, pressure tensor, per-atom energies and per-atom (c
 as the local atoms plus LAMMPS's ghost atoms, float64, 1e-10 relative:
 
 - ANI-2x, 81 waters' atoms in a 9.3 A cube (the 5.1 A cutoff is more than half the box, so the
-  library's cell path needs images beyond the nearest), orthogonal and triclinic;
+  library's cell path needs images beyond the nearest), orthogonal, triclinic, and a triclinic
+  slab (boundary f p p: the pbc flags per axis);
 - TensorNet tn_a (range 15 A, twice the box) on a sparse triclinic water box, so that the ghosts
   mode stays small enough for CI;
 - a short NVE run with re-neighbouring every 4 steps (atoms leave the box between them) in both
@@ -56,7 +57,8 @@ def sheared(cell, pos):
     return L, frac @ L
 
 
-def run_mode(tmp_path, model, symbols, pos, cell, mode, np_=1, body=OUTPUT, expect_error=False):
+def run_mode(tmp_path, model, symbols, pos, cell, mode, np_=1, body=OUTPUT, expect_error=False,
+             boundary="p p p"):
     d = tmp_path / f"{mode}_np{np_}"
     d.mkdir()
     lib = nnpops_ctypes.Model(model)
@@ -66,7 +68,7 @@ def run_mode(tmp_path, model, symbols, pos, cell, mode, np_=1, body=OUTPUT, expe
     script = f"""units metal
 atom_style atomic
 atom_modify map array sort 0 0.0
-boundary p p p
+boundary {boundary}
 read_data data.lmp
 pair_style nnpops periodic {mode}
 pair_coeff * * {model} {' '.join(elements)}
@@ -100,10 +102,10 @@ def values(run):
     }
 
 
-def compare_modes(tmp_path, model, symbols, pos, cell):
+def compare_modes(tmp_path, model, symbols, pos, cell, boundary="p p p"):
     n = len(symbols)
-    cell_run = run_mode(tmp_path, model, symbols, pos, cell, "cell")
-    ghost_run = run_mode(tmp_path, model, symbols, pos, cell, "ghosts")
+    cell_run = run_mode(tmp_path, model, symbols, pos, cell, "cell", boundary=boundary)
+    ghost_run = run_mode(tmp_path, model, symbols, pos, cell, "ghosts", boundary=boundary)
     assert mode_of(cell_run) == "cell" and mode_of(ghost_run) == "ghosts"
     c, g = values(cell_run), values(ghost_run)
     print(f"{model}, {n} atoms: the library got {c['library_atoms']:.0f} atoms with the cell, "
@@ -119,13 +121,17 @@ def compare_modes(tmp_path, model, symbols, pos, cell):
     return c
 
 
-@pytest.mark.parametrize("shape", ["orthogonal", "triclinic"])
+@pytest.mark.parametrize("shape", ["orthogonal", "triclinic", "slab"])
 def test_ani2x_water(tmp_path, shape):
     ls.require_model("ani2x")
     symbols, pos, cell = ls.water_box(3)
-    if shape == "triclinic":
+    if shape != "orthogonal":
         cell, pos = sheared(cell, pos)
-    compare_modes(tmp_path, "ani2x", symbols, pos, cell)
+    boundary = "f p p" if shape == "slab" else "p p p"    # LAMMPS tilts need y, z periodic
+    if shape == "slab":
+        assert mode_of(run_mode(tmp_path, "ani2x", symbols, pos, cell, "auto",
+                                boundary=boundary)) == "cell"
+    compare_modes(tmp_path, "ani2x", symbols, pos, cell, boundary)
 
 
 def test_tensornet_triclinic(tmp_path):
