@@ -10,7 +10,7 @@
  *            atom local
  *   scatter  forces added into atom->f (ghost forces are folded back by LAMMPS, newton_pair on);
  *            energy into eng_vdwl; the library's 3x3 virial into virial[6] (no f.r virial);
- *            per-atom energies / virials into eatom / vatom, ghosts included (LAMMPS
+ *            per-atom energies / virials into eatom / vatom, ghosts included (ghosts mode; LAMMPS
  *            reverse-communicates them when newton is on)
  *
  *   correct  each rank's share of a per-system constant (TensorNet's mean) from
@@ -503,6 +503,16 @@ void PairNNPOPS::read_system_constant()
   for (double c : system_constant_) has_constant_ = has_constant_ || c != 0.0;
 }
 
+/* ----------------------------------------------------------------------
+   Whether z is periodic for the library: a 2d box is periodic in z by LAMMPS's rule, but LAMMPS
+   makes no images along z there (its thickness is arbitrary), so neither does the cell mode.
+------------------------------------------------------------------------- */
+
+bool PairNNPOPS::periodic_z() const
+{
+  return domain->dimension == 3 && domain->zperiodic;
+}
+
 /* ---------------------------------------------------------------------- */
 
 void PairNNPOPS::init_style()
@@ -529,7 +539,7 @@ void PairNNPOPS::init_style()
 
   // Which atoms the library gets in this run.  Neither the rank count nor the box's periodicity
   // can change within a run (change_box is a command between runs, and init follows it).
-  const bool any_periodic = domain->xperiodic || domain->yperiodic || domain->zperiodic;
+  const bool any_periodic = domain->xperiodic || domain->yperiodic || periodic_z();
   if (periodic_ == PERIODIC_CELL && comm->nprocs > 1)
     error->all(FLERR, "Pair style nnpops: periodic cell needs the whole box on one rank (this run "
                       "has " + std::to_string(comm->nprocs) + " ranks); use periodic auto or "
@@ -543,7 +553,7 @@ void PairNNPOPS::init_style()
       std::snprintf(line, sizeof(line),
                     "nnpops: periodic cell: the library gets the local atoms and the box as its "
                     "cell (pbc %d %d %d), no ghost atoms\n",
-                    domain->xperiodic, domain->yperiodic, domain->zperiodic);
+                    domain->xperiodic, domain->yperiodic, periodic_z() ? 1 : 0);
     else
       std::snprintf(line, sizeof(line),
                     "nnpops: periodic ghosts: the library gets the local and ghost atoms (ghost "
@@ -627,7 +637,7 @@ void PairNNPOPS::compute(int eflag, int vflag)
     for (int k = 0; k < 9; ++k) cell[k] = rows[k] * length_to_lib_;
     pbc[0] = domain->xperiodic ? 1 : 0;
     pbc[1] = domain->yperiodic ? 1 : 0;
-    pbc[2] = domain->zperiodic ? 1 : 0;
+    pbc[2] = periodic_z() ? 1 : 0;
   }
 
   // The model's atoms over all ranks: the per-system constant's share and the QBC's sqrt(N).

@@ -13,7 +13,7 @@
  *           TensorNet).
  *   cell    only when one rank holds the whole box: the local atoms and the box as a periodic
  *           cell (rows a = (xprd, 0, 0), b = (xy, yprd, 0), c = (xz, yz, zprd); the pbc flags of
- *           the boundary command per axis); the library finds the periodic images itself, also
+ *           the boundary command per axis, z not periodic in a 2d run); the library finds the periodic images itself, also
  *           when the interaction range exceeds half the box.  Forces, per-atom energies and
  *           virials go to the local atoms only, the virial is the library's.  For a
  *           message-passing model in a small box this is many times fewer atoms (a 15 A range
@@ -140,6 +140,7 @@ class PairNNPOPS : public Pair {
   void set_units(const char *unit_style);
   void read_system_constant();
   void ensemble_spread(double n_total);
+  bool periodic_z() const;
 };
 
 }    // namespace LAMMPS_NS

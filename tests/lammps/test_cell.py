@@ -7,6 +7,7 @@ as the local atoms plus LAMMPS's ghost atoms, float64, 1e-10 relative:
   slab (boundary f p p: the pbc flags per axis);
 - TensorNet tn_a (range 15 A, twice the box) on a sparse triclinic water box, so that the ghosts
   mode stays small enough for CI;
+- a 2d box (z is not periodic for the library: LAMMPS makes no images along it), ANI-2x;
 - a short NVE run with re-neighbouring every 4 steps (atoms may leave the box between them) in both
   modes, ANI-2x.
 
@@ -56,12 +57,17 @@ def sheared(cell, pos):
     return L, frac @ L
 
 
-def run_mode(tmp_path, model, symbols, pos, cell, mode, np_=1, body=OUTPUT, boundary="p p p"):
-    d = tmp_path / f"{mode}_np{np_}"
-    d.mkdir()
+def library_atoms_entry(model):
+    """compute pair nnpops's entry 3+K, K the model's ensemble members."""
     lib = nnpops_ctypes.Model(model)
     members = lib.ensemble_size
     lib.close()
+    return 3 + max(members, 1)
+
+
+def run_mode(tmp_path, model, symbols, pos, cell, mode, np_=1, body=OUTPUT, boundary="p p p"):
+    d = tmp_path / f"{mode}_np{np_}"
+    d.mkdir()
     elements = ls.write_data(d / "data.lmp", symbols, ls.wrap_positions(pos, cell), cell)
     script = f"""units metal
 atom_style atomic
@@ -71,7 +77,7 @@ read_data data.lmp
 pair_style nnpops periodic {mode}
 pair_coeff * * {model} {' '.join(elements)}
 {body}"""
-    return ls.run_lammps(d, script, np_=np_, variables={"na": 3 + max(members, 1)})
+    return ls.run_lammps(d, script, np_=np_, variables={"na": library_atoms_entry(model)})
 
 
 def mode_of(run):
@@ -164,6 +170,50 @@ def test_md_and_auto(tmp_path):
     fa = np.stack([ea["fx"], ea["fy"], ea["fz"]], axis=1)
     fg = np.stack([eg["fx"], eg["fy"], eg["fz"]], axis=1)
     assert ls.rel_err(fa, fg) <= 1e-9
+
+
+def test_2d(tmp_path):
+    """dimension 2: LAMMPS makes no images along z, so the cell mode passes z as not periodic
+    (pbc 1 1 0); 9 planar waters in a 9.3 A square."""
+    ls.require_model("ani2x")
+    rng = np.random.default_rng(5)
+    r, theta = 0.9572, np.radians(104.52)
+    symbols, pos = [], []
+    for i in range(3):
+        for j in range(3):
+            phi = rng.uniform(0, 2 * np.pi)
+            o = (np.array([i, j]) + 0.5) * 3.104
+            symbols += ["O", "H", "H"]
+            pos += [o, o + r * np.array([np.cos(phi), np.sin(phi)]),
+                    o + r * np.array([np.cos(phi + theta), np.sin(phi + theta)])]
+    L = 3 * 3.104
+    lines = ["2d waters", "", f"{len(symbols)} atoms", "2 atom types", "",
+             f"0 {L} xlo xhi", f"0 {L} ylo yhi", "-0.5 0.5 zlo zhi", "", "Masses", "",
+             "1 15.999", "2 1.008", "", "Atoms # atomic", ""]
+    lines += [f"{k + 1} {1 if s == 'O' else 2} {p[0]:.17g} {p[1]:.17g} 0.0"
+              for k, (s, p) in enumerate(zip(symbols, pos))]
+    runs = {}
+    for mode in ("cell", "ghosts"):
+        d = tmp_path / mode
+        d.mkdir()
+        (d / "data.lmp").write_text("\n".join(lines) + "\n")
+        script = f"""units metal
+dimension 2
+atom_style atomic
+atom_modify map array
+boundary p p p
+read_data data.lmp
+pair_style nnpops periodic {mode}
+pair_coeff * * ani2x O H
+{OUTPUT}"""
+        runs[mode] = ls.run_lammps(d, script, variables={"na": library_atoms_entry("ani2x")})
+    assert "periodic cell: the library gets the local atoms and the box as its cell (pbc 1 1 0)" \
+        in runs["cell"].log
+    c, g = values(runs["cell"]), values(runs["ghosts"])
+    assert c["library_atoms"] == len(symbols) < g["library_atoms"]
+    assert abs(c["energy"] - g["energy"]) <= TOL * abs(g["energy"])
+    for key in ("forces", "pressure", "atomic_energies"):
+        assert ls.rel_err(c[key], g[key]) <= TOL, key
 
 
 def test_auto_two_ranks(tmp_path):
