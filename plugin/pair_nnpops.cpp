@@ -1,13 +1,16 @@
 /* pair_nnpops.cpp - LAMMPS pair style "nnpops" over the C API of libnnpops (see pair_nnpops.h).
  *
  * One step:
- *   pack     the local atoms, then the ghost atoms, whose type maps to an element (the local ones
- *            come first because LAMMPS orders local before ghost); keep packed -> LAMMPS indices
- *   compute  nnpops_compute with cells = pbc = NULL (the ghosts are the periodic images),
- *            n_local = packed local atoms: energy of local atoms, forces on all packed atoms
+ *   pack     the local atoms, then (ghosts mode) the ghost atoms, whose type maps to an element
+ *            (the local ones come first because LAMMPS orders local before ghost); keep
+ *            packed -> LAMMPS indices
+ *   compute  nnpops_compute, ghosts mode: cells = pbc = NULL (the ghosts are the periodic
+ *            images), n_local = packed local atoms: energy of local atoms, forces on all packed
+ *            atoms; cell mode: the box as the cell and the boundary's pbc flags, every packed
+ *            atom local
  *   scatter  forces added into atom->f (ghost forces are folded back by LAMMPS, newton_pair on);
  *            energy into eng_vdwl; the library's 3x3 virial into virial[6] (no f.r virial);
- *            per-atom energies / virials into eatom / vatom, ghosts included (LAMMPS
+ *            per-atom energies / virials into eatom / vatom, ghosts included (ghosts mode; LAMMPS
  *            reverse-communicates them when newton is on)
  *
  *   correct  each rank's share of a per-system constant (TensorNet's mean) from
@@ -21,6 +24,7 @@
 
 #include "atom.h"
 #include "comm.h"
+#include "domain.h"
 #include "error.h"
 #include "force.h"
 #include "memory.h"
@@ -108,7 +112,8 @@ PairNNPOPS::PairNNPOPS(LAMMPS *lmp) :
     Pair(lmp), device_("cpu"), precision_(NNPOPS_FLOAT64), model_(nullptr), context_(nullptr),
     cutoff_(0.0), range_(0.0), length_to_lib_(1.0), energy_from_lib_(1.0), spread_warning_(-1.0),
     ensemble_size_(1), has_constant_(false), energy_std_(0.0), qbc_(0.0), warned_step_(-1),
-    charge_(0.0), has_charge_(false)
+    charge_(0.0), has_charge_(false), periodic_(PERIODIC_AUTO), use_cell_(false),
+    logged_mode_(-1), library_atoms_(0.0)
 {
   single_enable = 0;
   restartinfo = 0;
@@ -170,13 +175,15 @@ void PairNNPOPS::settings(int narg, char **arg)
   double charge = 0.0;
   bool has_charge = false;
   double spread_warning = -1.0;
+  int periodic = PERIODIC_AUTO;
   std::vector<std::pair<std::string, std::string>> options;
 
   if (narg % 2 != 0)
     error->all(FLERR,
                std::string("Illegal pair_style nnpops command: keywords come in pairs "
                            "(device cpu|cuda|cuda:N, precision float32|float64, charge Q, "
-                           "spread_warning DE, or a context option NAME VALUE)"));
+                           "spread_warning DE, periodic auto|cell|ghosts, or a context option "
+                           "NAME VALUE)"));
   for (int i = 0; i < narg; i += 2) {
     const std::string key = arg[i], value = arg[i + 1];
     if (key == "device") {
@@ -198,6 +205,16 @@ void PairNNPOPS::settings(int narg, char **arg)
           spread_warning < 0.0)
         error->all(FLERR, "Pair style nnpops: spread_warning must be a number >= 0 (an energy "
                           "in the units of the units command), not '" + value + "'");
+    } else if (key == "periodic") {
+      if (value == "auto")
+        periodic = PERIODIC_AUTO;
+      else if (value == "cell")
+        periodic = PERIODIC_CELL;
+      else if (value == "ghosts")
+        periodic = PERIODIC_GHOSTS;
+      else
+        error->all(FLERR,
+                   "Pair style nnpops: periodic must be auto, cell or ghosts, not '" + value + "'");
     } else if (key == "precision") {
       if (value == "float32")
         precision = NNPOPS_FLOAT32;
@@ -209,7 +226,7 @@ void PairNNPOPS::settings(int narg, char **arg)
     } else {
       nnpops_option option;
       if (nnpops_option_from_name(key.c_str(), &option) != NNPOPS_OK) {
-        std::string known = "device, precision, charge, spread_warning";
+        std::string known = "device, precision, charge, spread_warning, periodic";
         for (int o = 0; o < NNPOPS_OPTION_COUNT_; ++o) {
           const char *name = nnpops_option_name(static_cast<nnpops_option>(o));
           if (name && *name) known += std::string(", ") + name;
@@ -229,6 +246,8 @@ void PairNNPOPS::settings(int narg, char **arg)
   charge_ = charge;
   has_charge_ = has_charge;
   spread_warning_ = spread_warning;
+  periodic_ = periodic;
+  logged_mode_ = -1;
   release_model();
   if (allocated) {
     const int n = atom->ntypes;
@@ -342,10 +361,11 @@ void PairNNPOPS::coeff(int narg, char **arg)
 
   read_system_constant();
 
-  // compute pair nnpops: [1] spread, [2] spread / sqrt(N), [3..2+K] member energies (a compute
-  // pair keeps the length it found when it was made: the storage never shrinks).
+  // compute pair nnpops: [1] spread, [2] spread / sqrt(N), [3..2+K] member energies, [3+K] the
+  // atoms handed to the library (a compute pair keeps the length it found when it was made: the
+  // storage never shrinks).
   ensemble_size_ = std::max(1, static_cast<int>(nnpops_model_ensemble_size(model_)));
-  nextra = 2 + ensemble_size_;
+  nextra = 3 + ensemble_size_;
   if (pvec_.size() < static_cast<size_t>(nextra)) pvec_.resize(nextra);
   std::fill(pvec_.begin(), pvec_.end(), 0.0);
   pvector = pvec_.data();
@@ -483,6 +503,16 @@ void PairNNPOPS::read_system_constant()
   for (double c : system_constant_) has_constant_ = has_constant_ || c != 0.0;
 }
 
+/* ----------------------------------------------------------------------
+   Whether z is periodic for the library: a 2d box is periodic in z by LAMMPS's rule, but LAMMPS
+   makes no images along z there (its thickness is arbitrary), so neither does the cell mode.
+------------------------------------------------------------------------- */
+
+bool PairNNPOPS::periodic_z() const
+{
+  return domain->dimension == 3 && domain->zperiodic;
+}
+
 /* ---------------------------------------------------------------------- */
 
 void PairNNPOPS::init_style()
@@ -506,6 +536,31 @@ void PairNNPOPS::init_style()
   neighbor->requests[irequest]->half = 0;
   neighbor->requests[irequest]->full = 1;
 #endif
+
+  // Which atoms the library gets in this run.  Neither the rank count nor the box's periodicity
+  // can change within a run (change_box is a command between runs, and init follows it).
+  const bool any_periodic = domain->xperiodic || domain->yperiodic || periodic_z();
+  if (periodic_ == PERIODIC_CELL && comm->nprocs > 1)
+    error->all(FLERR, "Pair style nnpops: periodic cell needs the whole box on one rank (this run "
+                      "has " + std::to_string(comm->nprocs) + " ranks); use periodic auto or "
+                      "ghosts");
+  use_cell_ = periodic_ == PERIODIC_CELL ||
+      (periodic_ == PERIODIC_AUTO && comm->nprocs == 1 && any_periodic);
+  const int mode = use_cell_ ? PERIODIC_CELL : PERIODIC_GHOSTS;
+  if (comm->me == 0 && mode != logged_mode_) {
+    char line[256];
+    if (use_cell_)
+      std::snprintf(line, sizeof(line),
+                    "nnpops: periodic cell: the library gets the local atoms and the box as its "
+                    "cell (pbc %d %d %d), no ghost atoms\n",
+                    domain->xperiodic, domain->yperiodic, periodic_z() ? 1 : 0);
+    else
+      std::snprintf(line, sizeof(line),
+                    "nnpops: periodic ghosts: the library gets the local and ghost atoms (ghost "
+                    "shell %.6g), no cell\n", range_);
+    utils::logmesg(lmp, std::string(line));
+  }
+  logged_mode_ = mode;
 }
 
 double PairNNPOPS::init_one(int i, int j)
@@ -517,9 +572,11 @@ double PairNNPOPS::init_one(int i, int j)
   return range_;
 }
 
-// Ghost atoms must cover the model's interaction range around every local atom.
+// Ghost atoms must cover the model's interaction range around every local atom (ghosts mode; the
+// cell mode uses no ghost atoms).
 void PairNNPOPS::setup()
 {
+  if (use_cell_) return;
   const double comm_cutoff = std::max(comm->cutghostuser, neighbor->cutneighmax);
   if (comm_cutoff < range_)
     error->all(FLERR, "Pair style nnpops: communication cutoff " + std::to_string(comm_cutoff) +
@@ -534,7 +591,8 @@ void PairNNPOPS::compute(int eflag, int vflag)
   ev_init(eflag, vflag);
 
   const int nlocal = atom->nlocal;
-  const int nall = nlocal + atom->nghost;
+  // the cell mode hands over the local atoms only
+  const int nall = use_cell_ ? nlocal : nlocal + atom->nghost;
   const int *const type = atom->type;
   double **const x = atom->x;
   double **const f = atom->f;
@@ -546,7 +604,9 @@ void PairNNPOPS::compute(int eflag, int vflag)
   const bool want_centroid = false;
 #endif
 
-  // Pack the atoms nnpops handles: local ones first (LAMMPS stores local before ghost).
+  // Pack the atoms nnpops handles: local ones first (LAMMPS stores local before ghost).  In the
+  // cell mode the positions may lie outside the box between re-neighbourings: the library wraps
+  // them along the periodic axes.
   index_.clear();
   numbers_.clear();
   positions_.clear();
@@ -562,6 +622,23 @@ void PairNNPOPS::compute(int eflag, int vflag)
     positions_.push_back(x[i][2] * length_to_lib_);
   }
   const int64_t n = static_cast<int64_t>(index_.size());
+  library_atoms_ = n_local > 0 ? static_cast<double>(n) : 0.0;    // none: no call (below)
+
+  // The box as the cell (rows a, b, c in LAMMPS's triclinic convention; an orthogonal box has no
+  // tilt), and the boundary command's periodic flags: a non-periodic axis keeps its row, which
+  // only makes the cell non-singular (the library's rule for mixed periodicity).
+  double cell[9];
+  uint8_t pbc[3];
+  if (use_cell_) {
+    const bool tri = domain->triclinic != 0;
+    const double rows[9] = {domain->xprd, 0.0, 0.0,
+                            tri ? domain->xy : 0.0, domain->yprd, 0.0,
+                            tri ? domain->xz : 0.0, tri ? domain->yz : 0.0, domain->zprd};
+    for (int k = 0; k < 9; ++k) cell[k] = rows[k] * length_to_lib_;
+    pbc[0] = domain->xperiodic ? 1 : 0;
+    pbc[1] = domain->yperiodic ? 1 : 0;
+    pbc[2] = periodic_z() ? 1 : 0;
+  }
 
   // The model's atoms over all ranks: the per-system constant's share and the QBC's sqrt(N).
   double n_total = static_cast<double>(n_local);
@@ -591,8 +668,8 @@ void PairNNPOPS::compute(int eflag, int vflag)
     in.atomic_numbers = numbers_.data();
     in.positions = positions_.data();
     in.batch = nullptr;
-    in.cells = nullptr;    // no periodicity: the ghosts are the images
-    in.pbc = nullptr;
+    in.cells = use_cell_ ? cell : nullptr;    // ghosts mode: the ghosts are the images
+    in.pbc = use_cell_ ? pbc : nullptr;
     in.charges = has_charge_ ? &charge_ : nullptr;    // the whole system's total charge
 
     nnpops_outputs out;
@@ -612,9 +689,11 @@ void PairNNPOPS::compute(int eflag, int vflag)
         detail = with_atom_ids(detail, static_cast<long long>(n), [this](long long p) {
           return static_cast<long long>(atom->tag[index_[p]]);
         });
+      const std::string atoms = use_cell_
+          ? std::to_string(n_local) + " local atoms and the periodic cell"
+          : std::to_string(n_local) + " local, " + std::to_string(n - n_local) + " ghost atoms";
       error->one(FLERR, "Pair nnpops: compute failed on rank " + std::to_string(comm->me) + " (" +
-                            std::to_string(n_local) + " local, " + std::to_string(n - n_local) +
-                            " ghost atoms): " + detail);
+                            atoms + "): " + detail);
     }
 
     // The library gave each local atom constant / n; its share is constant / N.
@@ -676,6 +755,7 @@ void PairNNPOPS::compute(int eflag, int vflag)
     // one member: no spread, and its energy is the model's (this rank's share; compute pair sums)
     pvec_[2] = energy_from_lib_ * energy;
   }
+  pvec_[2 + ens] = library_atoms_;    // compute pair sums it over the ranks
 }
 
 /* ----------------------------------------------------------------------
@@ -715,7 +795,8 @@ void PairNNPOPS::ensemble_spread(double n_total)
 }
 
 /* ----------------------------------------------------------------------
-   extract: "nnpops/energy_std", "nnpops/qbc" (dimension 0, the last step's values)
+   extract: "nnpops/energy_std", "nnpops/qbc", "nnpops/library_atoms" (dimension 0, the last
+   step's values)
 ------------------------------------------------------------------------- */
 
 void *PairNNPOPS::extract(const char *name, int &dim)
@@ -723,6 +804,7 @@ void *PairNNPOPS::extract(const char *name, int &dim)
   dim = 0;
   if (std::strcmp(name, "nnpops/energy_std") == 0) return static_cast<void *>(&energy_std_);
   if (std::strcmp(name, "nnpops/qbc") == 0) return static_cast<void *>(&qbc_);
+  if (std::strcmp(name, "nnpops/library_atoms") == 0) return static_cast<void *>(&library_atoms_);
   return nullptr;
 }
 

@@ -2,16 +2,35 @@
  * libnnpops.
  *
  * A thin layer over the C API of core/include/nnpops/nnpops.h.  Each step hands the library the
- * local and ghost atoms whose type maps to an element, with no periodicity (the ghosts are the
- * periodic images); the library searches neighbours itself (ghost centres and ghost-ghost pairs
- * included where a message-passing model needs them), returns the energy of the local atoms,
- * forces on local and ghost atoms (LAMMPS folds the ghost forces back, newton_pair on), the virial
- * and per-atom terms.  The ghost shell is the model's interaction range
- * (nnpops_model_interaction_range: the cutoff for ANI, (layers + 1) x cutoff for TensorNet).
+ * atoms whose type maps to an element in one of two ways (keyword periodic):
+ *
+ *   ghosts  the local and ghost atoms, with no periodicity (the ghosts are the periodic images);
+ *           the library searches neighbours itself (ghost centres and ghost-ghost pairs included
+ *           where a message-passing model needs them), returns the energy of the local atoms,
+ *           forces on local and ghost atoms (LAMMPS folds the ghost forces back, newton_pair on),
+ *           the virial and per-atom terms.  The ghost shell is the model's interaction range
+ *           (nnpops_model_interaction_range: the cutoff for ANI, (layers + 1) x cutoff for
+ *           TensorNet).
+ *   cell    only when one rank holds the whole box: the local atoms and the box as a periodic
+ *           cell (rows a = (xprd, 0, 0), b = (xy, yprd, 0), c = (xz, yz, zprd); the pbc flags of
+ *           the boundary command per axis, z not periodic in a 2d run); the library finds the periodic images itself, also
+ *           when the interaction range exceeds half the box.  Forces, per-atom energies and
+ *           virials go to the local atoms only, the virial is the library's.  For a
+ *           message-passing model in a small box this is many times fewer atoms (a 15 A range
+ *           around a 192-atom box of 12.4 A: 8,040 ghost atoms).
+ *
+ * The ghost atoms LAMMPS keeps are the same in both modes: the pair cutoff (init_one) stays the
+ * interaction range, since other commands read it (compute rdf's default range, pair hybrid's
+ * largest cutoff, a later run in the ghosts mode after change_box).  In the cell mode they only
+ * cost LAMMPS their communication and receive no force.
  *
  *   pair_style nnpops [device cpu|cuda|cuda:N] [precision float32|float64] [charge Q]
- *                     [spread_warning DE] [NAME VALUE ...]
+ *                     [spread_warning DE] [periodic auto|cell|ghosts] [NAME VALUE ...]
  *   pair_coeff * * MODEL El1 El2 ... (one element symbol or NULL per atom type)
+ *
+ * periodic: auto (the default) takes the cell mode on one rank when any axis is periodic, the
+ * ghosts mode otherwise; cell insists on it (an error on several ranks); ghosts always passes
+ * the ghost atoms.  The log says which mode a run uses ("nnpops: periodic cell: ...").
  *
  * NAME VALUE: any context option of the library by name (cuda_graphs on, min_distance 0.05, ...).
  * spread_warning DE: a LAMMPS warning (rank 0, at most once per step) when the ensemble's energy
@@ -26,8 +45,11 @@
  *
  * Ensembles.  compute pair nnpops gives a vector: [1] the energy spread (standard deviation of
  * the members' system energies, ddof 1, as torchani's QBC), [2] that spread / sqrt(N), [3..2+K]
- * the K members' system energies.  extract("nnpops/energy_std") and extract("nnpops/qbc") (pair
- * extract, dimension 0) give [1] and [2] of the last step on every rank.
+ * the K members' system energies, [3+K] the atoms the library got in the last step, summed over
+ * the ranks (local + ghost atoms in the ghosts mode, the local atoms in the cell mode).
+ * extract("nnpops/energy_std") and extract("nnpops/qbc") (pair extract, dimension 0) give [1]
+ * and [2] of the last step on every rank; extract("nnpops/library_atoms") this rank's atoms
+ * handed to the library in the last step (a double).
  *
  * Units: every LAMMPS unit style but lj.  metal, real and electron are the library's own units;
  * si, cgs, micro and nano are converted by the plugin from angstrom and eV (1 eV =
@@ -94,6 +116,10 @@ class PairNNPOPS : public Pair {
   double charge_;             // pair_style keyword charge: the total charge (elementary charges)
   bool has_charge_;           // charge given (else neutral: no charges passed)
   std::vector<int> type_z_;   // [ntypes+1] atomic number per type, 0 = NULL (not ours)
+  int periodic_;              // pair_style periodic: PERIODIC_AUTO, _CELL or _GHOSTS
+  bool use_cell_;             // this run passes the local atoms and the cell (init_style)
+  int logged_mode_;           // the mode last written to the log (-1: none yet)
+  double library_atoms_;      // atoms handed to the library in the last step on this rank
 
   // per-step buffers (grow, never shrink)
   std::vector<int> index_;           // packed atom -> LAMMPS atom index
@@ -105,6 +131,8 @@ class PairNNPOPS : public Pair {
   std::vector<double> members_;      // [K] this rank's member energies
   std::vector<double> members_all_;  // [K] summed over ranks
 
+  enum { PERIODIC_AUTO, PERIODIC_CELL, PERIODIC_GHOSTS };
+
   void allocate();
   void release_model();
   std::string resolve_device();
@@ -112,6 +140,7 @@ class PairNNPOPS : public Pair {
   void set_units(const char *unit_style);
   void read_system_constant();
   void ensemble_spread(double n_total);
+  bool periodic_z() const;
 };
 
 }    // namespace LAMMPS_NS

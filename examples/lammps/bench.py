@@ -14,8 +14,10 @@ LAMMPS's "Performance:" line and the time of its Pair section.  Then it times th
 (the installed nnpops Python package, else the source tree's) on the same periodic box, energy + forces +
 virial per call, which is what one MD step asks of it.  The difference is the cost of the LAMMPS
 layer (ghost atoms, packing, integration, communication); "library, ghosts" times the library on
-the input one LAMMPS rank hands it (local atoms and their images within the ghost cutoff, no
-periodicity), to tell the library's cost of ghosts from that of the plugin and LAMMPS.  The model is found as in LAMMPS
+the input one LAMMPS rank hands it in the ghosts mode (local atoms and their images within the
+ghost cutoff, no periodicity: `periodic ghosts`, and always on several ranks; one rank with the
+default `periodic auto` hands the library the local atoms and the periodic cell instead), to tell
+the library's cost of ghosts from that of the plugin and LAMMPS.  The model is found as in LAMMPS
 (NNPOPS_MODEL_PATH, then ~/.cache/nnpops/models).
 """
 import argparse

@@ -139,3 +139,12 @@ def test_charge_zero_accepted(tmp_path):
         run = ls.run_lammps(tmp_path, script)
         energies.append(float(run.thermo()[-1]["PotEng"][-1]))
     assert energies[0] == energies[1]
+
+
+def test_periodic_keyword(tmp_path):
+    """periodic takes auto, cell or ghosts; cell on several ranks is the plugin's error."""
+    msg, _ = expect_error(tmp_path, WATER + "pair_style nnpops periodic images\n")
+    assert "periodic must be auto, cell or ghosts, not 'images'" in msg, msg
+    msg, _ = expect_error(tmp_path, WATER + "pair_style nnpops periodic cell\n"
+                          "pair_coeff * * ani2x O H\nrun 0\n", np_=2)
+    assert "periodic cell needs the whole box on one rank (this run has 2 ranks)" in msg, msg

@@ -2,10 +2,11 @@
 (../shared/reference/tensornet/reference.json, converted models of fixture
 model.convert_tensornet).
 
-A rank hands the library its local atoms and every ghost out to the model's interaction range
-((layers + 1) x cutoff); the library computes the ghosts' features too (ghost centres, pairs of
-two ghosts), so the local atoms' energies are exact, and the model's `mean` (a constant per
-system) is added once over all ranks.  Checked:
+On several ranks a rank hands the library its local atoms and every ghost out to the model's
+interaction range ((layers + 1) x cutoff); the library computes the ghosts' features too (ghost
+centres, pairs of two ghosts), so the local atoms' energies are exact, and the model's `mean` (a
+constant per system) is added once over all ranks.  One rank hands it the box's atoms and the
+periodic cell (periodic auto; test_cell.py compares that with the ghosts).  Checked:
 
 - periodic reference systems on 1, 2 and 4 ranks: the energy (|dE|/N <= 1e-8 eV), the forces
   (|dF| <= 1e-7 eV/A + 1e-7 |F|), the stress's diagonal (1e-8 eV/A^3; its shear terms are
