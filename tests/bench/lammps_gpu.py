@@ -15,8 +15,9 @@ ranks share the GPU, `device cuda` giving each its node-local rank modulo the GP
 * single point (run 0) on --device against `device cpu` on 1 rank (the reference): relative
   differences of the energy |dE|/|E|, the forces max|dF|/max|F| (dump of all atoms, by id) and
   the pressure tensor max|dP_ij|/max|P_ij|; they pass below 1e-10 (float64) or 1e-6 (float32);
-* MD: MD_STEPS (default 1000) steps of NVT (Nose-Hoover, 300 K, 0.5 fs) on --device (CUDA graphs
-  on for cuda), LAMMPS's ns/day and ms/step (its loop time);
+* MD: MD_STEPS (default 1000) steps of NVT (Nose-Hoover, 300 K, 0.5 fs; MD_INTEGRATOR=none: the
+  loop with no integrator, the atoms fixed, e.g. for a model that cannot run MD on the system) on
+  --device (CUDA graphs on for cuda), LAMMPS's ns/day and ms/step (its loop time);
 * on 1 rank: the CPU's ns/day from a run of CPU_MD_STEPS (default 50; fewer where the CPU's
   single point says they would take over CPU_MD_SECONDS, default 20, but at least 3) on 1 rank
   with threads CPU_THREADS (default: all cores), and the library's own step time on the same system
@@ -25,7 +26,7 @@ ranks share the GPU, `device cuda` giving each its node-local rank modulo the GP
   minus the library's is the cost of the LAMMPS layer (ghost atoms, packing, integration,
   communication, thermo output).
 
-Environment: MD_STEPS, CPU_MD_STEPS, CPU_MD_SECONDS, WATER_N (default 6: 648 atoms), RANKS ("1 2"),
+Environment: MD_STEPS, MD_INTEGRATOR, CPU_MD_STEPS, CPU_MD_SECONDS, WATER_N (default 6: 648 atoms), RANKS ("1 2"),
 PRECISIONS ("float64 float32"), MODELS ("ani2x tn_a"), SYSTEMS ("water ethanol"), CPU_THREADS,
 LIB_STEPS, RUN_TIMEOUT (seconds per LAMMPS run, default 180). Each LAMMPS run's output is kept
 under --work; the summary lines and the table go to standard output, the table also to --table.
@@ -68,12 +69,16 @@ run 0
 """
 
 MD = """velocity all create 300.0 4928459 dist gaussian mom yes rot yes
-fix nvt all nvt temp 300.0 300.0 0.05
-timestep {dt}
+{integrator}timestep {dt}
 thermo {every}
 thermo_style custom step temp pe etotal press
 run {steps}
 """
+
+
+# MD_INTEGRATOR: nvt (default), or none: the same loop with no integrator, the atoms where the
+# data file puts them (a model that cannot run MD on a system still has its loop timed)
+INTEGRATORS = {"nvt": "fix nvt all nvt temp 300.0 300.0 0.05\n", "none": ""}
 
 
 def env_int(name, default):
@@ -264,6 +269,10 @@ def main():
     run = Runner(args)
     device = args.device
     md_steps = env_int("MD_STEPS", 1000)
+    md_integrator = os.environ.get("MD_INTEGRATOR", "nvt")
+    if md_integrator not in INTEGRATORS:
+        sys.exit("lammps_gpu.py: MD_INTEGRATOR must be one of %s" % ", ".join(INTEGRATORS))
+    integrator = INTEGRATORS[md_integrator]
     cpu_md_steps = env_int("CPU_MD_STEPS", 50)
     cpu_md_seconds = env_int("CPU_MD_SECONDS", 20)
     lib_steps = env_int("LIB_STEPS", 200)
@@ -291,9 +300,10 @@ def main():
             atoms[s] = int(re.search(r"^\s*(\d+)\s+atoms", f.read(), re.M).group(1))
 
     graphs = ", CUDA graphs on" if device != "cpu" else ""
-    head = ("LAMMPS pair_style nnpops, device %s vs cpu; MD: %d steps NVT, 0.5 fs%s; CPU: up to "
+    kind = "NVT, 0.5 fs" if md_integrator == "nvt" else "no integrator (atoms fixed), 0.5 fs"
+    head = ("LAMMPS pair_style nnpops, device %s vs cpu; MD: %d steps %s%s; CPU: up to "
             "%d steps, 1 rank, %d threads; library: lammps_libstep, %d steps (whole system per "
-            "call)" % (device, md_steps, graphs, cpu_md_steps, run.cpu_threads, lib_steps))
+            "call)" % (device, md_steps, kind, graphs, cpu_md_steps, run.cpu_threads, lib_steps))
     rows = []
     device_lines = []
     all_passed = True
@@ -326,7 +336,8 @@ def main():
                     try:
                         name = tag + "-md-cpu-np1"
                         out, sec = run.lammps(name, header("cpu", 1, False) + MD.format(
-                            dt=DT_PS, every=max(1, steps // 5), steps=steps), 1)
+                            integrator=integrator, dt=DT_PS, every=max(1, steps // 5),
+                            steps=steps), 1)
                         cpu_perf = performance(out)
                         print("-- %s: %.4g ns/day, %.4g ms/step (%d steps, %d threads, %.1f s)" % (
                             name, cpu_perf[0], cpu_perf[1], steps, run.cpu_threads, sec),
@@ -373,7 +384,8 @@ def main():
                     try:
                         name = "%s-md-%s-np%d" % (tag, device, ranks)
                         out, sec = run.lammps(name, header(device, ranks, True) + MD.format(
-                            dt=DT_PS, every=max(1, md_steps // 10), steps=md_steps), ranks)
+                            integrator=integrator, dt=DT_PS, every=max(1, md_steps // 10),
+                            steps=md_steps), ranks)
                         row["perf"] = performance(out)
                         print("-- %s: %.4g ns/day, %.4g ms/step (%.1f s)" % (
                             name, row["perf"][0], row["perf"][1], sec), flush=True)
