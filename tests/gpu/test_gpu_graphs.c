@@ -262,22 +262,25 @@ static int case_warmup(void) {
     nnpops_model *m;
     nnpops_context *c;
     load("ani2x", NNPOPS_FLOAT32, &m, &c);
+    /* warmup steps other than the default (2); emulated: 3 eager steps, the capture and two
+     * replays (a replay after a replay), every step a step of the same code as on a GPU */
+    const int warm = GPU_OR_EMU(5, 3), steps = GPU_OR_EMU(40, warm + 3);
+    char warm_s[16];
+    snprintf(warm_s, sizeof warm_s, "%d", warm);
     CHECK_OK(nnpops_context_set_option_by_name(c, "cuda_graphs", "on"));
-    CHECK_OK(nnpops_context_set_option_by_name(c, "graph_warmup_steps", "5"));
+    CHECK_OK(nnpops_context_set_option_by_name(c, "graph_warmup_steps", warm_s));
     double v = 0;
     CHECK_OK(nnpops_context_get_option(c, NNPOPS_OPTION_GRAPH_WARMUP_STEPS, &v));
-    CHECK(v == 5);
+    CHECK(v == warm);
     outs o;
     outs_init(&o, s.n, 1);
     double *x = malloc(sizeof(double) * 3 * s.n);
     int fail = 0;
-    /* (emulated: 12 steps, the capture and 6 replays) */
-    const int steps = GPU_OR_EMU(40, 12);
     for (int k = 0; k < steps; k++) {
         moved(&s, k, x);
         step(c, &s, x, &o, 0);
         const nnpops_stats st = stats_of(c);
-        const int64_t want_c = k < 5 ? 0 : 1, want_r = k < 6 ? 0 : k - 5;
+        const int64_t want_c = k < warm ? 0 : 1, want_r = k < warm + 1 ? 0 : k - warm;
         if (st.graph_captures != want_c || st.graph_replays != want_r) {
             fprintf(stderr, "step %d: captures %lld replays %lld, expected %lld and %lld\n", k + 1,
                     (long long)st.graph_captures, (long long)st.graph_replays, (long long)want_c,
@@ -286,7 +289,7 @@ static int case_warmup(void) {
         }
     }
     const nnpops_stats st = stats_of(c);
-    printf("graph_warmup_steps 5, %d equal steps: captures %lld, replays %lld\n", steps,
+    printf("graph_warmup_steps %d, %d equal steps: captures %lld, replays %lld\n", warm, steps,
            (long long)st.graph_captures, (long long)st.graph_replays);
     outs_free(&o);
     free(x);
