@@ -474,6 +474,49 @@ template <typename T> struct __align__(16) tl_vec {
  * plain linear (NC 1) */
 template <int NC> __device__ __forceinline__ int tl_wsel(int k) { return NC == 1 ? 0 : blk_of(k); }
 
+/* Stage rows r0 .. r0 + KR and outputs j0 .. j0 + JW of the NW matrices W0, W1, W2 into buf
+ * (matrix b's row rr at (b KR + rr) S): trans 0 reads W_b[j][r] (row stride ldw), trans 1
+ * W_b[r][j]; consecutive threads along a row of W (coalesced); zeros outside K x je.  Commits
+ * the copies as one group. */
+template <typename T, int NW>
+__device__ __forceinline__ void tl_issue(T *buf, const T *W0, const T *W1, const T *W2, int trans,
+                                         int K, int ldw, int je, int r0, int j0, int KR, int JW,
+                                         int S) {
+    for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < NW; e.next()) {
+        const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
+        const T *W = e.b == 0 ? W0 : (e.b == 1 ? W1 : W2);
+        const int r = r0 + rr, j = j0 + jj;
+        const bool ok = r < K && j < je;
+        const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
+        tl_copy(buf + (e.b * KR + rr) * S + jj, ok ? W + off : W, ok);
+    }
+    tl_commit();
+}
+
+/* The rounds of a tile: issue(q) stages round q's weights into buffer q % TL_STAGES, body(q)
+ * computes with them.  TL_STAGES - 1 rounds in flight: round q waits for its own copies (all
+ * but the latest group done), then a barrier makes them visible and frees the buffer round
+ * q - 1 read, which takes the copies of round q + TL_STAGES - 1.  Every thread of the block
+ * calls it; it returns after a barrier. */
+template <typename Issue, typename Body>
+__device__ __forceinline__ void tl_rounds(int nq, Issue issue, Body body) {
+    for (int q = 0; q < TL_STAGES - 1; q++)
+        if (q < nq)
+            issue(q);
+        else
+            tl_commit();
+    for (int q = 0; q < nq; q++) {
+        tl_wait_prev();
+        __syncthreads();
+        if (q + TL_STAGES - 1 < nq)
+            issue(q + TL_STAGES - 1);
+        else
+            tl_commit();
+        body(q);
+    }
+    __syncthreads();
+}
+
 /* For each atom a < na of the tile and output j in [jb, je):
  *   v[k] = sum over r < K of W_{tl_wsel(k)}[j][r] x[a ldA + k ldK + r]   (trans 0: W row-major
  *          with row stride ldw), or of W_{tl_wsel(k)}[r][j] x[...]  (trans 1: the transposed
@@ -496,35 +539,11 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0 && ldK % V == 0;
     /* round q: outputs jb + JW (q / nk) .., rows KR (q % nk) .. into buffer q % TL_STAGES */
     auto issue = [&](int q) {
-        T *buf = sW + (q % TL_STAGES) * tile;
-        const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
-        /* consecutive threads along a row of W (coalesced) */
-        for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < NW; e.next()) {
-            const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
-            const T *W = e.b == 0 ? W0 : (e.b == 1 ? W1 : W2);
-            const int r = r0 + rr, j = j0 + jj;
-            const bool ok = r < K && j < je;
-            const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
-            tl_copy(buf + (e.b * KR + rr) * S + jj, ok ? W + off : W, ok);
-        }
-        tl_commit();
+        tl_issue<T, NW>(sW + (q % TL_STAGES) * tile, W0, W1, W2, trans, K, ldw, je, (q % nk) * KR,
+                        jb + (q / nk) * JW, KR, JW, S);
     };
     T acc[NC];
-    /* TL_STAGES - 1 rounds in flight: round q waits for its own copies (all but the latest
-     * group done), then a barrier makes them visible and frees the buffer round q - 1 read,
-     * which takes the copies of round q + TL_STAGES - 1 */
-    for (int q = 0; q < TL_STAGES - 1; q++)
-        if (q < nq)
-            issue(q);
-        else
-            tl_commit();
-    for (int q = 0; q < nq; q++) {
-        tl_wait_prev();
-        __syncthreads();
-        if (q + TL_STAGES - 1 < nq)
-            issue(q + TL_STAGES - 1);
-        else
-            tl_commit();
+    tl_rounds(nq, issue, [&](int q) {
         const int kt = q % nk;
         if (kt == 0)
 #pragma unroll
@@ -558,8 +577,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
             const int j = jb + (q / nk) * JW + 32 * sl + lane;
             if (kt == nk - 1 && j < je) store(a, j, (const T *)acc);
         }
-    }
-    __syncthreads();
+    });
 }
 
 /* tile_linear's plain linear (one matrix W, NC 1) with the block's threads over the outputs:
@@ -580,36 +598,16 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
     constexpr int V = 16 / sizeof(T);
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0;
     auto issue = [&](int q) {
-        T *buf = sW + (q % TL_STAGES) * tile;
-        const int j0 = jb + (q / nk) * JW, r0 = (q % nk) * KR;
-        /* consecutive threads along a row of W (coalesced) */
-        for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < 1; e.next()) {
-            const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
-            const int r = r0 + rr, j = j0 + jj;
-            const bool ok = r < K && j < je;
-            const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
-            tl_copy(buf + rr * S + jj, ok ? W + off : W, ok);
-        }
-        tl_commit();
+        tl_issue<T, 1>(sW + (q % TL_STAGES) * tile, W, W, W, trans, K, ldw, je, (q % nk) * KR,
+                       jb + (q / nk) * JW, KR, JW, S);
     };
     T acc[8];
-    for (int q = 0; q < TL_STAGES - 1; q++)
-        if (q < nq)
-            issue(q);
-        else
-            tl_commit();
-    for (int q = 0; q < nq; q++) {
-        tl_wait_prev();
-        __syncthreads();
-        if (q + TL_STAGES - 1 < nq)
-            issue(q + TL_STAGES - 1);
-        else
-            tl_commit();
+    tl_rounds(nq, issue, [&](int q) {
         const int kt = q % nk;
         if (kt == 0)
 #pragma unroll
             for (int a = 0; a < 8; a++) acc[a] = 0;
-        if ((int)threadIdx.x >= JW) continue; /* (whole warps) */
+        if ((int)threadIdx.x >= JW) return; /* (whole warps) */
         const T *buf = sW + (q % TL_STAGES) * tile + threadIdx.x;
         const T *xk = x + kt * KR;
         const int kn = K - kt * KR < KR ? K - kt * KR : KR;
@@ -638,8 +636,7 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
 #pragma unroll
             for (int a = 0; a < 8; a++)
                 if (a < na) store(a, j, (const T *)&acc[a]);
-    }
-    __syncthreads();
+    });
 }
 
 /* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes, in one warp (all its
