@@ -220,9 +220,8 @@ const int64_t PLAN_SMALL_MAX_COST = 2048;
 const double PLAN_BRUTE_MAX_CAND = 8192;
 const double PLAN_BRUTE_MAX_COST = 6e6;     /* tests of one system (x3 with images) */
 /* cost of a wide cell's test against an open system's: it puts the crossover of the one pass and
- * the fast cell list on periodic boxes with 64 neighbors per atom near 1,730 atoms, where their
- * times cross on an H100 (graph replay: 0.049 against 0.056 ms at 1,536 atoms, 0.074 against
- * 0.048 ms at 2,048) */
+ * the fast cell list on periodic boxes with 64 neighbors per atom near 1,730 atoms, between the
+ * sizes where each is the faster (docs/performance.md, neighbor list) */
 const double PLAN_WIDE_FACTOR = 2.0;
 const double PLAN_BRUTE_CAND_PER_WARP = 256; /* candidates a warp sweeps for a center */
 const double PLAN_BRUTE_MIN_WARPS = 2048;     /* ... unless that leaves fewer warps than this */
