@@ -117,6 +117,10 @@ def prop(t, name, default=None):
             return p["value"]
     return default
 
+# the costliest first (their COST, tests/costs.cmake): with 2 workers, a long test that starts
+# last would leave the other worker idle until it ends
+chosen.sort(key=lambda t: -float(prop(t, "COST", 0) or 0))
+
 def run(t):
     env = dict(os.environ)
     for kv in prop(t, "ENVIRONMENT", []):

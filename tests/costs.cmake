@@ -1,9 +1,10 @@
-# The long entries' COST (CTest starts the costliest tests first when a build directory has no
-# timings of its own yet, as in CI's fresh clone): with `ctest -j N` a long test that starts last
-# leaves the other slots idle until it ends.  The values are rough seconds of CPU time in the build
-# where each entry is slowest (the ASan build for the CPU tests, the race model for tsan.emu.*, the
-# emulated GPU for emu.*); only their order matters.  Included last by tests/CMakeLists.txt; an
-# entry the configuration does not define is skipped.
+# The long entries' COST: CTest starts the costliest tests first when a build directory has no
+# timings of its own yet (CI's fresh clone), and .ci/sanitize.sh sorts its valgrind subset by it.
+# With `ctest -j N` a long test that starts last leaves the other slots idle until it ends.  The
+# values are rough seconds in the build where each entry is slowest (the ASan build for the CPU
+# tests, valgrind for model.ani.*, the race model for tsan.emu.*, the emulated GPU for emu.*);
+# only their order matters.  Included last by tests/CMakeLists.txt; an entry the configuration
+# does not define is skipped.
 set(_nnpops_costs
   # ASan + UBSan (.ci/sanitize.sh); the Release run keeps the same order
   model.tensornet.ensemble.tn_a_ens.f64 60
@@ -23,29 +24,41 @@ set(_nnpops_costs
   model.ani.fd_forces 15
   model.tensornet_cpu.variants.tn_a 12
   model.ani.ghosts 12
+  # valgrind (.ci/sanitize.sh sorts its subset by COST)
+  model.ani.reference.ani1x.f32 40
+  model.ani.batch 20
   # the race model (.ci/sanitize.sh, with the fuzz targets: NNPOPS_FUZZ_SECONDS each)
-  tsan.emu.ops.neighbors_center 60
+  tsan.emu.device.capture_failure 70
+  tsan.emu.device.batch 65
+  tsan.emu.device.capture 60
+  tsan.emu.model.batch_f32 60
   fuzz.yaml 60
   fuzz.safetensors 60
-  tsan.emu.model.batch_f32 50
-  tsan.emu.device.capture 50
-  tsan.emu.ops.small_gemm 45
-  tsan.emu.graphs.warmup 35
-  tsan.emu.model.reference.ani2x.f32 35
+  tsan.emu.ops.neighbors_center 55
+  tsan.emu.device.errors 50
+  tsan.emu.ops.small_gemm 35
+  tsan.emu.model.reference.ani2x.f32 32
+  tsan.emu.graphs.warmup 28
   tsan.emu.model.errors 25
-  tsan.emu.model.ghosts 20
-  tsan.emu.model.reference.ani1x.f64 20
-  tsan.emu.model.cpu_match.ani1x.f32 20
-  tsan.emu.ops.neighbors_overflow 20
-  tsan.emu.ops.aev 17
-  tsan.emu.ops.neighbors_onepass 14
-  tsan.emu.ops.sg_tail 13
+  tsan.emu.tf32x3.gemm 20
+  tsan.emu.model.reference.ani1x.f64 15
+  tsan.emu.model.cpu_match.ani1x.f32 14
+  tsan.emu.ops.neighbors_overflow 14
+  tsan.emu.ops.aev 12
+  tsan.emu.model.ghosts 12
+  tsan.emu.ops.sg_tail 10
+  tsan.emu.ops.neighbors_onepass 9
   # the emulated GPU (.ci/test.sh, label emu)
-  emu.ops.neighbors_center 60
-  emu.ops.small_gemm 45
-  emu.model.batch_f32 40
-  emu.device.capture 30
-  emu.graphs.warmup 20
+  emu.graphs.overflow 30
+  emu.tf32x3.model 29
+  emu.graphs.shape 23
+  emu.device.overflow 16
+  emu.ops.neighbors_center 15
+  emu.model.batch_f32 15
+  emu.model.water_box 15
+  emu.model.fd 13
+  emu.device.capture_failure 12
+  emu.ops.small_gemm 9
 )
 list(LENGTH _nnpops_costs _n)
 math(EXPR _last "${_n} - 1")
