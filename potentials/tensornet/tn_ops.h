@@ -398,6 +398,11 @@ nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start, con
  * do not depend on the tiles.  Process-wide: not for concurrent use. */
 void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale);
 
+/* The work-space budget of the step's per-layer pre-activations (tn_step_impl.h, TS_KEEP_BYTES),
+ * forced for tests: 0 makes every layer share one set (the backward computes each layer's edge
+ * network again), SIZE_MAX restores the default.  Process-wide: not for concurrent use. */
+void nnpops__tn_step_keep_bytes(size_t bytes);
+
 /* tn_count: sys_count[s] = the atoms of system s among the n atoms (sys_count zeroed here). */
 void nnpops__tn_count_cpu(int64_t n, int64_t n_systems, const int32_t *batch, int32_t *sys_count);
 nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,

@@ -18,7 +18,8 @@
  * messages per center (h = act(Z3 + b) fc computed as they read Z3), the update per atom; the
  * readout per atom (and its gradient, seeded with the atom's weight: 1 local, 0 ghost).
  * Backward, layer by layer from the last: the update's backward per atom, the edge network again
- * (except for the last layer, whose pre-activations are still there), the messages' (dE/dY
+ * where the layers share one set of pre-activations (except for the last layer, whose are still
+ * there; ts_plan keeps a set per layer where that fits a fixed budget), the messages' (dE/dY
  * gathered per atom over its own entries; per pair dE/dh taken through h to dE/dZ3 and dE/dfc),
  * the edge network's backward to dE/dr per pair; Y's backward to the layer's input.  Then the
  * gates' backward, the projections again (the layers took their place), the embedding's backward
@@ -28,8 +29,9 @@
  *
  * Work space (REAL unless said), laid out by ts_plan: per entry of capacity the geometry, flags
  * (bytes), dE/du and the pair number; per pair (half the capacity, rounded up to 4) the radial
- * basis and its gradient, the edge network's pre-activations Z1, Z2, Z3 (one set, reused by every
- * layer; the projections and the backward's G2 in Z3's place) and one block of 3F for the hidden
+ * basis and its gradient, the edge network's pre-activations Z1, Z2, Z3 (a set per layer below
+ * TS_KEEP_BYTES, else one set reused by every layer; the projections and the backward's G2 in
+ * Z3's place) and one block of 3F for the hidden
  * activations, dE/dZ3 and G1 in turn (ts_plan says when each is live); per atom X0, the gates'
  * pre-activations, X per layer, the layers' norms, Y and M components, and the gradients.
  */
@@ -43,6 +45,10 @@
 #else
 #define TN_HAVE_CUDA 0
 #endif
+
+/* the budget of the layers' own pre-activations (nnpops__tn_step_keep_bytes; SIZE_MAX: TS_KEEP_BYTES) */
+static size_t g_keep_bytes = SIZE_MAX;
+void nnpops__tn_step_keep_bytes(size_t bytes) { g_keep_bytes = bytes; }
 
 #define REAL float
 #define SUF _f32

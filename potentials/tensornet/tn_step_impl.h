@@ -54,8 +54,10 @@ void TS(nnpops__tn_opmodel_bind)(const nnpops__tn_shape *s, const nnpops__tn_opl
     m->atomref = lay->atomref == SIZE_MAX ? NULL : arena + lay->atomref;
 }
 
-/* The work space's layout (byte offsets, each 256-aligned). */
+/* The work space's layout (byte offsets, each 256-aligned); keep: every layer has Z1, Z2, Z3 of
+ * its own (see ts_plan). */
 typedef struct {
+    int keep;
     size_t ev, er, fc, mask, gu, slot;
     size_t pentry, pmirror, pcount, erP, fcP, phiP, Z1, Z2, Z3, H, gphiP, gfcP, grP;
     size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
@@ -67,11 +69,21 @@ typedef struct {
  * entry, zeros). */
 static int64_t TS(ts_pairs)(int64_t capacity) { return ((capacity + 1) / 2 + 3) / 4 * 4; }
 
+/* The most bytes the other layers' own Z1, Z2, Z3 may add to the work space (tests may set
+ * another: nnpops__tn_step_keep_bytes): below it the
+ * backward reads each layer's pre-activations as the forward left them; above it one set serves
+ * every layer and the backward computes each layer's edge network again (a third more GEMM work
+ * on the pairs, but 6 F values per pair and layer less memory, which large systems need). */
+#define TS_KEEP_BYTES ((size_t)96 << 20)
+
 static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS(ts_work) p;
     const size_t F = (size_t)m->d.F, R = (size_t)m->d.R, L = (size_t)m->L, n = (size_t)N,
                  e = (size_t)E, r = sizeof(REAL), P = (size_t)TS(ts_pairs)(E);
     size_t o = 0;
+    p.keep = L > 1 && (L - 1) * P * 6 * F * r <=
+                          (g_keep_bytes == SIZE_MAX ? TS_KEEP_BYTES : g_keep_bytes);
+    const size_t LZ = p.keep ? L : 1;
 #define TS_TAKE(field, bytes)                                                                  \
     do {                                                                                       \
         p.field = o;                                                                           \
@@ -89,18 +101,19 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
      * A2 = H[P F, 3 P F); each read only by the next GEMM), dE/dZ3 and the backward's G1.  The
      * embedding's projections dk [3F] live in Z3's place (read by tn_embed before the first
      * layer writes Z3; computed again for the embedding's backward), the backward's G2 too (Z3 is
-     * read for the last time by the message_back before the GEMM that writes G2).  One Z3 for all
-     * layers: the backward computes a layer's edge network again before its message_back (the
-     * last layer's is still there). */
+     * read for the last time by the message_back before the GEMM that writes G2).  With keep,
+     * layer l's Z1, Z2, Z3 follow layer l - 1's in each (dk and G2 in layer 0's and layer l's
+     * Z3); without, one set for all layers: the backward computes a layer's edge network again
+     * before its message_back (the last layer's is still there). */
     TS_TAKE(pentry, P * sizeof(int32_t));
     TS_TAKE(pmirror, P * sizeof(int32_t));
     TS_TAKE(pcount, (n + 1) * sizeof(int32_t));
     TS_TAKE(erP, P * r);
     TS_TAKE(fcP, P * r);
     TS_TAKE(phiP, P * R * r);
-    TS_TAKE(Z1, P * F * r);
-    TS_TAKE(Z2, P * 2 * F * r);
-    TS_TAKE(Z3, P * 3 * F * r);
+    TS_TAKE(Z1, LZ * P * F * r);
+    TS_TAKE(Z2, LZ * P * 2 * F * r);
+    TS_TAKE(Z3, LZ * P * 3 * F * r);
     TS_TAKE(H, P * 3 * F * r);
     TS_TAKE(gphiP, P * R * r);
     TS_TAKE(gfcP, P * r);
@@ -182,7 +195,7 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL);
     uint8_t *mask = W_(mask, uint8_t);
     REAL *Z1 = W_(Z1, REAL), *Z2 = W_(Z2, REAL), *Z3 = W_(Z3, REAL), *H = W_(H, REAL);
-    REAL *dk = Z3, *G2 = Z3, *G1 = H, *GHP = H;
+    REAL *dk = Z3, *G1 = H, *GHP = H;
     int32_t *slot = W_(slot, int32_t), *pentry = W_(pentry, int32_t);
     int32_t *pmirror = W_(pmirror, int32_t);
     int32_t *pcount = W_(pcount, int32_t);
@@ -224,11 +237,17 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
       er, mask, slot, fc, dk, m->dproj_b, X0);
     X(atom_embed, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b, m->emb_lt, z1, z2, Xl);
+    /* layer l's Z1, Z2, Z3 (one set for every layer without keep) */
+    const size_t zl = p.keep ? (size_t)P * F : 0;
+#define Z1_(l) (Z1 + (size_t)(l) * zl)
+#define Z2_(l) (Z2 + (size_t)(l) * 2 * zl)
+#define Z3_(l) (Z3 + (size_t)(l) * 3 * zl)
     for (int l = 0; l < L; l++) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
-        NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1, Z2, Z3, A1, A2));
+        NNPOPS__TRY(
+            TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1_(l), Z2_(l), Z3_(l), A1, A2));
         X(layer_pre, d, N, Xl + l * NF9, m->lt + 6 * l, nrm + l * NF, cY + l * NF10);
-        X(message, d, N, a->start, a->pairs, E, mask, slot, Z3, bl[2], fcP, m->self_h[l],
+        X(message, d, N, a->start, a->pairs, E, mask, slot, Z3_(l), bl[2], fcP, m->self_h[l],
           cY + l * NF10, cM + l * NF10);
         X(layer_post, d, N, a->charges, a->batch, Xl + l * NF9, nrm + l * NF, cY + l * NF10,
           cM + l * NF10, m->lt + 6 * l + 3, Xl + (l + 1) * NF9);
@@ -247,17 +266,19 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
         X(layer_post_back, d, N, a->charges, a->batch, cY + l * NF10, cM + l * NF10,
           m->lt + 6 * l + 3, gX, gcY, gcM);
-        /* the layer's edge network again (the last layer's is still there) */
-        if (l < L - 1)
+        /* the layer's edge network again, without keep (the last layer's is still there) */
+        if (l < L - 1 && !p.keep)
             NNPOPS__TRY(TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1, Z2, Z3, A1, A2));
         /* dE/dZ3 and dE/dfc through h, then back to dE/dphi, per pair (dE/dfc and dE/dphi summed
-         * over the layers and the embedding: one radial backward at the end) */
-        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, Z3, bl[2], fcP,
+         * over the layers and the embedding: one radial backward at the end); G2 in the layer's
+         * Z3 */
+        REAL *G2 = Z3_(l);
+        X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, Z3_(l), bl[2], fcP,
           m->self_h[l], cY + l * NF10, gcM, gcY, GHP, l < L - 1, gfcP);
         XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
-        X(act_back, act, P, 2 * F, Z2, bl[1], NULL, G2, NULL);
+        X(act_back, act, P, 2 * F, Z2_(l), bl[1], NULL, G2, NULL);
         XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
-        X(act_back, act, P, F, Z1, bl[0], NULL, G1, NULL);
+        X(act_back, act, P, F, Z1_(l), bl[0], NULL, G1, NULL);
         XLIN(P, R, F, 1, Wl[0], NULL, G1, l < L - 1 ? 1.0 : 0.0, gphiP);
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
@@ -274,6 +295,9 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     return NNPOPS_OK;
 }
 
+#undef Z1_
+#undef Z2_
+#undef Z3_
 #undef X
 #undef XLIN
 #undef OPM

@@ -27,7 +27,7 @@
 #   an earlier call converted it, tn_a from _carry_gpu/shared/reference/tensornet/): lammps.log
 #   and the table lammps.md.
 #   tnprof: the same for TensorNet float32 steps, per system (TNPROF_SYSTEMS); tnncu: ncu's time
-#   per TensorNet kernel (ncu_summary.py).
+#   per TensorNet kernel (ncu_summary.py; TNNCU_CACHE=none keeps the caches warm between kernels).
 #   NBR_ALGS: the nbr part once per algorithm named (auto: the plan's choice).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against builds of other trees (see
@@ -272,7 +272,7 @@ if [ $run_tnncu = 1 ] && command -v ncu >/dev/null 2>&1; then
   IFS='|' read -r -a tsys <<< "${TNPROF_SYSTEMS:-13_f0|98_f0|1hz5|water 9^3}"
   for sy in "${tsys[@]}"; do
     echo "== tnncu: $sy"
-    timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+    timeout 240 ncu --clock-control none --cache-control "${TNNCU_CACHE:-all}" --metrics gpu__time_duration.sum --print-summary per-kernel \
       --launch-count "${TNNCU_LAUNCHES:-2000}" "$build/tests/bench_gpu" --tensornet --f32 --only "$sy" --steps 1 \
       > "$out/tnncu-run.log" 2>&1
     echo "ncu rc=$?"

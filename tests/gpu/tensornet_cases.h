@@ -56,11 +56,12 @@ static double TC(cmp)(const char *what, const REAL *a, const REAL *b, size_t n, 
 
 /* ---- compose: the step of the CPU ops against the CPU pass ---- */
 
-static int TC(compose_one)(int variant, int F, int R, int n_per) {
+static int TC(compose_one)(int variant, int F, int R, int n_per, int keep) {
     fixture fx;
     make_fixture(&fx, F, R, n_per, variant);
-    printf(" variant %d (F %d, R %d, %lld atoms, %lld entries)\n", variant, F, R, (long long)fx.n,
-           (long long)fx.n_entries);
+    printf(" variant %d (F %d, R %d, %lld atoms, %lld entries; %s)\n", variant, F, R,
+           (long long)fx.n, (long long)fx.n_entries,
+           keep ? "pre-activations per layer" : "one set for the layers");
     const nnpops__tn_shape *s = &fx.s;
     const int64_t n = fx.n, ne = fx.n_entries;
     const double lo = s->cutoff_lower * fx.ell, hi = s->cutoff_upper * fx.ell;
@@ -124,13 +125,17 @@ static int TC(compose_one)(int variant, int F, int R, int n_per) {
     TC(opm) o;
     TC(make_opm)(&fx, &o, 0);
     const size_t bytes = TC(nnpops__tn_step_work_bytes)(&o.host, n, 2, fx.capacity);
+    /* the work space shows which plan ran: a set of pre-activations per layer (keep, the default
+     * at this size) or one set the layers share (a budget of 0) */
+    nnpops__tn_step_keep_bytes(keep ? SIZE_MAX : 0);
+    const size_t bytes_other = TC(nnpops__tn_step_work_bytes)(&o.host, n, 2, fx.capacity);
+    int bad_cmp = keep ? bytes_other != bytes : (s->L > 1) != (bytes_other < bytes);
     void *work = aligned_alloc(256, (bytes + 255) / 256 * 256);
     double *e = calloc(n, sizeof(double)), *g = calloc(3 * fx.capacity, sizeof(double));
     nnpops__tn_step_args a = {n,       fx.n_local, 2,         fx.capacity, fx.start, fx.pairs,
                               fx.vec,  fx.species, fx.batch,  fx.charges,  1,        e,
                               g,       work,       NULL,      NULL};
     CHECK_OK(TC(nnpops__tn_step)(&o.host, &a, 0));
-    int bad_cmp = 0;
     bad_cmp |= compare("energies per atom", e, ref_e, n, TOL_A, TOL_R) > 1;
     /* forces and virial as the core reduces the entries' gradients (the GPU step gives a pair's
      * radial gradient to the entry that holds the pair, the CPU pass shares it between both) */
@@ -156,6 +161,7 @@ static int TC(compose_one)(int variant, int F, int R, int n_per) {
     a.need_grad = 0, a.atom_energy = e2, a.pair_grad = NULL;
     CHECK_OK(TC(nnpops__tn_step)(&o.host, &a, 0));
     bad_cmp |= memcmp(e, e2, sizeof(double) * n) != 0;
+    nnpops__tn_step_keep_bytes(SIZE_MAX);
     free(e2), free(e), free(g), free(work), free(ws), free(ref_e), free(ref_g), free(wgt), free(q);
     free(ei), free(ej), free(eentry), free(zentry), free(zi), free(zj), free(ev), free(zv);
     free(eg), free(zg);
@@ -168,7 +174,8 @@ static int TC(compose)(void) {
     const int variants[] = {0, 1 | 8, 2 | 4, 16, 32 | 8, 1 | 2 | 4 | 8, 64, 64 | 4 | 8};
     int bad = 0;
     for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++)
-        bad |= TC(compose_one)(variants[k], 12, 6, 9);
+        for (int keep = 1; keep >= 0; keep--)
+            bad |= TC(compose_one)(variants[k], 12, 6, 9, keep);
     return bad;
 }
 
@@ -665,10 +672,14 @@ static int TC(step)(void) {
     int bad = 0;
     const int variants[2] = {8 | 64, 1 | 2 | 4};
     for (int vi = 0; vi < 2; vi++) {
+        /* the first with a set of pre-activations per layer (the default at this size), the
+         * second with one set for the layers (a budget of 0) */
+        nnpops__tn_step_keep_bytes(vi == 0 ? SIZE_MAX : 0);
         fixture fx;
         make_fixture(&fx, GPU_OR_EMU(64, 8), GPU_OR_EMU(16, 5), GPU_OR_EMU(40, 5), variants[vi]);
-        printf(" variant %d (%lld atoms, %lld entries)\n", variants[vi], (long long)fx.n,
-               (long long)fx.n_entries);
+        printf(" variant %d (%lld atoms, %lld entries; %s)\n", variants[vi], (long long)fx.n,
+               (long long)fx.n_entries,
+               vi == 0 ? "pre-activations per layer" : "one set for the layers");
         TC(opm) o;
         TC(make_opm)(&fx, &o, 1);
         const int64_t n = fx.n, E = fx.capacity;
@@ -713,6 +724,7 @@ static int TC(step)(void) {
         TC(free_opm)(&o);
         free_fixture(&fx);
     }
+    nnpops__tn_step_keep_bytes(SIZE_MAX);
     return bad;
 }
 

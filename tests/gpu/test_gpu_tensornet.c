@@ -9,7 +9,8 @@
  *                             lists: energies per atom (mean shared per system), forces and virial
  *                             from the gradients per entry; a batch of two systems with charges 0 and -1, ghosts (weight
  *                             0), cutoff_lower 0 and > 0, expnorm and gauss, O(3) and SO(3), an
- *                             atom's own periodic images
+ *                             atom's own periodic images; each with a set of pre-activations per
+ *                             layer and with one set for the layers (the work space tells which)
  *   ops_f64, ops_f32          each op's CUDA twin against its CPU twin on the same random inputs
  *                             (per-atom tensors, messages, gradients; the pairs' numbering, exactly;
  *                             the real lists of a random batch with a capacity above the entries,
@@ -19,7 +20,8 @@
  *                             output channels, weight buffers; F 40 and 70, partial tiles): each
  *                             against its CPU twin, and bitwise the same under every tiling
  *   step_f64, step_f32        the whole step with the CUDA ops against the CPU ops (energies, every
- *                             entry's gradient), twice on the GPU: bitwise the same
+ *                             entry's gradient), twice on the GPU: bitwise the same; pre-activations
+ *                             per layer, then one set for the layers
  *   pairs                     the pairs' numbering (tn_pairs) on dense lists, each path (picked,
  *                             one block, three kernels) against the CPU twin, exactly: more
  *                             entries per center than a warp, more centers than the block's warps,
