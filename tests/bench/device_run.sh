@@ -27,7 +27,8 @@
 #   an earlier call converted it, tn_a from _carry_gpu/shared/reference/tensornet/): lammps.log
 #   and the table lammps.md.
 #   tnprof: the same for TensorNet float32 steps, per system (TNPROF_SYSTEMS); tnncu: ncu's time
-#   per TensorNet kernel (ncu_summary.py; TNNCU_CACHE=none keeps the caches warm between kernels).
+#   per TensorNet kernel (ncu_summary.py; TNNCU_CACHE=none keeps the caches warm between kernels;
+#   TNNCU_DETAIL="system|kernel regex;..." ncu sections of some kernels: tnncu-detail.log).
 #   NBR_ALGS: the nbr part once per algorithm named (auto: the plan's choice).
 #   EXTRA_CUDA_FLAGS: more nvcc flags for the build (e.g. -lineinfo for ncu's source view).
 #   VARIANT_DEFS / VARIANT_BENCH_ARGS: an A/B of the bench against builds of other trees (see
@@ -279,6 +280,21 @@ if [ $run_tnncu = 1 ] && command -v ncu >/dev/null 2>&1; then
     python3 "$root/tests/bench/ncu_summary.py" "$out/tnncu-run.log" | tee -a "$out/tnncu.log"
   done
   rm -f "$out/tnncu-run.log"
+  if [ -n "${TNNCU_DETAIL:-}" ]; then
+    # TNNCU_DETAIL="system|kernel regex[;...]": ncu sections (throughput, occupancy, launch,
+    # warp stalls) of the matching TensorNet float32 kernels, eager steps
+    IFS=";" read -r -a dentries <<< "$TNNCU_DETAIL"
+    for dent in "${dentries[@]}"; do
+      IFS="|" read -r dsys dkern <<< "$dent"
+      echo "---- detail: $dsys / $dkern" >> "$out/tnncu-detail.log"
+      timeout 200 ncu --clock-control none --cache-control "${TNNCU_CACHE:-all}" \
+        --kernel-name "regex:$dkern" --launch-skip 5 --launch-count 1 --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section WarpStateStats \
+        --section SchedulerStats "$build/tests/bench_gpu" --tensornet --f32 --only "$dsys" \
+        --steps 1 >> "$out/tnncu-detail.log" 2>&1
+      echo "ncu rc=$? (detail $dsys / $dkern)"
+    done
+  fi
 fi
 case "$what" in *timeline*) run_timeline=1;; *) run_timeline=0;; esac
 if [ $run_timeline = 1 ]; then
