@@ -581,10 +581,11 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
 }
 
 /* tile_linear's plain linear (one matrix W, NC 1) with the block's threads over the outputs:
- * thread t computes output j0 + t of a round for every atom of the tile (each weight read from
- * shared memory once for all of them, not once per warp), the rounds staging as many rows of
- * blockDim.x outputs (fewer for a narrow output) as the buffers hold.  The same sums, in the
- * same order. */
+ * thread t computes output j0 + t % JW of a round for the atoms g, g + G, ... of the tile (group
+ * g = t / JW of G = blockDim.x / JW; each weight read from shared memory once per group, not once
+ * per warp), the rounds staging as many rows of JW = blockDim.x outputs (fewer, whole warps, for
+ * a narrow output: then the other groups take the other atoms instead of idling) as the buffers
+ * hold.  The same sums, in the same order. */
 template <typename T, typename Store>
 __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
                              int ldA, const atom_tile &tl, T *sW, Store store) {
@@ -601,16 +602,19 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
         tl_issue<T, 1>(sW + (q % TL_STAGES) * tile, W, W, W, trans, K, ldw, je, (q % nk) * KR,
                        jb + (q / nk) * JW, KR, JW, S);
     };
-    T acc[8];
+    /* this thread's output in a round, its group and the groups (whole warps) */
+    const int G = (int)blockDim.x / JW, g = (int)threadIdx.x / JW, t = (int)threadIdx.x % JW;
+    T acc[8]; /* acc[i]: atom g + i G */
     tl_rounds(nq, issue, [&](int q) {
         const int kt = q % nk;
         if (kt == 0)
 #pragma unroll
-            for (int a = 0; a < 8; a++) acc[a] = 0;
-        if ((int)threadIdx.x >= JW) return; /* (whole warps) */
-        const T *buf = sW + (q % TL_STAGES) * tile + threadIdx.x;
-        const T *xk = x + kt * KR;
+            for (int i = 0; i < 8; i++) acc[i] = 0;
+        if (g >= G) return;
+        const T *buf = sW + (q % TL_STAGES) * tile + t;
+        const T *xk = x + kt * KR + g * ldA;
         const int kn = K - kt * KR < KR ? K - kt * KR : KR;
+        const int ldG = G * ldA;
         int rr = 0;
         if (vec)
             for (; rr + V <= kn; rr += V) {
@@ -618,24 +622,24 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
 #pragma unroll
                 for (int u = 0; u < V; u++) w[u] = buf[(rr + u) * S];
 #pragma unroll
-                for (int a = 0; a < 8; a++)
-                    if (a < na) {
-                        const tl_vec<T> xv = *(const tl_vec<T> *)(xk + a * ldA + rr);
+                for (int i = 0; i < 8; i++)
+                    if (g + i * G < na) {
+                        const tl_vec<T> xv = *(const tl_vec<T> *)(xk + i * ldG + rr);
 #pragma unroll
-                        for (int u = 0; u < V; u++) acc[a] += w[u] * xv.v[u];
+                        for (int u = 0; u < V; u++) acc[i] += w[u] * xv.v[u];
                     }
             }
         for (; rr < kn; rr++) {
             const T w = buf[rr * S];
 #pragma unroll
-            for (int a = 0; a < 8; a++)
-                if (a < na) acc[a] += w * xk[a * ldA + rr];
+            for (int i = 0; i < 8; i++)
+                if (g + i * G < na) acc[i] += w * xk[i * ldG + rr];
         }
-        const int j = jb + (q / nk) * JW + (int)threadIdx.x;
+        const int j = jb + (q / nk) * JW + t;
         if (kt == nk - 1 && j < je)
 #pragma unroll
-            for (int a = 0; a < 8; a++)
-                if (a < na) store(a, j, (const T *)&acc[a]);
+            for (int i = 0; i < 8; i++)
+                if (g + i * G < na) store(g + i * G, j, (const T *)&acc[i]);
     });
 }
 
