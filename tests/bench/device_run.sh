@@ -189,7 +189,12 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
     esac
     build_variant "$vb" "$defs" bench_gpu "$vsrc" && builds+=("$vb")
   done
-  # VARIANT_BENCH_ARGS: one or more argument sets separated by ';'
+  # VARIANT_BENCH_ARGS: one or more argument sets separated by ';' (--tensornet: the benchmark
+  # model is made first)
+  case "${VARIANT_BENCH_ARGS:-}" in *--tensornet*)
+    [ -f "$models/tn_bench.yaml" ] ||
+      python3 "$root/tests/bench/make_tensornet_bench.py" "$models" > "$out/tn-model.log" 2>&1;;
+  esac
   IFS=';' read -r -a arg_sets <<< "${VARIANT_BENCH_ARGS:-}"
   [ ${#arg_sets[@]} -eq 0 ] && arg_sets=("")
   for rep in 1 2; do
