@@ -339,6 +339,28 @@ template <typename T> __device__ inline void unit_of(const T *v, T r, T *u) {
         for (int k = 0; k < 3; k++) u[k] = v[k] / r;
 }
 
+/* A center's entries [e0, e1) staged in shared memory a chunk at a time (up to blockDim.x
+ * entries, at most TN_CHUNK): per entry its pair number, -1 where it is no edge of the layers or
+ * has no pair (slot NULL: the entry itself), and key(e) (the neighbour, its species...), one
+ * independent load per thread, so that the loop over a chunk's entries starts no load chain of
+ * its own.  stage_entries is called by every thread of the block between barriers. */
+#define TN_CHUNK 256
+template <typename Key>
+__device__ inline int stage_entries(int64_t cb, int64_t e1, const uint8_t *mask,
+                                    const int32_t *slot, Key key, int32_t *sq, int32_t *sk) {
+    const int cnt = (int)(e1 - cb < (int64_t)blockDim.x ? e1 - cb : (int64_t)blockDim.x);
+    __syncthreads(); /* the chunk before is read */
+    if ((int)threadIdx.x < cnt) {
+        const int64_t e = cb + threadIdx.x;
+        int32_t q = -1;
+        if (mask[e] & NNPOPS__TN_EDGE) q = slot ? slot[e] : (int32_t)e;
+        sq[threadIdx.x] = q;
+        sk[threadIdx.x] = key(e);
+    }
+    __syncthreads();
+    return cnt;
+}
+
 template <typename T>
 __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
                              int64_t capacity, const int32_t *species, const T *ptab1,
@@ -351,24 +373,38 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
     const T *p1 = ptab1 + (size_t)species[c] * F;
     const T *ps = ptab2 + (size_t)species[c] * F;
     const T zero[3] = {0, 0, 0};
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
+    __shared__ int32_t sq[TN_CHUNK];
+    __shared__ int32_t ssp[TN_CHUNK];
+    for (int f0 = 0; f0 < F; f0 += blockDim.x) { /* (the same passes for every thread) */
+        const int f = f0 + threadIdx.x;
+        const bool on = f < F;
         T X[9];
         for (int k = 0; k < 9; k++) X[k] = 0;
-        const T b0 = dk_b ? dk_b[f] : (T)0, b1 = dk_b ? dk_b[F + f] : (T)0,
-                b2 = dk_b ? dk_b[2 * F + f] : (T)0;
-        embed_add<T>(self_fc * (p1[f] + ps[f]), self_dk[f], self_dk[F + f], self_dk[2 * F + f],
-                     zero, X);
-        for (int64_t e = e0; e < e1; e++) {
-            if (!(mask[e] & NNPOPS__TN_EDGE)) continue;
-            const int64_t q = slot ? slot[e] : e;
-            if (q < 0) continue;
-            const T *p2 = ptab2 + (size_t)species[pairs[2 * e + 1]] * F;
-            T u[3];
-            unit_of<T>(ev + 3 * e, er[e], u);
-            const T *dke = dk + (size_t)q * 3 * F;
-            embed_add<T>(fc[e] * (p1[f] + p2[f]), dke[f] + b0, dke[F + f] + b1,
-                         dke[2 * F + f] + b2, u, X);
+        T b0 = 0, b1 = 0, b2 = 0;
+        if (on) {
+            if (dk_b) b0 = dk_b[f], b1 = dk_b[F + f], b2 = dk_b[2 * F + f];
+            embed_add<T>(self_fc * (p1[f] + ps[f]), self_dk[f], self_dk[F + f],
+                         self_dk[2 * F + f], zero, X);
         }
+        for (int64_t cb = e0; cb < e1; cb += blockDim.x) {
+            const int cnt = stage_entries(
+                cb, e1, mask, slot, [&](int64_t e) { return species[pairs[2 * e + 1]]; }, sq,
+                ssp);
+            if (!on) continue;
+#pragma unroll 4
+            for (int i = 0; i < cnt; i++) {
+                const int32_t q = sq[i];
+                if (q < 0) continue;
+                const int64_t e = cb + i;
+                const T *p2 = ptab2 + (size_t)ssp[i] * F;
+                T u[3];
+                unit_of<T>(ev + 3 * e, er[e], u);
+                const T *dke = dk + (size_t)q * 3 * F;
+                embed_add<T>(fc[e] * (p1[f] + p2[f]), dke[f] + b0, dke[F + f] + b1,
+                             dke[2 * F + f] + b2, u, X);
+            }
+        }
+        if (!on) continue;
         T *out = X0 + (size_t)c * 9 * F;
         for (int k = 0; k < 9; k++) out[k * F + f] = X[k];
     }
@@ -872,21 +908,34 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T m[10];
-        const T *y = cY + (size_t)c * 10 * F;
-        const T b[3] = {bias[f], bias[F + f], bias[2 * F + f]};
-        for (int k = 0; k < 10; k++) m[k] = (T)0 + self_h[blk_of(k) * F + f] * y[k * F + f];
-        for (int64_t e = e0; e < e1; e++) {
-            if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
-            T h[3];
-            edge_h<T>(d.activation, F, f, Z, b, fcP, slot[e], h);
-            const T *yj = cY + (size_t)pairs[2 * e + 1] * 10 * F;
-            m[0] += h[0] * yj[f];
-            for (int k = 1; k < 4; k++) m[k] += h[1] * yj[k * F + f];
-            for (int k = 4; k < 10; k++) m[k] += h[2] * yj[k * F + f];
+    __shared__ int32_t sq[TN_CHUNK];
+    __shared__ int32_t sj[TN_CHUNK];
+    for (int f0 = 0; f0 < F; f0 += blockDim.x) { /* (the same passes for every thread) */
+        const int f = f0 + threadIdx.x;
+        const bool on = f < F;
+        T m[10], b[3] = {0, 0, 0};
+        if (on) {
+            const T *y = cY + (size_t)c * 10 * F;
+            for (int k = 0; k < 3; k++) b[k] = bias[k * F + f];
+            for (int k = 0; k < 10; k++) m[k] = (T)0 + self_h[blk_of(k) * F + f] * y[k * F + f];
         }
-        for (int k = 0; k < 10; k++) cM[((size_t)c * 10 + k) * F + f] = m[k];
+        for (int64_t cb = e0; cb < e1; cb += blockDim.x) {
+            const int cnt = stage_entries(
+                cb, e1, mask, slot, [&](int64_t e) { return pairs[2 * e + 1]; }, sq, sj);
+            if (!on) continue;
+#pragma unroll 4
+            for (int i = 0; i < cnt; i++) {
+                if (sq[i] < 0) continue;
+                T h[3];
+                edge_h<T>(d.activation, F, f, Z, b, fcP, sq[i], h);
+                const T *yj = cY + (size_t)sj[i] * 10 * F;
+                m[0] += h[0] * yj[f];
+                for (int k = 1; k < 4; k++) m[k] += h[1] * yj[k * F + f];
+                for (int k = 4; k < 10; k++) m[k] += h[2] * yj[k * F + f];
+            }
+        }
+        if (on)
+            for (int k = 0; k < 10; k++) cM[((size_t)c * 10 + k) * F + f] = m[k];
     }
 }
 
@@ -954,23 +1003,36 @@ __global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    for (int f = threadIdx.x; f < F; f += blockDim.x) {
-        T m[10];
-        T *gy = gcY + (size_t)c * 10 * F;
-        const T *gm = gcM + (size_t)c * 10 * F;
-        const T b[3] = {bias[f], bias[F + f], bias[2 * F + f]};
-        for (int k = 0; k < 10; k++)
-            m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
-        for (int64_t e = e0; e < e1; e++) {
-            if (!(mask[e] & NNPOPS__TN_EDGE) || slot[e] < 0) continue;
-            T h[3];
-            edge_h<T>(d.activation, F, f, Z, b, fcP, slot[e], h);
-            const T *gj = gcM + (size_t)pairs[2 * e + 1] * 10 * F;
-            m[0] += h[0] * gj[f];
-            for (int k = 1; k < 4; k++) m[k] += h[1] * gj[k * F + f];
-            for (int k = 4; k < 10; k++) m[k] += h[2] * gj[k * F + f];
+    __shared__ int32_t sq[TN_CHUNK];
+    __shared__ int32_t sj[TN_CHUNK];
+    T *gy = gcY + (size_t)c * 10 * F;
+    for (int f0 = 0; f0 < F; f0 += blockDim.x) { /* (the same passes for every thread) */
+        const int f = f0 + threadIdx.x;
+        const bool on = f < F;
+        T m[10], b[3] = {0, 0, 0};
+        if (on) {
+            const T *gm = gcM + (size_t)c * 10 * F;
+            for (int k = 0; k < 3; k++) b[k] = bias[k * F + f];
+            for (int k = 0; k < 10; k++)
+                m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
         }
-        for (int k = 0; k < 10; k++) gy[k * F + f] = m[k];
+        for (int64_t cb = e0; cb < e1; cb += blockDim.x) {
+            const int cnt = stage_entries(
+                cb, e1, mask, slot, [&](int64_t e) { return pairs[2 * e + 1]; }, sq, sj);
+            if (!on) continue;
+#pragma unroll 4
+            for (int i = 0; i < cnt; i++) {
+                if (sq[i] < 0) continue;
+                T h[3];
+                edge_h<T>(d.activation, F, f, Z, b, fcP, sq[i], h);
+                const T *gj = gcM + (size_t)sj[i] * 10 * F;
+                m[0] += h[0] * gj[f];
+                for (int k = 1; k < 4; k++) m[k] += h[1] * gj[k * F + f];
+                for (int k = 4; k < 10; k++) m[k] += h[2] * gj[k * F + f];
+            }
+        }
+        if (on)
+            for (int k = 0; k < 10; k++) gy[k * F + f] = m[k];
     }
 }
 
