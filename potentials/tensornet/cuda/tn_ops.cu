@@ -900,24 +900,30 @@ __device__ inline void edge_h(int act, int F, int f, const T *Z, const T *b, con
     for (int k = 0; k < 3; k++) h[k] = t_act<T>(act, z[k * F + f] + b[k], NULL) * fq;
 }
 
-template <typename T>
+/* The messages' sum of center c (a block per center, its threads over the channels, the
+ * center's entries in list order): out_c[k] = base + self_h[blk(k)] src_c[k] + sum over its
+ * entries of h_blk(k)(pair) src_j[k], with src = Y and base 0 (BACK false: the messages M) or
+ * src = dE/dM and base out_c[k] itself (BACK true: dE/dY, in place). */
+template <typename T, bool BACK>
 __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
                                int64_t capacity, const uint8_t *mask, const int32_t *slot,
                                const T *Z, const T *bias, const T *fcP, const T *self_h,
-                               const T *cY, T *cM) {
+                               const T *src, T *out) {
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
     __shared__ int32_t sq[TN_CHUNK];
     __shared__ int32_t sj[TN_CHUNK];
+    T *oc = out + (size_t)c * 10 * F;
     for (int f0 = 0; f0 < F; f0 += blockDim.x) { /* (the same passes for every thread) */
         const int f = f0 + threadIdx.x;
         const bool on = f < F;
         T m[10], b[3] = {0, 0, 0};
         if (on) {
-            const T *y = cY + (size_t)c * 10 * F;
+            const T *sc = src + (size_t)c * 10 * F;
             for (int k = 0; k < 3; k++) b[k] = bias[k * F + f];
-            for (int k = 0; k < 10; k++) m[k] = (T)0 + self_h[blk_of(k) * F + f] * y[k * F + f];
+            for (int k = 0; k < 10; k++)
+                m[k] = (BACK ? oc[k * F + f] : (T)0) + self_h[blk_of(k) * F + f] * sc[k * F + f];
         }
         for (int64_t cb = e0; cb < e1; cb += blockDim.x) {
             const int cnt = stage_entries(
@@ -928,14 +934,14 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
                 if (sq[i] < 0) continue;
                 T h[3];
                 edge_h<T>(d.activation, F, f, Z, b, fcP, sq[i], h);
-                const T *yj = cY + (size_t)sj[i] * 10 * F;
-                m[0] += h[0] * yj[f];
-                for (int k = 1; k < 4; k++) m[k] += h[1] * yj[k * F + f];
-                for (int k = 4; k < 10; k++) m[k] += h[2] * yj[k * F + f];
+                const T *sj_ = src + (size_t)sj[i] * 10 * F;
+                m[0] += h[0] * sj_[f];
+                for (int k = 1; k < 4; k++) m[k] += h[1] * sj_[k * F + f];
+                for (int k = 4; k < 10; k++) m[k] += h[2] * sj_[k * F + f];
             }
         }
         if (on)
-            for (int k = 0; k < 10; k++) cM[((size_t)c * 10 + k) * F + f] = m[k];
+            for (int k = 0; k < 10; k++) oc[k * F + f] = m[k];
     }
 }
 
@@ -992,47 +998,6 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
         }
         gs = block_sum(gs, red);
         if (threadIdx.x == 0) gfc[p] = accumulate ? gfc[p] + gs : gs;
-    }
-}
-
-template <typename T>
-__global__ void message_gy_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
-                                  int64_t capacity, const uint8_t *mask, const int32_t *slot,
-                                  const T *Z, const T *bias, const T *fcP, const T *self_h,
-                                  const T *gcM, T *gcY) {
-    const int64_t c = blockIdx.x;
-    const int F = d.F;
-    const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
-    __shared__ int32_t sq[TN_CHUNK];
-    __shared__ int32_t sj[TN_CHUNK];
-    T *gy = gcY + (size_t)c * 10 * F;
-    for (int f0 = 0; f0 < F; f0 += blockDim.x) { /* (the same passes for every thread) */
-        const int f = f0 + threadIdx.x;
-        const bool on = f < F;
-        T m[10], b[3] = {0, 0, 0};
-        if (on) {
-            const T *gm = gcM + (size_t)c * 10 * F;
-            for (int k = 0; k < 3; k++) b[k] = bias[k * F + f];
-            for (int k = 0; k < 10; k++)
-                m[k] = gy[k * F + f] + self_h[blk_of(k) * F + f] * gm[k * F + f];
-        }
-        for (int64_t cb = e0; cb < e1; cb += blockDim.x) {
-            const int cnt = stage_entries(
-                cb, e1, mask, slot, [&](int64_t e) { return pairs[2 * e + 1]; }, sq, sj);
-            if (!on) continue;
-#pragma unroll 4
-            for (int i = 0; i < cnt; i++) {
-                if (sq[i] < 0) continue;
-                T h[3];
-                edge_h<T>(d.activation, F, f, Z, b, fcP, sq[i], h);
-                const T *gj = gcM + (size_t)sj[i] * 10 * F;
-                m[0] += h[0] * gj[f];
-                for (int k = 1; k < 4; k++) m[k] += h[1] * gj[k * F + f];
-                for (int k = 4; k < 10; k++) m[k] += h[2] * gj[k * F + f];
-            }
-        }
-        if (on)
-            for (int k = 0; k < 10; k++) gy[k * F + f] = m[k];
     }
 }
 
@@ -1940,8 +1905,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *Z, const T *bias,    \
         const T *fcP, const T *self_h, const T *cY, T *cM, void *stream) {                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        message_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(     \
-            *d, start, pairs, capacity, mask, slot, Z, bias, fcP, self_h, cY, cM);                \
+        message_kernel<T, false><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
+                                   as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
+                                                        Z, bias, fcP, self_h, cY, cM);            \
         NNPOPS__LAUNCH_CHECK("tensornet messages");                                               \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -1951,7 +1917,7 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int32_t *pentry, const T *Z, const T *bias, const T *fcP, const T *self_h,          \
         const T *cY, const T *gcM, T *gcY, T *GH, int accumulate, T *gfc, void *stream) {         \
         if (n_centers > 0) {                                                                      \
-            message_gy_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
+            message_kernel<T, true><<<(unsigned)n_centers, atom_threads(d->F), 0,                 \
                                    as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
                                                         Z, bias, fcP, self_h, gcM, gcY);          \
             NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
