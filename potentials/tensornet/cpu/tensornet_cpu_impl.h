@@ -320,41 +320,25 @@ static void FN(tn_embed_add)(int F, int f, REAL cz, const REAL *dk, const REAL *
 /* Back through tn_embed_add over the F channels of one edge, cz = fc (p1 + p2): from G = dE/dX
  * of its center, dE/du into gu[3], dE/d dk into gd (3 F; added to when accumulate); returns
  * dE/dfc. */
+#define TN_EC FN(tn_embed_channel_T)
+#define TN_EC_HD
+#include "potentials/tensornet/tn_embed_channel.h"
+#undef TN_EC
+#undef TN_EC_HD
+
 static REAL FN(tn_embed_edge_T)(int F, const REAL *G, const REAL *u, const REAL *p1,
                                 const REAL *p2, REAL fc, const REAL *dk, REAL *gd, int accumulate,
                                 REAL *gu) {
     const REAL uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
-    REAL gfc = 0, gu0 = 0, gu1 = 0, gu2 = 0;
+    REAL gfc = 0, g[3] = {0, 0, 0};
     for (int f = 0; f < F; f++) {
-        REAL g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-        REAL g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-        REAL g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-        REAL tr = g00 + g11 + g22;
-        REAL s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-        REAL ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-        REAL ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-        REAL ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-        REAL gf1 = tr;
-        REAL gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-        REAL gf3 = (REAL)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - uu * tr / (REAL)3;
-        REAL zij = p1[f] + p2[f];
-        REAL cz = fc * zij;
-        REAL f2 = cz * dk[F + f], f3 = cz * dk[2 * F + f];
-        gu0 += f2 * s0 + f3 * (ug0 - (REAL)2 * tr * u[0] / (REAL)3);
-        gu1 += f2 * s1 + f3 * (ug1 - (REAL)2 * tr * u[1] / (REAL)3);
-        gu2 += f2 * s2 + f3 * (ug2 - (REAL)2 * tr * u[2] / (REAL)3);
-        gfc += zij * (gf1 * dk[f] + gf2 * dk[F + f] + gf3 * dk[2 * F + f]);
-        if (accumulate) {
-            gd[f] += gf1 * cz;
-            gd[F + f] += gf2 * cz;
-            gd[2 * F + f] += gf3 * cz;
-        } else {
-            gd[f] = gf1 * cz;
-            gd[F + f] = gf2 * cz;
-            gd[2 * F + f] = gf3 * cz;
-        }
+        const REAL zij = p1[f] + p2[f];
+        const REAL k[3] = {dk[f], dk[F + f], dk[2 * F + f]};
+        REAL t[3];
+        FN(tn_embed_channel_T)(F, f, G, u, uu, zij, fc * zij, k, g, &gfc, t);
+        for (int c = 0; c < 3; c++) gd[c * F + f] = accumulate ? gd[c * F + f] + t[c] : t[c];
     }
-    gu[0] = gu0, gu[1] = gu1, gu[2] = gu2;
+    gu[0] = g[0], gu[1] = g[1], gu[2] = g[2];
     return gfc;
 }
 

@@ -1291,33 +1291,26 @@ __device__ inline void eb_setup(int F, int64_t e, const int32_t *pairs, const in
     s.gu[0] = s.gu[1] = s.gu[2] = s.gfc = 0;
 }
 
+/* tn_embed_channel.h's channel function in both precisions (overloads) */
+#define TN_EC eb_channel_of
+#define TN_EC_HD __host__ __device__
+#define REAL float
+#include "potentials/tensornet/tn_embed_channel.h"
+#undef REAL
+#define REAL double
+#include "potentials/tensornet/tn_embed_channel.h"
+#undef REAL
+#undef TN_EC
+#undef TN_EC_HD
+
 /* Channel f of one entry: its dE/du and dE/dfc terms into s, its dE/d dk terms added to gd[3]
  * (k: the pair's projections of channel f with their bias). */
 template <typename T>
 __device__ inline void eb_channel(int F, int f, T fce, const T *k, eb_entry<T> &s, T *gd) {
-    const T *G = s.G;
-    const T *u = s.u;
-    T g00 = G[0 * F + f], g01 = G[1 * F + f], g02 = G[2 * F + f];
-    T g10 = G[3 * F + f], g11 = G[4 * F + f], g12 = G[5 * F + f];
-    T g20 = G[6 * F + f], g21 = G[7 * F + f], g22 = G[8 * F + f];
-    T tr = g00 + g11 + g22;
-    T s0 = g21 - g12, s1 = g02 - g20, s2 = g10 - g01;
-    T ug0 = (g00 + g00) * u[0] + (g01 + g10) * u[1] + (g02 + g20) * u[2];
-    T ug1 = (g10 + g01) * u[0] + (g11 + g11) * u[1] + (g12 + g21) * u[2];
-    T ug2 = (g20 + g02) * u[0] + (g21 + g12) * u[1] + (g22 + g22) * u[2];
-    T gf1 = tr;
-    T gf2 = s0 * u[0] + s1 * u[1] + s2 * u[2];
-    T gf3 = (T)0.5 * (ug0 * u[0] + ug1 * u[1] + ug2 * u[2]) - s.uu * tr / (T)3;
-    T zij = s.p1[f] + s.p2[f];
-    T cz = fce * zij;
-    T f2 = cz * k[1], f3 = cz * k[2];
-    s.gu[0] += f2 * s0 + f3 * (ug0 - (T)2 * tr * u[0] / (T)3);
-    s.gu[1] += f2 * s1 + f3 * (ug1 - (T)2 * tr * u[1] / (T)3);
-    s.gu[2] += f2 * s2 + f3 * (ug2 - (T)2 * tr * u[2] / (T)3);
-    s.gfc += zij * (gf1 * k[0] + gf2 * k[1] + gf3 * k[2]);
-    gd[0] += gf1 * cz;
-    gd[1] += gf2 * cz;
-    gd[2] += gf3 * cz;
+    const T zij = s.p1[f] + s.p2[f];
+    T t[3];
+    eb_channel_of(F, f, s.G, s.u, s.uu, zij, fce * zij, k, s.gu, &s.gfc, t);
+    for (int c = 0; c < 3; c++) gd[c] += t[c];
 }
 
 /* An entry's sums over the warp: dE/du to gu[e] (lane 0), dE/dfc returned (every lane). */
