@@ -11,7 +11,8 @@
  *     tree;
  *   per center (the embedding's sum, the messages and their gradients, dE/dh of the pairs a
  *     center holds): one block per center, its threads over the channels, the center's entries in
- *     list order (no atomics); the pairs' numbering: a warp per center, 32 entries a round;
+ *     list order (no atomics; the sums stage a chunk of entries' pair numbers and neighbours in
+ *     shared memory first); the pairs' numbering: a warp per center, 32 entries a round;
  *   per entry or pair (distances, radial basis and its gradient, the embedding's gradients): a
  *     thread, or a warp whose lanes split the channels or basis functions (fixed-order warp sums);
  *   the linears over pairs (edge networks, the embedding's distance projections): cuBLAS GEMMs
