@@ -70,10 +70,11 @@ typedef struct {
 static int64_t TS(ts_pairs)(int64_t capacity) { return ((capacity + 1) / 2 + 3) / 4 * 4; }
 
 /* The most bytes the other layers' own Z1, Z2, Z3 may add to the work space (tests may set
- * another: nnpops__tn_step_keep_bytes): below it the
- * backward reads each layer's pre-activations as the forward left them; above it one set serves
- * every layer and the backward computes each layer's edge network again (a third more GEMM work
- * on the pairs, but 6 F values per pair and layer less memory, which large systems need). */
+ * another: nnpops__tn_step_keep_bytes): below it the backward reads each layer's pre-activations
+ * as the forward left them; above it one set serves every layer and the backward computes the
+ * edge network of each layer but the last again (L - 1 passes more over the pairs than the 2 L of
+ * forward and backward, a quarter more GEMM work with two layers, but 6 F values per pair and
+ * layer less memory, which large systems need). */
 #define TS_KEEP_BYTES ((size_t)96 << 20)
 
 static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
