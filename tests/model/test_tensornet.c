@@ -61,7 +61,6 @@
 #include "nnpops/nnpops.h"
 #include "reference.h"
 #include "tensornet_reference.h"
-#include "sanitized.h"
 
 /* ---- the model file's scalars the test needs (mean, ZBL) ------------------------------------- */
 
@@ -251,17 +250,6 @@ static int emulated_skip(const char *system) {
 #endif
 }
 
-/* Under ASan (tests/common/sanitized.h) the reference and ensemble cases leave out two
- * molecules of the kinds the others have (50 atoms; the 264-atom protein, whose bins the 98-atom
- * molecule's take too): the systems kept take every line and branch of the library that the
- * whole set takes (the capacity growth of the neighbor lists included). */
-static int asan_skip(const char *system) {
-    static const char *const skipped[] = {"mol_50_f0", "mol_pdb_small"};
-    for (size_t k = 0; TEST_SANITIZED && k < sizeof skipped / sizeof skipped[0]; k++)
-        if (!strcmp(system, skipped[k])) return 1;
-    return 0;
-}
-
 static int open_model_on(const char *device, int f32, nnpops_model **m, nnpops_context **ctx) {
     nnpops_status st = nnpops_model_load(g_model, device, f32 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64, m);
     if (st != NNPOPS_OK) {
@@ -303,7 +291,7 @@ static int case_reference(void) {
     for (int si = 0; si < systems->n; si++) {
         const char *name = systems->keys[si];
         const jval *ref = systems->items[si];
-        if (emulated_skip(name) || asan_skip(name)) continue;
+        if (emulated_skip(name) || tn_ref_asan_skip(name)) continue;
         tn_sys S[8];
         double q[8];
         const jval *members = jget(ref, "members");
@@ -895,7 +883,7 @@ static int case_ensemble(void) {
         const char *name = mref[0]->keys[si];
         const jval *r[M] = {mref[0]->items[si], jget(mref[1], name)};
         if (!r[1] || jget(r[0], "members")) continue; /* systems of both members, no batches */
-        if (asan_skip(name)) continue;
+        if (tn_ref_asan_skip(name)) continue;
         tn_sys S;
         tn_sys_load(root, name, &S);
         const int N = S.n;

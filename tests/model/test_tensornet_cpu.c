@@ -473,16 +473,6 @@ static void free_model(model *m) {
     free(m);
 }
 
-/* Under ASan (tests/common/sanitized.h) the reference case leaves out two molecules of the
- * kinds the others have (50 atoms; the 264-atom protein): the systems kept take every line and
- * branch of the TensorNet functions that the whole set takes. */
-static int asan_skip(const char *system) {
-    static const char *const skipped[] = {"mol_50_f0", "mol_pdb_small"};
-    for (size_t k = 0; TEST_SANITIZED && k < sizeof skipped / sizeof skipped[0]; k++)
-        if (!strcmp(system, skipped[k])) return 1;
-    return 0;
-}
-
 static int case_reference(void) {
     char path[4096];
     jval *root = tn_ref_load(path, sizeof path);
@@ -501,7 +491,7 @@ static int case_reference(void) {
     for (int si = 0; si < systems->n; si++) {
         const char *name = systems->keys[si];
         const jval *ref = systems->items[si];
-        if (asan_skip(name)) continue;
+        if (tn_ref_asan_skip(name)) continue;
         tn_sys S[8];
         double q[8];
         const jval *members = jget(ref, "members");
