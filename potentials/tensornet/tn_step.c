@@ -31,9 +31,9 @@
  * (bytes), dE/du and the pair number; per pair (half the capacity, rounded up to 4) the radial
  * basis and its gradient, the edge network's pre-activations Z1, Z2, Z3 (a set per layer below
  * TS_KEEP_BYTES, else one set reused by every layer; the projections and the backward's G2 in
- * Z3's place) and one block of 3F for the hidden
- * activations, dE/dZ3 and G1 in turn (ts_plan says when each is live); per atom X0, the gates'
- * pre-activations, X per layer, the layers' norms, Y and M components, and the gradients.
+ * Z3's place) and one block of 3F for the hidden activations, dE/dZ3 and G1 in turn (ts_plan
+ * says when each is live); per atom X0, the gates' pre-activations, X per layer, the layers'
+ * norms, Y and M components, and the gradients.
  */
 #include <stdint.h>
 #include <string.h>
@@ -46,7 +46,8 @@
 #define TN_HAVE_CUDA 0
 #endif
 
-/* the budget of the layers' own pre-activations (nnpops__tn_step_keep_bytes; SIZE_MAX: TS_KEEP_BYTES) */
+/* the budget of the layers' own pre-activations (nnpops__tn_step_keep_bytes; SIZE_MAX:
+ * TS_KEEP_BYTES) */
 static size_t g_keep_bytes = SIZE_MAX;
 void nnpops__tn_step_keep_bytes(size_t bytes) { g_keep_bytes = bytes; }
 

@@ -935,10 +935,10 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
                 if (sq[i] < 0) continue;
                 T h[3];
                 edge_h<T>(d.activation, F, f, Z, b, fcP, sq[i], h);
-                const T *sj_ = src + (size_t)sj[i] * 10 * F;
-                m[0] += h[0] * sj_[f];
-                for (int k = 1; k < 4; k++) m[k] += h[1] * sj_[k * F + f];
-                for (int k = 4; k < 10; k++) m[k] += h[2] * sj_[k * F + f];
+                const T *nj = src + (size_t)sj[i] * 10 * F;
+                m[0] += h[0] * nj[f];
+                for (int k = 1; k < 4; k++) m[k] += h[1] * nj[k * F + f];
+                for (int k = 4; k < 10; k++) m[k] += h[2] * nj[k * F + f];
             }
         }
         if (on)
