@@ -82,6 +82,13 @@ template <typename T> __device__ inline T t_act(int kind, T x, T *d) {
     }
 }
 
+/* t_act as one out-of-line function: the per-atom kernels call it from many places (their code
+ * is executed about once per block: one copy of the activation keeps it small), the pair kernels
+ * inline t_act in their loops. */
+template <typename T> __device__ __noinline__ T t_act_call(int kind, T x, T *d) {
+    return t_act<T>(kind, x, d);
+}
+
 /* The layers' cosine cutoff and its derivative (tn_fc). */
 template <typename T> __device__ inline T t_fc(double lo, double hi, T r, T *d) {
     const T pi = (T)3.14159265358979323846;
@@ -422,12 +429,11 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
  * the tile's atoms; in lin3 warp w computes atom w % NA for 32 outputs of a round, in a plain
  * linear each thread one output for every atom; each sum runs over the inputs in order
  * (registers, no atomics: deterministic, the same under every tiling). */
-#define TL_K 32 /* rows (reduction index) of a staged weight tile */
-#define TL_S 33 /* row stride of a staged tile: 32 outputs + 1 (no bank conflicts) */
-
 #define TL_STAGES 3 /* weight buffers in shared memory: two rounds' copies in flight */
-/* the smallest weight buffer (values): TL_K rows of 32 outputs of three matrices */
-#define TL_TILE (3 * TL_K * TL_S)
+/* the smallest weight buffer (values): 32 rows of 32 outputs of three matrices with a spare
+ * column; it holds the narrowest round (tl_shape_of) of the widest: 16 bytes of every row of
+ * three matrices of TN_ATOM_THREADS outputs */
+#define TL_TILE (3 * 32 * 33)
 
 /* A per-atom launch's shape, the kernels' argument: NA atoms a block, chunks of cw output
  * channels, weight buffers of `tile` values (a multiple of TL_TILE). */
@@ -452,27 +458,34 @@ __device__ inline atom_tile tile_of(int64_t n, int F, tl_cfg cfg) {
     return t;
 }
 
-/* The asynchronous global -> shared copies of a weight tile (src is read only when ok; else a
- * zero is written).  Plain copies, done at once, where the kernels are compiled for the CPU
+/* The asynchronous global -> shared copies of a weight tile: n values (1, or 16 bytes' worth),
+ * of which the first `valid` are read from src and the rest written as zeros (valid 0: src is
+ * not read).  Plain copies, done at once, where the kernels are compiled for the CPU
  * (NNPOPS_CUDA_EMULATION: tests/emu), their commit and wait nothing. */
 #ifdef NNPOPS_CUDA_EMULATION
-template <typename T> __device__ __forceinline__ void tl_copy(T *dst, const T *src, bool ok) {
-    *dst = ok ? *src : (T)0;
+template <typename T>
+__device__ __forceinline__ void tl_copy(T *dst, const T *src, int n, int valid) {
+    for (int i = 0; i < n; i++) dst[i] = i < valid ? src[i] : (T)0;
 }
 __device__ __forceinline__ void tl_commit() {}
 __device__ __forceinline__ void tl_wait_prev() {}
 #else
-__device__ __forceinline__ void tl_copy(float *dst, const float *src, bool ok) {
+template <typename T>
+__device__ __forceinline__ void tl_copy(T *dst, const T *src, int n, int valid) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
-                 "r"(ok ? 4 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void tl_copy(double *dst, const double *src, bool ok) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
-                 "r"(ok ? 8 : 0)
-                 : "memory");
+    const int bytes = valid * (int)sizeof(T);
+    if (n * sizeof(T) == 16)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                     "r"(bytes)
+                     : "memory");
+    else if (sizeof(T) == 8)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+                     "r"(bytes)
+                     : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                     "r"(bytes)
+                     : "memory");
 }
 __device__ __forceinline__ void tl_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -484,24 +497,6 @@ __device__ __forceinline__ void tl_wait_prev() {
 }
 #endif
 
-/* A thread's walk over the elements t, t + blockDim.x, ... of a staged tile of nb matrices, each
- * outer_n x inner_n (inner: consecutive threads, along a row of W), without a division per
- * element: the element's matrix b, outer and inner indices. */
-struct tl_walk {
-    int b, outer, inner, outer_n, inner_n, outer_step, inner_step;
-    __device__ tl_walk(int outer_n_, int inner_n_)
-        : outer_n(outer_n_), inner_n(inner_n_) {
-        inner = (int)threadIdx.x % inner_n, outer = (int)threadIdx.x / inner_n, b = 0;
-        inner_step = (int)blockDim.x % inner_n, outer_step = (int)blockDim.x / inner_n;
-        while (outer >= outer_n) outer -= outer_n, b++;
-    }
-    __device__ void next() {
-        inner += inner_step, outer += outer_step;
-        if (inner >= inner_n) inner -= inner_n, outer++;
-        while (outer >= outer_n) outer -= outer_n, b++;
-    }
-};
-
 /* 16 bytes of values (one shared-memory load) */
 template <typename T> struct __align__(16) tl_vec {
     T v[16 / sizeof(T)];
@@ -511,21 +506,66 @@ template <typename T> struct __align__(16) tl_vec {
  * plain linear (NC 1) */
 template <int NC> __device__ __forceinline__ int tl_wsel(int k) { return NC == 1 ? 0 : blk_of(k); }
 
-/* Stage rows r0 .. r0 + KR and outputs j0 .. j0 + JW of the NW matrices W0, W1, W2 into buf
- * (matrix b's row rr at (b KR + rr) S): trans 0 reads W_b[j][r] (row stride ldw), trans 1
- * W_b[r][j]; consecutive threads along a row of W (coalesced); zeros outside K x je.  Commits
- * the copies as one group. */
+/* A round's staged weights, in the layout of W's rows: trans 1 (W[r][j], outputs along a row)
+ * keeps for each of the NW matrices KR rows r of JW outputs, row stride S = JW (a warp reads one
+ * row, 32 consecutive values); trans 0 (W[j][r], inputs along a row) keeps for each matrix JW rows
+ * j of KR inputs, row stride S = KR, which each thread reads 16 bytes at a time along its own row:
+ * KR an odd multiple of V = 16 / sizeof(T), so that the eight threads of a shared-memory phase
+ * hit eight different groups of four banks.  Both copy whole rows of W, 16 bytes a copy. */
+struct tl_shape {
+    int KR, S;
+};
+template <typename T>
+__device__ __forceinline__ tl_shape tl_shape_of(int trans, int tile, int NW, int JW) {
+    constexpr int V = 16 / sizeof(T);
+    const int room = tile / (NW * JW); /* values a staged row may take */
+    tl_shape sh;
+    if (trans) {
+        sh.KR = room / V * V, sh.S = JW;
+    } else {
+        /* the largest odd number of V-wide pieces (room >= V: TL_TILE) */
+        sh.KR = sh.S = ((room / V - 1) | 1) * V;
+    }
+    return sh;
+}
+
+/* Whether the weights may be copied 16 bytes at a time: every matrix 16-byte aligned, and its
+ * rows and the first output jb starting on 16-byte boundaries. */
+template <typename T, int NW>
+__device__ __forceinline__ bool tl_wide(const T *W0, const T *W1, const T *W2, int ldw, int jb) {
+    constexpr int V = 16 / sizeof(T);
+    bool ok = ldw % V == 0 && jb % V == 0 && (uintptr_t)W0 % 16 == 0;
+    if (NW > 1) ok = ok && (uintptr_t)W1 % 16 == 0 && (uintptr_t)W2 % 16 == 0;
+    return ok;
+}
+
+/* Stage rows r0 .. r0 + KR and outputs j0 .. j0 + JW of the NW matrices W0, W1, W2 into buf in
+ * the layout of tl_shape (matrix b's staged rows from buf + b rows S), zeros outside K x je: the
+ * block's threads walk the pieces of CW values (V, or 1 where tl_wide says no) of each staged
+ * row, consecutive threads along a row of W (coalesced).  Commits the copies as one group. */
 template <typename T, int NW>
 __device__ __forceinline__ void tl_issue(T *buf, const T *W0, const T *W1, const T *W2, int trans,
                                          int K, int ldw, int je, int r0, int j0, int KR, int JW,
-                                         int S) {
-    for (tl_walk e(trans ? KR : JW, trans ? JW : KR); e.b < NW; e.next()) {
-        const int rr = trans ? e.outer : e.inner, jj = trans ? e.inner : e.outer;
-        const T *W = e.b == 0 ? W0 : (e.b == 1 ? W1 : W2);
-        const int r = r0 + rr, j = j0 + jj;
-        const bool ok = r < K && j < je;
-        const size_t off = trans ? (size_t)r * ldw + j : (size_t)j * ldw + r;
-        tl_copy(buf + (e.b * KR + rr) * S + jj, ok ? W + off : W, ok);
+                                         int S, int CW) {
+    const int rows = trans ? KR : JW, cols = trans ? JW : KR;
+    const int g0 = trans ? r0 : j0, gl = trans ? K : je; /* W's rows and their bound */
+    const int c0 = trans ? j0 : r0, cl = trans ? je : K; /* W's columns and their bound */
+    const int cpr = cols / CW, n = rows * cpr, nt = (int)blockDim.x;
+    const int drow = nt / cpr, dcol = nt % cpr * CW;
+    const int row0 = (int)threadIdx.x / cpr, col0 = (int)threadIdx.x % cpr * CW;
+    for (int b = 0; b < NW; b++) {
+        const T *W = b == 0 ? W0 : (b == 1 ? W1 : W2);
+        T *dst = buf + b * rows * S;
+        int row = row0, col = col0;
+        for (int e = (int)threadIdx.x; e < n; e += nt) {
+            const int g = g0 + row, c = c0 + col;
+            int valid = cl - c < CW ? cl - c : CW;
+            if (g >= gl || valid < 0) valid = 0;
+            /* (a weight matrix has fewer than 2^31 values) */
+            tl_copy(dst + row * S + col, W + (valid > 0 ? g * ldw + c : 0), CW, valid);
+            row += drow, col += dcol;
+            if (col >= cols) col -= cols, row++;
+        }
     }
     tl_commit();
 }
@@ -567,18 +607,23 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
                             T *sW, Store store) {
     /* warp w: atom w % NA, outputs 32 (w / NA) .. of a round of JW; the buffer's rows */
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, a = wp % tl.NA, sl = wp / tl.NA;
-    const int JW = 32 * (int)(blockDim.x >> 5) / tl.NA, S = JW + 1;
-    const int KR = tl.tile / (NW * S) / 4 * 4, na = tl.na;
+    const int JW = 32 * (int)(blockDim.x >> 5) / tl.NA, na = tl.na;
+    const tl_shape sh = tl_shape_of<T>(trans, tl.tile, NW, JW);
+    const int KR = sh.KR, S = sh.S;
     const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
     if (nq <= 0) return;
     const int tile = tl.tile;
     constexpr int V = 16 / sizeof(T);
+    const int CW = tl_wide<T, NW>(W0, W1, W2, ldw, jb) ? V : 1;
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0 && ldK % V == 0;
     /* round q: outputs jb + JW (q / nk) .., rows KR (q % nk) .. into buffer q % TL_STAGES */
     auto issue = [&](int q) {
         tl_issue<T, NW>(sW + (q % TL_STAGES) * tile, W0, W1, W2, trans, K, ldw, je, (q % nk) * KR,
-                        jb + (q / nk) * JW, KR, JW, S);
+                        jb + (q / nk) * JW, KR, JW, S, CW);
     };
+    /* the weight of matrix b, staged row rr, for this thread's output: at w + b bs + rr rs */
+    const int jj = 32 * sl + lane;
+    const int bs = trans ? KR * S : JW * S, rs = trans ? S : 1;
     T acc[NC];
     tl_rounds(nq, issue, [&](int q) {
         const int kt = q % nk;
@@ -586,7 +631,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
 #pragma unroll
             for (int k = 0; k < NC; k++) acc[k] = 0;
         if (a < na) {
-            const T *buf = sW + (q % TL_STAGES) * tile + 32 * sl + lane;
+            const T *w = sW + (q % TL_STAGES) * tile + (trans ? jj : jj * S);
             const T *xa = x + (size_t)a * ldA + kt * KR;
             const int kn = K - kt * KR < KR ? K - kt * KR : KR;
             int rr = 0;
@@ -595,23 +640,30 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
                     tl_vec<T> xv[NC];
 #pragma unroll
                     for (int k = 0; k < NC; k++) xv[k] = *(const tl_vec<T> *)(xa + k * ldK + rr);
+                    tl_vec<T> wv[NW];
+                    if (trans) {
 #pragma unroll
-                    for (int u = 0; u < V; u++) {
-                        T w[NW];
+                        for (int b = 0; b < NW; b++)
 #pragma unroll
-                        for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr + u) * S];
+                            for (int u = 0; u < V; u++) wv[b].v[u] = w[b * bs + (rr + u) * S];
+                    } else {
 #pragma unroll
-                        for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xv[k].v[u];
+                        for (int b = 0; b < NW; b++) wv[b] = *(const tl_vec<T> *)(w + b * bs + rr);
                     }
+#pragma unroll
+                    for (int u = 0; u < V; u++)
+#pragma unroll
+                        for (int k = 0; k < NC; k++)
+                            acc[k] += wv[tl_wsel<NC>(k)].v[u] * xv[k].v[u];
                 }
             for (; rr < kn; rr++) {
-                T w[NW];
+                T wr[NW];
 #pragma unroll
-                for (int b = 0; b < NW; b++) w[b] = buf[(b * KR + rr) * S];
+                for (int b = 0; b < NW; b++) wr[b] = w[b * bs + rr * rs];
 #pragma unroll
-                for (int k = 0; k < NC; k++) acc[k] += w[tl_wsel<NC>(k)] * xa[k * ldK + rr];
+                for (int k = 0; k < NC; k++) acc[k] += wr[tl_wsel<NC>(k)] * xa[k * ldK + rr];
             }
-            const int j = jb + (q / nk) * JW + 32 * sl + lane;
+            const int j = jb + (q / nk) * JW + jj;
             if (kt == nk - 1 && j < je) store(a, j, (const T *)acc);
         }
     });
@@ -628,19 +680,22 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
                              int ldA, const atom_tile &tl, T *sW, Store store) {
     /* outputs a round: the block's threads, or fewer (whole warps) for a narrow output */
     const int wide = (je - jb + 31) / 32 * 32;
-    const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x, S = JW + 1;
-    const int KR = tl.tile / S / 4 * 4, na = tl.na;
+    const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x, na = tl.na;
+    const tl_shape sh = tl_shape_of<T>(trans, tl.tile, 1, JW);
+    const int KR = sh.KR, S = sh.S;
     const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
     if (nq <= 0) return;
     const int tile = tl.tile;
     constexpr int V = 16 / sizeof(T);
+    const int CW = tl_wide<T, 1>(W, W, W, ldw, jb) ? V : 1;
     const bool vec = (uintptr_t)x % 16 == 0 && ldA % V == 0;
     auto issue = [&](int q) {
         tl_issue<T, 1>(sW + (q % TL_STAGES) * tile, W, W, W, trans, K, ldw, je, (q % nk) * KR,
-                       jb + (q / nk) * JW, KR, JW, S);
+                       jb + (q / nk) * JW, KR, JW, S, CW);
     };
     /* this thread's output in a round, its group and the groups (whole warps) */
     const int G = (int)blockDim.x / JW, g = (int)threadIdx.x / JW, t = (int)threadIdx.x % JW;
+    const int rs = trans ? S : 1;
     T acc[8]; /* acc[i]: atom g + i G */
     tl_rounds(nq, issue, [&](int q) {
         const int kt = q % nk;
@@ -648,35 +703,43 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
 #pragma unroll
             for (int i = 0; i < 8; i++) acc[i] = 0;
         if (g >= G) return;
-        const T *buf = sW + (q % TL_STAGES) * tile + t;
+        const T *w = sW + (q % TL_STAGES) * tile + (trans ? t : t * S);
         const T *xk = x + kt * KR + g * ldA;
         const int kn = K - kt * KR < KR ? K - kt * KR : KR;
         const int ldG = G * ldA;
         int rr = 0;
         if (vec)
             for (; rr + V <= kn; rr += V) {
-                T w[V];
+                tl_vec<T> wv;
+                if (trans) {
 #pragma unroll
-                for (int u = 0; u < V; u++) w[u] = buf[(rr + u) * S];
+                    for (int u = 0; u < V; u++) wv.v[u] = w[(rr + u) * S];
+                } else {
+                    wv = *(const tl_vec<T> *)(w + rr);
+                }
 #pragma unroll
                 for (int i = 0; i < 8; i++)
                     if (g + i * G < na) {
                         const tl_vec<T> xv = *(const tl_vec<T> *)(xk + i * ldG + rr);
 #pragma unroll
-                        for (int u = 0; u < V; u++) acc[i] += w[u] * xv.v[u];
+                        for (int u = 0; u < V; u++) acc[i] += wv.v[u] * xv.v[u];
                     }
             }
         for (; rr < kn; rr++) {
-            const T w = buf[rr * S];
+            const T wr = w[rr * rs];
 #pragma unroll
             for (int i = 0; i < 8; i++)
-                if (g + i * G < na) acc[i] += w * xk[i * ldG + rr];
+                if (g + i * G < na) acc[i] += wr * xk[i * ldG + rr];
         }
         const int j = jb + (q / nk) * JW + t;
-        if (kt == nk - 1 && j < je)
+        if (kt == nk - 1 && j < je) {
+            /* one copy of the store's code, not eight (it runs once per output) */
+            T res[8];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                if (g + i * G < na) store(g + i * G, j, (const T *)&acc[i]);
+            for (int i = 0; i < 8; i++) res[i] = acc[i];
+#pragma unroll 1
+            for (int i = 0; i < 8 && g + i * G < na; i++) store(g + i * G, j, (const T *)&res[i]);
+        }
     });
 }
 
@@ -731,14 +794,14 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, cons
                     [&](int a, int j, const T *v) {
                         const T z = v[0] + ls_b0[j];
                         if (blockIdx.y == 0) z1a[(size_t)(a0 + a) * 2 * F + j] = z;
-                        s1[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                        s1[a * PA + j] = t_act_call<T>(d.activation, z, NULL);
                     });
     for (int b = 0; b < 3; b++)
         tile_linear1<T>(ls_w1, 0, 2 * F, 2 * F, b * F + tl.cb, b * F + tl.ce,
                         s1, PA, tl, sW, [&](int a, int j, const T *v) {
                             const T z = v[0] + ls_b1[j];
                             z2a[(size_t)(a0 + a) * 3 * F + j] = z;
-                            gate[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                            gate[a * PA + j] = t_act_call<T>(d.activation, z, NULL);
                         });
     tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl, sW,
                           [&](int a, int j, const T *v) {
@@ -784,7 +847,7 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
                               for (int k = 0; k < 9; k++) gx[k] = g[k * F];
                               t_comp_T(gx, gc);
                               for (int b = 0; b < 3; b++)
-                                  gate[b] = t_act<T>(d.activation, z2[b * F], &dv[b]);
+                                  gate[b] = t_act_call<T>(d.activation, z2[b * F], &dv[b]);
                               for (int k = 0; k < 10; k++) {
                                   gg[blk_of(k)] += gc[k] * cl[k];
                                   gcs[a * PA + k * F + j] = gc[k] * gate[blk_of(k)];
@@ -795,7 +858,7 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
     tile_linear1<T>(ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, tl, sW,
                     [&](int a, int j, const T *v) {
                         T dv;
-                        t_act<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
+                        t_act_call<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
                         gs1[a * PA + j] = v[0] * dv;
                     });
     tile_linear1<T>(ls_w0, 1, 2 * F, F, 0, F, gs1, PA, tl, sW,
@@ -1185,7 +1248,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t
                     [&](int a, int j, const T *v) {
                         const T z = v[0] + lin_b[j];
                         zl[a * PA + j] = z;
-                        ra[a * PA + j] = t_act<T>(d.activation, z, NULL);
+                        ra[a * PA + j] = t_act_call<T>(d.activation, z, NULL);
                     });
     const T *cur = ra;
     int off = 0;
@@ -1198,7 +1261,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t
                             const T p = v[0] + ob[j];
                             pre[a * PA + off + j] = p;
                             post[a * PA + off + j] =
-                                last ? p : t_act<T>(d.activation, p, NULL);
+                                last ? p : t_act_call<T>(d.activation, p, NULL);
                         });
         cur = post + off;
         off += no;
@@ -1223,7 +1286,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t
             for (int idx = threadIdx.x; idx < tl.na * no; idx += blockDim.x) {
                 const int a = idx / no, o = idx % no;
                 T dv;
-                t_act<T>(d.activation, pre[a * PA + offs[k] + o], &dv);
+                t_act_call<T>(d.activation, pre[a * PA + offs[k] + o], &dv);
                 gcur[a * PA + o] *= dv;
             }
         }
@@ -1235,7 +1298,7 @@ __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t
     for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
         const int a = idx / F, f = idx % F;
         T dv;
-        t_act<T>(d.activation, zl[a * PA + f], &dv);
+        t_act_call<T>(d.activation, zl[a * PA + f], &dv);
         gcur[a * PA + f] *= dv;
     }
     T *gy = gcur == g1 ? g2 : g1;
