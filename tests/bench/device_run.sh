@@ -169,12 +169,14 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
   # by '|'), then bench_gpu $VARIANT_BENCH_ARGS on the main build and each variant in turn, twice
   # each.  An entry "overlay=DIR" builds a copy of this tree with the files under DIR, laid out as
   # in the repository, put over it (e.g. the sources of an earlier commit); further words of an
-  # entry are C / CUDA compiler flags of that build.
+  # entry are C / CUDA compiler flags of that build.  An entry "env=NAME=VALUE" is no build: the
+  # main build again, run with that environment variable (e.g. env=NNPOPS_NO_PDL=1).
   IFS='|' read -r -a def_sets <<< "$VARIANT_DEFS"
   builds=("$build")
   for i in "${!def_sets[@]}"; do
     vb=$root/build-gpu-variant-$i
     defs=${def_sets[$i]} vsrc=$root
+    case "$defs" in env=*) builds+=("env:${defs#env=}"); continue;; esac
     echo "== variant $i build: $defs"
     case "$defs" in
       overlay=*)
@@ -200,8 +202,13 @@ if [ -n "${VARIANT_DEFS:-}" ]; then
   for rep in 1 2; do
     for b in "${builds[@]}"; do
       for args in "${arg_sets[@]}"; do
-        echo "-- $(basename "$b"), run $rep: bench_gpu $args"
-        timeout 120 "$b/tests/bench_gpu" $args 2>&1 | grep -E "^\| [a-z0-9]" | grep -v "^| system"
+        case "$b" in
+          env:*) envs=${b#env:} bb=$build;;
+          *) envs="" bb=$b;;
+        esac
+        echo "-- $(basename "$bb")${envs:+ with $envs}, run $rep: bench_gpu $args"
+        env $envs timeout 120 "$bb/tests/bench_gpu" $args 2>&1 | grep -E "^\| [a-z0-9]" |
+          grep -v "^| system"
       done
     done
   done

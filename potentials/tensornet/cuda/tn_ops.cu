@@ -89,6 +89,25 @@ template <typename T> __device__ __noinline__ T t_act_call(int kind, T x, T *d) 
     return t_act<T>(kind, x, d);
 }
 
+/* Every TensorNet kernel is launched with programmatic dependent launch (tn_launch): it lets the
+ * next kernel of the step launch at once (its blocks wait in tn_kernel_start for this one to end)
+ * and waits for the kernels before it before it reads or writes anything, so each launch's
+ * latency overlaps the kernel before it. */
+__device__ __forceinline__ void tn_kernel_start() {
+    pdl_trigger();
+    pdl_wait();
+}
+
+/* kern<<<grid, block, smem, stream>>>(args...) with the programmatic-stream-serialization
+ * attribute (launch_pdl; each argument converted to the kernel's parameter type); `what` names
+ * the kernel in the error. */
+template <typename... KArgs, typename... Args>
+nnpops_status tn_launch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem, void *stream,
+                        const char *what, Args... args) {
+    return launch_pdl(kern, grid, block, smem, as_stream(stream), what,
+                      static_cast<KArgs>(args)...);
+}
+
 /* The layers' cosine cutoff and its derivative (tn_fc). */
 template <typename T> __device__ inline T t_fc(double lo, double hi, T r, T *d) {
     const T pi = (T)3.14159265358979323846;
@@ -225,6 +244,7 @@ template <typename T>
 __global__ void edges_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b, int64_t n_centers,
                              const int64_t *start, int64_t capacity, const double *vec, T *ev,
                              T *er, uint8_t *mask, T *fc, T *phi) {
+    tn_kernel_start();
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= capacity) return;
     const int64_t ne = entries_of<T>(n_centers, start, capacity);
@@ -258,6 +278,7 @@ __global__ void edges_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b, 
 /* ==== tn_linear (bias rows, then a GEMM) ==== */
 template <typename T>
 __global__ void bias_rows_kernel(int64_t n, int out, const T *b, int accumulate, T *Y) {
+    tn_kernel_start();
     const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n * out) return;
     const T v = b[k % out];
@@ -274,9 +295,8 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
     if (n <= 0) return NNPOPS_OK;
     if (!trans) {
         if (b) {
-            bias_rows_kernel<T><<<grid_for(n * out, 256), 256, 0, as_stream(stream)>>>(
-                n, out, b, beta != 0, Y);
-            NNPOPS__LAUNCH_CHECK("tensornet linear (bias)");
+            NNPOPS__TRY(tn_launch(bias_rows_kernel<T>, grid_for(n * out, 256), 256, 0, stream,
+                    "tensornet linear (bias)", n, out, b, beta != 0, Y));
             beta = 1.0;
         }
         if (in == 0) return NNPOPS_OK;
@@ -294,6 +314,7 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
 template <typename T>
 __global__ void act_kernel(int act, int64_t n, int width, const T *bias, const T *Z,
                            const T *scale, T *A) {
+    tn_kernel_start();
     const int64_t c0 = (int64_t)blockIdx.x * ACT_ROWS;
     for (int r = 0; r < ACT_ROWS && c0 + r < n; r++) {
         const int64_t c = c0 + r;
@@ -309,6 +330,7 @@ __global__ void act_kernel(int act, int64_t n, int width, const T *bias, const T
 template <typename T>
 __global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const T *bias,
                                 const T *scale, T *G, T *gscale) {
+    tn_kernel_start();
     const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (c >= n) return; /* whole warps leave together */
@@ -375,6 +397,7 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
                              const T *ptab2, T self_fc, const T *self_dk, const T *ev, const T *er,
                              const uint8_t *mask, const int32_t *slot, const T *fc, const T *dk,
                              const T *dk_b, T *X0) {
+    tn_kernel_start();
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -764,6 +787,7 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, cons
                                   const T *norm_w, const T *norm_b, const T *ls_w0,
                                   const T *ls_b0, const T *ls_w1, const T *ls_b1, const T *lt0,
                                   const T *lt1, const T *lt2, T *z1a, T *z2a, T *X1) {
+    tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = 17 * F;
@@ -821,6 +845,7 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
                                        const T *norm_w, const T *norm_b, const T *ls_w0,
                                        const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
                                        const T *z1a, const T *z2a, T *gall) {
+    tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = 27 * F;
@@ -899,6 +924,7 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
 template <typename T>
 __global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
                                  const T *lt0, const T *lt1, const T *lt2, T *nrma, T *cYa) {
+    tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
     const int F = d.F;
@@ -929,6 +955,7 @@ template <typename T>
 __global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
                                       const T *nrma, const T *lt0, const T *lt1, const T *lt2,
                                       const T *gcY, T *gall) {
+    tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *gs = sW + TL_STAGES * cfg.tile;
     const int F = d.F;
@@ -973,6 +1000,7 @@ __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const in
                                int64_t capacity, const uint8_t *mask, const int32_t *slot,
                                const T *Z, const T *bias, const T *fcP, const T *self_h,
                                const T *src, T *out) {
+    tn_kernel_start();
     const int64_t c = blockIdx.x;
     const int F = d.F;
     const int64_t e0 = start[c], e1 = start[c + 1] < capacity ? start[c + 1] : capacity;
@@ -1023,6 +1051,7 @@ __global__ void message_gh_kernel(nnpops__tn_dims d, int64_t n_centers, const in
                                   const int32_t *slot, int64_t n_pairs, const int32_t *pentry,
                                   const T *cY, const T *gcM, const T *Z, const T *bias,
                                   const T *fcP, T *GH, int accumulate, T *gfc) {
+    tn_kernel_start();
     __shared__ T red[32];
     const int F = d.F;
     if ((int64_t)blockIdx.x >= n_centers) {
@@ -1110,6 +1139,7 @@ __global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
                                   const T *nrma, const T *cYa, const T *cMa, const T *lt0,
                                   const T *lt1, const T *lt2, const T *gall, T *Xouta, T *gcYa,
                                   T *gcMa) {
+    tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = (BACK ? 20 : 10) * F;
@@ -1209,6 +1239,7 @@ template <typename T>
 __global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t n_local,
                                const T *Xa, readout_w rw, const int32_t *species,
                                const T *atomref, double *atom_energy, T *gall) {
+    tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
     const int F = d.F, PA = readout_per_atom(d);
@@ -1391,6 +1422,7 @@ __global__ void embed_back_kernel(nnpops__tn_dims d, int64_t n_pairs, const int3
                                   const T *ev, const T *er, const T *fcP, const T *dk,
                                   const T *dk_b, const T *g0, T *gd, T *gu, int accumulate,
                                   T *gfcv) {
+    tn_kernel_start();
     const int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (p >= n_pairs) return; /* whole warps leave together */
@@ -1421,6 +1453,7 @@ __global__ void radial_back_kernel(nnpops__tn_dims d, const T *rbf_a, const T *r
                                    int64_t n_centers, const int64_t *start, int64_t capacity,
                                    const T *er, const uint8_t *mask, const int32_t *pentry,
                                    const T *gphi, const T *gfc, int accumulate, T *gr) {
+    tn_kernel_start();
     const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (e >= capacity) return; /* whole warps leave together */
@@ -1455,6 +1488,7 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
                               const T *gr, const int32_t *slot, const int32_t *pentry,
                               const T *grP, double mean, const int32_t *batch,
                               const int32_t *sys_count, double *atom_energy, double *pair_grad) {
+    tn_kernel_start();
     const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (c >= n_centers) return; /* whole warps leave together */
@@ -1506,6 +1540,7 @@ __global__ void finish_kernel(nnpops__tn_dims d, nnpops__tn_zbl_dev zbl, const i
 /* ==== tn_count: one block (zero, barrier, count; integer atomics: any order gives the same) ==== */
 __global__ void count_kernel(int64_t n, int64_t n_systems, const int32_t *batch,
                              int32_t *sys_count) {
+    tn_kernel_start();
     for (int64_t s = threadIdx.x; s < n_systems; s += blockDim.x) sys_count[s] = 0;
     __syncthreads();
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&sys_count[batch[i]], 1);
@@ -1517,6 +1552,7 @@ template <typename T>
 __global__ void pair_radial_kernel(nnpops__tn_dims d, const T *rbf_a, const T *rbf_b,
                                    int64_t n_pairs, const int32_t *pentry, const T *er,
                                    const T *fc, T *erP, T *fcP, T *phiP) {
+    tn_kernel_start();
     const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_pairs * d.R) return;
     const int64_t p = t / d.R;
@@ -1590,6 +1626,7 @@ __device__ inline int64_t warp_assign_pairs(int64_t c, int64_t p, const int64_t 
 __global__ void pairs_count_kernel(int64_t n_centers, const int64_t *start, const int32_t *pairs,
                                    int64_t capacity, const double *vec, const uint8_t *mask,
                                    int32_t *count) {
+    tn_kernel_start();
     const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (c >= n_centers) return; /* whole warps leave together */
     const int32_t k = warp_count_pairs(c, start, pairs, capacity, vec, mask);
@@ -1599,6 +1636,7 @@ __global__ void pairs_count_kernel(int64_t n_centers, const int64_t *start, cons
 /* exclusive prefix sums of count[0 .. n) in place, count[n] = the total: one block of 1024
  * threads, each summing a contiguous chunk */
 __global__ void pairs_scan_kernel(int64_t n, int32_t *count) {
+    tn_kernel_start();
     __shared__ int32_t part[1024];
     const int64_t chunk = (n + 1023) / 1024;
     const int64_t b = threadIdx.x * chunk, e = b + chunk < n ? b + chunk : n;
@@ -1629,6 +1667,7 @@ __global__ void pairs_assign_kernel(int64_t n_centers, const int64_t *start, con
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, const int32_t *base, int32_t *slot,
                                     int32_t *pentry, int32_t *pmirror) {
+    tn_kernel_start();
     const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (c >= n_centers) return; /* whole warps leave together */
     warp_assign_pairs(c, base[c], start, pairs, capacity, vec, mask, n_pairs, slot, pentry,
@@ -1647,6 +1686,7 @@ __global__ void pairs_one_block_kernel(int64_t n_centers, const int64_t *start,
                                        const int32_t *pairs, int64_t capacity, const double *vec,
                                        const uint8_t *mask, int64_t n_pairs, int32_t *base,
                                        int32_t *slot, int32_t *pentry, int32_t *pmirror) {
+    tn_kernel_start();
     __shared__ int32_t part[PAIRS_WARPS];
     const int w = threadIdx.x >> 5;
     const int64_t chunk = (n_centers + PAIRS_WARPS - 1) / PAIRS_WARPS;
@@ -1677,6 +1717,7 @@ __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, con
                                     int64_t capacity, const double *vec, const uint8_t *mask,
                                     int64_t n_pairs, const int32_t *base, int32_t *slot,
                                     int32_t *pentry, int32_t *pmirror) {
+    tn_kernel_start();
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e < n_pairs && e >= base[n_centers]) pentry[e] = pmirror[e] = -1;
     if (e >= capacity) return;
@@ -1735,8 +1776,8 @@ int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0;
 /* The launch of a per-atom kernel whose block takes TL_STAGES weight buffers and per_atom
  * values of T per atom of shared memory: NA atoms a block, 8 from 1024 atoms on, else 4 (each
  * block streams every weight once, so more atoms a block pay even where the blocks are few:
- * fewer atoms a block were slower at every size timed), halved until the block fits; the output channels (chunked) in chunks of
- * whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128 blocks, 2 up to
+ * fewer atoms a block were slower at every size timed), halved until the block fits; the output
+ * channels (chunked) in chunks of whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128 blocks, 2 up to
  * 256, else 1 (fewer, longer rounds where the blocks are too few to fill the GPU; blocks that
  * share a multiprocessor where they are many), halved until the block fits in the device's
  * shared memory.  The kernel may take all the shared memory a block can have (launches of
@@ -1785,11 +1826,9 @@ nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, 17 * (size_t)d->F, 1,
                              "embedding", &p));
-    atom_embed_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-                           as_stream(stream)>>>(
-        *d, n, p.cfg, X0, norm_w, norm_b, ls_w[0], ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2],
-        z1, z2, X1);
-    NNPOPS__LAUNCH_CHECK("tensornet embedding gates");
+    NNPOPS__TRY(tn_launch(atom_embed_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+            stream, "tensornet embedding gates", *d, n, p.cfg, X0, norm_w, norm_b, ls_w[0],
+            ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2], z1, z2, X1));
     return NNPOPS_OK;
 }
 
@@ -1801,10 +1840,9 @@ nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, 
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F,
                              27 * (size_t)d->F, 0, "embedding backward", &p));
-    atom_embed_back_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-                                as_stream(stream)>>>(*d, n, p.cfg, X0, norm_w, norm_b, ls_w[0],
-                                                     ls_w[1], lt[0], lt[1], lt[2], z1, z2, g);
-    NNPOPS__LAUNCH_CHECK("tensornet embedding gates backward");
+    NNPOPS__TRY(tn_launch(atom_embed_back_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
+            p.bytes, stream, "tensornet embedding gates backward", *d, n, p.cfg, X0, norm_w, norm_b,
+            ls_w[0], ls_w[1], lt[0], lt[1], lt[2], z1, z2, g));
     return NNPOPS_OK;
 }
 
@@ -1815,9 +1853,9 @@ nnpops_status layer_pre(const nnpops__tn_dims *d, int64_t n, const T *X, const T
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, 10 * (size_t)d->F, 1,
                              "layer", &p));
-    layer_pre_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-                          as_stream(stream)>>>(*d, n, p.cfg, X, lt[0], lt[1], lt[2], nrm, cY);
-    NNPOPS__LAUNCH_CHECK("tensornet layer (normalisation, Y)");
+    NNPOPS__TRY(tn_launch(layer_pre_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+            stream, "tensornet layer (normalisation, Y)", *d, n, p.cfg, X, lt[0], lt[1], lt[2], nrm,
+            cY));
     return NNPOPS_OK;
 }
 
@@ -1828,10 +1866,9 @@ nnpops_status layer_pre_back(const nnpops__tn_dims *d, int64_t n, const T *X, co
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F,
                              10 * (size_t)d->F, 1, "layer backward", &p));
-    layer_pre_back_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-                               as_stream(stream)>>>(*d, n, p.cfg, X, nrm, lt[0], lt[1], lt[2],
-                                                    gcY, g);
-    NNPOPS__LAUNCH_CHECK("tensornet layer backward");
+    NNPOPS__TRY(tn_launch(layer_pre_back_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
+            p.bytes, stream, "tensornet layer backward", *d, n, p.cfg, X, nrm, lt[0], lt[1], lt[2],
+            gcY, g));
     return NNPOPS_OK;
 }
 
@@ -1846,19 +1883,16 @@ nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *char
     if (!back) {
         NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F,
                                  10 * (size_t)d->F, 1, "layer update", &p));
-        layer_post_kernel<T, false><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-                                      as_stream(stream)>>>(*d, n, p.cfg, charges, batch, X, nrm,
-                                                           cY, cM, lt[0], lt[1], lt[2], g, Xout,
-                                                           gcY, gcM);
-        NNPOPS__LAUNCH_CHECK("tensornet layer update");
+        NNPOPS__TRY(tn_launch(layer_post_kernel<T, false>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
+                p.bytes, stream, "tensornet layer update", *d, n, p.cfg, charges, batch, X, nrm, cY,
+                cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
         return NNPOPS_OK;
     }
     NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F,
                              20 * (size_t)d->F, 1, "layer update backward", &p));
-    layer_post_kernel<T, true><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-                                 as_stream(stream)>>>(*d, n, p.cfg, charges, batch, X, nrm, cY, cM,
-                                                      lt[0], lt[1], lt[2], g, Xout, gcY, gcM);
-    NNPOPS__LAUNCH_CHECK("tensornet layer update backward");
+    NNPOPS__TRY(tn_launch(layer_post_kernel<T, true>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
+            p.bytes, stream, "tensornet layer update backward", *d, n, p.cfg, charges, batch, X,
+            nrm, cY, cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
     return NNPOPS_OK;
 }
 
@@ -1878,10 +1912,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F,
                              (size_t)readout_per_atom(*d), 0, "readout", &p));
-    readout_kernel<T><<<dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-                        as_stream(stream)>>>(
-        *d, n_atoms, p.cfg, n_local, X, rw, species, atomref, atom_energy, g);
-    NNPOPS__LAUNCH_CHECK("tensornet readout");
+    NNPOPS__TRY(tn_launch(readout_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
+            stream, "tensornet readout", *d, n_atoms, p.cfg, n_local, X, rw, species, atomref,
+            atom_energy, g));
     return NNPOPS_OK;
 }
 
@@ -1893,9 +1926,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int64_t *start, int64_t capacity, const double *vec, T *ev, T *er, uint8_t *mask,   \
         T *fc, T *phi, void *stream) {                                                            \
         if (capacity <= 0) return NNPOPS_OK;                                                      \
-        edges_kernel<T><<<grid_for(capacity, 128), 128, 0, as_stream(stream)>>>(                  \
-            *d, rbf_a, rbf_b, n_centers, start, capacity, vec, ev, er, mask, fc, phi);            \
-        NNPOPS__LAUNCH_CHECK("tensornet edges");                                                  \
+        NNPOPS__TRY(tn_launch(edges_kernel<T>, grid_for(capacity, 128), 128, 0, stream,            \
+                "tensornet edges", *d, rbf_a, rbf_b, n_centers, start, capacity, vec, ev, er,     \
+                mask, fc, phi));                                                                   \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_linear_cuda##SUF(int64_t n, int in, int out, int trans,   \
@@ -1908,9 +1941,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
                                                       const T *bias, const T *Z, const T *scale,  \
                                                       T *A, void *stream) {                       \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                               \
-        act_kernel<T><<<(unsigned)((n + ACT_ROWS - 1) / ACT_ROWS), 128, 0, as_stream(stream)>>>(  \
-            act, n, width, bias, Z, scale, A);                                                    \
-        NNPOPS__LAUNCH_CHECK("tensornet activation");                                             \
+        NNPOPS__TRY(tn_launch(act_kernel<T>, (unsigned)((n + ACT_ROWS - 1) / ACT_ROWS), 128, 0,    \
+                stream, "tensornet activation", act, n, width, bias, Z, scale, A));               \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width,         \
@@ -1918,9 +1950,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
                                                            const T *scale, T *G, T *gscale,       \
                                                            void *stream) {                        \
         if (n <= 0) return NNPOPS_OK;                                                             \
-        act_back_kernel<T><<<grid_for(n * 32, 128), 128, 0, as_stream(stream)>>>(                 \
-            act, n, width, Z, bias, scale, G, gscale);                                            \
-        NNPOPS__LAUNCH_CHECK("tensornet activation backward");                                    \
+        NNPOPS__TRY(tn_launch(act_back_kernel<T>, grid_for(n * 32, 128), 128, 0, stream,           \
+                "tensornet activation backward", act, n, width, Z, bias, scale, G, gscale));      \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_embed_cuda##SUF(                                          \
@@ -1929,10 +1960,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const T *self_dk, const T *ev, const T *er, const uint8_t *mask, const int32_t *slot,     \
         const T *fc, const T *dk, const T *dk_b, T *X0, void *stream) {                           \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        embed_kernel<T><<<(unsigned)n_centers, atom_threads(d->F), 0, as_stream(stream)>>>(       \
-            *d, start, pairs, capacity, species, ptab1, ptab2, self_fc, self_dk, ev, er, mask,    \
-            slot, fc, dk, dk_b, X0);                                                              \
-        NNPOPS__LAUNCH_CHECK("tensornet embedding");                                              \
+        NNPOPS__TRY(tn_launch(embed_kernel<T>, (unsigned)n_centers, atom_threads(d->F), 0,         \
+                stream, "tensornet embedding", *d, start, pairs, capacity, species, ptab1,        \
+                ptab2, self_fc, self_dk, ev, er, mask, slot, fc, dk, dk_b, X0));                   \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_atom_embed_cuda##SUF(                                      \
@@ -1962,10 +1992,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *Z, const T *bias,    \
         const T *fcP, const T *self_h, const T *cY, T *cM, void *stream) {                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        message_kernel<T, false><<<(unsigned)n_centers, atom_threads(d->F), 0,                    \
-                                   as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
-                                                        Z, bias, fcP, self_h, cY, cM);            \
-        NNPOPS__LAUNCH_CHECK("tensornet messages");                                               \
+        NNPOPS__TRY(tn_launch(message_kernel<T, false>, (unsigned)n_centers, atom_threads(d->F),   \
+                0, stream, "tensornet messages", *d, start, pairs, capacity, mask, slot, Z,        \
+                bias, fcP, self_h, cY, cM));                                                       \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_back_cuda##SUF(                                   \
@@ -1974,10 +2003,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int32_t *pentry, const T *Z, const T *bias, const T *fcP, const T *self_h,          \
         const T *cY, const T *gcM, T *gcY, T *GH, int accumulate, T *gfc, void *stream) {         \
         if (n_centers > 0) {                                                                      \
-            message_kernel<T, true><<<(unsigned)n_centers, atom_threads(d->F), 0,                 \
-                                   as_stream(stream)>>>(*d, start, pairs, capacity, mask, slot,   \
-                                                        Z, bias, fcP, self_h, gcM, gcY);          \
-            NNPOPS__LAUNCH_CHECK("tensornet messages backward (Y)");                              \
+            NNPOPS__TRY(tn_launch(message_kernel<T, true>, (unsigned)n_centers,                    \
+                    atom_threads(d->F), 0, stream, "tensornet messages backward (Y)", *d, start,   \
+                    pairs, capacity, mask, slot, Z, bias, fcP, self_h, gcM, gcY));                 \
         }                                                                                         \
         if (n_centers > 0 || n_pairs > 0) {                                                       \
             /* slices per center: about GH_ENTRIES_PER_BLOCK entries each (from the capacity's    \
@@ -1987,10 +2015,10 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
             slices = slices < 1 ? 1 : (slices > 32 ? 32 : slices);                                \
             const dim3 grid((unsigned)(n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS),  \
                             (unsigned)slices);                                                    \
-            message_gh_kernel<T><<<grid, atom_threads(d->F), 0, as_stream(stream)>>>(             \
-                *d, n_centers, start, pairs, capacity, mask, slot, n_pairs, pentry, cY, gcM, Z,   \
-                bias, fcP, GH, accumulate, gfc);                                                  \
-            NNPOPS__LAUNCH_CHECK("tensornet messages backward (edge factors)");                   \
+            NNPOPS__TRY(tn_launch(message_gh_kernel<T>, grid, atom_threads(d->F), 0, stream,       \
+                    "tensornet messages backward (edge factors)", *d, n_centers, start, pairs,    \
+                    capacity, mask, slot, n_pairs, pentry, cY, gcM, Z, bias, fcP, GH,              \
+                    accumulate, gfc));                                                             \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -2022,10 +2050,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const T *ev, const T *er, const T *fcP, const T *dk, const T *dk_b, const T *g0, T *gd,   \
         T *gu, int accumulate, T *gfc, void *stream) {                                            \
         if (n_pairs <= 0) return NNPOPS_OK;                                                       \
-        embed_back_kernel<T><<<grid_for(n_pairs * 32, 128), 128, 0, as_stream(stream)>>>(         \
-            *d, n_pairs, pentry, pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, dk_b, g0, \
-            gd, gu, accumulate, gfc);                                                             \
-        NNPOPS__LAUNCH_CHECK("tensornet embedding backward (pairs)");                             \
+        NNPOPS__TRY(tn_launch(embed_back_kernel<T>, grid_for(n_pairs * 32, 128), 128, 0, stream,   \
+                "tensornet embedding backward (pairs)", *d, n_pairs, pentry, pmirror, pairs,      \
+                species, ptab1, ptab2, ev, er, fcP, dk, dk_b, g0, gd, gu, accumulate, gfc));       \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_radial_back_cuda##SUF(                                    \
@@ -2034,10 +2061,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int32_t *pentry, const T *gphi, const T *gfc, int accumulate, T *gr,                \
         void *stream) {                                                                           \
         if (capacity <= 0) return NNPOPS_OK;                                                      \
-        radial_back_kernel<T><<<grid_for(capacity * 32, 128), 128, 0, as_stream(stream)>>>(       \
-            *d, rbf_a, rbf_b, n_centers, start, capacity, er, mask, pentry, gphi, gfc, accumulate, \
-            gr);                                                                                  \
-        NNPOPS__LAUNCH_CHECK("tensornet radial backward");                                        \
+        NNPOPS__TRY(tn_launch(radial_back_kernel<T>, grid_for(capacity * 32, 128), 128, 0,         \
+                stream, "tensornet radial backward", *d, rbf_a, rbf_b, n_centers, start,          \
+                capacity, er, mask, pentry, gphi, gfc, accumulate, gr));                           \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_finish_cuda##SUF(                                         \
@@ -2048,19 +2074,19 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         double mean, const int32_t *batch, const int32_t *sys_count, double *atom_energy,         \
         double *pair_grad, void *stream) {                                                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        finish_kernel<T><<<grid_for(n_centers * 32, 128), 128, 0, as_stream(stream)>>>(          \
-            *d, *zbl, zbl_z, n_centers, n_local, start, pairs, capacity, species, ev, er, mask,   \
-            gu, gr, slot, pentry, grP, mean, batch, sys_count, atom_energy, pair_grad);           \
-        NNPOPS__LAUNCH_CHECK("tensornet finish (ZBL, gradients per entry)");                      \
+        NNPOPS__TRY(tn_launch(finish_kernel<T>, grid_for(n_centers * 32, 128), 128, 0, stream,     \
+                "tensornet finish (ZBL, gradients per entry)", *d, *zbl, zbl_z, n_centers,        \
+                n_local, start, pairs, capacity, species, ev, er, mask, gu, gr, slot, pentry,      \
+                grP, mean, batch, sys_count, atom_energy, pair_grad));                             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                    \
         const nnpops__tn_dims *d, const T *rbf_a, const T *rbf_b, int64_t n_pairs,                \
         const int32_t *pentry, const T *er, const T *fc, T *erP, T *fcP, T *phiP, void *stream) { \
         if (n_pairs <= 0 || d->R <= 0) return NNPOPS_OK;                                          \
-        pair_radial_kernel<T><<<grid_for(n_pairs * d->R, 128), 128, 0, as_stream(stream)>>>(      \
-            *d, rbf_a, rbf_b, n_pairs, pentry, er, fc, erP, fcP, phiP);                           \
-        NNPOPS__LAUNCH_CHECK("tensornet radial basis per pair");                                  \
+        NNPOPS__TRY(tn_launch(pair_radial_kernel<T>, grid_for(n_pairs * d->R, 128), 128, 0,        \
+                stream, "tensornet radial basis per pair", *d, rbf_a, rbf_b, n_pairs, pentry,     \
+                er, fc, erP, fcP, phiP));                                                          \
         return NNPOPS_OK;                                                                         \
     }
 
@@ -2076,8 +2102,8 @@ extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale) {
 extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,
                                                int32_t *sys_count, void *stream) {
     if (n_systems <= 0) return NNPOPS_OK;
-    count_kernel<<<1, 1024, 0, as_stream(stream)>>>(n, n_systems, batch, sys_count);
-    NNPOPS__LAUNCH_CHECK("tensornet atoms per system");
+    NNPOPS__TRY(tn_launch(count_kernel, 1, 1024, 0, stream, "tensornet atoms per system", n,
+            n_systems, batch, sys_count));
     return NNPOPS_OK;
 }
 
@@ -2091,25 +2117,23 @@ extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t 
     cudaStream_t st = as_stream(stream);
     if (path == 1 || (path == 0 && n_centers <= PAIRS_ONE_BLOCK_CENTERS &&
                       capacity <= PAIRS_ONE_BLOCK_ENTRIES)) {
-        pairs_one_block_kernel<<<1, 32 * PAIRS_WARPS, 0, st>>>(
-            n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
-        NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers, one block)");
+        NNPOPS__TRY(tn_launch(pairs_one_block_kernel, 1, 32 * PAIRS_WARPS, 0, st,
+                              "tensornet pairs (numbers, one block)", n_centers, start, pairs,
+                              capacity, vec, mask, n_pairs, count, slot, pentry, pmirror));
     } else {
-        pairs_count_kernel<<<grid_for(n_centers * 32, 128), 128, 0, st>>>(
-            n_centers, start, pairs, capacity, vec, mask, count);
-        NNPOPS__LAUNCH_CHECK("tensornet pairs (count)");
-        pairs_scan_kernel<<<1, 1024, 0, st>>>(n_centers, count);
-        NNPOPS__LAUNCH_CHECK("tensornet pairs (scan)");
-        pairs_assign_kernel<<<grid_for(n_centers * 32, 128), 128, 0, st>>>(
-            n_centers, start, pairs, capacity, vec, mask, n_pairs, count, slot, pentry, pmirror);
-        NNPOPS__LAUNCH_CHECK("tensornet pairs (numbers)");
+        NNPOPS__TRY(tn_launch(pairs_count_kernel, grid_for(n_centers * 32, 128), 128, 0, st,
+                "tensornet pairs (count)", n_centers, start, pairs, capacity, vec, mask, count));
+        NNPOPS__TRY(tn_launch(pairs_scan_kernel, 1, 1024, 0, st, "tensornet pairs (scan)",
+                n_centers, count));
+        NNPOPS__TRY(tn_launch(pairs_assign_kernel, grid_for(n_centers * 32, 128), 128, 0, st,
+                "tensornet pairs (numbers)", n_centers, start, pairs, capacity, vec, mask, n_pairs,
+                count, slot, pentry, pmirror));
     }
     const int64_t m = capacity > n_pairs ? capacity : n_pairs;
     if (m > 0) {
-        pairs_mirror_kernel<<<grid_for(m, 128), 128, 0, st>>>(n_centers, start, pairs, capacity,
-                                                               vec, mask, n_pairs, count, slot,
-                                                               pentry, pmirror);
-        NNPOPS__LAUNCH_CHECK("tensornet pairs (mirrors)");
+        NNPOPS__TRY(tn_launch(pairs_mirror_kernel, grid_for(m, 128), 128, 0, st,
+                              "tensornet pairs (mirrors)", n_centers, start, pairs, capacity, vec,
+                              mask, n_pairs, count, slot, pentry, pmirror));
     }
     return NNPOPS_OK;
 }
