@@ -393,11 +393,10 @@ nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start, con
 
 /* The tiles of the per-atom CUDA ops (tn_atom_embed, tn_layer_pre, tn_layer_post, tn_readout and
  * their gradients), forced for tests: atoms per block (1, 2, 4 or 8; else chosen by the number
- * of atoms), chunks of the output channels of the ops that split them (0: chosen by the grid),
- * the size of the weight buffers (1, 2 or 4 units; else the most that fit) and the threads of a
- * block (256, or 512 where a tile takes at least two atoms; else chosen by the grid).  Their
- * results do not depend on the tiles.  Process-wide: not for concurrent use. */
-void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale, int threads);
+ * of atoms), chunks of the output channels of the ops that split them (0: chosen by the grid)
+ * and the size of the weight buffers (1, 2 or 4 units; else the most that fit).  Their results
+ * do not depend on the tiles.  Process-wide: not for concurrent use. */
+void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale);
 
 /* The work-space budget of the step's per-layer pre-activations (tn_step_impl.h, TS_KEEP_BYTES),
  * forced for tests: 0 makes every layer share one set (the backward computes each layer's edge

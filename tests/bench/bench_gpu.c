@@ -516,15 +516,13 @@ static void bench_tn_system(const nnpops_model *m, const bsys *s, int steps, int
 
 static int bench_tensornet(int quick, int steps_opt, const char *only, int f32_only, FILE *md) {
     const char *dir = getenv("NNPOPS_SHARED_DIR");
-    /* NNPOPS_BENCH_TN_TILES="atoms,chunks,scale,threads" forces the per-atom kernels' tiles
-     * (comparisons; 0 or a missing number leaves it to the launch) */
+    /* NNPOPS_BENCH_TN_TILES="atoms,chunks,scale" forces the per-atom kernels' tiles (comparisons;
+     * 0 leaves a number to the launch) */
     const char *tiles = getenv("NNPOPS_BENCH_TN_TILES");
     if (tiles && *tiles) {
-        int ta = 0, tc = 0, ts = 0, tt = 0;
-        if (sscanf(tiles, "%d,%d,%d,%d", &ta, &tc, &ts, &tt) >= 1)
-            nnpops__tn_atom_tiles_cuda(ta, tc, ts, tt);
-        printf("per-atom tiles forced: atoms %d, chunks %d, scale %d, threads %d\n", ta, tc, ts,
-               tt);
+        int ta = 0, tc = 0, ts = 0;
+        if (sscanf(tiles, "%d,%d,%d", &ta, &tc, &ts) >= 1) nnpops__tn_atom_tiles_cuda(ta, tc, ts);
+        printf("per-atom tiles forced: atoms %d, chunks %d, scale %d\n", ta, tc, ts);
     }
     bsys list[8];
     int ns = 0;

@@ -600,20 +600,19 @@ static int TC(tiles_one)(int variant, int F, int n_per) {
     double *en_first = malloc(sizeof(double) * n), *den = dalloc(sizeof(double) * n);
     TC(tiles_run)(&o.host, d, n, fx.n_local, fx.charges, fx.batch, fx.species, X.h, X2.h, cY.h,
                   cM.h, g9.h, g10.h, ref, en, 0, NULL);
-    /* atoms per block, channel chunks, weight buffers and threads per block: forced, then as
-     * the launches choose them */
-    const int tiles[][4] = {{1, 1, 1, 256}, {2, 0, 4, 512}, {4, 2, 2, 256}, {8, 3, 1, 512},
-                            {8, 1, 4, 256}, {1, 64, 2, 0},  {2, 1, 1, 512}, {4, 0, 0, 256},
-                            {0, 0, 0, 0}};
+    /* atoms per block, channel chunks and weight buffers: forced, then as the launches choose
+     * them */
+    const int tiles[][3] = {{1, 1, 1}, {2, 0, 4}, {4, 2, 2}, {8, 3, 1},
+                            {8, 1, 4}, {1, 64, 2}, {2, 1, 1}, {0, 0, 0}};
     double worst = 0;
     int bad = 0;
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-        nnpops__tn_atom_tiles_cuda(tiles[t][0], tiles[t][1], tiles[t][2], tiles[t][3]);
+        nnpops__tn_atom_tiles_cuda(tiles[t][0], tiles[t][1], tiles[t][2]);
         TC(tiles_run)(&o.dev, d, n, fx.n_local, dcharges, dbatch, dspecies, X.d, X2.d, cY.d,
                       cM.d, g9.d, g10.d, dout, den, 1, (void *)g_stream);
-        nnpops__tn_atom_tiles_cuda(0, 0, 0, 0);
-        printf("  %d atoms a block, %d chunks, weight buffers x%d, %d threads%s\n", tiles[t][0],
-               tiles[t][1], tiles[t][2], tiles[t][3], tiles[t][0] ? "" : " (chosen)");
+        nnpops__tn_atom_tiles_cuda(0, 0, 0);
+        printf("  %d atoms a block, %d chunks, weight buffers x%d%s\n", tiles[t][0], tiles[t][1],
+               tiles[t][2], tiles[t][0] ? "" : " (chosen)");
         for (int k = 0; k < TC_TILE_OUTS - 1; k++) {
             to_host(out[k], dout[k], sizeof(REAL) * len[k]);
             worst = fmax(worst, TC(cmp)(names[k], out[k], ref[k], len[k], TOL_A, TOL_R));

@@ -17,9 +17,8 @@
  *                             whose tail must come back zero); on a GPU also F = 300 (channels over several passes of a block)
  *   tiles_f64, tiles_f32      the per-atom ops (embedding gates, layer, readout and their
  *                             gradients) under forced tilings (atoms per block, chunks of the
- *                             output channels, weight buffers, threads per block; F 40 and 70,
- *                             partial tiles): each against its CPU twin, and bitwise the same
- *                             under every tiling
+ *                             output channels, weight buffers; F 40 and 70, partial tiles): each
+ *                             against its CPU twin, and bitwise the same under every tiling
  *   step_f64, step_f32        the whole step with the CUDA ops against the CPU ops (energies, every
  *                             entry's gradient), twice on the GPU: bitwise the same; pre-activations
  *                             per layer, then one set for the layers

@@ -442,8 +442,7 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
 }
 
 /* ==== per-atom kernels: tiles of atoms ====
- * A block (TN_ATOM_THREADS threads, 8 warps, or TN_ATOM_THREADS_FEW, 16 warps, where the
- * blocks are too few to fill the GPU) takes a tile of na <= NA atoms (NA 1, 2, 4 or 8)
+ * A block (TN_ATOM_THREADS threads, 8 warps) takes a tile of na <= NA atoms (NA 1, 2, 4 or 8)
  * and, where the op allows it, a chunk [cb, ce) of the output channels (blockIdx.y; chunks of
  * cw channels, a multiple of 32): the work per channel runs over (atom, channel) pairs, the
  * sums over an atom's channels (LayerNorms) in warp a for atom a (fixed-order warp sums), and
@@ -456,11 +455,9 @@ __global__ void embed_kernel(nnpops__tn_dims d, const int64_t *start, const int3
 #define TL_STAGES 3 /* weight buffers in shared memory: two rounds' copies in flight */
 /* the smallest weight buffer (values): 32 rows of 32 outputs of three matrices with a spare
  * column; it holds the narrowest round (tl_shape_of) of the widest: 16 bytes of every row of
- * three matrices of 256 outputs (lin3 of 8 warps and one atom a tile, or of 16 warps and two),
- * or of one matrix of 512 outputs */
+ * three matrices of TN_ATOM_THREADS outputs (lin3 with one atom a tile) */
 #define TL_TILE (3 * 32 * 33)
 #define TN_ATOM_THREADS 256
-#define TN_ATOM_THREADS_FEW 512
 
 /* A per-atom launch's shape, the kernels' argument: NA atoms a block, chunks of cw output
  * channels, weight buffers of `tile` values (a multiple of TL_TILE). */
@@ -787,11 +784,10 @@ template <typename T> __device__ void warp_ln_stats(int n, const T *x, T *mu, T 
 /* ==== tn_atom_embed ==== */
 /* shared memory per atom: t[F], av[F], s1[2F], gate[3F], c[10F] */
 template <typename T>
-__global__ void __launch_bounds__(TN_ATOM_THREADS_FEW)
-atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
-                  const T *norm_w, const T *norm_b, const T *ls_w0,
-                  const T *ls_b0, const T *ls_w1, const T *ls_b1, const T *lt0,
-                  const T *lt1, const T *lt2, T *z1a, T *z2a, T *X1) {
+__global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
+                                  const T *norm_w, const T *norm_b, const T *ls_w0,
+                                  const T *ls_b0, const T *ls_w1, const T *ls_b1, const T *lt0,
+                                  const T *lt1, const T *lt2, T *z1a, T *z2a, T *X1) {
     tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
@@ -846,11 +842,10 @@ atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
 /* ==== tn_atom_embed_back (one chunk: g is read whole, then written, in place) ==== */
 /* shared memory per atom: c[10F], gc[10F], ggate[3F], gs1[2F], ga[F], t[F] */
 template <typename T>
-__global__ void __launch_bounds__(TN_ATOM_THREADS_FEW)
-atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
-                       const T *norm_w, const T *norm_b, const T *ls_w0,
-                       const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
-                       const T *z1a, const T *z2a, T *gall) {
+__global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
+                                       const T *norm_w, const T *norm_b, const T *ls_w0,
+                                       const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
+                                       const T *z1a, const T *z2a, T *gall) {
     tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
@@ -928,9 +923,8 @@ atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
 /* ==== tn_layer_pre ==== */
 /* shared memory per atom: c[10F] */
 template <typename T>
-__global__ void __launch_bounds__(TN_ATOM_THREADS_FEW)
-layer_pre_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
-                 const T *lt0, const T *lt1, const T *lt2, T *nrma, T *cYa) {
+__global__ void layer_pre_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
+                                 const T *lt0, const T *lt1, const T *lt2, T *nrma, T *cYa) {
     tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
@@ -959,10 +953,9 @@ layer_pre_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
 /* ==== tn_layer_pre_back ==== */
 /* shared memory per atom: gcY's components [10F] */
 template <typename T>
-__global__ void __launch_bounds__(TN_ATOM_THREADS_FEW)
-layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
-                      const T *nrma, const T *lt0, const T *lt1, const T *lt2,
-                      const T *gcY, T *gall) {
+__global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *Xa,
+                                      const T *nrma, const T *lt0, const T *lt1, const T *lt2,
+                                      const T *gcY, T *gall) {
     tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *gs = sW + TL_STAGES * cfg.tile;
@@ -1161,12 +1154,11 @@ __device__ inline void post_ymc(int so3, T qf, const T *cYa, const T *cMa, int F
  * g, cY, cM), which share C's components.  Shared memory per atom: c[10F] (and gc[10F] for
  * BACK). */
 template <typename T, bool BACK>
-__global__ void __launch_bounds__(TN_ATOM_THREADS_FEW)
-layer_post_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
-                  const double *charges, const int32_t *batch, const T *Xa,
-                  const T *nrma, const T *cYa, const T *cMa, const T *lt0,
-                  const T *lt1, const T *lt2, const T *gall, T *Xouta, T *gcYa,
-                  T *gcMa) {
+__global__ void layer_post_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
+                                  const double *charges, const int32_t *batch, const T *Xa,
+                                  const T *nrma, const T *cYa, const T *cMa, const T *lt0,
+                                  const T *lt1, const T *lt2, const T *gall, T *Xouta, T *gcYa,
+                                  T *gcMa) {
     tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
@@ -1264,10 +1256,9 @@ __host__ __device__ inline int readout_per_atom(const nnpops__tn_dims &d) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(TN_ATOM_THREADS_FEW)
-readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t n_local,
-               const T *Xa, readout_w rw, const int32_t *species,
-               const T *atomref, double *atom_energy, T *gall) {
+__global__ void readout_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, int64_t n_local,
+                               const T *Xa, readout_w rw, const int32_t *species,
+                               const T *atomref, double *atom_energy, T *gall) {
     tn_kernel_start();
     extern __shared__ __align__(16) unsigned char tn_smem[];
     T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
@@ -1790,27 +1781,16 @@ inline size_t tn_smem_limit() {
     return v < TN_SMEM_MAX ? (size_t)v : (size_t)TN_SMEM_MAX;
 }
 
-/* A per-atom launch: tiles x chunks blocks of `threads` threads, its shape cfg, bytes of shared
- * memory. */
+/* A per-atom launch: tiles x chunks blocks of TN_ATOM_THREADS threads, its shape cfg, bytes of
+ * shared memory. */
 struct atom_launch {
     tl_cfg cfg;
-    unsigned tiles, chunks, threads;
+    unsigned tiles, chunks;
     size_t bytes;
 };
 
 /* Forced tiles (nnpops__tn_atom_tiles_cuda; 0: chosen by the launch). */
-int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0, g_tile_threads = 0;
-
-/* The device's multiprocessors (132 when it does not say). */
-inline int tn_sm_count() {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        v = 132;
-    }
-    return v > 0 ? v : 132;
-}
+int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0;
 
 /* The launch of a per-atom kernel whose block takes TL_STAGES weight buffers and per_atom values
  * of T per atom of shared memory: NA atoms a block, 8 from 1024 atoms on, else 4 (each block
@@ -1819,10 +1799,8 @@ inline int tn_sm_count() {
  * (chunked) in chunks of whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128
  * blocks, 2 up to 256, else 1 (fewer, longer rounds where the blocks are too few to fill the GPU;
  * blocks that share a multiprocessor where they are many), halved until the block fits in the
- * device's shared memory; blocks of TN_ATOM_THREADS_FEW threads where they are fewer than half the
- * multiprocessors and take at least two atoms (a block then has one to itself: twice the warps
- * share its rounds, each with half the work; TL_TILE), else TN_ATOM_THREADS.  The kernel may take
- * all the shared memory a block can have (launches of every size stay valid, graphs too). */
+ * device's shared memory.  The kernel may take all the shared memory a block can have (launches
+ * of every size stay valid, graphs too). */
 template <typename T>
 nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t per_atom, int chunked,
                         const char *what, atom_launch *p) {
@@ -1850,10 +1828,6 @@ nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t per_atom, i
     const int64_t blocks = tiles * ((slices + per - 1) / per);
     int scale = g_tile_scale ? g_tile_scale : blocks <= 128 ? 4 : blocks <= 256 ? 2 : 1;
     while (scale > 1 && (scale * fixed + na * per_atom) * sizeof(T) > limit) scale /= 2;
-    p->threads = g_tile_threads ? (unsigned)g_tile_threads
-                 : na >= 2 && 2 * blocks < tn_sm_count() ? TN_ATOM_THREADS_FEW
-                                                          : TN_ATOM_THREADS;
-    if (na < 2) p->threads = TN_ATOM_THREADS;
     p->cfg.na = na;
     p->cfg.cw = chunked ? 32 * per : F;
     p->cfg.tile = scale * TL_TILE;
@@ -1871,7 +1845,7 @@ nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, 17 * (size_t)d->F, 1,
                              "embedding", &p));
-    NNPOPS__TRY(tn_launch(atom_embed_kernel<T>, dim3(p.tiles, p.chunks), p.threads, p.bytes,
+    NNPOPS__TRY(tn_launch(atom_embed_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
             stream, "tensornet embedding gates", *d, n, p.cfg, X0, norm_w, norm_b, ls_w[0],
             ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2], z1, z2, X1));
     return NNPOPS_OK;
@@ -1885,7 +1859,7 @@ nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, 
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F,
                              27 * (size_t)d->F, 0, "embedding backward", &p));
-    NNPOPS__TRY(tn_launch(atom_embed_back_kernel<T>, dim3(p.tiles, p.chunks), p.threads,
+    NNPOPS__TRY(tn_launch(atom_embed_back_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
             p.bytes, stream, "tensornet embedding gates backward", *d, n, p.cfg, X0, norm_w, norm_b,
             ls_w[0], ls_w[1], lt[0], lt[1], lt[2], z1, z2, g));
     return NNPOPS_OK;
@@ -1898,7 +1872,7 @@ nnpops_status layer_pre(const nnpops__tn_dims *d, int64_t n, const T *X, const T
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, 10 * (size_t)d->F, 1,
                              "layer", &p));
-    NNPOPS__TRY(tn_launch(layer_pre_kernel<T>, dim3(p.tiles, p.chunks), p.threads, p.bytes,
+    NNPOPS__TRY(tn_launch(layer_pre_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
             stream, "tensornet layer (normalisation, Y)", *d, n, p.cfg, X, lt[0], lt[1], lt[2], nrm,
             cY));
     return NNPOPS_OK;
@@ -1911,7 +1885,7 @@ nnpops_status layer_pre_back(const nnpops__tn_dims *d, int64_t n, const T *X, co
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F,
                              10 * (size_t)d->F, 1, "layer backward", &p));
-    NNPOPS__TRY(tn_launch(layer_pre_back_kernel<T>, dim3(p.tiles, p.chunks), p.threads,
+    NNPOPS__TRY(tn_launch(layer_pre_back_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
             p.bytes, stream, "tensornet layer backward", *d, n, p.cfg, X, nrm, lt[0], lt[1], lt[2],
             gcY, g));
     return NNPOPS_OK;
@@ -1928,14 +1902,14 @@ nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *char
     if (!back) {
         NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F,
                                  10 * (size_t)d->F, 1, "layer update", &p));
-        NNPOPS__TRY(tn_launch(layer_post_kernel<T, false>, dim3(p.tiles, p.chunks), p.threads,
+        NNPOPS__TRY(tn_launch(layer_post_kernel<T, false>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
                 p.bytes, stream, "tensornet layer update", *d, n, p.cfg, charges, batch, X, nrm, cY,
                 cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
         return NNPOPS_OK;
     }
     NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F,
                              20 * (size_t)d->F, 1, "layer update backward", &p));
-    NNPOPS__TRY(tn_launch(layer_post_kernel<T, true>, dim3(p.tiles, p.chunks), p.threads,
+    NNPOPS__TRY(tn_launch(layer_post_kernel<T, true>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
             p.bytes, stream, "tensornet layer update backward", *d, n, p.cfg, charges, batch, X,
             nrm, cY, cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
     return NNPOPS_OK;
@@ -1957,7 +1931,7 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     atom_launch p;
     NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F,
                              (size_t)readout_per_atom(*d), 0, "readout", &p));
-    NNPOPS__TRY(tn_launch(readout_kernel<T>, dim3(p.tiles, p.chunks), p.threads, p.bytes,
+    NNPOPS__TRY(tn_launch(readout_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
             stream, "tensornet readout", *d, n_atoms, p.cfg, n_local, X, rw, species, atomref,
             atom_energy, g));
     return NNPOPS_OK;
@@ -2145,11 +2119,10 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
 TN_CU_TWINS(_f32, float)
 TN_CU_TWINS(_f64, double)
 
-extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale, int threads) {
+extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale) {
     g_tile_atoms = atoms == 1 || atoms == 2 || atoms == 4 || atoms == 8 ? atoms : 0;
     g_tile_chunks = chunks > 0 ? chunks : 0;
     g_tile_scale = scale == 1 || scale == 2 || scale == 4 ? scale : 0;
-    g_tile_threads = threads == TN_ATOM_THREADS || threads == TN_ATOM_THREADS_FEW ? threads : 0;
 }
 
 extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, const int32_t *batch,
