@@ -82,9 +82,9 @@ template <typename T> __device__ inline T t_act(int kind, T x, T *d) {
     }
 }
 
-/* t_act as one out-of-line function: the per-atom kernels call it from many places (their code
- * is executed about once per block: one copy of the activation keeps it small), the pair kernels
- * inline t_act in their loops. */
+/* t_act as one out-of-line function, for the per-atom kernels: they call it from many places
+ * outside their inner loops, and one copy of the activation's code serves them all (the pair
+ * kernels inline t_act in their loops). */
 template <typename T> __device__ __noinline__ T t_act_call(int kind, T x, T *d) {
     return t_act<T>(kind, x, d);
 }
