@@ -302,8 +302,8 @@ if [ $run_tnncu = 1 ] && command -v ncu >/dev/null 2>&1; then
       timeout 200 ncu --clock-control none --cache-control "${TNNCU_CACHE:-all}" \
         --kernel-name "regex:$dkern" --launch-skip 5 --launch-count 1 --section SpeedOfLight \
         --section Occupancy --section LaunchStats --section WarpStateStats \
-        --section SchedulerStats --section InstructionStats "$build/tests/bench_gpu" --tensornet --f32 --only "$dsys" \
-        --steps 1 >> "$out/tnncu-detail.log" 2>&1
+        --section SchedulerStats --section InstructionStats "$build/tests/bench_gpu" --tensornet \
+        --f32 --only "$dsys" --steps 1 >> "$out/tnncu-detail.log" 2>&1
       echo "ncu rc=$? (detail $dsys / $dkern)"
     done
   fi

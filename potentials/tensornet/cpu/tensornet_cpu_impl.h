@@ -317,15 +317,15 @@ static void FN(tn_embed_add)(int F, int f, REAL cz, const REAL *dk, const REAL *
     X[7 * F + f] += f2 * u[0] + f3 * u[1] * u[2];
 }
 
-/* Back through tn_embed_add over the F channels of one edge, cz = fc (p1 + p2): from G = dE/dX
- * of its center, dE/du into gu[3], dE/d dk into gd (3 F; added to when accumulate); returns
- * dE/dfc. */
 #define TN_EC FN(tn_embed_channel_T)
 #define TN_EC_HD
 #include "potentials/tensornet/tn_embed_channel.h"
 #undef TN_EC
 #undef TN_EC_HD
 
+/* Back through tn_embed_add over the F channels of one edge, cz = fc (p1 + p2): from G = dE/dX
+ * of its center, dE/du into gu[3], dE/d dk into gd (3 F; added to when accumulate); returns
+ * dE/dfc. */
 static REAL FN(tn_embed_edge_T)(int F, const REAL *G, const REAL *u, const REAL *p1,
                                 const REAL *p2, REAL fc, const REAL *dk, REAL *gd, int accumulate,
                                 REAL *gu) {

@@ -296,7 +296,7 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
     if (!trans) {
         if (b) {
             NNPOPS__TRY(tn_launch(bias_rows_kernel<T>, grid_for(n * out, 256), 256, 0, stream,
-                    "tensornet linear (bias)", n, out, b, beta != 0, Y));
+                                  "tensornet linear (bias)", n, out, b, beta != 0, Y));
             beta = 1.0;
         }
         if (in == 0) return NNPOPS_OK;
@@ -502,13 +502,9 @@ __device__ __forceinline__ void tl_copy(T *dst, const T *src, int n, int valid) 
         asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
                      "r"(bytes)
                      : "memory");
-    else if (sizeof(T) == 8)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
-                     "r"(bytes)
-                     : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
-                     "r"(bytes)
+    else /* one value: 4 or 8 bytes */
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src),
+                     "n"((int)sizeof(T)), "r"(bytes)
                      : "memory");
 }
 __device__ __forceinline__ void tl_commit() {
@@ -757,7 +753,8 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
         }
         const int j = jb + (q / nk) * JW + t;
         if (kt == nk - 1 && j < je) {
-            /* one copy of the store's code, not eight (it runs once per output) */
+            /* one copy of the store's code, not eight (it runs once per output); the loop indexes
+             * a copy, res, so that acc stays in registers */
             T res[8];
 #pragma unroll
             for (int i = 0; i < 8; i++) res[i] = acc[i];
@@ -986,11 +983,10 @@ __global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, 
 /* The messages' sum of center c (a block per center, its threads over the channels, the
  * center's entries in list order): out_c[k] = base + self_h[blk(k)] src_c[k] + sum over its
  * entries of h_blk(k)(pair) src_j[k] (the pair's edge factors h = act(Z + bias) fc, per
- * channel), with src = Y and base 0 (BACK false: the messages M) or
- * src = dE/dM and base out_c[k] itself (BACK true: dE/dY, in place).  ACT >= 0: the model's
- * activation, fixed at compile time (TN_MSG_KERNEL), -1: any, chosen per call.  The loads of
- * MSG_BATCH entries go out before their sums (a center's chain of entries is the kernel's
- * latency where the centers are few). */
+ * channel), with src = Y and base 0 (BACK false: the messages M) or src = dE/dM and base out_c[k]
+ * itself (BACK true: dE/dY, in place).  ACT >= 0: the model's activation, fixed at compile time
+ * (TN_MSG_KERNEL), -1: any, chosen per call.  The loads of MSG_BATCH entries go out before their
+ * sums (a center's chain of entries is the kernel's latency where the centers are few). */
 #define MSG_BATCH 4
 template <typename T, bool BACK, int ACT>
 __global__ void message_kernel(nnpops__tn_dims d, const int64_t *start, const int32_t *pairs,
@@ -1846,8 +1842,8 @@ nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const
     NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_kernel<T>, n, d->F, 17 * (size_t)d->F, 1,
                              "embedding", &p));
     NNPOPS__TRY(tn_launch(atom_embed_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-            stream, "tensornet embedding gates", *d, n, p.cfg, X0, norm_w, norm_b, ls_w[0],
-            ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2], z1, z2, X1));
+                          stream, "tensornet embedding gates", *d, n, p.cfg, X0, norm_w, norm_b,
+                          ls_w[0], ls_b[0], ls_w[1], ls_b[1], lt[0], lt[1], lt[2], z1, z2, X1));
     return NNPOPS_OK;
 }
 
@@ -1860,8 +1856,8 @@ nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, 
     NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F,
                              27 * (size_t)d->F, 0, "embedding backward", &p));
     NNPOPS__TRY(tn_launch(atom_embed_back_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
-            p.bytes, stream, "tensornet embedding gates backward", *d, n, p.cfg, X0, norm_w, norm_b,
-            ls_w[0], ls_w[1], lt[0], lt[1], lt[2], z1, z2, g));
+                          p.bytes, stream, "tensornet embedding gates backward", *d, n, p.cfg, X0,
+                          norm_w, norm_b, ls_w[0], ls_w[1], lt[0], lt[1], lt[2], z1, z2, g));
     return NNPOPS_OK;
 }
 
@@ -1873,8 +1869,8 @@ nnpops_status layer_pre(const nnpops__tn_dims *d, int64_t n, const T *X, const T
     NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_kernel<T>, n, d->F, 10 * (size_t)d->F, 1,
                              "layer", &p));
     NNPOPS__TRY(tn_launch(layer_pre_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-            stream, "tensornet layer (normalisation, Y)", *d, n, p.cfg, X, lt[0], lt[1], lt[2], nrm,
-            cY));
+                          stream, "tensornet layer (normalisation, Y)", *d, n, p.cfg, X, lt[0],
+                          lt[1], lt[2], nrm, cY));
     return NNPOPS_OK;
 }
 
@@ -1886,8 +1882,8 @@ nnpops_status layer_pre_back(const nnpops__tn_dims *d, int64_t n, const T *X, co
     NNPOPS__TRY(atom_plan<T>((const void *)layer_pre_back_kernel<T>, n, d->F,
                              10 * (size_t)d->F, 1, "layer backward", &p));
     NNPOPS__TRY(tn_launch(layer_pre_back_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
-            p.bytes, stream, "tensornet layer backward", *d, n, p.cfg, X, nrm, lt[0], lt[1], lt[2],
-            gcY, g));
+                          p.bytes, stream, "tensornet layer backward", *d, n, p.cfg, X, nrm, lt[0],
+                          lt[1], lt[2], gcY, g));
     return NNPOPS_OK;
 }
 
@@ -1903,15 +1899,15 @@ nnpops_status layer_post(const nnpops__tn_dims *d, int64_t n, const double *char
         NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, false>, n, d->F,
                                  10 * (size_t)d->F, 1, "layer update", &p));
         NNPOPS__TRY(tn_launch(layer_post_kernel<T, false>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
-                p.bytes, stream, "tensornet layer update", *d, n, p.cfg, charges, batch, X, nrm, cY,
-                cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
+                              p.bytes, stream, "tensornet layer update", *d, n, p.cfg, charges,
+                              batch, X, nrm, cY, cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
         return NNPOPS_OK;
     }
     NNPOPS__TRY(atom_plan<T>((const void *)layer_post_kernel<T, true>, n, d->F,
                              20 * (size_t)d->F, 1, "layer update backward", &p));
     NNPOPS__TRY(tn_launch(layer_post_kernel<T, true>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
-            p.bytes, stream, "tensornet layer update backward", *d, n, p.cfg, charges, batch, X,
-            nrm, cY, cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
+                          p.bytes, stream, "tensornet layer update backward", *d, n, p.cfg, charges,
+                          batch, X, nrm, cY, cM, lt[0], lt[1], lt[2], g, Xout, gcY, gcM));
     return NNPOPS_OK;
 }
 
@@ -1932,8 +1928,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     NNPOPS__TRY(atom_plan<T>((const void *)readout_kernel<T>, n_atoms, d->F,
                              (size_t)readout_per_atom(*d), 0, "readout", &p));
     NNPOPS__TRY(tn_launch(readout_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS, p.bytes,
-            stream, "tensornet readout", *d, n_atoms, p.cfg, n_local, X, rw, species, atomref,
-            atom_energy, g));
+                          stream, "tensornet readout", *d, n_atoms, p.cfg, n_local, X, rw, species,
+                          atomref, atom_energy, g));
     return NNPOPS_OK;
 }
 
@@ -1952,8 +1948,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         T *fc, T *phi, void *stream) {                                                            \
         if (capacity <= 0) return NNPOPS_OK;                                                      \
         NNPOPS__TRY(tn_launch(edges_kernel<T>, grid_for(capacity, 128), 128, 0, stream,            \
-                "tensornet edges", *d, rbf_a, rbf_b, n_centers, start, capacity, vec, ev, er,     \
-                mask, fc, phi));                                                                   \
+                              "tensornet edges", *d, rbf_a, rbf_b, n_centers, start, capacity,     \
+                              vec, ev, er, mask, fc, phi));                                        \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_linear_cuda##SUF(int64_t n, int in, int out, int trans,   \
@@ -1967,7 +1963,7 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
                                                       T *A, void *stream) {                       \
         if (n <= 0 || width <= 0) return NNPOPS_OK;                                               \
         NNPOPS__TRY(tn_launch(act_kernel<T>, (unsigned)((n + ACT_ROWS - 1) / ACT_ROWS), 128, 0,    \
-                stream, "tensornet activation", act, n, width, bias, Z, scale, A));               \
+                              stream, "tensornet activation", act, n, width, bias, Z, scale, A));  \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width,         \
@@ -1976,7 +1972,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
                                                            void *stream) {                        \
         if (n <= 0) return NNPOPS_OK;                                                             \
         NNPOPS__TRY(tn_launch(act_back_kernel<T>, grid_for(n * 32, 128), 128, 0, stream,           \
-                "tensornet activation backward", act, n, width, Z, bias, scale, G, gscale));      \
+                              "tensornet activation backward", act, n, width, Z, bias, scale, G,   \
+                              gscale));                                                            \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_embed_cuda##SUF(                                          \
@@ -1985,9 +1982,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const T *self_dk, const T *ev, const T *er, const uint8_t *mask, const int32_t *slot,     \
         const T *fc, const T *dk, const T *dk_b, T *X0, void *stream) {                           \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        NNPOPS__TRY(tn_launch(embed_kernel<T>, (unsigned)n_centers, atom_threads(d->F), 0,         \
-                stream, "tensornet embedding", *d, start, pairs, capacity, species, ptab1,        \
-                ptab2, self_fc, self_dk, ev, er, mask, slot, fc, dk, dk_b, X0));                   \
+        NNPOPS__TRY(tn_launch(embed_kernel<T>, (unsigned)n_centers, atom_threads(d->F), 0, stream, \
+                              "tensornet embedding", *d, start, pairs, capacity, species, ptab1,   \
+                              ptab2, self_fc, self_dk, ev, er, mask, slot, fc, dk, dk_b, X0));     \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_atom_embed_cuda##SUF(                                      \
@@ -2018,8 +2015,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const T *fcP, const T *self_h, const T *cY, T *cM, void *stream) {                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         NNPOPS__TRY(tn_launch(TN_MSG_KERNEL(message_kernel, d, T, false), (unsigned)n_centers,     \
-                atom_threads(d->F), 0, stream, "tensornet messages", *d, start, pairs, capacity,   \
-                mask, slot, Z, bias, fcP, self_h, cY, cM));                                        \
+                              atom_threads(d->F), 0, stream, "tensornet messages", *d, start,      \
+                              pairs, capacity, mask, slot, Z, bias, fcP, self_h, cY, cM));         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_back_cuda##SUF(                                   \
@@ -2029,8 +2026,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const T *cY, const T *gcM, T *gcY, T *GH, int accumulate, T *gfc, void *stream) {         \
         if (n_centers > 0) {                                                                      \
             NNPOPS__TRY(tn_launch(TN_MSG_KERNEL(message_kernel, d, T, true), (unsigned)n_centers,  \
-                    atom_threads(d->F), 0, stream, "tensornet messages backward (Y)", *d, start,   \
-                    pairs, capacity, mask, slot, Z, bias, fcP, self_h, gcM, gcY));                 \
+                                  atom_threads(d->F), 0, stream,                                   \
+                                  "tensornet messages backward (Y)", *d, start, pairs, capacity,   \
+                                  mask, slot, Z, bias, fcP, self_h, gcM, gcY));                    \
         }                                                                                         \
         if (n_centers > 0 || n_pairs > 0) {                                                       \
             /* slices per center: about GH_ENTRIES_PER_BLOCK entries each (from the capacity's    \
@@ -2041,10 +2039,10 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
             const dim3 grid((unsigned)(n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS),  \
                             (unsigned)slices);                                                    \
             NNPOPS__TRY(tn_launch(TN_MSG_KERNEL(message_gh_kernel, d, T), grid,                    \
-                    atom_threads(d->F), 0, stream,                                                 \
-                    "tensornet messages backward (edge factors)", *d, n_centers, start, pairs,    \
-                    capacity, mask, slot, n_pairs, pentry, cY, gcM, Z, bias, fcP, GH,              \
-                    accumulate, gfc));                                                             \
+                                  atom_threads(d->F), 0, stream,                                   \
+                                  "tensornet messages backward (edge factors)", *d, n_centers,     \
+                                  start, pairs, capacity, mask, slot, n_pairs, pentry, cY, gcM, Z, \
+                                  bias, fcP, GH, accumulate, gfc));                                \
         }                                                                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
@@ -2077,8 +2075,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         T *gu, int accumulate, T *gfc, void *stream) {                                            \
         if (n_pairs <= 0) return NNPOPS_OK;                                                       \
         NNPOPS__TRY(tn_launch(embed_back_kernel<T>, grid_for(n_pairs * 32, 128), 128, 0, stream,   \
-                "tensornet embedding backward (pairs)", *d, n_pairs, pentry, pmirror, pairs,      \
-                species, ptab1, ptab2, ev, er, fcP, dk, dk_b, g0, gd, gu, accumulate, gfc));       \
+                              "tensornet embedding backward (pairs)", *d, n_pairs, pentry,         \
+                              pmirror, pairs, species, ptab1, ptab2, ev, er, fcP, dk, dk_b, g0,    \
+                              gd, gu, accumulate, gfc));                                           \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_radial_back_cuda##SUF(                                    \
@@ -2087,9 +2086,9 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int32_t *pentry, const T *gphi, const T *gfc, int accumulate, T *gr,                \
         void *stream) {                                                                           \
         if (capacity <= 0) return NNPOPS_OK;                                                      \
-        NNPOPS__TRY(tn_launch(radial_back_kernel<T>, grid_for(capacity * 32, 128), 128, 0,         \
-                stream, "tensornet radial backward", *d, rbf_a, rbf_b, n_centers, start,          \
-                capacity, er, mask, pentry, gphi, gfc, accumulate, gr));                           \
+        NNPOPS__TRY(tn_launch(radial_back_kernel<T>, grid_for(capacity * 32, 128), 128, 0, stream, \
+                              "tensornet radial backward", *d, rbf_a, rbf_b, n_centers, start,     \
+                              capacity, er, mask, pentry, gphi, gfc, accumulate, gr));             \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_finish_cuda##SUF(                                         \
@@ -2101,9 +2100,10 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         double *pair_grad, void *stream) {                                                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
         NNPOPS__TRY(tn_launch(finish_kernel<T>, grid_for(n_centers * 32, 128), 128, 0, stream,     \
-                "tensornet finish (ZBL, gradients per entry)", *d, *zbl, zbl_z, n_centers,        \
-                n_local, start, pairs, capacity, species, ev, er, mask, gu, gr, slot, pentry,      \
-                grP, mean, batch, sys_count, atom_energy, pair_grad));                             \
+                              "tensornet finish (ZBL, gradients per entry)", *d, *zbl, zbl_z,      \
+                              n_centers, n_local, start, pairs, capacity, species, ev, er, mask,   \
+                              gu, gr, slot, pentry, grP, mean, batch, sys_count, atom_energy,      \
+                              pair_grad));                                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_pair_radial_cuda##SUF(                                    \
@@ -2111,8 +2111,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int32_t *pentry, const T *er, const T *fc, T *erP, T *fcP, T *phiP, void *stream) { \
         if (n_pairs <= 0 || d->R <= 0) return NNPOPS_OK;                                          \
         NNPOPS__TRY(tn_launch(pair_radial_kernel<T>, grid_for(n_pairs * d->R, 128), 128, 0,        \
-                stream, "tensornet radial basis per pair", *d, rbf_a, rbf_b, n_pairs, pentry,     \
-                er, fc, erP, fcP, phiP));                                                          \
+                              stream, "tensornet radial basis per pair", *d, rbf_a, rbf_b,         \
+                              n_pairs, pentry, er, fc, erP, fcP, phiP));                           \
         return NNPOPS_OK;                                                                         \
     }
 
@@ -2129,7 +2129,7 @@ extern "C" nnpops_status nnpops__tn_count_cuda(int64_t n, int64_t n_systems, con
                                                int32_t *sys_count, void *stream) {
     if (n_systems <= 0) return NNPOPS_OK;
     NNPOPS__TRY(tn_launch(count_kernel, 1, 1024, 0, stream, "tensornet atoms per system", n,
-            n_systems, batch, sys_count));
+                          n_systems, batch, sys_count));
     return NNPOPS_OK;
 }
 
@@ -2148,12 +2148,13 @@ extern "C" nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t 
                               capacity, vec, mask, n_pairs, count, slot, pentry, pmirror));
     } else {
         NNPOPS__TRY(tn_launch(pairs_count_kernel, grid_for(n_centers * 32, 128), 128, 0, st,
-                "tensornet pairs (count)", n_centers, start, pairs, capacity, vec, mask, count));
+                              "tensornet pairs (count)", n_centers, start, pairs, capacity, vec,
+                              mask, count));
         NNPOPS__TRY(tn_launch(pairs_scan_kernel, 1, 1024, 0, st, "tensornet pairs (scan)",
-                n_centers, count));
+                              n_centers, count));
         NNPOPS__TRY(tn_launch(pairs_assign_kernel, grid_for(n_centers * 32, 128), 128, 0, st,
-                "tensornet pairs (numbers)", n_centers, start, pairs, capacity, vec, mask, n_pairs,
-                count, slot, pentry, pmirror));
+                              "tensornet pairs (numbers)", n_centers, start, pairs, capacity, vec,
+                              mask, n_pairs, count, slot, pentry, pmirror));
     }
     const int64_t m = capacity > n_pairs ? capacity : n_pairs;
     if (m > 0) {
