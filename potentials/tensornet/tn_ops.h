@@ -75,12 +75,26 @@ typedef struct nnpops__tn_zbl_dev {
         uint8_t *mask, REAL *fc, REAL *phi, void *stream);                                       \
     /* tn_linear: over n rows, trans 0: Y[c][o] = beta Y[c][o] + b[o] + sum_i W[o][i] X[c][i]    \
      * (X [n][in], Y [n][out]; b may be NULL); trans 1: Y[c][i] = beta Y[c][i] + sum_o W[o][i]   \
-     * X[c][o] (X [n][out], Y [n][in]; b unused).  beta 0 or 1. */                               \
+     * X[c][o] (X [n][out], Y [n][in]; b unused).  beta 0 or 1.  The float32 CUDA twin runs on   \
+     * the tensor cores with float32 accuracy (3xTF32) where the width of Y and the inner        \
+     * dimension are multiples of 4, the matrices 16-byte aligned and the rows many enough       \
+     * (nnpops__tn_gemm_path_cuda), else on cuBLAS. */                                           \
     void nnpops__tn_linear_cpu##SUF(int64_t n, int in, int out, int trans, const REAL *W,        \
                                     const REAL *b, const REAL *X, double beta, REAL *Y);         \
     nnpops_status nnpops__tn_linear_cuda##SUF(int64_t n, int in, int out, int trans,            \
                                               const REAL *W, const REAL *b, const REAL *X,       \
                                               double beta, REAL *Y, void *blas, void *stream);   \
+    /* tn_linear_act: tn_linear (without b) and then, trans 0 with A not NULL: tn_act of Y into \
+     * A (A = act(Y + bias), no scale); trans 1 with Zg not NULL: tn_act_back of Zg on Y       \
+     * (Y *= act'(Zg + bias), no scale, no gscale).  Zg, A [n][width of Y]; bias may be NULL. */ \
+    void nnpops__tn_linear_act_cpu##SUF(int act, int64_t n, int in, int out, int trans,         \
+                                        const REAL *W, const REAL *X, double beta, REAL *Y,      \
+                                        const REAL *bias, const REAL *Zg, REAL *A);              \
+    nnpops_status nnpops__tn_linear_act_cuda##SUF(int act, int64_t n, int in, int out,          \
+                                                  int trans, const REAL *W, const REAL *X,       \
+                                                  double beta, REAL *Y, const REAL *bias,        \
+                                                  const REAL *Zg, REAL *A, void *blas,           \
+                                                  void *stream);                                 \
     /* tn_act: over n rows of width values, A[c][o] = act(Z[c][o] + bias[o]) * (scale ? scale[c] \
      * : 1) (bias may be NULL: 0; Z is left as it is: the backward adds the bias again). */      \
     void nnpops__tn_act_cpu##SUF(int act, int64_t n, int width, const REAL *bias, const REAL *Z, \
@@ -397,6 +411,13 @@ nnpops_status nnpops__tn_pairs_cuda(int64_t n_centers, const int64_t *start, con
  * and the size of the weight buffers (1, 2 or 4 units; else the most that fit).  Their results
  * do not depend on the tiles.  Process-wide: not for concurrent use. */
 void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale);
+
+/* The path of the float32 products of the CUDA twins of tn_linear and tn_linear_act, forced for
+ * tests: 1 the tensor cores wherever the shapes fit, 2 cuBLAS always, else chosen by the size
+ * (the tensor cores from a block of 64 x 64 outputs per multiprocessor).  Returns how many
+ * products have run on the tensor cores since the process started.  Process-wide: not for
+ * concurrent use. */
+int nnpops__tn_gemm_path_cuda(int force);
 
 /* The work-space budget of the step's per-layer pre-activations (tn_step_impl.h, TS_KEEP_BYTES),
  * forced for tests: 0 makes every layer share one set (the backward computes each layer's edge

@@ -160,26 +160,36 @@ size_t TS(nnpops__tn_step_work_bytes)(const OPM *m, int64_t n_atoms, int64_t n_s
             TS(nnpops__tn_linear_cpu)(n, in, out, trans, W, b, Xin, beta, Y);                  \
         }                                                                                      \
     } while (0)
+#define XLA(n, in, out, trans, W, Xin, beta, Y, bias, Zg, A)                                   \
+    do {                                                                                       \
+        if (cuda) {                                                                            \
+            NNPOPS__TRY(TS(nnpops__tn_linear_act_cuda)(act, n, in, out, trans, W, Xin, beta, Y, \
+                                                       bias, Zg, A, a->blas, a->stream));      \
+        } else {                                                                               \
+            TS(nnpops__tn_linear_act_cpu)(act, n, in, out, trans, W, Xin, beta, Y, bias, Zg, A); \
+        }                                                                                      \
+    } while (0)
 #else
 #define X(name, ...) TS(nnpops__tn_##name##_cpu)(__VA_ARGS__)
+#define XLA(n, in, out, trans, W, Xin, beta, Y, bias, Zg, A)                                   \
+    TS(nnpops__tn_linear_act_cpu)(act, n, in, out, trans, W, Xin, beta, Y, bias, Zg, A)
 #define XLIN(n, in, out, trans, W, b, Xin, beta, Y)                                            \
     TS(nnpops__tn_linear_cpu)(n, in, out, trans, W, b, Xin, beta, Y)
 #endif
 
 /* One layer's edge network over the P pairs up to its last pre-activations: Z1 = phi W0^T,
  * A1 = act(Z1 + b0), Z2 = A1 W1^T, A2 = act(Z2 + b1), Z3 = A2 W2^T (A1 and A2 are H's two parts,
- * see ts_plan).  The Z keep no bias: the activations add it as they read them, forward and back;
- * the messages read h = act(Z3 + b2) fc from Z3 the same way. */
+ * see ts_plan; each activation comes with the product before it: tn_linear_act).  The Z keep no
+ * bias: the activations add it as they read them, forward and back; the messages read
+ * h = act(Z3 + b2) fc from Z3 the same way. */
 static nnpops_status TS(ts_edge_net)(const OPM *m, const nnpops__tn_step_args *a, int cuda,
                                      int64_t P, const REAL *const *Wl, const REAL *const *bl,
                                      const REAL *phiP, REAL *Z1, REAL *Z2, REAL *Z3, REAL *A1,
                                      REAL *A2) {
     const int F = m->d.F, R = m->d.R, act = m->d.activation;
     (void)a, (void)cuda;
-    XLIN(P, R, F, 0, Wl[0], NULL, phiP, 0.0, Z1);
-    X(act, act, P, F, bl[0], Z1, NULL, A1);
-    XLIN(P, F, 2 * F, 0, Wl[1], NULL, A1, 0.0, Z2);
-    X(act, act, P, 2 * F, bl[1], Z2, NULL, A2);
+    XLA(P, R, F, 0, Wl[0], phiP, 0.0, Z1, bl[0], NULL, A1);
+    XLA(P, F, 2 * F, 0, Wl[1], A1, 0.0, Z2, bl[1], NULL, A2);
     XLIN(P, 2 * F, 3 * F, 0, Wl[2], NULL, A2, 0.0, Z3);
     return NNPOPS_OK;
 }
@@ -276,10 +286,8 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         REAL *G2 = Z3_(l);
         X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, Z3_(l), bl[2], fcP,
           m->self_h[l], cY + l * NF10, gcM, gcY, GHP, l < L - 1, gfcP);
-        XLIN(P, 2 * F, 3 * F, 1, Wl[2], NULL, GHP, 0.0, G2);
-        X(act_back, act, P, 2 * F, Z2_(l), bl[1], NULL, G2, NULL);
-        XLIN(P, F, 2 * F, 1, Wl[1], NULL, G2, 0.0, G1);
-        X(act_back, act, P, F, Z1_(l), bl[0], NULL, G1, NULL);
+        XLA(P, 2 * F, 3 * F, 1, Wl[2], GHP, 0.0, G2, bl[1], Z2_(l), NULL);
+        XLA(P, F, 2 * F, 1, Wl[1], G2, 0.0, G1, bl[0], Z1_(l), NULL);
         XLIN(P, R, F, 1, Wl[0], NULL, G1, l < L - 1 ? 1.0 : 0.0, gphiP);
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
@@ -301,6 +309,7 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
 #undef Z3_
 #undef X
 #undef XLIN
+#undef XLA
 #undef OPM
 #undef TS
 #undef TS_CAT

@@ -123,7 +123,7 @@ nnpops_emu_program(plain device ${gpu_src}/test_gpu_device.c capture batch error
   capture_failure cpu_model)
 nnpops_emu_program(plain tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm model)
 nnpops_emu_program(plain tensornet ${gpu_src}/test_gpu_tensornet.c compose_f64 compose_f32
-  ops_f64 ops_f32 step_f64 step_f32 tiles_f64 tiles_f32 pairs)
+  ops_f64 ops_f32 step_f64 step_f32 tiles_f64 tiles_f32 gemm_f32 pairs)
 # TensorNet models on "cuda" through the public API against torchmd-net's values (the reference
 # case keeps a 13-atom molecule and the batch with charges when emulated)
 nnpops_emu_program(plain tensornet_model ${PROJECT_SOURCE_DIR}/tests/model/test_tensornet.c
@@ -185,7 +185,7 @@ set_tests_properties(tsan.emu.model.fd tsan.emu.model.member tsan.emu.graphs.sha
 nnpops_emu_program(race device ${gpu_src}/test_gpu_device.c capture batch
   errors capture_failure)
 nnpops_emu_program(race tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm)
-nnpops_emu_program(race tensornet ${gpu_src}/test_gpu_tensornet.c ops_f32 ops_f64 step_f32
+nnpops_emu_program(race tensornet ${gpu_src}/test_gpu_tensornet.c ops_f32 ops_f64 step_f32 gemm_f32
   tiles_f32 pairs)
 
 # The race model's own check (race_selftest.cu): each case without its ordering must be reported,

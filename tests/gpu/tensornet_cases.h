@@ -304,8 +304,11 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
     WORST(TC(chk)("pairs: cutoff", &fcP));
     WORST(TC(chk)("pairs: radial basis", &phiP));
 
-    /* linear: forward with bias over the entries, backward accumulating */
-    {
+    /* linear: forward with bias over the entries, backward accumulating; the products with
+     * their activations (the edge networks' forward and backward): each with the float32
+     * products on the tensor cores where they fit, then on cuBLAS */
+    for (int path = 1; path <= 2; path++) {
+        nnpops__tn_gemm_path_cuda(path);
         TC(arr) y = TC(mk)(E * 3 * Fz, 1), x = TC(mk)(E * Fz, 1);
         TC(nnpops__tn_linear_cpu)(E, R, 3 * F, 0, mh->dproj_w, mh->dproj_b, phi.h, 0.0, y.h);
         CHECK_OK(TC(nnpops__tn_linear_cuda)(E, R, 3 * F, 0, md->dproj_w, md->dproj_b, phi.d, 0.0,
@@ -316,6 +319,21 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         CHECK_OK(TC(nnpops__tn_linear_cuda)(E, F, 2 * F, 1, md->emb_ls_w[0], NULL, g.d, 1.0, gx.d,
                                             blas, st));
         WORST(TC(chk)("linear transposed (accumulating)", &gx));
+        TC(arr) za = TC(mk)(E * 3 * Fz, 1), aa = TC(mk)(E * 3 * Fz, 1), zg = TC(mk)(E * 2 * Fz, 2);
+        TC(nnpops__tn_linear_act_cpu)(d->activation, E, 2 * F, 3 * F, 0, mh->ls_w[2], g.h, 0.0,
+                                      za.h, mh->ls_b[2], NULL, aa.h);
+        CHECK_OK(TC(nnpops__tn_linear_act_cuda)(d->activation, E, 2 * F, 3 * F, 0, md->ls_w[2],
+                                                g.d, 0.0, za.d, md->ls_b[2], NULL, aa.d, blas,
+                                                st));
+        WORST(TC(chk)("linear with activation: pre-activations", &za));
+        WORST(TC(chk)("linear with activation: activations", &aa));
+        TC(nnpops__tn_linear_act_cpu)(d->activation, E, 2 * F, 3 * F, 1, mh->ls_w[2], y.h, 0.0,
+                                      g.h, mh->ls_b[1], zg.h, NULL);
+        CHECK_OK(TC(nnpops__tn_linear_act_cuda)(d->activation, E, 2 * F, 3 * F, 1, md->ls_w[2],
+                                                y.d, 0.0, g.d, md->ls_b[1], zg.d, NULL, blas,
+                                                st));
+        WORST(TC(chk)("linear transposed with activation backward", &g));
+        TC(drop)(&za), TC(drop)(&aa), TC(drop)(&zg);
         /* activations: forward with a scale, backward with its sum */
         TC(arr) z = TC(mk)(E * 3 * Fz, 3), A = TC(mk)(E * 3 * Fz, 1), G = TC(mk)(E * 3 * Fz, 1),
                 gs = TC(mk)(E, 1);
@@ -338,6 +356,7 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         WORST(TC(chk)("activation backward (no bias, no scale)", &G));
         TC(drop)(&y), TC(drop)(&x), TC(drop)(&g), TC(drop)(&gx), TC(drop)(&z), TC(drop)(&A);
         TC(drop)(&G), TC(drop)(&gs);
+        nnpops__tn_gemm_path_cuda(0);
     }
     /* the embedding */
     TC(arr) dk = TC(mk)(P * 3 * Fz, 1), X0 = TC(mk)(n * 9 * Fz, 1);
@@ -706,16 +725,26 @@ static int TC(step)(void) {
         b.work = dwork, b.blas = blas, b.stream = g_stream;
         double *e1 = malloc(sizeof(double) * n), *g1 = malloc(sizeof(double) * 3 * E);
         double *e2 = malloc(sizeof(double) * n), *g2 = malloc(sizeof(double) * 3 * E);
-        CHECK_OK(TC(nnpops__tn_step)(&o.dev, &b, 1));
-        to_host(e1, b.atom_energy, sizeof(double) * n);
-        to_host(g1, b.pair_grad, sizeof(double) * 3 * E);
-        bad |= compare("step: energies per atom", e1, e, n, TOL_A, TOL_R) > 1;
-        bad |= compare("step: gradients per entry", g1, g, 3 * E, TOL_A, TOL_R) > 1;
-        CHECK_OK(TC(nnpops__tn_step)(&o.dev, &b, 1));
-        to_host(e2, b.atom_energy, sizeof(double) * n);
-        to_host(g2, b.pair_grad, sizeof(double) * 3 * E);
-        CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
-        CHECK(memcmp(g1, g2, sizeof(double) * 3 * E) == 0);
+        /* the edge networks' products on cuBLAS, then on the tensor cores (float32: they must
+         * have run there; float64 never does) */
+        for (int path = 2; path >= 1; path--) {
+            const int tc0 = nnpops__tn_gemm_path_cuda(path);
+            CHECK_OK(TC(nnpops__tn_step)(&o.dev, &b, 1));
+            const int tc = nnpops__tn_gemm_path_cuda(path) - tc0;
+            printf("  products on %s: %d on the tensor cores\n",
+                   path == 2 ? "cuBLAS" : "the tensor cores where they fit", tc);
+            bad |= path == 1 && sizeof(REAL) == 4 ? tc == 0 : tc != 0;
+            to_host(e1, b.atom_energy, sizeof(double) * n);
+            to_host(g1, b.pair_grad, sizeof(double) * 3 * E);
+            bad |= compare("step: energies per atom", e1, e, n, TOL_A, TOL_R) > 1;
+            bad |= compare("step: gradients per entry", g1, g, 3 * E, TOL_A, TOL_R) > 1;
+            CHECK_OK(TC(nnpops__tn_step)(&o.dev, &b, 1));
+            to_host(e2, b.atom_energy, sizeof(double) * n);
+            to_host(g2, b.pair_grad, sizeof(double) * 3 * E);
+            CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
+            CHECK(memcmp(g1, g2, sizeof(double) * 3 * E) == 0);
+        }
+        nnpops__tn_gemm_path_cuda(0);
         free(e1), free(g1), free(e2), free(g2), free(e), free(g), free(work);
         cudaFree((void *)b.start), cudaFree((void *)b.pairs), cudaFree((void *)b.vec);
         cudaFree((void *)b.species), cudaFree((void *)b.batch), cudaFree((void *)b.charges);

@@ -12,6 +12,7 @@
  *                             atom's own periodic images; each with a set of pre-activations per
  *                             layer and with one set for the layers (the work space tells which)
  *   ops_f64, ops_f32          each op's CUDA twin against its CPU twin on the same random inputs
+ *                             (the products on the tensor cores where they fit, then on cuBLAS)
  *                             (per-atom tensors, messages, gradients; the pairs' numbering, exactly;
  *                             the real lists of a random batch with a capacity above the entries,
  *                             whose tail must come back zero); on a GPU also F = 300 (channels over several passes of a block)
@@ -21,7 +22,12 @@
  *                             against its CPU twin, and bitwise the same under every tiling
  *   step_f64, step_f32        the whole step with the CUDA ops against the CPU ops (energies, every
  *                             entry's gradient), twice on the GPU: bitwise the same; pre-activations
- *                             per layer, then one set for the layers
+ *                             per layer, then one set for the layers; the edge networks' products
+ *                             on cuBLAS, then on the tensor cores (float32)
+ *   gemm_f32                  the float32 products on the tensor cores (tn_linear_act: forward
+ *                             with the activation, transposed with its derivative, accumulating)
+ *                             against float64 sums at float32 accuracy, over partial tiles and
+ *                             steps; the shapes they do not take on cuBLAS; the path by size
  *   pairs                     the pairs' numbering (tn_pairs) on dense lists, each path (picked,
  *                             one block, three kernels) against the CPU twin, exactly: more
  *                             entries per center than a warp, more centers than the block's warps,
@@ -256,6 +262,111 @@ static void need_gpu(void) {
 #undef TOL_A
 #undef TOL_R
 
+/* ---- gemm: the float32 products on the tensor cores against float64 sums ---- */
+
+/* One product of n rows (tn_linear_act_cuda_f32: trans, beta, with its activation or without)
+ * under the path `force` (nnpops__tn_gemm_path_cuda) against the same product summed in float64
+ * from the same float32 inputs.  Each value must be within 1e-5 of the sum of the magnitudes of
+ * its terms (float32 accuracy: a plain TF32 product is off by ~1e-3 of it), and the product must
+ * have run on the tensor cores (the count of nnpops__tn_gemm_path_cuda grows) when tc is 1 and
+ * on cuBLAS when it is 0. */
+static int gemm_one(int64_t n, int in, int out, int trans, int beta, int with_act, int force,
+                    int tc, void *blas) {
+    const int wy = trans ? in : out, wx = trans ? out : in, act = NNPOPS__TN_SILU;
+    const size_t ny = (size_t)n * wy, nx = (size_t)n * wx, nw = (size_t)in * out;
+    float *x = malloc(sizeof(float) * (nx ? nx : 1)), *w = malloc(sizeof(float) * nw);
+    float *y0 = malloc(sizeof(float) * (ny ? ny : 1)), *zg = malloc(sizeof(float) * (ny ? ny : 1));
+    float *b = malloc(sizeof(float) * wy), *y = malloc(sizeof(float) * (ny ? ny : 1));
+    float *a = malloc(sizeof(float) * (ny ? ny : 1));
+    for (size_t k = 0; k < nx; k++) x[k] = (float)srand1();
+    for (size_t k = 0; k < nw; k++) w[k] = (float)(srand1() / sqrt((double)wx));
+    for (size_t k = 0; k < ny; k++) y0[k] = (float)srand1(), zg[k] = (float)(3.0 * srand1());
+    for (int k = 0; k < wy; k++) b[k] = (float)srand1();
+    float *dx = dup_to_device(x, sizeof(float) * nx), *dw = dup_to_device(w, sizeof(float) * nw);
+    float *dy = dup_to_device(y0, sizeof(float) * ny), *dzg = dup_to_device(zg, sizeof(float) * ny);
+    float *db = dup_to_device(b, sizeof(float) * wy), *da = dalloc(sizeof(float) * ny);
+    const int before = nnpops__tn_gemm_path_cuda(force);
+    CHECK_OK(nnpops__tn_linear_act_cuda_f32(act, n, in, out, trans, dw, dx, beta, dy, db,
+                                            trans && with_act ? dzg : NULL,
+                                            !trans && with_act ? da : NULL, blas,
+                                            (void *)g_stream));
+    const int ran_tc = nnpops__tn_gemm_path_cuda(0) > before;
+    to_host(y, dy, sizeof(float) * ny);
+    if (!trans && with_act) to_host(a, da, sizeof(float) * ny);
+    double worst = 0, worst_a = 0;
+    for (int64_t c = 0; c < n; c++)
+        for (int o = 0; o < wy; o++) {
+            double sum = beta ? y0[c * wy + o] : 0.0, mag = fabs(sum);
+            for (int i = 0; i < wx; i++) {
+                const double t = (double)x[c * wx + i] *
+                                 (trans ? w[(size_t)i * in + o] : w[(size_t)o * in + i]);
+                sum += t, mag += fabs(t);
+            }
+            const size_t k = (size_t)c * wy + o;
+            double ref = sum;
+            if (trans && with_act) { /* silu'(z) */
+                const double z = (double)zg[k] + b[o], sg = 1.0 / (1.0 + exp(-z));
+                ref *= sg * (1.0 + z * (1.0 - sg)), mag *= 1.1;
+            }
+            worst = fmax(worst, fabs(y[k] - ref) / (mag + 1e-30));
+            if (!trans && with_act) {
+                const double z = sum + b[o];
+                worst_a = fmax(worst_a, fabs(a[k] - z / (1.0 + exp(-z))) / (mag + fabs(b[o]) + 1.0));
+            }
+        }
+    const int bad = !(worst <= 1e-5) || !(worst_a <= 1e-5) || ran_tc != tc;
+    printf("  %5lld x %3d -> %3d, trans %d, beta %d, activation %d, %s: %s, worst %.2e "
+           "(activation %.2e) of the terms' magnitude%s\n",
+           (long long)n, trans ? out : in, wy, trans, beta, with_act,
+           force == 1 ? "tensor cores forced" : "path by size",
+           ran_tc ? "tensor cores" : "cuBLAS", worst, worst_a, bad ? "  FAIL" : "");
+    cudaFree(dx), cudaFree(dw), cudaFree(dy), cudaFree(dzg), cudaFree(db), cudaFree(da);
+    free(x), free(w), free(y0), free(zg), free(b), free(y), free(a);
+    return bad;
+}
+
+/* The tensor cores forced: rows over one tile and over several with a partial last one; inner
+ * dimensions below, at and over a step of the kernel (32) and not a multiple of it; widths below
+ * and over a tile (64); shapes they do not take (an inner dimension or a width not a multiple of
+ * 4).  The path by size: cuBLAS below a block per multiprocessor, the tensor cores from it. */
+static int gemm_case(void) {
+    need_gpu();
+    cublasHandle_t blas;
+    CHECK(cublasCreate(&blas) == CUBLAS_STATUS_SUCCESS);
+    CHECK(cublasSetStream(blas, g_stream) == CUBLAS_STATUS_SUCCESS);
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+    const int64_t many = 64 * (int64_t)((sms + 5) / 6); /* rows: sms blocks at a width of 384 */
+    const struct {
+        int64_t n;
+        int in, out, force, tc;
+    } shapes[] = {
+        {1, 4, 4, 1, 1},
+        {13, 32, 128, 1, 1},
+        {GPU_OR_EMU(4099, 133), 128, 256, 1, 1},
+        {GPU_OR_EMU(20000, 70), 256, 384, 1, 1},
+        {GPU_OR_EMU(777, 65), 36, 68, 1, 1},
+        {GPU_OR_EMU(3001, 67), 384, 32, 1, 1},
+        {9, 5, 24, 1, 0},
+        {9, 24, 6, 1, 0},
+        {13, 32, 128, 0, 0},
+        {many - 64, 8, 384, 0, 0},
+        {many, 8, 384, 0, 1},
+    };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        for (int trans = 0; trans <= 1; trans++)
+            for (int v = 0; v < 3; v++) { /* plain, accumulating, with the activation */
+                /* (the width, not the inner dimension, sets the blocks of the path by size) */
+                const int in = trans && !shapes[k].force ? shapes[k].out : shapes[k].in;
+                const int out = trans && !shapes[k].force ? shapes[k].in : shapes[k].out;
+                bad |= gemm_one(shapes[k].n, in, out, trans, v == 1, v == 2, shapes[k].force,
+                                shapes[k].tc, blas);
+            }
+    cublasDestroy(blas);
+    return bad;
+}
+
 /* ---- pairs: the numbering's two paths against the CPU twin on dense lists ---- */
 
 /* One list set: n atoms in a cube of side `side` (every entry within 4.0, two own images of every
@@ -357,7 +468,7 @@ int main(int argc, char **argv) {
         {"compose_f64", compose_f64}, {"compose_f32", compose_f32}, {"ops_f64", ops_f64},
         {"ops_f32", ops_f32},         {"step_f64", step_f64},       {"step_f32", step_f32},
         {"tiles_f64", tiles_f64},     {"tiles_f32", tiles_f32},
-        {"pairs", pairs_case},
+        {"gemm_f32", gemm_case},      {"pairs", pairs_case},
     };
     const int rc = test_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
     if (rc == 0) printf("%s: ok\n", argv[1]);

@@ -127,7 +127,8 @@ endif()
 # against the CPU pass (test_gpu_tensornet.c; the compose cases need no GPU)
 add_executable(test_gpu_tensornet ${CMAKE_CURRENT_LIST_DIR}/test_gpu_tensornet.c)
 nnpops_gpu_internal_program(test_gpu_tensornet)
-foreach(case compose_f64 compose_f32 ops_f64 ops_f32 step_f64 step_f32 tiles_f64 tiles_f32 pairs)
+foreach(case compose_f64 compose_f32 ops_f64 ops_f32 step_f64 step_f32 tiles_f64 tiles_f32 gemm_f32
+    pairs)
   add_test(NAME gpu.tensornet.${case} COMMAND test_gpu_tensornet ${case})
   set_tests_properties(gpu.tensornet.${case} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED models ENVIRONMENT "${NNPOPS_TEST_ENV}")

@@ -85,6 +85,14 @@ void TO(nnpops__tn_linear_cpu)(int64_t n, int in, int out, int trans, const REAL
     }
 }
 
+void TO(nnpops__tn_linear_act_cpu)(int act, int64_t n, int in, int out, int trans, const REAL *W,
+                                   const REAL *X, double beta, REAL *Y, const REAL *bias,
+                                   const REAL *Zg, REAL *A) {
+    TO(nnpops__tn_linear_cpu)(n, in, out, trans, W, NULL, X, beta, Y);
+    if (!trans && A) TO(nnpops__tn_act_cpu)(act, n, out, bias, Y, NULL, A);
+    if (trans && Zg) TO(nnpops__tn_act_back_cpu)(act, n, in, Zg, bias, NULL, Y, NULL);
+}
+
 void TO(nnpops__tn_act_cpu)(int act, int64_t n, int width, const REAL *bias, const REAL *Z,
                             const REAL *scale, REAL *A) {
     for (int64_t c = 0; c < n; c++)

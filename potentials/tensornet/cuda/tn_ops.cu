@@ -289,6 +289,14 @@ template <typename T> constexpr int prec_of() {
     return sizeof(T) == 4 ? NNPOPS_FLOAT32 : NNPOPS_FLOAT64;
 }
 
+/* (below: float32 products on the tensor cores) */
+bool gemm_tc_fits(int64_t M, int N, int K, const void *A, const void *W, const void *C,
+                  const void *Zg, const void *Aout);
+nnpops_status gemm_tc(int64_t M, int N, int K, int tb, const float *A, const float *W,
+                      double beta, float *C, int act, const float *bias, const float *Zg,
+                      float *Aout, void *stream);
+
+/* tn_linear: float32 on the tensor cores where gemm_tc fits, else cuBLAS (float64 always) */
 template <typename T>
 nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T *b, const T *X,
                      double beta, T *Y, void *blas, void *stream) {
@@ -300,10 +308,16 @@ nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T 
             beta = 1.0;
         }
         if (in == 0) return NNPOPS_OK;
+        if constexpr (sizeof(T) == 4)
+            if (gemm_tc_fits(n, out, in, X, W, Y, NULL, NULL))
+                return gemm_tc(n, out, in, 0, X, W, beta, Y, 0, NULL, NULL, NULL, stream);
         /* Y (out x n, column-major) = W (row-major [out][in] = column-major in x out)^T X */
         return nnpops__gemm_cuda(blas, stream, prec_of<T>(), 1, 0, out, n, in, W, in, 0, X, in, 0,
                                  beta, Y, out, 0, 1);
     }
+    if constexpr (sizeof(T) == 4)
+        if (gemm_tc_fits(n, in, out, X, W, Y, NULL, NULL))
+            return gemm_tc(n, in, out, 1, X, W, beta, Y, 0, NULL, NULL, NULL, stream);
     return nnpops__gemm_cuda(blas, stream, prec_of<T>(), 0, 0, in, n, out, W, in, 0, X, out, 0,
                              beta, Y, in, 0, 1);
 }
@@ -345,6 +359,39 @@ __global__ void act_back_kernel(int act, int64_t n, int width, const T *Z, const
     }
     gs = warp_sum(gs);
     if (gscale && lane == 0) gscale[c] = gs;
+}
+
+template <typename T>
+nnpops_status act_launch(int act, int64_t n, int width, const T *bias, const T *Z, const T *scale,
+                         T *A, void *stream) {
+    if (n <= 0 || width <= 0) return NNPOPS_OK;
+    return tn_launch(act_kernel<T>, (unsigned)((n + ACT_ROWS - 1) / ACT_ROWS), 128, 0, stream,
+                     "tensornet activation", act, n, width, bias, Z, scale, A);
+}
+
+template <typename T>
+nnpops_status act_back_launch(int act, int64_t n, int width, const T *Z, const T *bias,
+                              const T *scale, T *G, T *gscale, void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    return tn_launch(act_back_kernel<T>, grid_for(n * 32, 128), 128, 0, stream,
+                     "tensornet activation backward", act, n, width, Z, bias, scale, G, gscale);
+}
+
+/* tn_linear_act: one tensor-core kernel with its epilogue in float32 where it fits, else the
+ * linear and the activation's kernel */
+template <typename T>
+nnpops_status linear_act(int act, int64_t n, int in, int out, int trans, const T *W, const T *X,
+                         double beta, T *Y, const T *bias, const T *Zg, T *A, void *blas,
+                         void *stream) {
+    if (n <= 0) return NNPOPS_OK;
+    const int N = trans ? in : out, K = trans ? out : in;
+    if constexpr (sizeof(T) == 4)
+        if (gemm_tc_fits(n, N, K, X, W, Y, trans ? Zg : NULL, trans ? NULL : A))
+            return gemm_tc(n, N, K, trans, X, W, beta, Y, act, bias, Zg, A, stream);
+    NNPOPS__TRY(linear<T>(n, in, out, trans, W, NULL, X, beta, Y, blas, stream));
+    if (!trans && A) return act_launch<T>(act, n, out, bias, Y, NULL, A, stream);
+    if (trans && Zg) return act_back_launch<T>(act, n, in, Zg, bias, NULL, Y, NULL, stream);
+    return NNPOPS_OK;
 }
 
 /* ==== tn_embed: a block per center ==== */
@@ -521,6 +568,268 @@ __device__ __forceinline__ void tl_wait_prev() {
 template <typename T> struct __align__(16) tl_vec {
     T v[16 / sizeof(T)];
 };
+
+/* ==== tn_linear in float32 on the tensor cores: 3xTF32 ====
+ * C [M][N] = beta C + A [M][K] B, row-major, with B = W^T (TB false: W [N][K], a linear's
+ * [out][in]) or B = W (TB true: W [K][N], the transposed product of the backward).  Each product
+ * a b goes through the tensor cores as a_lo b_hi + a_hi b_lo + a_hi b_hi (x = hi + lo, hi = x
+ * rounded to TF32: kernels/cuda/tf32x3.cu gives the error, about that of float32), summed in
+ * float32.  The epilogue applies the edge networks' activations on the way out: forward (TB
+ * false, Aout not NULL) Aout = act(C + bias), backward (TB true, Zg not NULL) C *= act'(Zg + bias),
+ * as tn_act and tn_act_back do (without scale).  K and N multiples of 4, every matrix 16-byte
+ * aligned (gemm_tc_fits).
+ * A block of GT_THREADS computes a GT_BM x GT_BN tile of C, each of its four warps 32 x 32 (2 x 4
+ * mma tiles of m16n8k8), over K in steps of GT_BK staged in TL_STAGES buffers of shared memory by
+ * asynchronous copies (tl_copy: two steps' copies in flight while one is multiplied).  Row strides
+ * of GT_BK + 4 (A, and B without TB: [n][k]) and GT_BN + 8 (B with TB: [k][n]) make the
+ * fragments' loads free of bank conflicts.  Four blocks share a multiprocessor (three for the
+ * transposed products, whose epilogue needs more registers).  Emulated (tests/emu) each thread
+ * computes the same outputs of its fragments from the same staged tiles with the same split, in
+ * plain arithmetic. */
+#define GT_BM 64
+#define GT_BN 64
+#define GT_BK 32
+#define GT_THREADS 128
+#define GT_SA (GT_BK + 4)
+#define GT_SBT (GT_BN + 8)
+#define GT_TILE (GT_BM * GT_SA) /* floats of one stage's A tile, and of its B tile either way */
+static_assert(GT_BK * GT_SBT == GT_TILE && GT_BN == GT_BM, "GT tiles");
+
+int g_tc_gemms = 0; /* GEMMs launched on the tensor cores (nnpops__tn_gemm_path_cuda) */
+int g_tc_force = 0; /* 1: the tensor cores wherever they fit, 2: never (tests); 0: by size */
+
+struct gt_epi {
+    int act;           /* the activation (ACT < 0: chosen per call) */
+    const float *bias; /* [N] */
+    const float *Zg;   /* TB: the pre-activations whose act' scales C; NULL: none */
+    float *Aout;       /* !TB: act(C + bias); NULL: none */
+};
+
+/* one stage: A's rows m0.., B's columns n0.., the inner index k0.. (zeros outside) */
+template <bool TB>
+__device__ __forceinline__ void gt_stage(float *sA, float *sB, const float *A, const float *W,
+                                         int64_t M, int N, int K, int64_t m0, int n0, int k0) {
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < GT_BM * GT_BK / 4 / GT_THREADS; i++) {
+        const int q = t + i * GT_THREADS, r = q / (GT_BK / 4), c = q % (GT_BK / 4) * 4;
+        const bool ok = m0 + r < M && k0 + c < K;
+        tl_copy(sA + r * GT_SA + c, ok ? A + (size_t)(m0 + r) * K + k0 + c : A, 4, ok ? 4 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < GT_BN * GT_BK / 4 / GT_THREADS; i++) {
+        const int q = t + i * GT_THREADS;
+        if (!TB) {
+            const int r = q / (GT_BK / 4), c = q % (GT_BK / 4) * 4;
+            const bool ok = n0 + r < N && k0 + c < K;
+            tl_copy(sB + r * GT_SA + c, ok ? W + (size_t)(n0 + r) * K + k0 + c : W, 4,
+                    ok ? 4 : 0);
+        } else {
+            const int r = q / (GT_BN / 4), c = q % (GT_BN / 4) * 4;
+            const bool ok = k0 + r < K && n0 + c < N;
+            tl_copy(sB + r * GT_SBT + c, ok ? W + (size_t)(k0 + r) * N + n0 + c : W, 4,
+                    ok ? 4 : 0);
+        }
+    }
+}
+
+/* B[k][n] of a staged tile */
+template <bool TB> __device__ __forceinline__ float gt_b(const float *sB, int k, int n) {
+    return TB ? sB[k * GT_SBT + n] : sB[n * GT_SA + k];
+}
+
+/* x = hi + lo, hi = x rounded to TF32 (half away from zero: tf32_split without its checks for
+ * inf and nan, three instructions; a nan or inf in x still comes out as nan, through lo); the
+ * tensor cores take lo's first 19 bits */
+__device__ __forceinline__ void gt_split(float x, uint32_t &hi, uint32_t &lo) {
+    hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+#ifndef NNPOPS_CUDA_EMULATION
+__device__ __forceinline__ void gt_mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+/* The warp's 32 x 32 outputs over one staged step: acc[mt][nt][r] is the output of row
+ * 16 mt + g + 8 (r >> 1) and column 8 nt + 2 t + (r & 1) of the warp's tile (g = lane / 4,
+ * t = lane % 4: the m16n8k8 accumulator's layout). */
+template <bool TB>
+__device__ __forceinline__ void gt_step(const float *sA, const float *sB, int wm, int wn,
+                                        float (&acc)[2][4][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#ifndef NNPOPS_CUDA_EMULATION
+#pragma unroll
+    for (int kk = 0; kk < GT_BK; kk += 8) {
+        uint32_t ah[2][4], al[2][4], bh[4][2], bl[4][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            const float *a = sA + (32 * wm + 16 * mt + g) * GT_SA + kk + t;
+            gt_split(a[0], ah[mt][0], al[mt][0]);
+            gt_split(a[8 * GT_SA], ah[mt][1], al[mt][1]);
+            gt_split(a[4], ah[mt][2], al[mt][2]);
+            gt_split(a[8 * GT_SA + 4], ah[mt][3], al[mt][3]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            const int n = 32 * wn + 8 * nt + g;
+            gt_split(gt_b<TB>(sB, kk + t, n), bh[nt][0], bl[nt][0]);
+            gt_split(gt_b<TB>(sB, kk + t + 4, n), bh[nt][1], bl[nt][1]);
+        }
+        /* the small products first, each round over the eight tiles (independent accumulators
+         * between a tile's dependent products) */
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) gt_mma(acc[mt][nt], al[mt], bh[nt]);
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) gt_mma(acc[mt][nt], ah[mt], bl[nt]);
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) gt_mma(acc[mt][nt], ah[mt], bh[nt]);
+    }
+#else
+    /* the tensor cores read TF32: lo loses its last 13 bits */
+    const auto tf32 = [](float x) { return __uint_as_float(__float_as_uint(x) & 0xffffe000u); };
+    for (int kk = 0; kk < GT_BK; kk += 8)
+        for (int mt = 0; mt < 2; mt++)
+            for (int nt = 0; nt < 4; nt++)
+                for (int r = 0; r < 4; r++) {
+                    const int m = 32 * wm + 16 * mt + g + 8 * (r >> 1);
+                    const int n = 32 * wn + 8 * nt + 2 * t + (r & 1);
+                    float s[3] = {0, 0, 0};
+                    for (int k = kk; k < kk + 8; k++) {
+                        uint32_t ah, al, bh, bl;
+                        gt_split(sA[m * GT_SA + k], ah, al);
+                        gt_split(gt_b<TB>(sB, k, n), bh, bl);
+                        const float fah = __uint_as_float(ah), fbh = __uint_as_float(bh);
+                        s[0] += tf32(__uint_as_float(al)) * fbh;
+                        s[1] += fah * tf32(__uint_as_float(bl));
+                        s[2] += fah * fbh;
+                    }
+                    acc[mt][nt][r] = ((acc[mt][nt][r] + s[0]) + s[1]) + s[2];
+                }
+#endif
+}
+
+template <bool TB, int ACT>
+__global__ void __launch_bounds__(GT_THREADS, TB ? 3 : 4)
+    gemm_tc_kernel(int64_t M, int N, int K, const float *A, const float *W, int beta, float *C,
+                   gt_epi ep) {
+    tn_kernel_start();
+    extern __shared__ __align__(16) float gt_smem[];
+    const int tiles_n = (N + GT_BN - 1) / GT_BN;
+    const int64_t m0 = (int64_t)(blockIdx.x / tiles_n) * GT_BM;
+    const int n0 = (int)(blockIdx.x % tiles_n) * GT_BN;
+    const int warp = threadIdx.x >> 5, wm = warp >> 1, wn = warp & 1;
+    float acc[2][4][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) acc[mt][nt][r] = 0.0f;
+    const int steps = (K + GT_BK - 1) / GT_BK;
+    /* stage s: A's tile at 2 s GT_TILE, B's after it */
+#pragma unroll
+    for (int s = 0; s < TL_STAGES - 1; s++) {
+        if (s < steps)
+            gt_stage<TB>(gt_smem + 2 * s * GT_TILE, gt_smem + (2 * s + 1) * GT_TILE, A, W, M, N,
+                         K, m0, n0, s * GT_BK);
+        tl_commit();
+    }
+    for (int s = 0; s < steps; s++) {
+        tl_wait_prev();
+        __syncthreads(); /* step s is staged, and every warp is done with step s - 1's buffers */
+        const int next = s + TL_STAGES - 1, b = next % TL_STAGES;
+        if (next < steps)
+            gt_stage<TB>(gt_smem + 2 * b * GT_TILE, gt_smem + (2 * b + 1) * GT_TILE, A, W, M, N,
+                         K, m0, n0, next * GT_BK);
+        tl_commit();
+        const int c = s % TL_STAGES;
+        gt_step<TB>(gt_smem + 2 * c * GT_TILE, gt_smem + (2 * c + 1) * GT_TILE, wm, wn, acc);
+    }
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int kind = ACT >= 0 ? ACT : ep.act;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t m = m0 + 32 * wm + 16 * mt + g + 8 * h;
+            if (m >= M) continue;
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                const int n = n0 + 32 * wn + 8 * nt + 2 * t; /* n + 1 < N too: N % 4 == 0 */
+                if (n >= N) continue;
+                const size_t o = (size_t)m * N + n;
+                float v[2] = {acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]};
+                if (beta) {
+                    const float2 c = *reinterpret_cast<const float2 *>(C + o);
+                    v[0] += c.x, v[1] += c.y;
+                }
+                if (TB && ep.Zg) {
+                    for (int u = 0; u < 2; u++) {
+                        float dv;
+                        (void)t_act<float>(kind, ep.Zg[o + u] + ep.bias[n + u], &dv);
+                        v[u] *= dv;
+                    }
+                }
+                *reinterpret_cast<float2 *>(C + o) = make_float2(v[0], v[1]);
+                if (!TB && ep.Aout)
+                    *reinterpret_cast<float2 *>(ep.Aout + o) =
+                        make_float2(t_act<float>(kind, v[0] + ep.bias[n], NULL),
+                                    t_act<float>(kind, v[1] + ep.bias[n + 1], NULL));
+            }
+        }
+}
+
+/* Whether gemm_tc takes the product of M rows: K and N multiples of 4, every matrix 16-byte
+ * aligned, and at least a block per multiprocessor.  Each warp of gemm_tc runs the whole inner
+ * dimension on one of the multiprocessor's four tensor units, whose TF32 rate bounds it: with
+ * fewer blocks than multiprocessors (the small molecules' pairs) most of those units idle and
+ * cuBLAS's kernels, which split small products over more of the GPU, are as fast or faster. */
+bool gemm_tc_fits(int64_t M, int N, int K, const void *A, const void *W, const void *C,
+                  const void *Zg, const void *Aout) {
+    const uintptr_t a = (uintptr_t)A | (uintptr_t)W | (uintptr_t)C | (uintptr_t)Zg |
+                        (uintptr_t)Aout;
+    if (N % 4 != 0 || K % 4 != 0 || K <= 0 || a % 16 != 0 || g_tc_force == 2) return false;
+    if (g_tc_force == 1) return true;
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return (M + GT_BM - 1) / GT_BM * ((N + GT_BN - 1) / GT_BN) >= sms;
+}
+
+nnpops_status gemm_tc(int64_t M, int N, int K, int tb, const float *A, const float *W,
+                      double beta, float *C, int act, const float *bias, const float *Zg,
+                      float *Aout, void *stream) {
+    if (M <= 0 || N <= 0) return NNPOPS_OK;
+    const int64_t blocks = (M + GT_BM - 1) / GT_BM * ((N + GT_BN - 1) / GT_BN);
+    if (blocks > 0x7fffffff)
+        return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet on the GPU: a GEMM of %lld rows",
+                            (long long)M);
+    gt_epi ep;
+    ep.act = act, ep.bias = bias, ep.Zg = tb ? Zg : NULL, ep.Aout = tb ? NULL : Aout;
+    const size_t bytes = (size_t)2 * TL_STAGES * GT_TILE * sizeof(float);
+    const bool silu = act == NNPOPS__TN_SILU;
+    void (*kern)(int64_t, int, int, const float *, const float *, int, float *, gt_epi) =
+        tb ? (silu ? gemm_tc_kernel<true, NNPOPS__TN_SILU> : gemm_tc_kernel<true, -1>)
+           : (silu ? gemm_tc_kernel<false, NNPOPS__TN_SILU> : gemm_tc_kernel<false, -1>);
+    NNPOPS__TRY(set_dynamic_smem((const void *)kern, bytes));
+    NNPOPS__TRY(tn_launch(kern, (unsigned)blocks, GT_THREADS, bytes, stream,
+                          "tensornet linear (tensor cores)", M, N, K, A, W, beta != 0, C, ep));
+    g_tc_gemms++;
+    return NNPOPS_OK;
+}
 
 /* weight matrix of component k: lin3 (NC 10: W0 on component 0, W1 on 1..3, W2 on 4..9) or a
  * plain linear (NC 1) */
@@ -1958,23 +2267,21 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
                                                          void *stream) {                          \
         return linear<T>(n, in, out, trans, W, b, X, beta, Y, blas, stream);                      \
     }                                                                                             \
+    extern "C" nnpops_status nnpops__tn_linear_act_cuda##SUF(                                     \
+        int act, int64_t n, int in, int out, int trans, const T *W, const T *X, double beta, T *Y, \
+        const T *bias, const T *Zg, T *A, void *blas, void *stream) {                             \
+        return linear_act<T>(act, n, in, out, trans, W, X, beta, Y, bias, Zg, A, blas, stream);   \
+    }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_cuda##SUF(int act, int64_t n, int width,              \
                                                       const T *bias, const T *Z, const T *scale,  \
                                                       T *A, void *stream) {                       \
-        if (n <= 0 || width <= 0) return NNPOPS_OK;                                               \
-        NNPOPS__TRY(tn_launch(act_kernel<T>, (unsigned)((n + ACT_ROWS - 1) / ACT_ROWS), 128, 0,    \
-                              stream, "tensornet activation", act, n, width, bias, Z, scale, A));  \
-        return NNPOPS_OK;                                                                         \
+        return act_launch<T>(act, n, width, bias, Z, scale, A, stream);                           \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_act_back_cuda##SUF(int act, int64_t n, int width,         \
                                                            const T *Z, const T *bias,             \
                                                            const T *scale, T *G, T *gscale,       \
                                                            void *stream) {                        \
-        if (n <= 0) return NNPOPS_OK;                                                             \
-        NNPOPS__TRY(tn_launch(act_back_kernel<T>, grid_for(n * 32, 128), 128, 0, stream,           \
-                              "tensornet activation backward", act, n, width, Z, bias, scale, G,   \
-                              gscale));                                                            \
-        return NNPOPS_OK;                                                                         \
+        return act_back_launch<T>(act, n, width, Z, bias, scale, G, gscale, stream);              \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_embed_cuda##SUF(                                          \
         const nnpops__tn_dims *d, int64_t n_centers, const int64_t *start, const int32_t *pairs,  \
@@ -2118,6 +2425,11 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
 
 TN_CU_TWINS(_f32, float)
 TN_CU_TWINS(_f64, double)
+
+extern "C" int nnpops__tn_gemm_path_cuda(int force) {
+    g_tc_force = force == 1 || force == 2 ? force : 0;
+    return g_tc_gemms;
+}
 
 extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale) {
     g_tile_atoms = atoms == 1 || atoms == 2 || atoms == 4 || atoms == 8 ? atoms : 0;

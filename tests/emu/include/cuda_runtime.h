@@ -58,6 +58,7 @@ enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDe
 typedef struct { int x, y, z, w; } int4;
 typedef struct { int x, y; } int2;
 typedef struct { float x, y, z, w; } float4;
+typedef struct { float x, y; } float2;
 typedef struct { unsigned x, y, z, w; } uint4;
 typedef struct { unsigned x, y, z; } uint3;
 
@@ -346,6 +347,7 @@ inline double sinpi(double x) { return sin(M_PI * x); }
 
 inline int4 make_int4(int a, int b, int c, int d) { return int4{a, b, c, d}; }
 inline int2 make_int2(int a, int b) { return int2{a, b}; }
+inline float2 make_float2(float a, float b) { return float2{a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
     return uint4{a, b, c, d};
