@@ -2,8 +2,8 @@
 # kernel (NNPOPS_CUDA_KERNEL_FILES: kernels/cuda/*.cu and the potentials' cuda/*.cu) compiled as C++ against the stand-in headers of tests/emu/include
 # (every launch runs at once, or is recorded while a stream is captured into a graph; threads are
 # fibers that switch at warp collectives and block barriers, a cluster's blocks run together:
-# emu.cpp; cuBLAS is a plain GEMM; the asynchronous copies are plain copies,
-# NNPOPS_CUDA_EMULATION), and the GPU tests of tests/gpu run against it: every op against its CPU
+# emu.cpp; cuBLAS is a plain GEMM; the asynchronous copies are plain copies and TensorNet's
+# tensor-core products plain arithmetic on the same tiles, NNPOPS_CUDA_EMULATION), and the GPU tests of tests/gpu run against it: every op against its CPU
 # twin, and the models on device "cuda" through the public API.  They check the logic of the
 # GPU path (kernels, the step's host code, graphs, capacity growth, status words) where no GPU is
 # present, as in CI; the GPU tests on a GPU (label gpu) remain the test of the real device
