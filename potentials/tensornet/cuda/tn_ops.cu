@@ -15,9 +15,11 @@
  *     shared memory first); the pairs' numbering: a warp per center, 32 entries a round;
  *   per entry or pair (distances, radial basis and its gradient, the embedding's gradients): a
  *     thread, or a warp whose lanes split the channels or basis functions (fixed-order warp sums);
- *   the linears over pairs (edge networks, the embedding's distance projections): cuBLAS GEMMs
- *     (nnpops__gemm_cuda, FP32 / FP64 compute); their biases and activations are added by the
- *     elementwise kernels and the messages as they read the GEMMs' outputs.
+ *   the linears over pairs (edge networks, the embedding's distance projections): GEMMs, in
+ *     float32 from a block per multiprocessor up on the tensor cores (3xTF32, the activations
+ *     and their derivatives in the kernel's epilogue), else cuBLAS (nnpops__gemm_cuda, FP32 /
+ *     FP64 compute) with the elementwise activation kernels; the biases are added as the
+ *     activations and the messages read the products.
  * Nothing here allocates, synchronizes or reads device data on the host.
  */
 #include <math.h>
@@ -529,7 +531,8 @@ __device__ inline atom_tile tile_of(int64_t n, int F, tl_cfg cfg) {
     return t;
 }
 
-/* The asynchronous global -> shared copies of a weight tile: n values (1, or 16 bytes' worth),
+/* The asynchronous global -> shared copies of a weight tile (and of the tensor-core GEMM's
+ * tiles): n values (1, or 16 bytes' worth),
  * of which the first `valid` are read from src and the rest written as zeros (valid 0: src is
  * not read).  Plain copies, done at once, where the kernels are compiled for the CPU
  * (NNPOPS_CUDA_EMULATION: tests/emu), their commit and wait nothing. */
