@@ -10,7 +10,7 @@
  *  - atomic_add_f64 (native double atomicAdd, sm_60 and newer).
  *  - programmatic dependent launch (sm_90): pdl_wait / pdl_trigger in kernels, pdl_enabled and
  *    launch_ex / launch_pdl / launch_chain on the host; set_dynamic_smem for kernels with more
- *    than 48 KiB of shared memory.
+ *    than 48 KiB of shared memory; device_attr: an attribute of the current device.
  *  - copy_bytes, zero_bytes: strided byte copies and zeroing in 16-byte units (staging).
  *  - tf32_split: x = hi + lo with hi rounded to TF32 (the 3xTF32 GEMMs, tf32x3.cu), put_split3:
  *    V consecutive values split and written into the three blocks of a stacked operand, and
@@ -195,6 +195,17 @@ __device__ __forceinline__ void copy_bytes(char *dst, const char *src, size_t n,
     }
     for (size_t k = (n16 << 4) + t; k < n; k += stride)
         dst[k] = CG ? (char)__ldcg(src + k) : src[k];
+}
+
+/* Attribute attr (a cudaDevAttr...) of the current device, or fallback where it cannot be read. */
+template <typename Attr> inline int device_attr(Attr attr, int fallback) {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fallback;
+    }
+    return v;
 }
 
 /* Lets kernel fn use `bytes` of dynamic shared memory (an opt-in above 48 KiB). */

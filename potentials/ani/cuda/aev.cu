@@ -766,15 +766,7 @@ template <typename R, bool DET> __global__ void aev_backward_kernel(const aev_ar
     }
 }
 
-int smem_optin_limit() {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 48 * 1024;
-    }
-    return v;
-}
+int smem_optin_limit() { return device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 * 1024); }
 
 template <typename R>
 nnpops_status launch(bool backward, const nnpops__aev_desc *desc, int64_t n,

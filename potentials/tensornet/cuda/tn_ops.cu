@@ -110,6 +110,12 @@ nnpops_status tn_launch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t sm
                       static_cast<KArgs>(args)...);
 }
 
+/* kern<..., ACT> for the activation act of a model: silu (the activation of the published
+ * TensorNet and AceFF models) compiled in (ACT = NNPOPS__TN_SILU), any other chosen per call
+ * (ACT = -1: the kernel takes the activation as an argument). */
+#define TN_ACT_KERNEL(kern, act, ...)                                                              \
+    ((act) == NNPOPS__TN_SILU ? kern<__VA_ARGS__, NNPOPS__TN_SILU> : kern<__VA_ARGS__, -1>)
+
 /* The layers' cosine cutoff and its derivative (tn_fc). */
 template <typename T> __device__ inline T t_fc(double lo, double hi, T r, T *d) {
     const T pi = (T)3.14159265358979323846;
@@ -303,23 +309,20 @@ template <typename T>
 nnpops_status linear(int64_t n, int in, int out, int trans, const T *W, const T *b, const T *X,
                      double beta, T *Y, void *blas, void *stream) {
     if (n <= 0) return NNPOPS_OK;
-    if (!trans) {
-        if (b) {
-            NNPOPS__TRY(tn_launch(bias_rows_kernel<T>, grid_for(n * out, 256), 256, 0, stream,
-                                  "tensornet linear (bias)", n, out, b, beta != 0, Y));
-            beta = 1.0;
-        }
-        if (in == 0) return NNPOPS_OK;
-        if constexpr (sizeof(T) == 4)
-            if (gemm_tc_fits(n, out, in, X, W, Y, NULL, NULL))
-                return gemm_tc(n, out, in, 0, X, W, beta, Y, 0, NULL, NULL, NULL, stream);
+    if (!trans && b) {
+        NNPOPS__TRY(tn_launch(bias_rows_kernel<T>, grid_for(n * out, 256), 256, 0, stream,
+                              "tensornet linear (bias)", n, out, b, beta != 0, Y));
+        beta = 1.0;
+    }
+    if (!trans && in == 0) return NNPOPS_OK;
+    const int N = trans ? in : out, K = trans ? out : in; /* Y's width, the inner dimension */
+    if constexpr (sizeof(T) == 4)
+        if (gemm_tc_fits(n, N, K, X, W, Y, NULL, NULL))
+            return gemm_tc(n, N, K, trans, X, W, beta, Y, 0, NULL, NULL, NULL, stream);
+    if (!trans)
         /* Y (out x n, column-major) = W (row-major [out][in] = column-major in x out)^T X */
         return nnpops__gemm_cuda(blas, stream, prec_of<T>(), 1, 0, out, n, in, W, in, 0, X, in, 0,
                                  beta, Y, out, 0, 1);
-    }
-    if constexpr (sizeof(T) == 4)
-        if (gemm_tc_fits(n, in, out, X, W, Y, NULL, NULL))
-            return gemm_tc(n, in, out, 1, X, W, beta, Y, 0, NULL, NULL, NULL, stream);
     return nnpops__gemm_cuda(blas, stream, prec_of<T>(), 0, 0, in, n, out, W, in, 0, X, out, 0,
                              beta, Y, in, 0, 1);
 }
@@ -387,12 +390,14 @@ nnpops_status linear_act(int act, int64_t n, int in, int out, int trans, const T
                          void *stream) {
     if (n <= 0) return NNPOPS_OK;
     const int N = trans ? in : out, K = trans ? out : in;
+    const T *zg = trans ? Zg : NULL; /* the one of Zg and A the direction takes */
+    T *a = trans ? NULL : A;
     if constexpr (sizeof(T) == 4)
-        if (gemm_tc_fits(n, N, K, X, W, Y, trans ? Zg : NULL, trans ? NULL : A))
-            return gemm_tc(n, N, K, trans, X, W, beta, Y, act, bias, Zg, A, stream);
+        if (gemm_tc_fits(n, N, K, X, W, Y, zg, a))
+            return gemm_tc(n, N, K, trans, X, W, beta, Y, act, bias, zg, a, stream);
     NNPOPS__TRY(linear<T>(n, in, out, trans, W, NULL, X, beta, Y, blas, stream));
-    if (!trans && A) return act_launch<T>(act, n, out, bias, Y, NULL, A, stream);
-    if (trans && Zg) return act_back_launch<T>(act, n, in, Zg, bias, NULL, Y, NULL, stream);
+    if (a) return act_launch<T>(act, n, N, bias, Y, NULL, a, stream);
+    if (zg) return act_back_launch<T>(act, n, N, zg, bias, NULL, Y, NULL, stream);
     return NNPOPS_OK;
 }
 
@@ -649,7 +654,8 @@ __device__ __forceinline__ void gt_split(float x, uint32_t &hi, uint32_t &lo) {
     lo = __float_as_uint(x - __uint_as_float(hi));
 }
 #ifndef NNPOPS_CUDA_EMULATION
-__device__ __forceinline__ void gt_mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void gt_mma(float (&c)[4], const uint32_t (&a)[4],
+                                       const uint32_t (&b)[2]) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -803,13 +809,8 @@ bool gemm_tc_fits(int64_t M, int N, int K, const void *A, const void *W, const v
                         (uintptr_t)Aout;
     if (N % 4 != 0 || K % 4 != 0 || K <= 0 || a % 16 != 0 || g_tc_force == 2) return false;
     if (g_tc_force == 1) return true;
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return (M + GT_BM - 1) / GT_BM * ((N + GT_BN - 1) / GT_BN) >= sms;
+    const int sms = device_attr(cudaDevAttrMultiProcessorCount, 0);
+    return sms > 0 && (M + GT_BM - 1) / GT_BM * ((N + GT_BN - 1) / GT_BN) >= sms;
 }
 
 nnpops_status gemm_tc(int64_t M, int N, int K, int tb, const float *A, const float *W,
@@ -821,12 +822,10 @@ nnpops_status gemm_tc(int64_t M, int N, int K, int tb, const float *A, const flo
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet on the GPU: a GEMM of %lld rows",
                             (long long)M);
     gt_epi ep;
-    ep.act = act, ep.bias = bias, ep.Zg = tb ? Zg : NULL, ep.Aout = tb ? NULL : Aout;
+    ep.act = act, ep.bias = bias, ep.Zg = Zg, ep.Aout = Aout;
     const size_t bytes = (size_t)2 * TL_STAGES * GT_TILE * sizeof(float);
-    const bool silu = act == NNPOPS__TN_SILU;
     void (*kern)(int64_t, int, int, const float *, const float *, int, float *, gt_epi) =
-        tb ? (silu ? gemm_tc_kernel<true, NNPOPS__TN_SILU> : gemm_tc_kernel<true, -1>)
-           : (silu ? gemm_tc_kernel<false, NNPOPS__TN_SILU> : gemm_tc_kernel<false, -1>);
+        tb ? TN_ACT_KERNEL(gemm_tc_kernel, act, true) : TN_ACT_KERNEL(gemm_tc_kernel, act, false);
     NNPOPS__TRY(set_dynamic_smem((const void *)kern, bytes));
     NNPOPS__TRY(tn_launch(kern, (unsigned)blocks, GT_THREADS, bytes, stream,
                           "tensornet linear (tensor cores)", M, N, K, A, W, beta != 0, C, ep));
@@ -1297,7 +1296,7 @@ __global__ void layer_pre_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, 
  * entries of h_blk(k)(pair) src_j[k] (the pair's edge factors h = act(Z + bias) fc, per
  * channel), with src = Y and base 0 (BACK false: the messages M) or src = dE/dM and base out_c[k]
  * itself (BACK true: dE/dY, in place).  ACT >= 0: the model's activation, fixed at compile time
- * (TN_MSG_KERNEL), -1: any, chosen per call.  The loads of MSG_BATCH entries go out before their
+ * (TN_ACT_KERNEL), -1: any, chosen per call.  The loads of MSG_BATCH entries go out before their
  * sums (a center's chain of entries is the kernel's latency where the centers are few). */
 #define MSG_BATCH 4
 template <typename T, bool BACK, int ACT>
@@ -2080,12 +2079,7 @@ __global__ void pairs_mirror_kernel(int64_t n_centers, const int64_t *start, con
 /* The most shared memory a block may opt in to on the current device (48 KiB when the device
  * does not say), at most TN_SMEM_MAX. */
 inline size_t tn_smem_limit() {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        v = 48 * 1024;
-    }
+    const int v = device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 * 1024);
     return v < TN_SMEM_MAX ? (size_t)v : (size_t)TN_SMEM_MAX;
 }
 
@@ -2247,12 +2241,6 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
 
 } /* namespace */
 
-/* The message kernels' ACT for a model: silu (the activation of the published TensorNet and
- * AceFF models) compiled in, any other chosen per call. */
-#define TN_MSG_KERNEL(kern, d, ...)                                                                \
-    ((d)->activation == NNPOPS__TN_SILU ? kern<__VA_ARGS__, NNPOPS__TN_SILU>                       \
-                                        : kern<__VA_ARGS__, -1>)
-
 #define TN_CU_TWINS(SUF, T)                                                                        \
     extern "C" nnpops_status nnpops__tn_edges_cuda##SUF(                                          \
         const nnpops__tn_dims *d, const T *rbf_a, const T *rbf_b, int64_t n_centers,              \
@@ -2324,9 +2312,10 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         int64_t capacity, const uint8_t *mask, const int32_t *slot, const T *Z, const T *bias,    \
         const T *fcP, const T *self_h, const T *cY, T *cM, void *stream) {                        \
         if (n_centers <= 0) return NNPOPS_OK;                                                     \
-        NNPOPS__TRY(tn_launch(TN_MSG_KERNEL(message_kernel, d, T, false), (unsigned)n_centers,     \
-                              atom_threads(d->F), 0, stream, "tensornet messages", *d, start,      \
-                              pairs, capacity, mask, slot, Z, bias, fcP, self_h, cY, cM));         \
+        NNPOPS__TRY(tn_launch(TN_ACT_KERNEL(message_kernel, d->activation, T, false),              \
+                              (unsigned)n_centers, atom_threads(d->F), 0, stream,                  \
+                              "tensornet messages", *d, start, pairs, capacity, mask, slot, Z,     \
+                              bias, fcP, self_h, cY, cM));                                         \
         return NNPOPS_OK;                                                                         \
     }                                                                                             \
     extern "C" nnpops_status nnpops__tn_message_back_cuda##SUF(                                   \
@@ -2335,8 +2324,8 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
         const int32_t *pentry, const T *Z, const T *bias, const T *fcP, const T *self_h,          \
         const T *cY, const T *gcM, T *gcY, T *GH, int accumulate, T *gfc, void *stream) {         \
         if (n_centers > 0) {                                                                      \
-            NNPOPS__TRY(tn_launch(TN_MSG_KERNEL(message_kernel, d, T, true), (unsigned)n_centers,  \
-                                  atom_threads(d->F), 0, stream,                                   \
+            NNPOPS__TRY(tn_launch(TN_ACT_KERNEL(message_kernel, d->activation, T, true),           \
+                                  (unsigned)n_centers, atom_threads(d->F), 0, stream,              \
                                   "tensornet messages backward (Y)", *d, start, pairs, capacity,   \
                                   mask, slot, Z, bias, fcP, self_h, gcM, gcY));                    \
         }                                                                                         \
@@ -2348,7 +2337,7 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
             slices = slices < 1 ? 1 : (slices > 32 ? 32 : slices);                                \
             const dim3 grid((unsigned)(n_centers + (n_pairs + GH_PAD_PAIRS - 1) / GH_PAD_PAIRS),  \
                             (unsigned)slices);                                                    \
-            NNPOPS__TRY(tn_launch(TN_MSG_KERNEL(message_gh_kernel, d, T), grid,                    \
+            NNPOPS__TRY(tn_launch(TN_ACT_KERNEL(message_gh_kernel, d->activation, T), grid,        \
                                   atom_threads(d->F), 0, stream,                                   \
                                   "tensornet messages backward (edge factors)", *d, n_centers,     \
                                   start, pairs, capacity, mask, slot, n_pairs, pentry, cY, gcM, Z, \
