@@ -3,11 +3,12 @@
 # (every launch runs at once, or is recorded while a stream is captured into a graph; threads are
 # fibers that switch at warp collectives and block barriers, a cluster's blocks run together:
 # emu.cpp; cuBLAS is a plain GEMM; the asynchronous copies are plain copies and TensorNet's
-# tensor-core products plain arithmetic on the same tiles, NNPOPS_CUDA_EMULATION), and the GPU tests of tests/gpu run against it: every op against its CPU
-# twin, and the models on device "cuda" through the public API.  They check the logic of the
-# GPU path (kernels, the step's host code, graphs, capacity growth, status words) where no GPU is
-# present, as in CI; the GPU tests on a GPU (label gpu) remain the test of the real device
-# (memory ordering, concurrency, timing, the hardware's approximate reciprocals and roots).
+# tensor-core products plain arithmetic on the same tiles, NNPOPS_CUDA_EMULATION), and the GPU
+# tests of tests/gpu run against it: every op against its CPU twin, and the models on device
+# "cuda" through the public API.  They check the logic of the GPU path (kernels, the step's host
+# code, graphs, capacity growth, status words) where no GPU is present, as in CI; the GPU tests
+# on a GPU (label gpu) remain the test of the real device (memory ordering, concurrency, timing,
+# the hardware's approximate reciprocals and roots).
 # Emulated, each case takes the smallest inputs that take its code paths (tests/gpu/emulated.h:
 # a subset of the reference systems, boxes of a few dozen to a few hundred atoms, systems just
 # above each algorithm's threshold); on a GPU the same programs keep their full sizes.
@@ -185,8 +186,8 @@ set_tests_properties(tsan.emu.model.fd tsan.emu.model.member tsan.emu.graphs.sha
 nnpops_emu_program(race device ${gpu_src}/test_gpu_device.c capture batch
   errors capture_failure)
 nnpops_emu_program(race tf32x3 ${gpu_src}/test_gpu_tf32x3.c stack fused gemm)
-nnpops_emu_program(race tensornet ${gpu_src}/test_gpu_tensornet.c ops_f32 ops_f64 step_f32 gemm_f32
-  tiles_f32 pairs)
+nnpops_emu_program(race tensornet ${gpu_src}/test_gpu_tensornet.c ops_f32 ops_f64 step_f32
+  gemm_f32 tiles_f32 pairs)
 
 # The race model's own check (race_selftest.cu): each case without its ordering must be reported,
 # with it must run clean.

@@ -311,7 +311,8 @@ static int gemm_one(int64_t n, int in, int out, int trans, int beta, int with_ac
             worst = fmax(worst, fabs(y[k] - ref) / (mag + 1e-30));
             if (!trans && with_act) {
                 const double z = sum + b[o];
-                worst_a = fmax(worst_a, fabs(a[k] - z / (1.0 + exp(-z))) / (mag + fabs(b[o]) + 1.0));
+                const double silu = z / (1.0 + exp(-z));
+                worst_a = fmax(worst_a, fabs(a[k] - silu) / (mag + fabs(b[o]) + 1.0));
             }
         }
     const int bad = !(worst <= 1e-5) || !(worst_a <= 1e-5) || ran_tc != tc;
