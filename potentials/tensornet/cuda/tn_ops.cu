@@ -798,6 +798,11 @@ __global__ void __launch_bounds__(GT_THREADS, TB ? 3 : 4)
         }
 }
 
+/* the blocks of gemm_tc for a product of M rows and N columns */
+inline int64_t gt_blocks(int64_t M, int N) {
+    return (M + GT_BM - 1) / GT_BM * ((N + GT_BN - 1) / GT_BN);
+}
+
 /* Whether gemm_tc takes the product of M rows: K and N multiples of 4, every matrix 16-byte
  * aligned, and at least a block per multiprocessor.  Each warp of gemm_tc runs the whole inner
  * dimension on one of the multiprocessor's four tensor units, whose TF32 rate bounds it: with
@@ -810,14 +815,14 @@ bool gemm_tc_fits(int64_t M, int N, int K, const void *A, const void *W, const v
     if (N % 4 != 0 || K % 4 != 0 || K <= 0 || a % 16 != 0 || g_tc_force == 2) return false;
     if (g_tc_force == 1) return true;
     const int sms = device_attr(cudaDevAttrMultiProcessorCount, 0);
-    return sms > 0 && (M + GT_BM - 1) / GT_BM * ((N + GT_BN - 1) / GT_BN) >= sms;
+    return sms > 0 && gt_blocks(M, N) >= sms;
 }
 
 nnpops_status gemm_tc(int64_t M, int N, int K, int tb, const float *A, const float *W,
                       double beta, float *C, int act, const float *bias, const float *Zg,
                       float *Aout, void *stream) {
     if (M <= 0 || N <= 0) return NNPOPS_OK;
-    const int64_t blocks = (M + GT_BM - 1) / GT_BM * ((N + GT_BN - 1) / GT_BN);
+    const int64_t blocks = gt_blocks(M, N);
     if (blocks > 0x7fffffff)
         return nnpops__fail(NNPOPS_ERROR_UNSUPPORTED, "tensornet on the GPU: a GEMM of %lld rows",
                             (long long)M);
