@@ -546,6 +546,9 @@ template <typename T>
 __device__ __forceinline__ void tl_copy(T *dst, const T *src, int n, int valid) {
     for (int i = 0; i < n; i++) dst[i] = i < valid ? src[i] : (T)0;
 }
+template <typename T> __device__ __forceinline__ void tl_copy16(T *dst, const T *src) {
+    for (int i = 0; i < (int)(16 / sizeof(T)); i++) dst[i] = src[i];
+}
 __device__ __forceinline__ void tl_commit() {}
 __device__ __forceinline__ void tl_wait_prev() {}
 #else
@@ -561,6 +564,11 @@ __device__ __forceinline__ void tl_copy(T *dst, const T *src, int n, int valid) 
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src),
                      "n"((int)sizeof(T)), "r"(bytes)
                      : "memory");
+}
+/* 16 bytes, all of them read (no bounds to check: tl_issue's full rounds) */
+template <typename T> __device__ __forceinline__ void tl_copy16(T *dst, const T *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
 __device__ __forceinline__ void tl_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -889,10 +897,28 @@ __device__ __forceinline__ void tl_issue(T *buf, const T *W0, const T *W1, const
     const int cpr = cols / CW, n = rows * cpr, nt = (int)blockDim.x;
     const int drow = nt / cpr, dcol = nt % cpr * CW;
     const int row0 = (int)threadIdx.x / cpr, col0 = (int)threadIdx.x % cpr * CW;
+    /* a round inside W's bounds in 16-byte pieces: the copies without the checks */
+    const bool full = CW * sizeof(T) == 16 && g0 + rows <= gl && c0 + cols <= cl;
     for (int b = 0; b < NW; b++) {
         const T *W = b == 0 ? W0 : (b == 1 ? W1 : W2);
         T *dst = buf + b * rows * S;
         int row = row0, col = col0;
+        if (full) {
+            const T *src = W + (size_t)g0 * ldw + c0;
+            if (dcol == 0) { /* the same column in every copy of the thread */
+                const T *sp = src + row0 * ldw + col0;
+                T *dp = dst + row0 * S + col0;
+                for (int e = (int)threadIdx.x; e < n; e += nt, sp += drow * ldw, dp += drow * S)
+                    tl_copy16(dp, sp);
+                continue;
+            }
+            for (int e = (int)threadIdx.x; e < n; e += nt) {
+                tl_copy16(dst + row * S + col, src + row * ldw + col);
+                row += drow, col += dcol;
+                if (col >= cols) col -= cols, row++;
+            }
+            continue;
+        }
         for (int e = (int)threadIdx.x; e < n; e += nt) {
             const int g = g0 + row, c = c0 + col;
             int valid = cl - c < CW ? cl - c : CW;
@@ -1010,13 +1036,13 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
  * g = t / JW of G = blockDim.x / JW; each weight read from shared memory once per group, not once
  * per warp), the rounds staging as many rows of JW = blockDim.x outputs (fewer, whole warps, for
  * a narrow output: then the other groups take the other atoms instead of idling) as the buffers
- * hold.  The same sums, in the same order. */
-template <typename T, typename Store>
-__device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
-                             int ldA, const atom_tile &tl, T *sW, Store store) {
-    /* outputs a round: the block's threads, or fewer (whole warps) for a narrow output */
-    const int wide = (je - jb + 31) / 32 * 32;
-    const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x, na = tl.na;
+ * hold.  The same sums, in the same order.  RA: the atoms a thread takes, at least those of the
+ * tile's groups (tile_linear1 picks it); a thread with fewer sums its last atom again in the
+ * spare accumulators (no branch per atom in the inner loop) and stores only its own. */
+template <typename T, int RA, typename Store>
+__device__ void tile_linear1_ra(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
+                                int ldA, const atom_tile &tl, T *sW, int JW, Store store) {
+    const int na = tl.na;
     const tl_shape sh = tl_shape_of<T>(trans, tl.tile, 1, JW);
     const int KR = sh.KR, S = sh.S;
     const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
@@ -1029,20 +1055,24 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
         tl_issue<T, 1>(sW + (q % TL_STAGES) * tile, W, W, W, trans, K, ldw, je, (q % nk) * KR,
                        jb + (q / nk) * JW, KR, JW, S, CW);
     };
-    /* this thread's output in a round, its group and the groups (whole warps) */
+    /* this thread's output in a round, its group and the groups (whole warps); its atoms
+     * g + i G (i < own), their rows of x (the last one's again past own) */
     const int G = (int)blockDim.x / JW, g = (int)threadIdx.x / JW, t = (int)threadIdx.x % JW;
+    const int own = g < G && g < na ? (na - g + G - 1) / G : 0;
     const int rs = trans ? S : 1;
-    T acc[8]; /* acc[i]: atom g + i G */
+    int xo[RA];
+#pragma unroll
+    for (int i = 0; i < RA; i++) xo[i] = (g + (i < own ? i : own > 0 ? own - 1 : 0) * G) * ldA;
+    T acc[RA];
     tl_rounds(nq, issue, [&](int q) {
         const int kt = q % nk;
         if (kt == 0)
 #pragma unroll
-            for (int i = 0; i < 8; i++) acc[i] = 0;
-        if (g >= G) return;
+            for (int i = 0; i < RA; i++) acc[i] = 0;
+        if (own <= 0) return;
         const T *w = sW + (q % TL_STAGES) * tile + (trans ? t : t * S);
-        const T *xk = x + kt * KR + g * ldA;
+        const T *xk = x + kt * KR;
         const int kn = K - kt * KR < KR ? K - kt * KR : KR;
-        const int ldG = G * ldA;
         int rr = 0;
         if (vec)
             for (; rr + V <= kn; rr += V) {
@@ -1054,30 +1084,46 @@ __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int 
                     wv = *(const tl_vec<T> *)(w + rr);
                 }
 #pragma unroll
-                for (int i = 0; i < 8; i++)
-                    if (g + i * G < na) {
-                        const tl_vec<T> xv = *(const tl_vec<T> *)(xk + i * ldG + rr);
+                for (int i = 0; i < RA; i++) {
+                    const tl_vec<T> xv = *(const tl_vec<T> *)(xk + xo[i] + rr);
 #pragma unroll
-                        for (int u = 0; u < V; u++) acc[i] += wv.v[u] * xv.v[u];
-                    }
+                    for (int u = 0; u < V; u++) acc[i] += wv.v[u] * xv.v[u];
+                }
             }
         for (; rr < kn; rr++) {
             const T wr = w[rr * rs];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                if (g + i * G < na) acc[i] += wr * xk[i * ldG + rr];
+            for (int i = 0; i < RA; i++) acc[i] += wr * xk[xo[i] + rr];
         }
         const int j = jb + (q / nk) * JW + t;
         if (kt == nk - 1 && j < je) {
-            /* one copy of the store's code, not eight (it runs once per output); the loop indexes
+            /* one copy of the store's code, not RA (it runs once per output); the loop indexes
              * a copy, res, so that acc stays in registers */
-            T res[8];
+            T res[RA];
 #pragma unroll
-            for (int i = 0; i < 8; i++) res[i] = acc[i];
+            for (int i = 0; i < RA; i++) res[i] = acc[i];
 #pragma unroll 1
-            for (int i = 0; i < 8 && g + i * G < na; i++) store(g + i * G, j, (const T *)&res[i]);
+            for (int i = 0; i < own; i++) store(g + i * G, j, (const T *)&res[i]);
         }
     });
+}
+
+/* tile_linear1_ra with the fewest atoms a thread (1, 2, 4 or 8) that cover a full tile's */
+template <typename T, typename Store>
+__device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
+                             int ldA, const atom_tile &tl, T *sW, Store store) {
+    /* outputs a round: the block's threads, or fewer (whole warps) for a narrow output */
+    const int wide = (je - jb + 31) / 32 * 32;
+    const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x;
+    const int G = (int)blockDim.x / JW, ra = (tl.NA + G - 1) / G;
+    if (ra <= 1)
+        tile_linear1_ra<T, 1>(W, trans, K, ldw, jb, je, x, ldA, tl, sW, JW, store);
+    else if (ra <= 2)
+        tile_linear1_ra<T, 2>(W, trans, K, ldw, jb, je, x, ldA, tl, sW, JW, store);
+    else if (ra <= 4)
+        tile_linear1_ra<T, 4>(W, trans, K, ldw, jb, je, x, ldA, tl, sW, JW, store);
+    else
+        tile_linear1_ra<T, 8>(W, trans, K, ldw, jb, je, x, ldA, tl, sW, JW, store);
 }
 
 /* mean and 1/sqrt(var + 1e-5) of x[0..n) (shared), the CPU's two passes, in one warp (all its
