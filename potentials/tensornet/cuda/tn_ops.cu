@@ -992,7 +992,9 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
         if (kt == 0)
 #pragma unroll
             for (int k = 0; k < NC; k++) acc[k] = 0;
-        if (a < na) {
+        /* (a warp whose 32 outputs of the round all lie past je has nothing to store: the
+         * narrow chunks of small systems leave half a block's warps so) */
+        if (a < na && jb + (q / nk) * JW + 32 * sl < je) {
             const T *w = sW + (q % TL_STAGES) * tile + (trans ? jj : jj * S);
             const T *xa = x + (size_t)a * ldA + kt * KR;
             const int kn = K - kt * KR < KR ? K - kt * KR : KR;
@@ -1069,7 +1071,8 @@ __device__ void tile_linear1_ra(const T *W, int trans, int K, int ldw, int jb, i
         if (kt == 0)
 #pragma unroll
             for (int i = 0; i < RA; i++) acc[i] = 0;
-        if (own <= 0) return;
+        /* (nothing to store: no atom, or the warp's 32 outputs of the round all past je) */
+        if (own <= 0 || jb + (q / nk) * JW + (t & ~31) >= je) return;
         const T *w = sW + (q % TL_STAGES) * tile + (trans ? t : t * S);
         const T *xk = x + kt * KR;
         const int kn = K - kt * KR < KR ? K - kt * KR : KR;
