@@ -967,9 +967,12 @@ template <typename T, int NC, int NW, typename Store>
 __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, int K, int ldw,
                             int jb, int je, const T *x, int ldA, int ldK, const atom_tile &tl,
                             T *sW, Store store) {
-    /* warp w: atom w % NA, outputs 32 (w / NA) .. of a round of JW; the buffer's rows */
+    /* warp w: atom w % NA, outputs 32 (w / NA) .. of a round of JW, the block's warps over the
+     * tile's atoms, or fewer for a narrow output (the chunks of small systems): the rounds then
+     * stage longer rows of fewer outputs, fewer rounds over K; the buffer's rows */
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, a = wp % tl.NA, sl = wp / tl.NA;
-    const int JW = 32 * (int)(blockDim.x >> 5) / tl.NA, na = tl.na;
+    const int full = 32 * (int)(blockDim.x >> 5) / tl.NA, wide = (je - jb + 31) / 32 * 32;
+    const int JW = wide < full ? wide : full, na = tl.na;
     const tl_shape sh = tl_shape_of<T>(trans, tl.tile, NW, JW);
     const int KR = sh.KR, S = sh.S;
     const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
@@ -994,7 +997,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
             for (int k = 0; k < NC; k++) acc[k] = 0;
         /* (a warp whose 32 outputs of the round all lie past je has nothing to store: the
          * narrow chunks of small systems leave half a block's warps so) */
-        if (a < na && jb + (q / nk) * JW + 32 * sl < je) {
+        if (a < na && 32 * sl < JW && jb + (q / nk) * JW + 32 * sl < je) {
             const T *w = sW + (q % TL_STAGES) * tile + (trans ? jj : jj * S);
             const T *xa = x + (size_t)a * ldA + kt * KR;
             const int kn = K - kt * KR < KR ? K - kt * KR : KR;
