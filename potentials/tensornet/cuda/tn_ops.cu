@@ -2152,9 +2152,9 @@ struct atom_launch {
 int g_tile_atoms = 0, g_tile_chunks = 0, g_tile_scale = 0;
 
 /* The launch of a per-atom kernel whose block takes TL_STAGES weight buffers and per_atom values
- * of T per atom of shared memory: NA atoms a block, 8 from 1024 atoms on, else 4 (each block
- * streams every weight once, so more atoms a block pay even where the blocks are few: fewer atoms
- * a block were slower at every size timed), halved until the block fits; the output channels
+ * of T per atom of shared memory: NA atoms a block, 2 below 64 atoms, 4 below 512, else 8 (each
+ * block streams every weight once, so more atoms a block pay where the blocks are many; a small
+ * system's few atoms go to more blocks instead), halved until the block fits; the output channels
  * (chunked) in chunks of whole warps, enough for about 256 blocks; buffers of 4 TL_TILE up to 128
  * blocks, 2 up to 256, else 1 (fewer, longer rounds where the blocks are too few to fill the GPU;
  * blocks that share a multiprocessor where they are many), halved until the block fits in the
@@ -2170,7 +2170,7 @@ nnpops_status atom_plan(const void *kernel, int64_t n, int F, size_t per_atom, i
                             "block (this device gives at most %zu: a smaller "
                             "embedding_dimension)",
                             what, (fixed + per_atom) * sizeof(T), limit);
-    int na = g_tile_atoms ? g_tile_atoms : n >= 1024 ? 8 : 4;
+    int na = g_tile_atoms ? g_tile_atoms : n < 64 ? 2 : n < 512 ? 4 : 8;
     while (na > 1 && (fixed + na * per_atom) * sizeof(T) > limit) na /= 2;
     const int64_t tiles = (n + na - 1) / na;
     if (tiles > 0x7fffffff)
