@@ -956,6 +956,13 @@ __device__ __forceinline__ void tl_rounds(int nq, Issue issue, Body body) {
     __syncthreads();
 }
 
+/* The outputs a round of tile_linear or tile_linear1 takes: [jb, je) rounded up to whole warps,
+ * at most `most` (the block's layout) */
+__device__ __forceinline__ int tl_round_width(int jb, int je, int most) {
+    const int wide = (je - jb + 31) / 32 * 32;
+    return wide < most ? wide : most;
+}
+
 /* For each atom a < na of the tile and output j in [jb, je):
  *   v[k] = sum over r < K of W_{tl_wsel(k)}[j][r] x[a ldA + k ldK + r]   (trans 0: W row-major
  *          with row stride ldw), or of W_{tl_wsel(k)}[r][j] x[...]  (trans 1: the transposed
@@ -971,8 +978,7 @@ __device__ void tile_linear(const T *W0, const T *W1, const T *W2, int trans, in
      * tile's atoms, or fewer for a narrow output (the chunks of small systems): the rounds then
      * stage longer rows of fewer outputs, fewer rounds over K; the buffer's rows */
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, a = wp % tl.NA, sl = wp / tl.NA;
-    const int full = 32 * (int)(blockDim.x >> 5) / tl.NA, wide = (je - jb + 31) / 32 * 32;
-    const int JW = wide < full ? wide : full, na = tl.na;
+    const int JW = tl_round_width(jb, je, 32 * (int)(blockDim.x >> 5) / tl.NA), na = tl.na;
     const tl_shape sh = tl_shape_of<T>(trans, tl.tile, NW, JW);
     const int KR = sh.KR, S = sh.S;
     const int nk = (K + KR - 1) / KR, np = (je - jb + JW - 1) / JW, nq = nk * np;
@@ -1119,8 +1125,7 @@ template <typename T, typename Store>
 __device__ void tile_linear1(const T *W, int trans, int K, int ldw, int jb, int je, const T *x,
                              int ldA, const atom_tile &tl, T *sW, Store store) {
     /* outputs a round: the block's threads, or fewer (whole warps) for a narrow output */
-    const int wide = (je - jb + 31) / 32 * 32;
-    const int JW = wide < (int)blockDim.x ? wide : (int)blockDim.x;
+    const int JW = tl_round_width(jb, je, (int)blockDim.x);
     const int G = (int)blockDim.x / JW, ra = (tl.NA + G - 1) / G;
     if (ra <= 1)
         tile_linear1_ra<T, 1>(W, trans, K, ldw, jb, je, x, ldA, tl, sW, JW, store);
