@@ -137,7 +137,9 @@ typedef struct nnpops__tn_zbl_dev {
         const nnpops__tn_dims *d, int64_t n, const REAL *X0, const REAL *norm_w,                 \
         const REAL *norm_b, const REAL *const ls_w[2], const REAL *const ls_b[2],                \
         const REAL *const lt[3], REAL *z1, REAL *z2, REAL *X1, void *stream);                    \
-    /* tn_atom_embed_back: g = dE/dX1 in, dE/dX0 out (in place). */                              \
+    /* tn_atom_embed_back: g = dE/dX1 in, dE/dX0 out (in place).  The CUDA twin may use gcs    \
+     * [n][10F] and ggate [n][3F] as work space (a small system's two kernels; NULL: one).    \
+     */                                                                                         \
     void nnpops__tn_atom_embed_back_cpu##SUF(                                                    \
         const nnpops__tn_dims *d, int64_t n, const REAL *X0, const REAL *norm_w,                 \
         const REAL *norm_b, const REAL *const ls_w[2], const REAL *const lt[3], const REAL *z1,  \
@@ -145,7 +147,7 @@ typedef struct nnpops__tn_zbl_dev {
     nnpops_status nnpops__tn_atom_embed_back_cuda##SUF(                                          \
         const nnpops__tn_dims *d, int64_t n, const REAL *X0, const REAL *norm_w,                 \
         const REAL *norm_b, const REAL *const ls_w[2], const REAL *const lt[3], const REAL *z1,  \
-        const REAL *z2, REAL *g, void *stream);                                                  \
+        const REAL *z2, REAL *g, REAL *gcs, REAL *ggate, void *stream);                          \
     /* tn_layer_pre: nrm = |X|^2 + 1 per channel, cY = lin3(lt_a, decomp(X / nrm)). */           \
     void nnpops__tn_layer_pre_cpu##SUF(const nnpops__tn_dims *d, int64_t n, const REAL *X,      \
                                        const REAL *const lt[3], REAL *nrm, REAL *cY);            \
@@ -418,6 +420,11 @@ void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale);
  * products have run on the tensor cores since the process started.  Process-wide: not for
  * concurrent use. */
 int nnpops__tn_gemm_path_cuda(int force);
+
+/* How many times the CUDA twin of tn_atom_embed_back has run as two kernels over chunks of
+ * channels (where the plan splits the channels over blocks and the work space is given) since
+ * the process started (tests). */
+int nnpops__tn_embed_back_split_cuda(void);
 
 /* The work-space budget of the step's per-layer pre-activations (tn_step_impl.h, TS_KEEP_BYTES),
  * forced for tests: 0 makes every layer share one set (the backward computes each layer's edge

@@ -291,7 +291,17 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         XLIN(P, R, F, 1, Wl[0], NULL, G1, l < L - 1 ? 1.0 : 0.0, gphiP);
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
-    X(atom_embed_back, d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt, z1, z2, gX);
+    /* (the CUDA twin's work space: the layers' gcY and gcM, read for the last time above) */
+    if (cuda) {
+#if TN_HAVE_CUDA
+        NNPOPS__TRY(TS(nnpops__tn_atom_embed_back_cuda)(d, N, X0, m->norm_w, m->norm_b,
+                                                        m->emb_ls_w, m->emb_lt, z1, z2, gX, gcY,
+                                                        gcM, a->stream));
+#endif
+    } else {
+        TS(nnpops__tn_atom_embed_back_cpu)(d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt,
+                                           z1, z2, gX);
+    }
     /* the embedding's terms per pair (both directions; gu per entry), then dE/dr per pair from
      * all of dE/dphi and dE/dfc; the projections dk again when the layers took their place */
     if (L > 0) XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);

@@ -384,13 +384,37 @@ static int TC(ops_one)(int variant, int F, int R, int n_per) {
         WORST(TC(chk)("embedding gates z1", &z1));
         WORST(TC(chk)("embedding gates z2", &z2));
         WORST(TC(chk)("embedding X1", &X1));
-        TC(arr) g = TC(mk)(n * 9 * Fz, 1);
+        TC(arr) g = TC(mk)(n * 9 * Fz, 1), g1 = TC(mk)(n * 9 * Fz, 0.0);
+        CUDA_CHECK(cudaMemcpy(g1.d, g.d, sizeof(REAL) * n * 9 * Fz, cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());
         TC(nnpops__tn_atom_embed_back_cpu)(d, n, X0.h, mh->norm_w, mh->norm_b, mh->emb_ls_w,
                                            mh->emb_lt, z1.h, z2.h, g.h);
+        memcpy(g1.h, g.h, sizeof(REAL) * n * 9 * Fz);
+        /* through the work space: two kernels where the channels split over blocks (more than
+         * one warp of them; the tiles are few at this size), else one; then as one (none
+         * given): the same sums */
+        const int want = (F + 31) / 32 > 1;
+        REAL *wc = dalloc(sizeof(REAL) * n * 10 * Fz), *wg = dalloc(sizeof(REAL) * n * 3 * Fz);
+        const int split0 = nnpops__tn_embed_back_split_cuda();
         CHECK_OK(TC(nnpops__tn_atom_embed_back_cuda)(d, n, X0.d, md->norm_w, md->norm_b,
                                                      md->emb_ls_w, md->emb_lt, z1.d, z2.d, g.d,
-                                                     st));
-        WORST(TC(chk)("embedding gates backward", &g));
+                                                     wc, wg, st));
+        CHECK(nnpops__tn_embed_back_split_cuda() - split0 == want);
+        WORST(TC(chk)("embedding gates backward (work space given)", &g));
+        CHECK_OK(TC(nnpops__tn_atom_embed_back_cuda)(d, n, X0.d, md->norm_w, md->norm_b,
+                                                     md->emb_ls_w, md->emb_lt, z1.d, z2.d, g1.d,
+                                                     NULL, NULL, st));
+        CHECK(nnpops__tn_embed_back_split_cuda() - split0 == want);
+        WORST(TC(chk)("embedding gates backward (one kernel)", &g1));
+        {
+            REAL *a = malloc(sizeof(REAL) * n * 9 * Fz), *b = malloc(sizeof(REAL) * n * 9 * Fz);
+            to_host(a, g.d, sizeof(REAL) * n * 9 * Fz);
+            to_host(b, g1.d, sizeof(REAL) * n * 9 * Fz);
+            CHECK(memcmp(a, b, sizeof(REAL) * n * 9 * Fz) == 0);
+            free(a), free(b);
+        }
+        cudaFree(wc), cudaFree(wg);
+        TC(drop)(&g1);
         TC(arr) gd = TC(mk)(P * 3 * Fz, 1), gu = TC(mk)(3 * E, 1), gfc = TC(mk)(E, 1),
                 gfcq = TC(mk)(P, 1);
         for (int acc = 0; acc < 2; acc++) { /* dE/dfc written, then accumulated */
@@ -550,7 +574,7 @@ static void TC(tiles_run)(const TC(nnpops__tn_opmodel) *m, const nnpops__tn_dims
                           int64_t n_local, const double *charges, const int32_t *batch,
                           const int32_t *species, const REAL *X, const REAL *X2, const REAL *cY,
                           const REAL *cM, const REAL *g9, const REAL *g10, REAL *o[TC_TILE_OUTS],
-                          double *en, int cuda, void *st) {
+                          double *en, REAL *wc, REAL *wg, int cuda, void *st) {
     const size_t F = (size_t)d->F;
     if (!cuda) {
         TC(nnpops__tn_atom_embed_cpu)(d, n, X, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_ls_b,
@@ -572,7 +596,7 @@ static void TC(tiles_run)(const TC(nnpops__tn_opmodel) *m, const nnpops__tn_dims
                                             m->emb_ls_b, m->emb_lt, o[0], o[1], o[2], st));
     CUDA_CHECK(cudaMemcpy(o[3], g9, sizeof(REAL) * n * 9 * F, cudaMemcpyDeviceToDevice));
     CHECK_OK(TC(nnpops__tn_atom_embed_back_cuda)(d, n, X, m->norm_w, m->norm_b, m->emb_ls_w,
-                                                 m->emb_lt, o[0], o[1], o[3], st));
+                                                 m->emb_lt, o[0], o[1], o[3], wc, wg, st));
     CHECK_OK(TC(nnpops__tn_layer_pre_cuda)(d, n, X2, m->lt, o[4], o[5], st));
     CUDA_CHECK(cudaMemcpy(o[6], g9, sizeof(REAL) * n * 9 * F, cudaMemcpyDeviceToDevice));
     CHECK_OK(TC(nnpops__tn_layer_pre_back_cuda)(d, n, X2, o[4], m->lt, g10, o[6], st));
@@ -618,7 +642,9 @@ static int TC(tiles_one)(int variant, int F, int n_per) {
     double *en = malloc(sizeof(double) * n), *en_b = malloc(sizeof(double) * n);
     double *en_first = malloc(sizeof(double) * n), *den = dalloc(sizeof(double) * n);
     TC(tiles_run)(&o.host, d, n, fx.n_local, fx.charges, fx.batch, fx.species, X.h, X2.h, cY.h,
-                  cM.h, g9.h, g10.h, ref, en, 0, NULL);
+                  cM.h, g9.h, g10.h, ref, en, NULL, NULL, 0, NULL);
+    /* the work space of the embedding backward's two-kernel form */
+    REAL *wc = dalloc(sizeof(REAL) * n * 10 * Fz), *wg = dalloc(sizeof(REAL) * n * 3 * Fz);
     /* atoms per block, channel chunks and weight buffers: forced, then as the launches choose
      * them */
     const int tiles[][3] = {{1, 1, 1}, {2, 0, 4}, {4, 2, 2}, {8, 3, 1},
@@ -627,9 +653,22 @@ static int TC(tiles_one)(int variant, int F, int n_per) {
     int bad = 0;
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         nnpops__tn_atom_tiles_cuda(tiles[t][0], tiles[t][1], tiles[t][2]);
+        const int split0 = nnpops__tn_embed_back_split_cuda();
         TC(tiles_run)(&o.dev, d, n, fx.n_local, dcharges, dbatch, dspecies, X.d, X2.d, cY.d,
-                      cM.d, g9.d, g10.d, dout, den, 1, (void *)g_stream);
+                      cM.d, g9.d, g10.d, dout, den, wc, wg, 1, (void *)g_stream);
+        const int split = nnpops__tn_embed_back_split_cuda() - split0;
         nnpops__tn_atom_tiles_cuda(0, 0, 0);
+        /* the embedding backward as two kernels where the channels split over blocks (the
+         * tiles are few at this size), else one (1 atom a block, one chunk: the reference of
+         * the bitwise comparisons below) */
+        if (tiles[t][1] == 1 && split != 0) {
+            printf("  one chunk, but the embedding backward ran as two kernels\n");
+            bad = 1;
+        }
+        if (tiles[t][1] > 1 && split != 1) {
+            printf("  %d chunks, but the embedding backward ran as one kernel\n", tiles[t][1]);
+            bad = 1;
+        }
         printf("  %d atoms a block, %d chunks, weight buffers x%d%s\n", tiles[t][0], tiles[t][1],
                tiles[t][2], tiles[t][0] ? "" : " (chosen)");
         for (int k = 0; k < TC_TILE_OUTS - 1; k++) {
@@ -655,6 +694,7 @@ static int TC(tiles_one)(int variant, int F, int n_per) {
         free(ref[k]), free(out[k]), free(first[k]), cudaFree(dout[k]);
     free(en), free(en_b), free(en_first);
     cudaFree(den), cudaFree(dspecies), cudaFree(dbatch), cudaFree(dcharges);
+    cudaFree(wc), cudaFree(wg);
     TC(drop)(&X), TC(drop)(&X2), TC(drop)(&cY), TC(drop)(&cM), TC(drop)(&g9), TC(drop)(&g10);
     TC(free_opm)(&o);
     free_fixture(&fx);
@@ -674,7 +714,7 @@ static int TC(tiles)(void) {
         big.F = 4096;
         const REAL *w[3] = {NULL, NULL, NULL};
         CHECK(TC(nnpops__tn_atom_embed_back_cuda)(&big, 1, NULL, NULL, NULL, w, w, NULL, NULL,
-                                                  NULL, (void *)g_stream) ==
+                                                  NULL, NULL, NULL, (void *)g_stream) ==
               NNPOPS_ERROR_UNSUPPORTED);
         CHECK(TC(nnpops__tn_layer_post_back_cuda)(&big, 1, NULL, NULL, NULL, NULL, w, NULL, NULL,
                                                   NULL, (void *)g_stream) ==

@@ -1151,6 +1151,23 @@ template <typename T> __device__ void warp_ln_stats(int n, const T *x, T *mu, T 
     *rstd = (T)1 / t_sqrt(var + (T)1e-5);
 }
 
+/* The tile's atoms' X0 into shared memory: its components c [10F] per atom (rows PA apart) and,
+ * with t, its squared norm per channel; the block's threads over the atoms' channels */
+template <typename T>
+__device__ __forceinline__ void tile_decomp(const T *X0, int64_t a0, int na, int F, int PA, T *c,
+                                            T *t) {
+    for (int idx = threadIdx.x; idx < na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
+        T x[9], cc[10], s = 0;
+        for (int k = 0; k < 9; k++) x[k] = X[k * F];
+        for (int k = 0; k < 9; k++) s += x[k] * x[k];
+        if (t) t[a * PA + f] = s;
+        t_decomp(x, cc);
+        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
+    }
+}
+
 /* ==== tn_atom_embed ==== */
 /* shared memory per atom: t[F], av[F], s1[2F], gate[3F], c[10F] */
 template <typename T>
@@ -1165,16 +1182,7 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, cons
     const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     T *t = sa, *av = t + F, *s1 = av + F, *gate = s1 + 2 * F, *c = gate + 3 * F;
-    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
-        const int a = idx / F, f = idx % F;
-        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
-        T x[9], s = 0, cc[10];
-        for (int k = 0; k < 9; k++) x[k] = X[k * F];
-        for (int k = 0; k < 9; k++) s += x[k] * x[k];
-        t[a * PA + f] = s;
-        t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
-    }
+    tile_decomp(X0, a0, tl.na, F, PA, c, t);
     __syncthreads();
     const int w = threadIdx.x >> 5;
     if (w < tl.na) {
@@ -1209,57 +1217,42 @@ __global__ void atom_embed_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, cons
                           });
 }
 
-/* ==== tn_atom_embed_back (one chunk: g is read whole, then written, in place) ==== */
-/* shared memory per atom: c[10F], gc[10F], ggate[3F], gs1[2F], ga[F], t[F] */
+/* tn_atom_embed_back's steps, shared by its one-kernel and two-kernel forms.  Per channel j:
+ * from the recomputed lin3 outputs cl and g = dE/dX1, the gated components' gradient gcs and the
+ * gates' gradient ggate (rows ldc and ldg apart) */
 template <typename T>
-__global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
-                                       const T *norm_w, const T *norm_b, const T *ls_w0,
-                                       const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
-                                       const T *z1a, const T *z2a, T *gall) {
-    tn_kernel_start();
-    extern __shared__ __align__(16) unsigned char tn_smem[];
-    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
-    const int F = d.F, PA = 27 * F;
-    const atom_tile tl = tile_of(n, F, cfg);
-    const int64_t a0 = tl.a0;
-    T *c = sa, *gcs = c + 10 * F, *ggate = gcs + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F,
-      *t = ga + F;
-    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
-        const int a = idx / F, f = idx % F;
-        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
-        T x[9], cc[10], s = 0;
-        for (int k = 0; k < 9; k++) x[k] = X[k * F];
-        for (int k = 0; k < 9; k++) s += x[k] * x[k];
-        t[a * PA + f] = s;
-        t_decomp(x, cc);
-        for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
+__device__ __forceinline__ void eb_gate_grads(const nnpops__tn_dims &d, int64_t at, int F, int j,
+                                              const T *cl, const T *gall, const T *z2a, T *gcs,
+                                              int ldc, T *ggate, int ldg) {
+    const T *g = gall + (size_t)at * 9 * F + j;
+    const T *z2 = z2a + (size_t)at * 3 * F + j;
+    T gx[9], gc[10], gate[3], dv[3], gg[3] = {0, 0, 0};
+    for (int k = 0; k < 9; k++) gx[k] = g[k * F];
+    t_comp_T(gx, gc);
+    for (int b = 0; b < 3; b++) gate[b] = t_act_call<T>(d.activation, z2[b * F], &dv[b]);
+    for (int k = 0; k < 10; k++) {
+        gg[blk_of(k)] += gc[k] * cl[k];
+        gcs[k * ldc + j] = gc[k] * gate[blk_of(k)];
     }
-    /* per channel: the gates' gradient and the gated components' gradient */
-    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl, sW,
-                          [&](int a, int j, const T *cl) {
-                              const T *g = gall + (size_t)(a0 + a) * 9 * F + j;
-                              const T *z2 = z2a + (size_t)(a0 + a) * 3 * F + j;
-                              T gx[9], gc[10], gate[3], dv[3], gg[3] = {0, 0, 0};
-                              for (int k = 0; k < 9; k++) gx[k] = g[k * F];
-                              t_comp_T(gx, gc);
-                              for (int b = 0; b < 3; b++)
-                                  gate[b] = t_act_call<T>(d.activation, z2[b * F], &dv[b]);
-                              for (int k = 0; k < 10; k++) {
-                                  gg[blk_of(k)] += gc[k] * cl[k];
-                                  gcs[a * PA + k * F + j] = gc[k] * gate[blk_of(k)];
-                              }
-                              for (int b = 0; b < 3; b++) ggate[a * PA + b * F + j] = gg[b] * dv[b];
-                          });
-    /* the gate network backward */
+    for (int b = 0; b < 3; b++) ggate[b * ldg + j] = gg[b] * dv[b];
+}
+
+/* the gate network's backward, ggate -> gs1 -> ga, then the LayerNorm's: ga becomes dE/dt (t:
+ * |X0|^2 per channel; z1: the tile's first atom's pre-activations).  Every thread of the block
+ * calls it. */
+template <typename T>
+__device__ __forceinline__ void eb_gate_net_back(const nnpops__tn_dims &d, int F, int PA,
+                                                 const atom_tile &tl, T *sW, const T *norm_w,
+                                                 const T *ls_w0, const T *ls_w1, const T *z1,
+                                                 const T *t, const T *ggate, T *gs1, T *ga) {
     tile_linear1<T>(ls_w1, 1, 3 * F, 2 * F, 0, 2 * F, ggate, PA, tl, sW,
                     [&](int a, int j, const T *v) {
                         T dv;
-                        t_act_call<T>(d.activation, z1a[(size_t)(a0 + a) * 2 * F + j], &dv);
+                        t_act_call<T>(d.activation, z1[(size_t)a * 2 * F + j], &dv);
                         gs1[a * PA + j] = v[0] * dv;
                     });
     tile_linear1<T>(ls_w0, 1, 2 * F, F, 0, F, gs1, PA, tl, sW,
                     [&](int a, int j, const T *v) { ga[a * PA + j] = v[0]; });
-    /* the LayerNorm backward: ga becomes dE/dt */
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (w < tl.na) {
         const T *tw = t + w * PA;
@@ -1279,14 +1272,112 @@ __global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
             gw[f] = rstd * (gw[f] * norm_w[f] - m1 - xh * m2);
         }
     }
+}
+
+/* channel j of an atom's dE/dX0 from the transposed lin3's outputs gcl and dE/dt gt (X, g: the
+ * atom's rows) */
+template <typename T>
+__device__ __forceinline__ void eb_out(int F, int j, const T *gcl, const T *X, T gt, T *g) {
+    T v[9];
+    t_decomp_T(gcl, v);
+    for (int k = 0; k < 9; k++) g[k * F + j] = v[k] + (T)2 * X[k * F + j] * gt;
+}
+
+/* ==== tn_atom_embed_back (one chunk: g is read whole, then written, in place) ==== */
+/* shared memory per atom: c[10F], gc[10F], ggate[3F], gs1[2F], ga[F], t[F] */
+template <typename T>
+__global__ void atom_embed_back_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg, const T *X0,
+                                       const T *norm_w, const T *norm_b, const T *ls_w0,
+                                       const T *ls_w1, const T *lt0, const T *lt1, const T *lt2,
+                                       const T *z1a, const T *z2a, T *gall) {
+    tn_kernel_start();
+    extern __shared__ __align__(16) unsigned char tn_smem[];
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
+    const int F = d.F, PA = 27 * F;
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    T *c = sa, *gcs = c + 10 * F, *ggate = gcs + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F,
+      *t = ga + F;
+    tile_decomp(X0, a0, tl.na, F, PA, c, t);
+    /* per channel: the gates' gradient and the gated components' gradient */
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, 0, F, c, PA, F, tl, sW,
+                          [&](int a, int j, const T *cl) {
+                              eb_gate_grads<T>(d, a0 + a, F, j, cl, gall, z2a, gcs + a * PA, F,
+                                               ggate + a * PA, F);
+                          });
+    eb_gate_net_back<T>(d, F, PA, tl, sW, norm_w, ls_w0, ls_w1, z1a + (size_t)a0 * 2 * F, t,
+                        ggate, gs1, ga);
     tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, 0, F, gcs, PA, F, tl, sW,
                           [&](int a, int j, const T *gcl) {
-                              T v[9];
-                              t_decomp_T(gcl, v);
-                              const T *X = X0 + (size_t)(a0 + a) * 9 * F + j;
-                              T *g = gall + (size_t)(a0 + a) * 9 * F + j;
-                              const T gt = ga[a * PA + j];
-                              for (int k = 0; k < 9; k++) g[k * F] = v[k] + (T)2 * X[k * F] * gt;
+                              eb_out<T>(F, j, gcl, X0 + (size_t)(a0 + a) * 9 * F, ga[a * PA + j],
+                                        gall + (size_t)(a0 + a) * 9 * F);
+                          });
+}
+
+/* ==== tn_atom_embed_back in two kernels over chunks of channels (small systems) ====
+ * The one-kernel form runs on one block per tile: its gate network and LayerNorm need every
+ * channel of the gates' gradient.  With few atoms the tiles are too few to fill the GPU, so the
+ * work splits where the channels meet: the first kernel computes, per chunk of channels, the
+ * gated components' gradient gcs [n][10F] and the gates' gradient ggate [n][3F] (each block its
+ * chunk of both, to the work space); the second, per chunk, the gate network's and the
+ * LayerNorm's backward from the whole ggate (every chunk's block the same values) and then its
+ * chunk of the transposed lin3 from the whole gcs.  The same sums, in the same order, as the
+ * one kernel. */
+
+/* shared memory per atom: c[10F] */
+template <typename T>
+__global__ void atom_embed_back_gates_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
+                                             const T *X0, const T *lt0, const T *lt1,
+                                             const T *lt2, const T *z2a, const T *gall,
+                                             T *gcs_all, T *gg_all) {
+    tn_kernel_start();
+    extern __shared__ __align__(16) unsigned char tn_smem[];
+    T *sW = (T *)tn_smem, *c = sW + TL_STAGES * cfg.tile;
+    const int F = d.F, PA = 10 * F;
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    tile_decomp(X0, a0, tl.na, F, PA, c, (T *)NULL);
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 0, F, F, tl.cb, tl.ce, c, PA, F, tl, sW,
+                          [&](int a, int j, const T *cl) {
+                              const int64_t at = a0 + a;
+                              eb_gate_grads<T>(d, at, F, j, cl, gall, z2a,
+                                               gcs_all + (size_t)at * 10 * F, F,
+                                               gg_all + (size_t)at * 3 * F, F);
+                          });
+}
+
+/* shared memory per atom: gcs[10F], ggate[3F], gs1[2F], ga[F], t[F] */
+template <typename T>
+__global__ void atom_embed_back_lin_kernel(nnpops__tn_dims d, int64_t n, tl_cfg cfg,
+                                           const T *X0, const T *norm_w, const T *ls_w0,
+                                           const T *ls_w1, const T *lt0, const T *lt1,
+                                           const T *lt2, const T *z1a, const T *gcs_all,
+                                           const T *gg_all, T *gall) {
+    tn_kernel_start();
+    extern __shared__ __align__(16) unsigned char tn_smem[];
+    T *sW = (T *)tn_smem, *sa = sW + TL_STAGES * cfg.tile;
+    const int F = d.F, PA = 17 * F;
+    const atom_tile tl = tile_of(n, F, cfg);
+    const int64_t a0 = tl.a0;
+    T *gcs = sa, *ggate = gcs + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F, *t = ga + F;
+    for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
+        const int a = idx / F, f = idx % F;
+        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
+        T s = 0;
+        for (int k = 0; k < 9; k++) s += X[k * F] * X[k * F];
+        t[a * PA + f] = s;
+        const T *gc = gcs_all + (size_t)(a0 + a) * 10 * F + f;
+        for (int k = 0; k < 10; k++) gcs[a * PA + k * F + f] = gc[k * F];
+        const T *gg = gg_all + (size_t)(a0 + a) * 3 * F + f;
+        for (int b = 0; b < 3; b++) ggate[a * PA + b * F + f] = gg[b * F];
+    }
+    __syncthreads();
+    eb_gate_net_back<T>(d, F, PA, tl, sW, norm_w, ls_w0, ls_w1, z1a + (size_t)a0 * 2 * F, t,
+                        ggate, gs1, ga);
+    tile_linear<T, 10, 3>(lt0, lt1, lt2, 1, F, F, tl.cb, tl.ce, gcs, PA, F, tl, sW,
+                          [&](int a, int j, const T *gcl) {
+                              eb_out<T>(F, j, gcl, X0 + (size_t)(a0 + a) * 9 * F, ga[a * PA + j],
+                                        gall + (size_t)(a0 + a) * 9 * F);
                           });
 }
 
@@ -2215,14 +2306,41 @@ nnpops_status atom_embed(const nnpops__tn_dims *d, int64_t n, const T *X0, const
     return NNPOPS_OK;
 }
 
+/* tn_atom_embed_back's two-kernel runs (nnpops__tn_embed_back_split_cuda) */
+int g_eb_split = 0;
+
+/* Two kernels, through the work space gcs [n][10F] and ggate [n][3F], where the tiles are few
+ * (under TN_EB_SPLIT_TILES) and the plan would split the channels over blocks: a small system,
+ * whose one kernel would run its chain of linears on a few blocks.  Else one kernel: with many
+ * tiles the blocks are enough, and the second kernel's gate network and LayerNorm backward,
+ * repeated in every chunk, cost more than the extra blocks give. */
+#define TN_EB_SPLIT_TILES 64
 template <typename T>
 nnpops_status atom_embed_back(const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w,
                               const T *norm_b, const T *const ls_w[2], const T *const lt[3],
-                              const T *z1, const T *z2, T *g, void *stream) {
+                              const T *z1, const T *z2, T *g, T *gcs, T *ggate, void *stream) {
     if (n <= 0) return NNPOPS_OK;
     atom_launch p;
-    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F,
-                             27 * (size_t)d->F, 0, "embedding backward", &p));
+    const size_t F = (size_t)d->F;
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_gates_kernel<T>, n, d->F, 10 * F, 1,
+                             "embedding backward", &p));
+    if (p.chunks > 1 && p.tiles < TN_EB_SPLIT_TILES && gcs && ggate) {
+        atom_launch q;
+        NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_lin_kernel<T>, n, d->F, 17 * F, 1,
+                                 "embedding backward", &q));
+        NNPOPS__TRY(tn_launch(atom_embed_back_gates_kernel<T>, dim3(p.tiles, p.chunks),
+                              TN_ATOM_THREADS, p.bytes, stream,
+                              "tensornet embedding gates backward (gradients)", *d, n, p.cfg, X0,
+                              lt[0], lt[1], lt[2], z2, g, gcs, ggate));
+        NNPOPS__TRY(tn_launch(atom_embed_back_lin_kernel<T>, dim3(q.tiles, q.chunks),
+                              TN_ATOM_THREADS, q.bytes, stream,
+                              "tensornet embedding gates backward (linears)", *d, n, q.cfg, X0,
+                              norm_w, ls_w[0], ls_w[1], lt[0], lt[1], lt[2], z1, gcs, ggate, g));
+        g_eb_split++;
+        return NNPOPS_OK;
+    }
+    NNPOPS__TRY(atom_plan<T>((const void *)atom_embed_back_kernel<T>, n, d->F, 27 * F, 0,
+                             "embedding backward", &p));
     NNPOPS__TRY(tn_launch(atom_embed_back_kernel<T>, dim3(p.tiles, p.chunks), TN_ATOM_THREADS,
                           p.bytes, stream, "tensornet embedding gates backward", *d, n, p.cfg, X0,
                           norm_w, norm_b, ls_w[0], ls_w[1], lt[0], lt[1], lt[2], z1, z2, g));
@@ -2355,9 +2473,10 @@ nnpops_status readout(const nnpops__tn_dims *d, int64_t n_atoms, int64_t n_local
     }                                                                                              \
     extern "C" nnpops_status nnpops__tn_atom_embed_back_cuda##SUF(                                 \
         const nnpops__tn_dims *d, int64_t n, const T *X0, const T *norm_w, const T *norm_b,        \
-        const T *const ls_w[2], const T *const lt[3], const T *z1, const T *z2, T *g,              \
-        void *stream) {                                                                            \
-        return atom_embed_back<T>(d, n, X0, norm_w, norm_b, ls_w, lt, z1, z2, g, stream);          \
+        const T *const ls_w[2], const T *const lt[3], const T *z1, const T *z2, T *g, T *gcs,      \
+        T *ggate, void *stream) {                                                                  \
+        return atom_embed_back<T>(d, n, X0, norm_w, norm_b, ls_w, lt, z1, z2, g, gcs, ggate,       \
+                                  stream);                                                         \
     }                                                                                              \
     extern "C" nnpops_status nnpops__tn_layer_pre_cuda##SUF(const nnpops__tn_dims *d, int64_t n,   \
                                                             const T *X, const T *const lt[3],      \
@@ -2485,6 +2604,7 @@ extern "C" int nnpops__tn_gemm_path_cuda(int force) {
     return g_tc_gemms;
 }
 
+extern "C" int nnpops__tn_embed_back_split_cuda(void) { return g_eb_split; }
 extern "C" void nnpops__tn_atom_tiles_cuda(int atoms, int chunks, int scale) {
     g_tile_atoms = atoms == 1 || atoms == 2 || atoms == 4 || atoms == 8 ? atoms : 0;
     g_tile_chunks = chunks > 0 ? chunks : 0;
