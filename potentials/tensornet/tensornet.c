@@ -953,5 +953,7 @@ const nnpops__potential_vt nnpops__tensornet_vt = {
     .release_device = nnpops__tn_release_device,
     .cuda_work_bytes = nnpops__tn_cuda_work_bytes,
     .compute_cuda = nnpops__tn_compute_cuda,
+    .cuda_prepare = nnpops__tn_cuda_prepare,
+    .cuda_release_state = nnpops__tn_cuda_release_state,
 #endif
 };

@@ -28,6 +28,9 @@ nnpops_status nnpops__tn_upload(nnpops_model *model);
 void nnpops__tn_release_device(nnpops_model *model);
 size_t nnpops__tn_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step);
 nnpops_status nnpops__tn_compute_cuda(const nnpops_model *model, const nnpops__dstep *step);
+nnpops_status nnpops__tn_cuda_prepare(const nnpops_model *model, nnpops__dstep *step,
+                                      void **state);
+void nnpops__tn_cuda_release_state(void *state);
 #endif
 
 #endif /* NNPOPS_POTENTIALS_TENSORNET_H */

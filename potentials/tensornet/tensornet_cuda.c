@@ -8,13 +8,18 @@
  *
  * The lists: every atom a center, ghosts too (tn_lists in tensornet.c asks for ghost centers), so
  * the lists are symmetric and a ghost's features feed the local atoms' energies through the
- * layers.  No per-context state; the work space holds every intermediate of the step
- * (nnpops__tn_step_work_bytes, from the atom count and the lists' capacity).  Each entry's
- * gradient and each local atom's energy are written by the step; ghosts' energies stay zero.
+ * layers.  The work space holds every intermediate of the step (nnpops__tn_step_work_bytes, from
+ * the atom count and the lists' capacity).  Each entry's gradient and each local atom's energy
+ * are written by the step; ghosts' energies stay zero.
+ *
+ * Per context (vt->cuda_prepare): a side stream with a cuBLAS handle and work space of its own,
+ * and the fork and join events, on which the step runs the layers' edge networks beside the
+ * per-atom ops (nnpops__tn_step).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "potentials/tensornet/tensornet.h"
@@ -137,6 +142,67 @@ out:
     return st;
 }
 
+/* The side stream's cuBLAS work space: as much as the context's own handle has, so that cuBLAS
+ * picks the same kernels on both, and never allocates while a stream captures. */
+#define TN_SIDE_BLAS_WORK_BYTES ((size_t)32 << 20)
+
+/* A context's state (vt->cuda_prepare): the side stream, its handle and work space, the events */
+typedef struct tn_state {
+    cudaStream_t side;
+    cublasHandle_t blas;
+    void *blas_work;
+    cudaEvent_t fork, join;
+} tn_state;
+
+void nnpops__tn_cuda_release_state(void *state) {
+    tn_state *S = state;
+    if (!S) return;
+    if (S->side) cudaStreamSynchronize(S->side);
+    if (S->blas) cublasDestroy(S->blas);
+    if (S->side) cudaStreamDestroy(S->side);
+    if (S->fork) cudaEventDestroy(S->fork);
+    if (S->join) cudaEventDestroy(S->join);
+    if (S->blas_work) cudaFree(S->blas_work);
+    free(S);
+}
+
+nnpops_status nnpops__tn_cuda_prepare(const nnpops_model *model, nnpops__dstep *step,
+                                      void **state) {
+    tn_state *S = *state;
+    if (!S) {
+        S = calloc(1, sizeof *S);
+        if (!S) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (TensorNet state)");
+        cudaError_t e = cudaMalloc(&S->blas_work, TN_SIDE_BLAS_WORK_BYTES);
+        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&S->side, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->join, cudaEventDisableTiming);
+        cublasStatus_t b = CUBLAS_STATUS_SUCCESS;
+        /* plain FP32 / FP64 arithmetic as the context's handle; the stream set before the work
+         * space (setting a stream resets a handle's work space) */
+        if (e == cudaSuccess) b = cublasCreate(&S->blas);
+        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetMathMode(S->blas, CUBLAS_DEFAULT_MATH);
+        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(S->blas, S->side);
+        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetWorkspace(S->blas, S->blas_work, TN_SIDE_BLAS_WORK_BYTES);
+        if (e != cudaSuccess || b != CUBLAS_STATUS_SUCCESS) {
+            (void)cudaGetLastError();
+            nnpops__tn_cuda_release_state(S);
+            if (b != CUBLAS_STATUS_SUCCESS)
+                return nnpops__fail(NNPOPS_ERROR_CUDA,
+                                    "%s:%d: cuBLAS handle of the TensorNet side stream: %s",
+                                    __FILE__, __LINE__, cublasGetStatusString(b));
+            return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                               : NNPOPS_ERROR_CUDA,
+                                "%s:%d: the TensorNet side stream on %s: %s", __FILE__, __LINE__,
+                                model->device_name, cudaGetErrorString(e));
+        }
+        *state = S;
+    }
+    step->pot_state = S;
+    return NNPOPS_OK;
+}
+
 size_t nnpops__tn_cuda_work_bytes(const nnpops_model *model, const nnpops__dstep *step) {
     const tn_dev *d = model->device_data;
     return d->f32 ? nnpops__tn_step_work_bytes_f32(&d->m32, step->n_atoms, step->n_systems,
@@ -173,6 +239,11 @@ nnpops_status nnpops__tn_compute_cuda(const nnpops_model *model, const nnpops__d
     a.work = step->work;
     a.blas = step->blas;
     a.stream = step->stream;
+    const tn_state *S = step->pot_state;
+    if (S) {
+        a.side_stream = S->side, a.side_blas = S->blas;
+        a.fork_event = S->fork, a.join_event = S->join;
+    }
     NNPOPS__TRY(d->f32 ? nnpops__tn_step_f32(&d->m32, &a, 1) : nnpops__tn_step_f64(&d->m64, &a, 1));
     /* one member: its energies are the atoms' */
     if (step->member_atom_energy)

@@ -358,6 +358,9 @@ typedef struct nnpops__tn_step_args {
     double *atom_energy, *pair_grad;
     void *work;            /* nnpops__tn_step_work_bytes bytes, 256-byte aligned */
     void *blas, *stream;   /* CUDA only */
+    /* CUDA only, optional (side_stream NULL: every op on `stream`): a second stream with a
+     * cuBLAS handle of its own and two events, fork and join (see nnpops__tn_step) */
+    void *side_stream, *side_blas, *fork_event, *join_event;
 } nnpops__tn_step_args;
 
 #define NNPOPS__TN_STEP_DECLS(SUF, REAL)                                                           \
@@ -430,6 +433,10 @@ int nnpops__tn_embed_back_split_cuda(void);
  * forced for tests: 0 makes every layer share one set (the backward computes each layer's edge
  * network again), SIZE_MAX restores the default.  Process-wide: not for concurrent use. */
 void nnpops__tn_step_keep_bytes(size_t bytes);
+
+/* How many GPU steps have run the layers' edge networks on the side stream since the process
+ * started (tests). */
+int nnpops__tn_side_steps(void);
 
 /* tn_count: sys_count[s] = the atoms of system s among the n atoms (sys_count zeroed here). */
 void nnpops__tn_count_cpu(int64_t n, int64_t n_systems, const int32_t *batch, int32_t *sys_count);

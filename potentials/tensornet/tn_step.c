@@ -27,6 +27,15 @@
  * a GEMM) into the same dE/dr per pair, and the last op writes each entry's gradient (plus
  * ZBL's) and adds ZBL's and the mean's energies.
  *
+ * Two streams (the GPU step, where the plan gives every layer its own pre-activations and the
+ * projections a block of their own, and the caller gives a side stream): the edge networks depend
+ * on the distances alone, so the side stream computes them while the step's stream runs the
+ * embedding and each layer's Y; a layer's messages wait for its edge network.  Backward, each
+ * layer's edge-network backward (from dE/dZ3 to dE/dphi) runs on the side stream beside Y's
+ * backward, the next layer's update backward and the gates' backward; the next messages'
+ * backward (which writes dE/dZ3 in the same block) and the embedding's backward wait for it.
+ * The same ops with the same operands either way: the results do not change.
+ *
  * Work space (REAL unless said), laid out by ts_plan: per entry of capacity the geometry, flags
  * (bytes), dE/du and the pair number; per pair (half the capacity, rounded up to 4) the radial
  * basis and its gradient, the edge network's pre-activations Z1, Z2, Z3 (a set per layer below
@@ -50,6 +59,20 @@
  * TS_KEEP_BYTES) */
 static size_t g_keep_bytes = SIZE_MAX;
 void nnpops__tn_step_keep_bytes(size_t bytes) { g_keep_bytes = bytes; }
+
+/* GPU steps that ran the edge networks on the side stream (nnpops__tn_side_steps) */
+static int g_side_steps = 0;
+int nnpops__tn_side_steps(void) { return g_side_steps; }
+
+#if TN_HAVE_CUDA
+/* Work enqueued on `to` after this waits for the work enqueued so far on `from` (through ev,
+ * recorded on `from`; inside a capture, `to` joins the graph through it). */
+static nnpops_status ts_after(void *to, void *from, void *ev) {
+    NNPOPS__CUDA_CALL(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)from));
+    NNPOPS__CUDA_CALL(cudaStreamWaitEvent((cudaStream_t)to, (cudaEvent_t)ev, 0));
+    return NNPOPS_OK;
+}
+#endif
 
 #define REAL float
 #define SUF _f32

@@ -55,11 +55,12 @@ void TS(nnpops__tn_opmodel_bind)(const nnpops__tn_shape *s, const nnpops__tn_opl
 }
 
 /* The work space's layout (byte offsets, each 256-aligned); keep: every layer has Z1, Z2, Z3 of
- * its own (see ts_plan). */
+ * its own; sep: so does every layer of a one-layer model, and the projections dk have a block
+ * of their own (see ts_plan). */
 typedef struct {
-    int keep;
+    int keep, sep;
     size_t ev, er, fc, mask, gu, slot;
-    size_t pentry, pmirror, pcount, erP, fcP, phiP, Z1, Z2, Z3, H, gphiP, gfcP, grP;
+    size_t pentry, pmirror, pcount, erP, fcP, phiP, dk, Z1, Z2, Z3, H, gphiP, gfcP, grP;
     size_t X0, z1, z2, Xl, nrm, cY, cM, gX, gcY, gcM, count, total;
 } TS(ts_work);
 
@@ -82,8 +83,12 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     const size_t F = (size_t)m->d.F, R = (size_t)m->d.R, L = (size_t)m->L, n = (size_t)N,
                  e = (size_t)E, r = sizeof(REAL), P = (size_t)TS(ts_pairs)(E);
     size_t o = 0;
-    p.keep = L > 1 && (L - 1) * P * 6 * F * r <=
-                          (g_keep_bytes == SIZE_MAX ? TS_KEEP_BYTES : g_keep_bytes);
+    const size_t budget = g_keep_bytes == SIZE_MAX ? TS_KEEP_BYTES : g_keep_bytes;
+    p.keep = L > 1 && (L - 1) * P * 6 * F * r <= budget;
+    /* sep (within the same budget): every layer's pre-activations and the projections their own,
+     * so that nothing the edge networks write is read by the embedding and the layers' other
+     * ops until they are done: the GPU step may run them on a second stream */
+    p.sep = L > 0 && (L == 1 || p.keep) && ((L - 1) * 6 + 3) * P * F * r <= budget;
     const size_t LZ = p.keep ? L : 1;
 #define TS_TAKE(field, bytes)                                                                  \
     do {                                                                                       \
@@ -101,20 +106,24 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
      * block H [3F] that holds in turn the hidden activations A1 and A2 (flat: A1 = H[0, P F),
      * A2 = H[P F, 3 P F); each read only by the next GEMM), dE/dZ3 and the backward's G1.  The
      * embedding's projections dk [3F] live in Z3's place (read by tn_embed before the first
-     * layer writes Z3; computed again for the embedding's backward), the backward's G2 too (Z3 is
-     * read for the last time by the message_back before the GEMM that writes G2).  With keep,
-     * layer l's Z1, Z2, Z3 follow layer l - 1's in each (dk and G2 in layer 0's and layer l's
-     * Z3); without, one set for all layers: the backward computes a layer's edge network again
-     * before its message_back (the last layer's is still there). */
+     * layer writes Z3; computed again for the embedding's backward), or with sep in a block of
+     * their own (read by tn_embed while the edge networks may write Z3; kept for the backward).
+     * The backward's G2 lives in Z3's place (Z3 is read for the last time by the message_back
+     * before the GEMM that writes G2).  With keep, layer l's Z1, Z2, Z3 follow layer l - 1's in
+     * each (G2 in layer l's Z3); without, one set for all layers: the backward computes a
+     * layer's edge network again before its message_back (the last layer's is still there). */
     TS_TAKE(pentry, P * sizeof(int32_t));
     TS_TAKE(pmirror, P * sizeof(int32_t));
     TS_TAKE(pcount, (n + 1) * sizeof(int32_t));
     TS_TAKE(erP, P * r);
     TS_TAKE(fcP, P * r);
     TS_TAKE(phiP, P * R * r);
+    TS_TAKE(dk, p.sep ? P * 3 * F * r : 0);
+    if (!p.sep) p.dk = 0; /* (set to Z3's below) */
     TS_TAKE(Z1, LZ * P * F * r);
     TS_TAKE(Z2, LZ * P * 2 * F * r);
     TS_TAKE(Z3, LZ * P * 3 * F * r);
+    if (!p.sep) p.dk = p.Z3;
     TS_TAKE(H, P * 3 * F * r);
     TS_TAKE(gphiP, P * R * r);
     TS_TAKE(gfcP, P * r);
@@ -194,11 +203,26 @@ static nnpops_status TS(ts_edge_net)(const OPM *m, const nnpops__tn_step_args *a
     return NNPOPS_OK;
 }
 
+/* The edge network's backward from dE/dZ3 (GHP) to dE/dphi (gphiP, added to it with acc): G2
+ * (dE/dZ2) and G1 (dE/dZ1) on the way, through the activations' derivatives at Z2 and Z1. */
+static nnpops_status TS(ts_edge_net_back)(const OPM *m, const nnpops__tn_step_args *a, int cuda,
+                                          int64_t P, const REAL *const *Wl,
+                                          const REAL *const *bl, const REAL *Z1, const REAL *Z2,
+                                          const REAL *GHP, REAL *G2, REAL *G1, int acc,
+                                          REAL *gphiP) {
+    const int F = m->d.F, R = m->d.R, act = m->d.activation;
+    (void)a, (void)cuda;
+    XLA(P, 2 * F, 3 * F, 1, Wl[2], GHP, 0.0, G2, bl[1], Z2, NULL);
+    XLA(P, F, 2 * F, 1, Wl[1], G2, 0.0, G1, bl[0], Z1, NULL);
+    XLIN(P, R, F, 1, Wl[0], NULL, G1, acc ? 1.0 : 0.0, gphiP);
+    return NNPOPS_OK;
+}
+
 nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, int cuda) {
     if (cuda && !TN_HAVE_CUDA)
         return nnpops__fail(NNPOPS_ERROR_INTERNAL, "tensornet: a GPU step in a build without CUDA");
     const nnpops__tn_dims *d = &m->d;
-    const int F = d->F, R = d->R, L = m->L, act = d->activation;
+    const int F = d->F, R = d->R, L = m->L;
     const int64_t N = a->n_atoms, E = a->capacity;
     const TS(ts_work) p = TS(ts_plan)(m, N, a->n_systems, E);
     unsigned char *base = a->work;
@@ -206,7 +230,7 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     REAL *ev = W_(ev, REAL), *er = W_(er, REAL), *fc = W_(fc, REAL);
     uint8_t *mask = W_(mask, uint8_t);
     REAL *Z1 = W_(Z1, REAL), *Z2 = W_(Z2, REAL), *Z3 = W_(Z3, REAL), *H = W_(H, REAL);
-    REAL *dk = Z3, *G1 = H, *GHP = H;
+    REAL *dk = W_(dk, REAL), *G1 = H, *GHP = H;
     int32_t *slot = W_(slot, int32_t), *pentry = W_(pentry, int32_t);
     int32_t *pmirror = W_(pmirror, int32_t);
     int32_t *pcount = W_(pcount, int32_t);
@@ -243,6 +267,16 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
                              pcount);
     }
     X(pair_radial, d, m->rbf_a, m->rbf_b, P, pentry, er, fc, erP, fcP, phiP);
+    /* the side stream (sa: the edge networks' GEMMs there), from here to each layer's messages */
+    const int side = cuda && p.sep && a->side_stream != NULL;
+    nnpops__tn_step_args sa = *a;
+    if (side) {
+#if TN_HAVE_CUDA
+        sa.stream = a->side_stream, sa.blas = a->side_blas;
+        NNPOPS__TRY(ts_after(sa.stream, a->stream, a->fork_event));
+        g_side_steps++;
+#endif
+    }
     /* (the projections' bias is added by the embedding as it reads dk) */
     XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
@@ -256,8 +290,11 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     for (int l = 0; l < L; l++) {
         const REAL *const *Wl = m->ls_w + 3 * l, *const *bl = m->ls_b + 3 * l;
         NNPOPS__TRY(
-            TS(ts_edge_net)(m, a, cuda, P, Wl, bl, phiP, Z1_(l), Z2_(l), Z3_(l), A1, A2));
+            TS(ts_edge_net)(m, &sa, cuda, P, Wl, bl, phiP, Z1_(l), Z2_(l), Z3_(l), A1, A2));
         X(layer_pre, d, N, Xl + l * NF9, m->lt + 6 * l, nrm + l * NF, cY + l * NF10);
+#if TN_HAVE_CUDA
+        if (side) NNPOPS__TRY(ts_after(a->stream, sa.stream, a->join_event));
+#endif
         X(message, d, N, a->start, a->pairs, E, mask, slot, Z3_(l), bl[2], fcP, m->self_h[l],
           cY + l * NF10, cM + l * NF10);
         X(layer_post, d, N, a->charges, a->batch, Xl + l * NF9, nrm + l * NF, cY + l * NF10,
@@ -284,11 +321,17 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
          * over the layers and the embedding: one radial backward at the end); G2 in the layer's
          * Z3 */
         REAL *G2 = Z3_(l);
+        /* (the side stream's GEMMs of layer l + 1 read GHP: done first) */
+#if TN_HAVE_CUDA
+        if (side && l < L - 1) NNPOPS__TRY(ts_after(a->stream, sa.stream, a->join_event));
+#endif
         X(message_back, d, N, a->start, a->pairs, E, mask, slot, P, pentry, Z3_(l), bl[2], fcP,
           m->self_h[l], cY + l * NF10, gcM, gcY, GHP, l < L - 1, gfcP);
-        XLA(P, 2 * F, 3 * F, 1, Wl[2], GHP, 0.0, G2, bl[1], Z2_(l), NULL);
-        XLA(P, F, 2 * F, 1, Wl[1], G2, 0.0, G1, bl[0], Z1_(l), NULL);
-        XLIN(P, R, F, 1, Wl[0], NULL, G1, l < L - 1 ? 1.0 : 0.0, gphiP);
+#if TN_HAVE_CUDA
+        if (side) NNPOPS__TRY(ts_after(sa.stream, a->stream, a->fork_event));
+#endif
+        NNPOPS__TRY(TS(ts_edge_net_back)(m, &sa, cuda, P, Wl, bl, Z1_(l), Z2_(l), GHP, G2, G1,
+                                         l < L - 1, gphiP));
         X(layer_pre_back, d, N, Xl + l * NF9, nrm + l * NF, m->lt + 6 * l, gcY, gX);
     }
     /* (the CUDA twin's work space: the layers' gcY and gcM, read for the last time above) */
@@ -302,9 +345,14 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
         TS(nnpops__tn_atom_embed_back_cpu)(d, N, X0, m->norm_w, m->norm_b, m->emb_ls_w, m->emb_lt,
                                            z1, z2, gX);
     }
+    /* (the side stream's last GEMMs read GHP and write gphiP: done first) */
+#if TN_HAVE_CUDA
+    if (side) NNPOPS__TRY(ts_after(a->stream, sa.stream, a->join_event));
+#endif
     /* the embedding's terms per pair (both directions; gu per entry), then dE/dr per pair from
-     * all of dE/dphi and dE/dfc; the projections dk again when the layers took their place */
-    if (L > 0) XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
+     * all of dE/dphi and dE/dfc; the projections dk again when the layers took their place
+     * (without sep) */
+    if (L > 0 && !p.sep) XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed_back, d, P, pentry, pmirror, a->pairs, a->species, m->ptab1, m->ptab2, ev, er, fcP,
       dk, m->dproj_b, gX, GHP, gu, L > 0, gfcP);
     XLIN(P, R, 3 * F, 1, m->dproj_w, NULL, GHP, L > 0 ? 1.0 : 0.0, gphiP);

@@ -724,7 +724,7 @@ static int TC(tiles)(void) {
     return bad;
 }
 
-/* ---- step: the CUDA ops against the CPU ops, and bitwise over repeats ---- */
+/* ---- step: the CUDA ops against the CPU ops, bitwise over repeats and with a side stream ---- */
 
 static int TC(step)(void) {
     need_gpu();
@@ -765,6 +765,17 @@ static int TC(step)(void) {
         b.work = dwork, b.blas = blas, b.stream = g_stream;
         double *e1 = malloc(sizeof(double) * n), *g1 = malloc(sizeof(double) * 3 * E);
         double *e2 = malloc(sizeof(double) * n), *g2 = malloc(sizeof(double) * 3 * E);
+        /* the same step with a side stream, its own cuBLAS handle and the two events */
+        nnpops__tn_step_args c = b;
+        cudaStream_t side;
+        cublasHandle_t side_blas;
+        cudaEvent_t fork, join;
+        CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) == cudaSuccess);
+        CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) == cudaSuccess);
+        CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess);
+        CHECK(cublasCreate(&side_blas) == CUBLAS_STATUS_SUCCESS);
+        CHECK(cublasSetStream(side_blas, side) == CUBLAS_STATUS_SUCCESS);
+        c.side_stream = side, c.side_blas = side_blas, c.fork_event = fork, c.join_event = join;
         /* the edge networks' products on cuBLAS, then on the tensor cores (float32: they must
          * have run there; float64 never does) */
         for (int path = 2; path >= 1; path--) {
@@ -783,8 +794,21 @@ static int TC(step)(void) {
             to_host(g2, b.pair_grad, sizeof(double) * 3 * E);
             CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
             CHECK(memcmp(g1, g2, sizeof(double) * 3 * E) == 0);
+            /* with the side stream: the edge networks there where every layer has its own
+             * pre-activations (a budget of 0: one stream still); the same sums */
+            const int sides0 = nnpops__tn_side_steps();
+            CHECK_OK(TC(nnpops__tn_step)(&o.dev, &c, 1));
+            const int sides = nnpops__tn_side_steps() - sides0;
+            printf("  with a side stream: %s\n", sides ? "taken" : "not taken");
+            CHECK(sides == (vi == 0));
+            to_host(e2, c.atom_energy, sizeof(double) * n);
+            to_host(g2, c.pair_grad, sizeof(double) * 3 * E);
+            CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
+            CHECK(memcmp(g1, g2, sizeof(double) * 3 * E) == 0);
         }
         nnpops__tn_gemm_path_cuda(0);
+        cublasDestroy(side_blas);
+        cudaEventDestroy(fork), cudaEventDestroy(join), cudaStreamDestroy(side);
         free(e1), free(g1), free(e2), free(g2), free(e), free(g), free(work);
         cudaFree((void *)b.start), cudaFree((void *)b.pairs), cudaFree((void *)b.vec);
         cudaFree((void *)b.species), cudaFree((void *)b.batch), cudaFree((void *)b.charges);

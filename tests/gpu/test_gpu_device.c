@@ -16,7 +16,8 @@
  *                     (cudaStreamCaptureModeGlobal, its own stream) and replays it 6 times with new
  *                     positions written into the input buffer, then once with a 1% larger cell:
  *                     each replay equal to a fresh host-entry computation; device_plans 1,
- *                     device_captures 1, steps 2, the library's own graph counters 0.
+ *                     device_captures 1, steps 2, the library's own graph counters 0; tn_a:
+ *                     the captured step took its side stream (nnpops__tn_side_steps).
  *   batch             two molecules as a batch with n_systems = 0 (not given): capture before any
  *                     warm-up -> NNPOPS_ERROR_CAPTURE ("no plan"), the caller's capture still valid;
  *                     warm-up computes 2 systems; the captured graph replays with the cached count,
@@ -54,6 +55,7 @@
 #include <string.h>
 
 #include "core/src/internal.h"
+#include "potentials/tensornet/tn_ops.h" /* nnpops__tn_side_steps */
 #include "emulated.h"
 #include "gpu_check.h"
 #include "reference.h"
@@ -383,11 +385,19 @@ static int case_capture(const char *model) {
     /* the test's own graph */
     nnpops_status st;
     char msg[2048];
+    const int sides0 = nnpops__tn_side_steps();
     cudaGraphExec_t exec = capture(cd, &in, &out, cs, cudaStreamCaptureModeGlobal, &st, msg,
                                    sizeof msg);
     if (st != NNPOPS_OK) {
         fprintf(stderr, "capture: %s: %s\n", nnpops_status_name(st), msg);
         return 1;
+    }
+    /* TensorNet: the captured step ran its edge networks on its side stream, which joined the
+     * caller's graph */
+    if (strcmp(model, "tn_a") == 0) {
+        const int sides = nnpops__tn_side_steps() - sides0;
+        printf("  TensorNet steps with the side stream in the capture: %d\n", sides);
+        if (sides != 1) fail = 1;
     }
     int replays = 0;
     /* (emulated: two replays, a replay after a replay; every further one the same launch) */
