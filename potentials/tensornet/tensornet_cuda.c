@@ -142,9 +142,10 @@ out:
     return st;
 }
 
-/* The side stream's cuBLAS work space: as much as the context's own handle has, so that cuBLAS
- * picks the same kernels on both, and never allocates while a stream captures. */
-#define TN_SIDE_BLAS_WORK_BYTES ((size_t)32 << 20)
+/* The side stream's cuBLAS work space (so that cuBLAS never allocates while a stream captures):
+ * the side stream's products are the edge networks of systems whose pre-activations fit the
+ * step's budget for them (ts_plan's sep), whose split-K sums need far less than this. */
+#define TN_SIDE_BLAS_WORK_BYTES ((size_t)4 << 20)
 
 /* A context's state (vt->cuda_prepare): the side stream, its handle and work space, the events */
 typedef struct tn_state {
