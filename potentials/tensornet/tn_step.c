@@ -29,8 +29,9 @@
  *
  * Two streams (the GPU step, where the plan gives every layer its own pre-activations and the
  * projections a block of their own, and the caller gives a side stream): the edge networks depend
- * on the distances alone, so the side stream computes them while the step's stream runs the
- * embedding and each layer's Y; a layer's messages wait for its edge network.  Backward, each
+ * on the distances alone, so the side stream computes them (after the atoms per system, which
+ * only the last op reads) while the step's stream runs the neighbor pairs, the embedding and each
+ * layer's Y; a layer's messages wait for its edge network.  Backward, each
  * layer's edge-network backward (from dE/dZ3 to dE/dphi) runs on the side stream beside Y's
  * backward, the next layer's update backward and the gates' backward; the next messages'
  * backward (which writes dE/dZ3 in the same block) and the embedding's backward wait for it.

@@ -248,9 +248,20 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
     const REAL self_fc = m->self_fc;
 
     /* ---- forward ---- */
+    /* the side stream (sa: the ops there): the atoms per system (read by the last op), then the
+     * edge networks from phiP, each to its layer's messages */
+    const int side = cuda && p.sep && a->side_stream != NULL;
+    nnpops__tn_step_args sa = *a;
+    if (side) {
+#if TN_HAVE_CUDA
+        sa.stream = a->side_stream, sa.blas = a->side_blas;
+        NNPOPS__TRY(ts_after(sa.stream, a->stream, a->fork_event));
+        g_side_steps++;
+#endif
+    }
     if (cuda) {
 #if TN_HAVE_CUDA
-        NNPOPS__TRY(nnpops__tn_count_cuda(N, a->n_systems, a->batch, count, a->stream));
+        NNPOPS__TRY(nnpops__tn_count_cuda(N, a->n_systems, a->batch, count, sa.stream));
 #endif
     } else {
         nnpops__tn_count_cpu(N, a->n_systems, a->batch, count);
@@ -267,16 +278,9 @@ nnpops_status TS(nnpops__tn_step)(const OPM *m, const nnpops__tn_step_args *a, i
                              pcount);
     }
     X(pair_radial, d, m->rbf_a, m->rbf_b, P, pentry, er, fc, erP, fcP, phiP);
-    /* the side stream (sa: the edge networks' GEMMs there), from here to each layer's messages */
-    const int side = cuda && p.sep && a->side_stream != NULL;
-    nnpops__tn_step_args sa = *a;
-    if (side) {
 #if TN_HAVE_CUDA
-        sa.stream = a->side_stream, sa.blas = a->side_blas;
-        NNPOPS__TRY(ts_after(sa.stream, a->stream, a->fork_event));
-        g_side_steps++;
+    if (side) NNPOPS__TRY(ts_after(sa.stream, a->stream, a->fork_event));
 #endif
-    }
     /* (the projections' bias is added by the embedding as it reads dk) */
     XLIN(P, R, 3 * F, 0, m->dproj_w, NULL, phiP, 0.0, dk);
     X(embed, d, N, a->start, a->pairs, E, a->species, m->ptab1, m->ptab2, self_fc, m->self_dk, ev,
