@@ -14,7 +14,7 @@
  *
  * Per context (vt->cuda_prepare): a side stream with a cuBLAS handle and work space of its own,
  * and the fork and join events, on which the step runs the layers' edge networks beside the
- * per-atom ops (nnpops__tn_step).
+ * per-atom ops (nnpops__tn_step), made by the first step that takes them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +147,8 @@ out:
  * step's budget for them (ts_plan's sep), whose split-K sums need far less than this. */
 #define TN_SIDE_BLAS_WORK_BYTES ((size_t)4 << 20)
 
-/* A context's state (vt->cuda_prepare): the side stream, its handle and work space, the events */
+/* A context's state (vt->cuda_prepare): the side stream, its handle and work space, the events
+ * (all NULL until a step takes them) */
 typedef struct tn_state {
     cudaStream_t side;
     cublasHandle_t blas;
@@ -155,16 +156,54 @@ typedef struct tn_state {
     cudaEvent_t fork, join;
 } tn_state;
 
-void nnpops__tn_cuda_release_state(void *state) {
-    tn_state *S = state;
-    if (!S) return;
+/* frees what tn_make_side made (never fails) */
+static void tn_free_side(tn_state *S) {
     if (S->side) cudaStreamSynchronize(S->side);
     if (S->blas) cublasDestroy(S->blas);
     if (S->side) cudaStreamDestroy(S->side);
     if (S->fork) cudaEventDestroy(S->fork);
     if (S->join) cudaEventDestroy(S->join);
     if (S->blas_work) cudaFree(S->blas_work);
+    memset(S, 0, sizeof *S);
+}
+
+void nnpops__tn_cuda_release_state(void *state) {
+    tn_state *S = state;
+    if (!S) return;
+    tn_free_side(S);
     free(S);
+}
+
+/* The side stream, its handle and work space, and the events, made the first time a step of the
+ * context would take them (a system small enough for the plan's sep): a context of large
+ * systems only never holds them. */
+static nnpops_status tn_make_side(const nnpops_model *model, tn_state *S) {
+    cudaError_t e = cudaMalloc(&S->blas_work, TN_SIDE_BLAS_WORK_BYTES);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&S->side, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->join, cudaEventDisableTiming);
+    cublasStatus_t b = CUBLAS_STATUS_SUCCESS;
+    /* plain FP32 / FP64 arithmetic as the context's handle; the stream set before the work
+     * space (setting a stream resets a handle's work space) */
+    if (e == cudaSuccess) b = cublasCreate(&S->blas);
+    if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
+        b = cublasSetMathMode(S->blas, CUBLAS_DEFAULT_MATH);
+    if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(S->blas, S->side);
+    if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
+        b = cublasSetWorkspace(S->blas, S->blas_work, TN_SIDE_BLAS_WORK_BYTES);
+    if (e != cudaSuccess || b != CUBLAS_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
+        tn_free_side(S);
+        if (b != CUBLAS_STATUS_SUCCESS)
+            return nnpops__fail(NNPOPS_ERROR_CUDA,
+                                "%s:%d: cuBLAS handle of the TensorNet side stream: %s",
+                                __FILE__, __LINE__, cublasGetStatusString(b));
+        return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
+                                                           : NNPOPS_ERROR_CUDA,
+                            "%s:%d: the TensorNet side stream on %s: %s", __FILE__, __LINE__,
+                            model->device_name, cudaGetErrorString(e));
+    }
+    return NNPOPS_OK;
 }
 
 nnpops_status nnpops__tn_cuda_prepare(const nnpops_model *model, nnpops__dstep *step,
@@ -173,34 +212,16 @@ nnpops_status nnpops__tn_cuda_prepare(const nnpops_model *model, nnpops__dstep *
     if (!S) {
         S = calloc(1, sizeof *S);
         if (!S) return nnpops__fail(NNPOPS_ERROR_OUT_OF_MEMORY, "out of memory (TensorNet state)");
-        cudaError_t e = cudaMalloc(&S->blas_work, TN_SIDE_BLAS_WORK_BYTES);
-        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&S->side, cudaStreamNonBlocking);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&S->join, cudaEventDisableTiming);
-        cublasStatus_t b = CUBLAS_STATUS_SUCCESS;
-        /* plain FP32 / FP64 arithmetic as the context's handle; the stream set before the work
-         * space (setting a stream resets a handle's work space) */
-        if (e == cudaSuccess) b = cublasCreate(&S->blas);
-        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
-            b = cublasSetMathMode(S->blas, CUBLAS_DEFAULT_MATH);
-        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(S->blas, S->side);
-        if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS)
-            b = cublasSetWorkspace(S->blas, S->blas_work, TN_SIDE_BLAS_WORK_BYTES);
-        if (e != cudaSuccess || b != CUBLAS_STATUS_SUCCESS) {
-            (void)cudaGetLastError();
-            nnpops__tn_cuda_release_state(S);
-            if (b != CUBLAS_STATUS_SUCCESS)
-                return nnpops__fail(NNPOPS_ERROR_CUDA,
-                                    "%s:%d: cuBLAS handle of the TensorNet side stream: %s",
-                                    __FILE__, __LINE__, cublasGetStatusString(b));
-            return nnpops__fail(e == cudaErrorMemoryAllocation ? NNPOPS_ERROR_OUT_OF_MEMORY
-                                                               : NNPOPS_ERROR_CUDA,
-                                "%s:%d: the TensorNet side stream on %s: %s", __FILE__, __LINE__,
-                                model->device_name, cudaGetErrorString(e));
-        }
         *state = S;
     }
     step->pot_state = S;
+    const tn_dev *d = model->device_data;
+    const int side =
+        d->f32 ? nnpops__tn_step_takes_side_f32(&d->m32, step->n_atoms, step->n_systems,
+                                                step->capacity)
+               : nnpops__tn_step_takes_side_f64(&d->m64, step->n_atoms, step->n_systems,
+                                                step->capacity);
+    if (side && !S->side) NNPOPS__TRY(tn_make_side(model, S));
     return NNPOPS_OK;
 }
 
@@ -241,7 +262,7 @@ nnpops_status nnpops__tn_compute_cuda(const nnpops_model *model, const nnpops__d
     a.blas = step->blas;
     a.stream = step->stream;
     const tn_state *S = step->pot_state;
-    if (S) {
+    if (S && S->side) {
         a.side_stream = S->side, a.side_blas = S->blas;
         a.fork_event = S->fork, a.join_event = S->join;
     }

@@ -378,6 +378,9 @@ typedef struct nnpops__tn_step_args {
                                       nnpops__tn_opmodel##SUF *m);                               \
     size_t nnpops__tn_step_work_bytes##SUF(const nnpops__tn_opmodel##SUF *m, int64_t n_atoms,    \
                                            int64_t n_systems, int64_t capacity);                  \
+    /* whether a GPU step of these sizes takes a side stream the caller gives */                 \
+    int nnpops__tn_step_takes_side##SUF(const nnpops__tn_opmodel##SUF *m, int64_t n_atoms,       \
+                                        int64_t n_systems, int64_t capacity);                     \
     /* the step with the CPU ops (cuda 0) or the CUDA ops (cuda 1) */                              \
     nnpops_status nnpops__tn_step##SUF(const nnpops__tn_opmodel##SUF *m,                         \
                                        const nnpops__tn_step_args *a, int cuda);

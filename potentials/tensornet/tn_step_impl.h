@@ -149,6 +149,11 @@ size_t TS(nnpops__tn_step_work_bytes)(const OPM *m, int64_t n_atoms, int64_t n_s
     return TS(ts_plan)(m, n_atoms, n_systems, capacity).total;
 }
 
+int TS(nnpops__tn_step_takes_side)(const OPM *m, int64_t n_atoms, int64_t n_systems,
+                                   int64_t capacity) {
+    return TS(ts_plan)(m, n_atoms, n_systems, capacity).sep;
+}
+
 /* One op on the chosen backend: X(name, args...) calls nnpops__tn_<name>_cpu<SUF>(args) or
  * nnpops__tn_<name>_cuda<SUF>(args, stream). */
 #if TN_HAVE_CUDA
