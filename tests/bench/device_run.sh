@@ -267,6 +267,11 @@ if [ $run_tnprof = 1 ]; then
     timeout 200 "$nsys_bin" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o "$out/tp" \
       "$build/tests/bench_gpu" --tensornet --f32 --only "$sy" --steps 60 > "$out/tnprof-run.log" 2>&1
     echo "nsys rc=$?"; grep -E "^\| [a-z]" "$out/tnprof-run.log"
+    if [ ! -f "$out/tp.nsys-rep" ]; then
+      # no report: what nsys left and said (e.g. a .qdstrm its importer could not convert)
+      echo "no tp.nsys-rep from $nsys_bin; files:"; ls -la "$out"/tp* 2>&1 | sed 's/^/  /'
+      grep -vE "^\| " "$out/tnprof-run.log" | tail -20 | sed 's/^/  nsys: /'
+    fi
     if [ -f "$out/tp.nsys-rep" ]; then
       "$nsys_bin" stats -r cuda_gpu_trace -f csv -o "$out/tp" "$out/tp.nsys-rep" > /dev/null 2>&1
       python3 "$root/tests/bench/timeline.py" "$out"/tp_cuda_gpu_trace.csv 8000 50 | tee -a "$out/tnprof.log" | tail -120
