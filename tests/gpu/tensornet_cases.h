@@ -801,6 +801,8 @@ static int TC(step)(void) {
             const int sides = nnpops__tn_side_steps() - sides0;
             printf("  with a side stream: %s\n", sides ? "taken" : "not taken");
             CHECK(sides == (vi == 0));
+            /* (what a context asks before it makes the side stream: the same answer) */
+            CHECK(TC(nnpops__tn_step_takes_side)(&o.dev, n, 2, E) == sides);
             to_host(e2, c.atom_energy, sizeof(double) * n);
             to_host(g2, c.pair_grad, sizeof(double) * 3 * E);
             CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
