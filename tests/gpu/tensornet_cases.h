@@ -803,6 +803,12 @@ static int TC(step)(void) {
             CHECK(sides == (vi == 0));
             /* (what a context asks before it makes the side stream: the same answer) */
             CHECK(TC(nnpops__tn_step_takes_side)(&o.dev, n, 2, E) == sides);
+            /* energies alone with the side stream: the same energies */
+            nnpops__tn_step_args c0 = c;
+            c0.need_grad = 0;
+            CHECK_OK(TC(nnpops__tn_step)(&o.dev, &c0, 1));
+            to_host(e2, c0.atom_energy, sizeof(double) * n);
+            CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
             to_host(e2, c.atom_energy, sizeof(double) * n);
             to_host(g2, c.pair_grad, sizeof(double) * 3 * E);
             CHECK(memcmp(e1, e2, sizeof(double) * n) == 0);
