@@ -1151,7 +1151,7 @@ template <typename T> __device__ void warp_ln_stats(int n, const T *x, T *mu, T 
     *rstd = (T)1 / t_sqrt(var + (T)1e-5);
 }
 
-/* The tile's atoms' X0 into shared memory: its components c [10F] per atom (rows PA apart) and,
+/* The tile's atoms' X0 into shared memory (rows PA apart): with c, its components [10F] per atom;
  * with t, its squared norm per channel; the block's threads over the atoms' channels */
 template <typename T>
 __device__ __forceinline__ void tile_decomp(const T *X0, int64_t a0, int na, int F, int PA, T *c,
@@ -1163,6 +1163,7 @@ __device__ __forceinline__ void tile_decomp(const T *X0, int64_t a0, int na, int
         for (int k = 0; k < 9; k++) x[k] = X[k * F];
         for (int k = 0; k < 9; k++) s += x[k] * x[k];
         if (t) t[a * PA + f] = s;
+        if (!c) continue;
         t_decomp(x, cc);
         for (int k = 0; k < 10; k++) c[a * PA + k * F + f] = cc[k];
     }
@@ -1360,12 +1361,9 @@ __global__ void atom_embed_back_lin_kernel(nnpops__tn_dims d, int64_t n, tl_cfg 
     const atom_tile tl = tile_of(n, F, cfg);
     const int64_t a0 = tl.a0;
     T *gcs = sa, *ggate = gcs + 10 * F, *gs1 = ggate + 3 * F, *ga = gs1 + 2 * F, *t = ga + F;
+    tile_decomp(X0, a0, tl.na, F, PA, (T *)NULL, t);
     for (int idx = threadIdx.x; idx < tl.na * F; idx += blockDim.x) {
         const int a = idx / F, f = idx % F;
-        const T *X = X0 + (size_t)(a0 + a) * 9 * F + f;
-        T s = 0;
-        for (int k = 0; k < 9; k++) s += X[k * F] * X[k * F];
-        t[a * PA + f] = s;
         const T *gc = gcs_all + (size_t)(a0 + a) * 10 * F + f;
         for (int k = 0; k < 10; k++) gcs[a * PA + k * F + f] = gc[k * F];
         const T *gg = gg_all + (size_t)(a0 + a) * 3 * F + f;
