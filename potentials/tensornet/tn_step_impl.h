@@ -118,8 +118,7 @@ static TS(ts_work) TS(ts_plan)(const OPM *m, int64_t N, int64_t S, int64_t E) {
     TS_TAKE(erP, P * r);
     TS_TAKE(fcP, P * r);
     TS_TAKE(phiP, P * R * r);
-    TS_TAKE(dk, p.sep ? P * 3 * F * r : 0);
-    if (!p.sep) p.dk = 0; /* (set to Z3's below) */
+    TS_TAKE(dk, p.sep ? P * 3 * F * r : 0); /* (without sep: Z3's, below) */
     TS_TAKE(Z1, LZ * P * F * r);
     TS_TAKE(Z2, LZ * P * 2 * F * r);
     TS_TAKE(Z3, LZ * P * 3 * F * r);
